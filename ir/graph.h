@@ -1,0 +1,105 @@
+// The fusec IR: a Module of named functions; a function is a Graph of SSA ops in
+// topological order whose results are typed Values. A `kernel` op owns a body Graph that is
+// isolated from the enclosing one: its inputs are its own `input` ops, bound in order to
+// the kernel's operands, and its outputs become the kernel's results.
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/op_table.h"
+#include "ir/types.h"
+
+namespace fusec {
+
+// Every user-facing failure (bad IR, bad shapes, bad flags) is an Error whose what() is one
+// line. A located one reads "file:line:col: error: msg" (clang style); errorLine() gives the
+// line to print for any of them.
+struct Error : std::runtime_error {
+  explicit Error(const std::string& msg, bool located = false) : std::runtime_error(msg), located(located) {}
+  bool located;
+};
+
+struct SourceLoc {
+  int line = 0, col = 0;  // 1-based; 0 means "not from text"
+  bool valid() const { return line > 0; }
+};
+
+Error errorAt(const std::string& file, SourceLoc loc, const std::string& msg);
+std::string errorLine(const std::exception& e);  // "file:line:col: error: msg" or "error: msg"
+
+struct Op;
+class Graph;
+
+struct Value {
+  Type type;
+  Op* def = nullptr;  // the op that defines this value
+  int index = 0;      // which result of `def`
+  std::string name;   // optional; printed as %name (never all digits), else numbered
+};
+
+struct Op {
+  OpKind kind;
+  std::vector<Value*> operands;
+  std::vector<std::unique_ptr<Value>> results;
+  std::vector<AttrValue> attrs;  // one per OpInfo::attrs entry, defaults filled in
+  std::unique_ptr<Graph> body;   // kernel ops only
+  SourceLoc loc;
+
+  const OpInfo& info() const { return opInfo(kind); }
+  Value* result(int i = 0) const { return results.at(size_t(i)).get(); }
+  int numResults() const { return int(results.size()); }
+
+  const AttrValue& attr(std::string_view name) const;
+  int64_t attrInt(std::string_view name) const;
+  const std::vector<int64_t>& attrInts(std::string_view name) const;
+  double attrFloat(std::string_view name) const;
+  bool attrBool(std::string_view name) const;
+  const std::string& attrStr(std::string_view name) const;
+  void setAttr(std::string_view name, AttrValue v);
+};
+
+class Graph {
+ public:
+  std::string name;                       // function name (without '@'), or kernel name
+  std::vector<std::unique_ptr<Op>> ops;   // topological order
+  std::vector<Value*> outputs;
+  SourceLoc loc;
+
+  Op* append(std::unique_ptr<Op> op);
+  std::vector<Op*> inputs() const;  // `input` ops, in order
+  std::vector<Op*> params() const;  // `param` ops, in order
+  Op* findInput(std::string_view name) const;
+  Op* findParam(std::string_view name) const;
+
+  // Rewrites every use of `from` (operands and outputs) to `to`. O(ops).
+  void replaceAllUses(Value* from, Value* to);
+  // Removes the ops for which `dead` is true. The caller guarantees no remaining use.
+  template <class Pred>
+  void eraseIf(Pred dead) {
+    std::vector<std::unique_ptr<Op>> kept;
+    kept.reserve(ops.size());
+    for (auto& op : ops)
+      if (!dead(op.get())) kept.push_back(std::move(op));
+    ops = std::move(kept);
+  }
+};
+
+class Module {
+ public:
+  std::string sourceName = "<input>";  // file name used in error locations
+  std::vector<std::unique_ptr<Graph>> funcs;
+
+  Graph* find(std::string_view name) const;
+  Graph& add(std::string name);  // throws Error on a duplicate name
+};
+
+// Deep copies; value names, attributes, locations and bodies are preserved.
+std::unique_ptr<Graph> cloneGraph(const Graph& g);
+std::unique_ptr<Module> cloneModule(const Module& m);
+
+// A fresh op of `kind` with default attributes and no operands or results.
+std::unique_ptr<Op> makeOp(OpKind kind);
+
+}  // namespace fusec

@@ -1,0 +1,129 @@
+#include "ir/printer.h"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <unordered_map>
+
+namespace fusec {
+
+std::string formatFloat(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, res.ptr);
+}
+
+static std::string quote(const std::string& s) {
+  std::string r = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') { r += '\\'; r += char(c); }
+    else if (c == '\n') r += "\\n";
+    else if (c == '\t') r += "\\t";
+    else if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      r += buf;
+    } else r += char(c);
+  }
+  return r + "\"";
+}
+
+std::string formatAttr(const AttrValue& v) {
+  struct Visitor {
+    std::string operator()(int64_t x) const { return std::to_string(x); }
+    std::string operator()(const std::vector<int64_t>& xs) const {
+      std::string r = "[";
+      for (size_t i = 0; i < xs.size(); ++i) r += (i ? ", " : "") + std::to_string(xs[i]);
+      return r + "]";
+    }
+    std::string operator()(double x) const { return formatFloat(x); }
+    std::string operator()(bool x) const { return x ? "true" : "false"; }
+    std::string operator()(const std::string& x) const { return quote(x); }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(std::ostream& os) : os_(os) {}
+
+  void func(const Graph& g) {
+    os_ << "func @" << g.name << " {\n";
+    body(g, 1);
+    os_ << "}\n";
+  }
+
+ private:
+  // Prints the ops and return of `g` at `depth`; `g` is its own naming scope.
+  void body(const Graph& g, int depth) {
+    std::unordered_map<const Value*, std::string> names;
+    int counter = 0;
+    auto nameOf = [&](const Value* v) -> const std::string& {
+      auto it = names.find(v);
+      if (it != names.end()) return it->second;
+      // Not defined in this graph: the verifier rejects this; print something visible.
+      static const std::string bad = "%<undefined>";
+      return bad;
+    };
+    std::string indent(size_t(depth) * 2, ' ');
+    for (auto& op : g.ops) {
+      for (auto& r : op->results)
+        names[r.get()] = "%" + (r->name.empty() ? std::to_string(counter++) : r->name);
+      os_ << indent;
+      for (size_t i = 0; i < op->results.size(); ++i) os_ << (i ? ", " : "") << names[op->results[i].get()];
+      const OpInfo& info = op->info();
+      os_ << " = " << info.name << "(";
+      for (size_t i = 0; i < op->operands.size(); ++i) os_ << (i ? ", " : "") << nameOf(op->operands[i]);
+      os_ << ")";
+      bool first = true;
+      for (size_t i = 0; i < info.attrs.size() && i < op->attrs.size(); ++i) {
+        const AttrSpec& spec = info.attrs[i];
+        if (spec.defaultValue && *spec.defaultValue == op->attrs[i]) continue;
+        os_ << (first ? " {" : ", ") << spec.name << " = " << formatAttr(op->attrs[i]);
+        first = false;
+      }
+      if (!first) os_ << "}";
+      os_ << " :";
+      for (size_t i = 0; i < op->results.size(); ++i) os_ << (i ? ", " : " ") << op->results[i]->type.str();
+      if (op->body) {
+        os_ << " {\n";
+        body(*op->body, depth + 1);
+        os_ << indent << "}";
+      }
+      os_ << "\n";
+    }
+    os_ << indent << "return";
+    for (size_t i = 0; i < g.outputs.size(); ++i) os_ << (i ? ", " : " ") << nameOf(g.outputs[i]);
+    os_ << "\n";
+  }
+
+  std::ostream& os_;
+};
+
+}  // namespace
+
+void print(const Module& m, std::ostream& os) {
+  Printer p(os);
+  for (size_t i = 0; i < m.funcs.size(); ++i) {
+    if (i) os << "\n";
+    p.func(*m.funcs[i]);
+  }
+}
+
+std::string printModule(const Module& m) {
+  std::ostringstream os;
+  print(m, os);
+  return os.str();
+}
+
+std::string printGraph(const Graph& g) {
+  std::ostringstream os;
+  Printer(os).func(g);
+  return os.str();
+}
+
+}  // namespace fusec

@@ -1,0 +1,325 @@
+#include "ir/type_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ir/printer.h"
+
+namespace fusec {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw Error(msg); }
+
+std::string typesStr(const std::vector<Type>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].str();
+  return s;
+}
+
+// Attribute access by schema position; the caller has checked kinds.
+struct Attrs {
+  const OpInfo& info;
+  const std::vector<AttrValue>& values;
+  const AttrValue& get(const char* n) const { return values.at(size_t(info.attrIndex(n))); }
+  int64_t i(const char* n) const { return std::get<int64_t>(get(n)); }
+  const std::vector<int64_t>& ints(const char* n) const { return std::get<std::vector<int64_t>>(get(n)); }
+  bool b(const char* n) const { return std::get<bool>(get(n)); }
+  double f(const char* n) const { return std::get<double>(get(n)); }
+};
+
+const Type& one(const std::vector<Type>& declared, const OpInfo& info) {
+  if (declared.size() != 1)
+    fail(std::string(info.name) + " needs exactly one declared result type, got " + std::to_string(declared.size()));
+  return declared[0];
+}
+
+void requireFloat(const Type& t, const OpInfo& info, const char* what = "operand") {
+  if (!isFloat(t.dtype))
+    fail(std::string(info.name) + " " + what + " must be a float type (f32, bf16, f16), got " + t.str());
+}
+void requireNumeric(const Type& t, const OpInfo& info) {
+  if (t.dtype == DType::boolean) fail(std::string(info.name) + " does not take bool operands, got " + t.str());
+}
+void requireInt(const Type& t, const OpInfo& info, const char* what) {
+  if (!isInt(t.dtype)) fail(std::string(info.name) + " " + what + " must be i64 or i32, got " + t.str());
+}
+void requireSameType(const std::vector<Type>& ops, size_t from, const OpInfo& info) {
+  for (size_t k = from + 1; k < ops.size(); ++k)
+    if (ops[k] != ops[from])
+      fail(std::string(info.name) + " operands must have the same type, got " + typesStr(ops));
+}
+void requireValidShape(const Type& t, const OpInfo& info) {
+  for (int64_t d : t.shape)
+    if (d < 0) fail(std::string(info.name) + " result has a negative dimension: " + t.str());
+}
+
+std::vector<Type> reduce(const OpInfo& info, const Type& x, const Attrs& a) {
+  std::vector<bool> reduced(size_t(x.rank()), false);
+  for (int64_t ax : a.ints("axes")) {
+    int n = normalizeAxis(ax, x.rank(), info.name.data());
+    if (reduced[size_t(n)]) fail(std::string(info.name) + " axis " + std::to_string(ax) + " listed twice");
+    reduced[size_t(n)] = true;
+  }
+  if (a.ints("axes").empty()) fail(std::string(info.name) + " needs at least one axis");
+  Type r{x.dtype, {}};
+  for (int d = 0; d < x.rank(); ++d) {
+    if (!reduced[size_t(d)]) r.shape.push_back(x.shape[size_t(d)]);
+    else if (a.b("keepdim")) r.shape.push_back(1);
+  }
+  return {r};
+}
+
+std::vector<Type> matmul(const OpInfo& info, const Type& a, const Type& b, const Attrs& at) {
+  if (a.dtype != b.dtype) fail("matmul operands must have the same dtype, got " + a.str() + " and " + b.str());
+  requireFloat(a, info);
+  if (a.rank() < 2 || b.rank() < 2) fail("matmul operands need rank >= 2, got " + a.str() + " and " + b.str());
+  int64_t m = a.shape[size_t(a.rank() - 2)], ka = a.shape[size_t(a.rank() - 1)];
+  if (at.b("transpose_a")) std::swap(m, ka);
+  int64_t kb = b.shape[size_t(b.rank() - 2)], n = b.shape[size_t(b.rank() - 1)];
+  if (at.b("transpose_b")) std::swap(kb, n);
+  if (ka != kb)
+    fail("matmul contraction sizes differ: " + std::to_string(ka) + " vs " + std::to_string(kb) + " for " + a.str() +
+         " x " + b.str());
+  Shape batchA(a.shape.begin(), a.shape.end() - 2), batchB(b.shape.begin(), b.shape.end() - 2);
+  if (!batchA.empty() && !batchB.empty() && batchA != batchB)
+    fail("matmul batch dimensions differ: " + a.str() + " x " + b.str());
+  Shape r = batchA.empty() ? batchB : batchA;
+  r.push_back(m);
+  r.push_back(n);
+  return {Type{a.dtype, r}};
+}
+
+std::vector<Type> kernel(const OpInfo& info, const std::vector<Type>& ops, const std::vector<Type>& declared,
+                         const Graph* body) {
+  if (!body) fail("kernel has no body");
+  auto ins = body->inputs();
+  if (ins.size() != ops.size())
+    fail("kernel has " + std::to_string(ops.size()) + " operands but its body has " + std::to_string(ins.size()) +
+         " inputs");
+  for (size_t k = 0; k < ops.size(); ++k)
+    if (ins[k]->result()->type != ops[k])
+      fail("kernel operand " + std::to_string(k) + " has type " + ops[k].str() + " but body input " +
+           std::to_string(k) + " has type " + ins[k]->result()->type.str());
+  if (body->outputs.size() != declared.size())
+    fail("kernel declares " + std::to_string(declared.size()) + " results but its body returns " +
+         std::to_string(body->outputs.size()));
+  for (size_t k = 0; k < declared.size(); ++k)
+    if (body->outputs[k]->type != declared[k])
+      fail("kernel result " + std::to_string(k) + " is declared " + declared[k].str() + " but its body returns " +
+           body->outputs[k]->type.str());
+  if (declared.empty()) fail("kernel must have at least one result");
+  return declared;
+}
+
+}  // namespace
+
+int normalizeAxis(int64_t axis, int rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    fail(std::string(what) + " axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return int(axis < 0 ? axis + rank : axis);
+}
+
+std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& ops,
+                                   const std::vector<AttrValue>& attrValues, const std::vector<Type>& declared,
+                                   const Graph* body) {
+  std::string name(info.name);
+  if (info.arity >= 0 && ops.size() != size_t(info.arity))
+    fail(name + " takes " + std::to_string(info.arity) + " operand" + (info.arity == 1 ? "" : "s") + ", got " +
+         std::to_string(ops.size()));
+  if (info.kind != OpKind::Kernel && !declared.empty() && declared.size() != 1)
+    fail(name + " has one result, got " + std::to_string(declared.size()) + " result types");
+  if (info.kind != OpKind::Kernel && body) fail(name + " cannot have a body");
+  Attrs a{info, attrValues};
+
+  switch (info.rule) {
+    case TypeRule::Declared: {
+      Type t = one(declared, info);
+      requireValidShape(t, info);
+      if (info.kind == OpKind::Constant) {
+        double v = a.f("value");
+        // Integer constants must be integral and in range (checked before any conversion).
+        bool integral = std::isfinite(v) && v >= -9.2e18 && v <= 9.2e18 && v == std::floor(v);
+        if (!isFloat(t.dtype) && !integral)
+          fail("constant " + formatFloat(v) + " is not representable in " + std::string(dtypeName(t.dtype)));
+      }
+      if ((info.kind == OpKind::Input || info.kind == OpKind::Param) && std::get<std::string>(a.get("name")).empty())
+        fail(name + " needs a non-empty name");
+      return {t};
+    }
+    case TypeRule::Iota: {
+      Type t = one(declared, info);
+      requireValidShape(t, info);
+      if (t.dtype == DType::boolean) fail("iota result cannot be bool");
+      normalizeAxis(a.i("axis"), t.rank(), "iota");
+      return {t};
+    }
+    case TypeRule::UnaryNumeric: requireNumeric(ops[0], info); return {ops[0]};
+    case TypeRule::UnaryFloat: requireFloat(ops[0], info); return {ops[0]};
+    case TypeRule::UnaryBool:
+      if (ops[0].dtype != DType::boolean) fail(name + " operand must be bool, got " + ops[0].str());
+      return {ops[0]};
+    case TypeRule::BinaryNumeric: requireSameType(ops, 0, info); requireNumeric(ops[0], info); return {ops[0]};
+    case TypeRule::BinaryFloat: requireSameType(ops, 0, info); requireFloat(ops[0], info); return {ops[0]};
+    case TypeRule::BinaryBool:
+      requireSameType(ops, 0, info);
+      if (ops[0].dtype != DType::boolean) fail(name + " operands must be bool, got " + ops[0].str());
+      return {ops[0]};
+    case TypeRule::Compare: requireSameType(ops, 0, info); return {Type{DType::boolean, ops[0].shape}};
+    case TypeRule::Select:
+      if (ops[0].dtype != DType::boolean) fail("select condition must be bool, got " + ops[0].str());
+      if (ops[1] != ops[2]) fail("select branches must have the same type, got " + ops[1].str() + " and " + ops[2].str());
+      if (ops[0].shape != ops[1].shape)
+        fail("select condition shape " + shapeStr(ops[0].shape) + " differs from branch shape " + shapeStr(ops[1].shape));
+      return {ops[1]};
+    case TypeRule::Cast: {
+      Type t = one(declared, info);
+      if (t.shape != ops[0].shape) fail("cast cannot change the shape: " + ops[0].str() + " to " + t.str());
+      return {t};
+    }
+    case TypeRule::ReduceNumeric: requireNumeric(ops[0], info); return reduce(info, ops[0], a);
+    case TypeRule::ReduceFloat: requireFloat(ops[0], info); return reduce(info, ops[0], a);
+    case TypeRule::Reshape: {
+      Type t = one(declared, info);
+      requireValidShape(t, info);
+      if (t.dtype != ops[0].dtype) fail("reshape cannot change the dtype: " + ops[0].str() + " to " + t.str());
+      if (t.numel() != ops[0].numel())
+        fail("reshape changes the element count: " + ops[0].str() + " (" + std::to_string(ops[0].numel()) + ") to " +
+             t.str() + " (" + std::to_string(t.numel()) + ")");
+      return {t};
+    }
+    case TypeRule::Permute: {
+      const auto& perm = a.ints("perm");
+      if (int(perm.size()) != ops[0].rank())
+        fail("permute needs " + std::to_string(ops[0].rank()) + " entries in perm, got " + std::to_string(perm.size()));
+      std::vector<bool> seen(perm.size(), false);
+      Type t{ops[0].dtype, {}};
+      for (int64_t p : perm) {
+        if (p < 0 || p >= ops[0].rank() || seen[size_t(p)])
+          fail("permute perm is not a permutation of 0.." + std::to_string(ops[0].rank() - 1));
+        seen[size_t(p)] = true;
+        t.shape.push_back(ops[0].shape[size_t(p)]);
+      }
+      return {t};
+    }
+    case TypeRule::Broadcast: {
+      Type t = one(declared, info);
+      requireValidShape(t, info);
+      const Type& x = ops[0];
+      if (t.dtype != x.dtype) fail("broadcast cannot change the dtype: " + x.str() + " to " + t.str());
+      if (x.rank() > t.rank()) fail("broadcast cannot lower the rank: " + x.str() + " to " + t.str());
+      int off = t.rank() - x.rank();
+      for (int d = 0; d < x.rank(); ++d) {
+        int64_t xs = x.shape[size_t(d)], ts = t.shape[size_t(d + off)];
+        if (xs != ts && xs != 1)
+          fail("cannot broadcast " + x.str() + " to " + t.str() + ": dimension " + std::to_string(d) + " is " +
+               std::to_string(xs));
+      }
+      return {t};
+    }
+    case TypeRule::Slice: {
+      const Type& x = ops[0];
+      int ax = normalizeAxis(a.i("axis"), x.rank(), "slice");
+      int64_t start = a.i("start"), end = a.i("end"), step = a.i("step"), dim = x.shape[size_t(ax)];
+      if (step <= 0) fail("slice step must be positive, got " + std::to_string(step));
+      if (start < 0 || start > end || end > dim)
+        fail("slice [" + std::to_string(start) + ", " + std::to_string(end) + ") is out of range for dimension of size " +
+             std::to_string(dim));
+      Type t = x;
+      t.shape[size_t(ax)] = (end - start + step - 1) / step;
+      return {t};
+    }
+    case TypeRule::Concat: {
+      if (ops.empty()) fail("concat needs at least one operand");
+      int ax = normalizeAxis(a.i("axis"), ops[0].rank(), "concat");
+      Type t = ops[0];
+      for (size_t k = 1; k < ops.size(); ++k) {
+        const Type& o = ops[k];
+        bool ok = o.dtype == t.dtype && o.rank() == t.rank();
+        for (int d = 0; ok && d < o.rank(); ++d)
+          if (d != ax && o.shape[size_t(d)] != t.shape[size_t(d)]) ok = false;
+        if (!ok) fail("concat operands disagree outside axis " + std::to_string(ax) + ": " + typesStr(ops));
+        t.shape[size_t(ax)] += o.shape[size_t(ax)];
+      }
+      return {t};
+    }
+    case TypeRule::Gather: {
+      const Type &x = ops[0], &idx = ops[1];
+      requireInt(idx, info, "index");
+      if (idx.rank() != x.rank()) fail("gather index rank " + std::to_string(idx.rank()) + " differs from source rank " + std::to_string(x.rank()));
+      int ax = normalizeAxis(a.i("axis"), x.rank(), "gather");
+      for (int d = 0; d < x.rank(); ++d)
+        if (d != ax && idx.shape[size_t(d)] != x.shape[size_t(d)])
+          fail("gather index shape " + shapeStr(idx.shape) + " must match source " + shapeStr(x.shape) + " outside axis " + std::to_string(ax));
+      return {Type{x.dtype, idx.shape}};
+    }
+    case TypeRule::ScatterAdd: {
+      const Type &base = ops[0], &idx = ops[1], &src = ops[2];
+      requireInt(idx, info, "index");
+      if (src.dtype != base.dtype) fail("scatter_add source dtype " + src.str() + " differs from base " + base.str());
+      if (idx.shape != src.shape) fail("scatter_add index shape " + shapeStr(idx.shape) + " differs from source shape " + shapeStr(src.shape));
+      if (src.rank() != base.rank()) fail("scatter_add source rank differs from base: " + src.str() + " vs " + base.str());
+      int ax = normalizeAxis(a.i("axis"), base.rank(), "scatter_add");
+      for (int d = 0; d < base.rank(); ++d)
+        if (d != ax && src.shape[size_t(d)] != base.shape[size_t(d)])
+          fail("scatter_add source " + shapeStr(src.shape) + " must match base " + shapeStr(base.shape) + " outside axis " + std::to_string(ax));
+      return {base};
+    }
+    case TypeRule::Matmul: return matmul(info, ops[0], ops[1], a);
+    case TypeRule::SoftmaxLike:
+      requireFloat(ops[0], info);
+      if (info.attrIndex("axis") >= 0) {
+        if (ops[0].rank() == 0) fail(name + " needs rank >= 1");
+        normalizeAxis(a.i("axis"), ops[0].rank(), info.name.data());
+      }
+      return {ops[0]};
+    case TypeRule::RMSNorm: {
+      const Type &x = ops[0], &g = ops[1];
+      requireFloat(x, info);
+      if (x.rank() < 1) fail("rmsnorm needs rank >= 1");
+      if (g.dtype != x.dtype || g.rank() != 1 || g.shape[0] != x.shape.back())
+        fail("rmsnorm weight must be " + std::string(dtypeName(x.dtype)) + "[" + std::to_string(x.shape.back()) + "], got " + g.str());
+      if (!(a.f("eps") > 0)) fail("rmsnorm eps must be positive");
+      return {x};
+    }
+    case TypeRule::Rope: {
+      const Type &x = ops[0], &pos = ops[1];
+      requireFloat(x, info);
+      requireInt(pos, info, "positions");
+      if (x.rank() < 2 || x.shape.back() % 2 != 0) fail("rope input must be [..., T, d] with even d, got " + x.str());
+      if (pos.rank() != 1 || pos.shape[0] != x.shape[size_t(x.rank() - 2)])
+        fail("rope positions must be [" + std::to_string(x.shape[size_t(x.rank() - 2)]) + "], got " + pos.str());
+      if (!(a.f("theta") > 0)) fail("rope theta must be positive");
+      return {x};
+    }
+    case TypeRule::CrossEntropy: {
+      const Type &logits = ops[0], &tgt = ops[1];
+      requireFloat(logits, info, "logits");
+      requireInt(tgt, info, "targets");
+      if (logits.rank() < 1) fail("cross_entropy logits need rank >= 1");
+      Shape rows(logits.shape.begin(), logits.shape.end() - 1);
+      if (tgt.shape != rows) fail("cross_entropy targets must be " + shapeStr(rows) + ", got " + tgt.str());
+      return {Type{logits.dtype, {}}};
+    }
+    case TypeRule::Attention: {
+      const Type &q = ops[0], &k = ops[1], &v = ops[2];
+      requireFloat(q, info, "query");
+      if (k.dtype != q.dtype || v.dtype != q.dtype) fail("attention operands must share a dtype: " + typesStr(ops));
+      if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
+        fail("attention operands must be [..., T, d] of equal rank: " + typesStr(ops));
+      int r = q.rank();
+      if (!std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+          !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+        fail("attention batch dimensions differ: " + typesStr(ops));
+      if (q.shape[size_t(r - 1)] != k.shape[size_t(r - 1)]) fail("attention query and key widths differ: " + typesStr(ops));
+      if (k.shape[size_t(r - 2)] != v.shape[size_t(r - 2)]) fail("attention key and value lengths differ: " + typesStr(ops));
+      Type t = q;
+      t.shape[size_t(r - 1)] = v.shape[size_t(r - 1)];
+      return {t};
+    }
+    case TypeRule::Kernel: return kernel(info, ops, declared, body);
+  }
+  fail("internal: unhandled type rule for " + name);
+}
+
+}  // namespace fusec

@@ -1,0 +1,21 @@
+// Operand checking and result-type inference for every op, keyed by OpInfo::rule.
+#pragma once
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusec {
+
+// Checks an op's operand types and attributes and returns its result types.
+// `declared` holds the result types written in text or given to the builder: rules whose
+// result cannot be inferred (sources, reshape, broadcast, cast, kernel) take them from there
+// and check them; for every other rule `declared` may be empty. `body` is the kernel body.
+// Throws Error with a one-line message (no location: callers add it).
+std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& operands,
+                                   const std::vector<AttrValue>& attrs,
+                                   const std::vector<Type>& declared, const Graph* body);
+
+// Normalises a possibly negative axis against `rank`; throws Error if out of range.
+int normalizeAxis(int64_t axis, int rank, const char* what);
+
+}  // namespace fusec

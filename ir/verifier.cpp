@@ -1,0 +1,96 @@
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "ir/type_rules.h"
+
+namespace fusec {
+namespace {
+
+bool validValueName(const std::string& n) {
+  if (n.empty()) return true;
+  bool allDigits = true;
+  for (char c : n) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+    if (!std::isdigit(static_cast<unsigned char>(c))) allDigits = false;
+  }
+  return !allDigits;
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const std::string& file) : file_(file) {}
+
+  void graph(const Graph& g, const std::string& where) {
+    std::unordered_set<const Value*> defined;
+    std::unordered_set<std::string> names, inputNames, paramNames;
+    for (size_t k = 0; k < g.ops.size(); ++k) {
+      const Op& op = *g.ops[k];
+      auto fail = [&](const std::string& msg) -> void {
+        std::string ctx = op.loc.valid() ? "" : where + ", op #" + std::to_string(k) + " (" + std::string(op.info().name) + "): ";
+        throw errorAt(file_, op.loc, ctx + msg);
+      };
+      if (size_t(op.kind) >= allOps().size()) fail("unknown op kind");
+      const OpInfo& info = op.info();
+      if (op.attrs.size() != info.attrs.size()) fail(std::string(info.name) + " has the wrong number of attributes");
+      for (size_t i = 0; i < info.attrs.size(); ++i)
+        if (!attrValueMatches(op.attrs[i], info.attrs[i].kind))
+          fail(std::string(info.name) + " attribute '" + info.attrs[i].name + "' must be of kind " +
+               std::string(attrKindName(info.attrs[i].kind)));
+      std::vector<Type> operandTypes, resultTypes;
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Value* v = op.operands[i];
+        if (!v) fail("operand " + std::to_string(i) + " is null");
+        if (!defined.count(v)) fail("operand " + std::to_string(i) + " is used before it is defined (or comes from another graph)");
+        operandTypes.push_back(v->type);
+      }
+      for (size_t i = 0; i < op.results.size(); ++i) {
+        const Value& r = *op.results[i];
+        if (r.def != &op || r.index != int(i)) fail("result " + std::to_string(i) + " has a wrong back-link");
+        if (!validValueName(r.name)) fail("invalid value name '%" + r.name + "'");
+        if (!r.name.empty() && !names.insert(r.name).second) fail("duplicate value name %" + r.name);
+        resultTypes.push_back(r.type);
+      }
+      if (op.body && op.kind != OpKind::Kernel) fail(std::string(info.name) + " cannot have a body");
+      try {
+        auto inferred = inferResultTypes(info, operandTypes, op.attrs, resultTypes, op.body.get());
+        if (inferred != resultTypes) {
+          std::string a, b;
+          for (auto& t : resultTypes) a += (a.empty() ? "" : ", ") + t.str();
+          for (auto& t : inferred) b += (b.empty() ? "" : ", ") + t.str();
+          fail("result type " + a + " does not match the inferred " + b);
+        }
+      } catch (const Error& e) {
+        if (e.located) throw;
+        fail(e.what());
+      }
+      if (op.kind == OpKind::Input && !inputNames.insert(op.attrStr("name")).second)
+        fail("duplicate input name \"" + op.attrStr("name") + "\"");
+      if (op.kind == OpKind::Param && !paramNames.insert(op.attrStr("name")).second)
+        fail("duplicate param name \"" + op.attrStr("name") + "\"");
+      if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
+      for (auto& r : op.results) defined.insert(r.get());
+    }
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (!g.outputs[i] || !defined.count(g.outputs[i]))
+        throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
+  }
+
+ private:
+  const std::string& file_;
+};
+
+}  // namespace
+
+void verifyGraph(const Graph& g, const std::string& sourceName) { Verifier(sourceName).graph(g, "@" + g.name); }
+
+void verify(const Module& m) {
+  std::unordered_set<std::string> names;
+  for (auto& f : m.funcs) {
+    if (!names.insert(f->name).second) throw errorAt(m.sourceName, f->loc, "duplicate function @" + f->name);
+    verifyGraph(*f, m.sourceName);
+  }
+}
+
+}  // namespace fusec

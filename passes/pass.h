@@ -1,0 +1,27 @@
+// Passes rewrite a Module in place and say whether they changed it (XLA style).
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusec {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool run(Module& m) = 0;
+};
+
+// The registry of every pass by name (passes/registry.cpp). Throws Error for an unknown name.
+std::unique_ptr<Pass> createPass(std::string_view name);
+std::vector<std::string> passNames();
+
+std::unique_ptr<Pass> createDCEPass();
+std::unique_ptr<Pass> createCSEPass();
+std::unique_ptr<Pass> createCanonicalizePass();
+
+}  // namespace fusec

@@ -1,0 +1,102 @@
+#include "passes/pass_manager.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace fusec {
+
+PassManager::PassManager(PassManagerOptions opts) : opts_(std::move(opts)) {
+  if (!opts_.log) opts_.log = &std::cerr;
+  checkPassNames(opts_.printBefore, "--print-ir-before");
+  checkPassNames(opts_.printAfter, "--print-ir-after");
+}
+
+void checkPassNames(const std::vector<std::string>& names, const char* flag) {
+  for (const auto& n : names) createPass(n);  // throws for an unknown name
+  (void)flag;
+}
+
+void PassManager::addPipeline(const std::string& pipeline) {
+  size_t pos = 0;
+  while (pos <= pipeline.size()) {
+    size_t comma = std::min(pipeline.find(',', pos), pipeline.size());
+    std::string name = pipeline.substr(pos, comma - pos);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (name.empty()) throw Error("empty pass name in pipeline '" + pipeline + "'");
+    add(createPass(name));
+    pos = comma + 1;
+  }
+}
+
+static bool listed(const std::vector<std::string>& names, std::string_view n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+void PassManager::dump(const Module& m, int index, const std::string& name) {
+  if (opts_.dumpDir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(opts_.dumpDir, ec);
+  if (ec) throw Error("cannot create dump directory '" + opts_.dumpDir + "': " + ec.message());
+  char file[64];
+  std::snprintf(file, sizeof file, "%02d_%s.fir", index, name.c_str());
+  auto path = std::filesystem::path(opts_.dumpDir) / file;
+  std::ofstream out(path);
+  print(m, out);
+  if (!out) throw Error("cannot write '" + path.string() + "'");
+}
+
+bool PassManager::run(Module& m) {
+  std::ostream& log = *opts_.log;
+  bool any = false;
+  timings_.clear();
+  dump(m, 0, "input");
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    Pass& p = *passes_[i];
+    std::string name(p.name());
+    if (opts_.printBeforeAll || listed(opts_.printBefore, name))
+      log << "// ----- IR before " << name << " -----\n" << printModule(m);
+    auto t0 = std::chrono::steady_clock::now();
+    bool changed = p.run(m);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    timings_.push_back({name, ms, changed});
+    any |= changed;
+    if (opts_.verifyEach) {
+      try {
+        verify(m);
+      } catch (const Error& e) {
+        throw Error("IR is invalid after pass '" + name + "': " + e.what());
+      }
+    }
+    if (opts_.printAfterAll || listed(opts_.printAfter, name))
+      log << "// ----- IR after " << name << (changed ? "" : " (unchanged)") << " -----\n" << printModule(m);
+    dump(m, int(i) + 1, name);
+  }
+  if (opts_.timePasses) {
+    double total = 0;
+    for (auto& t : timings_) total += t.ms;
+    char line[160];
+    log << "===------------------------------------------------===\n"
+        << "  pass timing report\n"
+        << "===------------------------------------------------===\n";
+    std::snprintf(line, sizeof line, "  %-24s %12s %8s %8s\n", "pass", "time (ms)", "share", "changed");
+    log << line;
+    for (auto& t : timings_) {
+      std::snprintf(line, sizeof line, "  %-24s %12.3f %7.1f%% %8s\n", t.name.c_str(), t.ms,
+                    total > 0 ? 100.0 * t.ms / total : 0.0, t.changed ? "yes" : "no");
+      log << line;
+    }
+    std::snprintf(line, sizeof line, "  %-24s %12.3f %7.1f%%\n", "total", total, 100.0);
+    log << line;
+  }
+  return any;
+}
+
+}  // namespace fusec

@@ -1,0 +1,48 @@
+// Runs a pipeline of passes with the observability of LLVM/XLA pass managers: IR printed
+// before/after chosen passes, one numbered .fir dump per pass, timings, verify-after-each.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace fusec {
+
+struct PassManagerOptions {
+  bool verifyEach = true;
+  bool printBeforeAll = false, printAfterAll = false;
+  std::vector<std::string> printBefore, printAfter;  // pass names
+  std::string dumpDir;                               // one NN_name.fir per pass when set
+  bool timePasses = false;
+  std::ostream* log = nullptr;                       // where IR prints and timings go (default: std::cerr)
+};
+
+struct PassTiming {
+  std::string name;
+  double ms;
+  bool changed;
+};
+
+class PassManager {
+ public:
+  explicit PassManager(PassManagerOptions opts = {});
+  // "a,b,c" -> passes; throws Error for an unknown or empty name.
+  void addPipeline(const std::string& pipeline);
+  void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  // Runs every pass in order; returns true if any changed the module.
+  bool run(Module& m);
+  const std::vector<PassTiming>& timings() const { return timings_; }
+
+ private:
+  void dump(const Module& m, int index, const std::string& name);
+  std::vector<std::unique_ptr<Pass>> passes_;
+  PassManagerOptions opts_;
+  std::vector<PassTiming> timings_;
+};
+
+// Checks that every name in `names` is a registered pass (for --print-ir-after=NAME).
+void checkPassNames(const std::vector<std::string>& names, const char* flag);
+
+}  // namespace fusec

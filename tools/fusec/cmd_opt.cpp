@@ -1,0 +1,49 @@
+// `fusec opt FILE|- [--passes=a,b,c] [-o OUT]`: IR file in, IR file out (for tests and for
+// reading what a pass does).
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "tools/fusec/commands.h"
+
+namespace fusec::cli {
+
+namespace {
+struct OptArgs {
+  std::string input;
+  std::string passes;
+  std::string output = "-";
+  PassManagerOptions pm;
+};
+}  // namespace
+
+Command addOptCommand(CLI::App& app) {
+  auto args = std::make_shared<OptArgs>();
+  std::string known;
+  for (auto& n : passNames()) known += (known.empty() ? "" : ", ") + n;
+  CLI::App* cmd = app.add_subcommand("opt", "Parse a .fir file, run passes on it and print the result");
+  cmd->add_option("file", args->input, "Input .fir file, or - for stdin")->required();
+  cmd->add_option("--passes", args->passes, "Comma-separated pipeline; passes: " + known)->type_name("LIST");
+  cmd->add_option("-o,--output", args->output, "Output file (default: stdout)")->type_name("FILE");
+  addPassManagerFlags(*cmd, args->pm);
+  return [cmd, args]() -> int {
+    if (!cmd->parsed()) return -1;
+    auto module = parseFile(args->input);
+    PassManager pm(args->pm);
+    if (!args->passes.empty()) pm.addPipeline(args->passes);
+    pm.run(*module);
+    if (args->output == "-") {
+      print(*module, std::cout);
+      std::cout.flush();
+    } else {
+      std::ofstream out(args->output);
+      if (!out) throw Error("cannot write '" + args->output + "'");
+      print(*module, out);
+    }
+    return 0;
+  };
+}
+
+}  // namespace fusec::cli

@@ -1,0 +1,38 @@
+// fusec: a kernel-fusion compiler for transformer graphs. Every failure ends as one line on
+// stderr and exit code 1.
+#include <iostream>
+
+#include "ir/graph.h"
+#include "tools/fusec/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fusec: a kernel-fusion compiler for transformer graphs", "fusec"};
+  app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
+  app.require_subcommand(1);
+  std::vector<fusec::cli::Command> commands = {fusec::cli::addOptCommand(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  try {
+    for (auto& run : commands) {
+      int rc = run();
+      if (rc >= 0) return rc;
+    }
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << fusec::errorLine(e) << "\n";
+    return 1;
+  }
+  return 1;
+}

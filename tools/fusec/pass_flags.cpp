@@ -1,0 +1,20 @@
+#include "tools/fusec/commands.h"
+
+namespace fusec::cli {
+
+void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& o) {
+  cmd.add_flag("--print-ir-after-all", o.printAfterAll, "Print the IR after every pass (to stderr)");
+  cmd.add_flag("--print-ir-before-all", o.printBeforeAll, "Print the IR before every pass (to stderr)");
+  cmd.add_option("--print-ir-after", o.printAfter, "Print the IR after the named pass (repeatable)")
+      ->delimiter(',')
+      ->type_name("NAME");
+  cmd.add_option("--print-ir-before", o.printBefore, "Print the IR before the named pass (repeatable)")
+      ->delimiter(',')
+      ->type_name("NAME");
+  cmd.add_option("--dump-dir", o.dumpDir, "Write the IR before the pipeline and after each pass as DIR/NN_pass.fir")
+      ->type_name("DIR");
+  cmd.add_flag("--time-passes", o.timePasses, "Print a table of pass timings (to stderr)");
+  cmd.add_flag("!--no-verify", o.verifyEach, "Skip the verifier after each pass");
+}
+
+}  // namespace fusec::cli
