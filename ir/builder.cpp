@@ -27,13 +27,7 @@ std::vector<Value*> Builder::create(OpKind kind, std::vector<Value*> operands, c
     if (!v) throw Error(opName + " got a null operand");
     operandTypes.push_back(v->type);
   }
-  std::vector<Type> types = inferResultTypes(info, operandTypes, op->attrs, declared, body.get());
-  if (!declared.empty() && declared != types) {
-    std::string d, t;
-    for (auto& x : declared) d += (d.empty() ? "" : ", ") + x.str();
-    for (auto& x : types) t += (t.empty() ? "" : ", ") + x.str();
-    throw Error(opName + " declared result type " + d + " does not match the inferred " + t);
-  }
+  std::vector<Type> types = checkResultTypes(info, operandTypes, op->attrs, declared, body.get());
   op->operands = std::move(operands);
   op->body = std::move(body);
   for (Type& t : types) {

@@ -287,13 +287,7 @@ class Parser {
     std::vector<Type> operandTypes;
     for (Value* v : op->operands) operandTypes.push_back(v->type);
     try {
-      auto inferred = inferResultTypes(*info, operandTypes, op->attrs, types, op->body.get());
-      if (inferred != types) {
-        std::string a, b;
-        for (auto& t : types) a += (a.empty() ? "" : ", ") + t.str();
-        for (auto& t : inferred) b += (b.empty() ? "" : ", ") + t.str();
-        fail("result type " + a + " does not match the inferred " + b, opTok.loc);
-      }
+      checkResultTypes(*info, operandTypes, op->attrs, types, op->body.get());
     } catch (const Error& e) {
       if (e.located) throw;
       fail(e.what(), opTok.loc);

@@ -322,4 +322,13 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
   fail("internal: unhandled type rule for " + name);
 }
 
+std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& operands,
+                                   const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
+                                   const Graph* body) {
+  std::vector<Type> inferred = inferResultTypes(info, operands, attrs, declared, body);
+  if (!declared.empty() && inferred != declared)
+    fail("result type " + typesStr(declared) + " does not match the inferred " + typesStr(inferred));
+  return inferred;
+}
+
 }  // namespace fusec

@@ -15,6 +15,12 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
                                    const std::vector<AttrValue>& attrs,
                                    const std::vector<Type>& declared, const Graph* body);
 
+// inferResultTypes, then: if `declared` is non-empty it must equal the inferred types, else
+// Error("result type X does not match the inferred Y"). Returns the result types.
+std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& operands,
+                                   const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
+                                   const Graph* body);
+
 // Normalises a possibly negative axis against `rank`; throws Error if out of range.
 int normalizeAxis(int64_t axis, int rank, const char* what);
 

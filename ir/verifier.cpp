@@ -54,13 +54,7 @@ class Verifier {
       }
       if (op.body && op.kind != OpKind::Kernel) fail(std::string(info.name) + " cannot have a body");
       try {
-        auto inferred = inferResultTypes(info, operandTypes, op.attrs, resultTypes, op.body.get());
-        if (inferred != resultTypes) {
-          std::string a, b;
-          for (auto& t : resultTypes) a += (a.empty() ? "" : ", ") + t.str();
-          for (auto& t : inferred) b += (b.empty() ? "" : ", ") + t.str();
-          fail("result type " + a + " does not match the inferred " + b);
-        }
+        checkResultTypes(info, operandTypes, op.attrs, resultTypes, op.body.get());
       } catch (const Error& e) {
         if (e.located) throw;
         fail(e.what());

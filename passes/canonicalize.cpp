@@ -1,0 +1,347 @@
+// Canonicalization: local rewrites applied to a fixed point in one forward sweep per graph
+// (operands are canonical before their users are visited; each op is rewritten until no
+// rule applies; a second sweep runs only as a check).
+//
+//   constant folding   a pointwise op whose operands are all `constant` splats becomes a
+//                      constant; the value is computed by the reference interpreter on
+//                      rank-0 tensors, so it matches its semantics bit for bit. Not folded:
+//                      int division by zero, int operands beyond +-2^31, casts of
+//                      NaN/inf/out-of-range values to int or bool, NaN results, and results
+//                      a `constant` of the result type cannot reproduce exactly.
+//   identities         x*1, 1*x, x+0, 0+x, x-0, x/1 -> x (the constant must have x's type);
+//                      neg(neg x) -> x; cast to x's own type -> x;
+//                      cast(cast(x)) -> cast(x) (or x when back to x's dtype) when the inner
+//                      cast is a lossless widening (bf16->f32, f16->f32, i32->i64, bool->*).
+//   layout             reshape/broadcast to the same type -> x; reshape(reshape x) ->
+//                      reshape x; broadcast(broadcast x) -> broadcast x; identity permute ->
+//                      x; permute(permute x) -> one permute (x for identity); whole-axis
+//                      step-1 slice -> x; reshape/permute/broadcast/slice of a constant ->
+//                      a constant of the new type.
+//
+// A replaced value's uses move to its replacement. Ops that lose their last use through a
+// rewrite are erased (transitively); ops that were dead before are left for DCE. `input` and
+// `param` ops are never erased. Kernel bodies are canonicalized recursively.
+#include <bit>
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/interpreter.h"
+#include "ir/type_rules.h"
+#include "passes/pass.h"
+
+namespace fusec {
+namespace {
+
+bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
+
+const Op* constDef(const Value* v) {
+  return v->def && v->def->kind == OpKind::Constant ? v->def : nullptr;
+}
+
+// `v` is a constant splat whose value attribute is exactly `c` (0 matches -0 too).
+bool isSplatOf(const Value* v, double c) {
+  const Op* d = constDef(v);
+  return d && d->attrFloat("value") == c;
+}
+
+std::unique_ptr<Op> newOp(OpKind kind, std::vector<Value*> operands, const Type& resultType) {
+  auto op = makeOp(kind);
+  op->operands = std::move(operands);
+  auto r = std::make_unique<Value>();
+  r->type = resultType;
+  r->def = op.get();
+  r->index = 0;
+  op->results.push_back(std::move(r));
+  return op;
+}
+
+std::unique_ptr<Op> newConstant(double value, const Type& t) {
+  auto op = newOp(OpKind::Constant, {}, t);
+  op->setAttr("value", value);
+  return op;
+}
+
+// The new op type-checks and infers exactly its declared result types.
+bool typeChecks(const Op& op) {
+  try {
+    std::vector<Type> in, declared;
+    for (Value* v : op.operands) in.push_back(v->type);
+    for (auto& r : op.results) declared.push_back(r->type);
+    return inferResultTypes(op.info(), in, op.attrs, declared, op.body.get()) == declared;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// A cast from -> to that is exact for every value of `from`.
+bool losslessWidening(DType from, DType to) {
+  if (from == DType::boolean) return to != DType::boolean;
+  return (from == DType::bf16 && to == DType::f32) || (from == DType::f16 && to == DType::f32) ||
+         (from == DType::i32 && to == DType::i64);
+}
+
+bool fitsTarget(double v, DType to) {
+  if (to == DType::i32) return v > -2147483649.0 && v < 2147483648.0;
+  if (to == DType::i64) return v > -9.2e18 && v < 9.2e18;
+  if (to == DType::boolean) return std::isfinite(v);
+  return true;  // float targets: rounding, inf and NaN are all well defined
+}
+
+bool sameBits(const HostTensor& a, const HostTensor& b) {
+  if (a.type != b.type) return false;
+  if (isFloat(a.type.dtype)) return std::bit_cast<uint32_t>(a.f.at(0)) == std::bit_cast<uint32_t>(b.f.at(0));
+  return a.i.at(0) == b.i.at(0);
+}
+
+// Folds a pointwise op over constant splats by interpreting it on rank-0 tensors.
+std::optional<double> foldPointwise(const Op& op) {
+  try {
+    Module tmp;
+    Graph& g = tmp.add("fold");
+    std::vector<Value*> args;
+    for (Value* v : op.operands) {
+      Op* c = g.append(newConstant(constDef(v)->attrFloat("value"), Type{v->type.dtype, {}}));
+      args.push_back(c->result());
+    }
+    // The operands' values as the interpreter sees them (rounded to their dtypes).
+    g.outputs = args;
+    std::vector<HostTensor> in = interpret(g, {});
+    for (size_t i = 0; i < in.size(); ++i) {
+      double v = in[i].get(0);
+      if (!isFloat(in[i].type.dtype) && std::fabs(v) > 2147483648.0) return std::nullopt;
+    }
+    const DType outType = op.result()->type.dtype;
+    if (op.kind == OpKind::Div && !isFloat(outType) && in.at(1).get(0) == 0) return std::nullopt;
+    if (op.kind == OpKind::Cast && !fitsTarget(in.at(0).get(0), outType)) return std::nullopt;
+
+    Op* f = g.append(newOp(op.kind, args, Type{outType, {}}));
+    g.outputs = {f->result()};
+    HostTensor r = interpret(g, {}).at(0);
+    double value = r.get(0);
+    if (std::isnan(value)) return std::nullopt;
+
+    // The folded constant must reproduce the result exactly.
+    Module check;
+    Graph& cg = check.add("check");
+    cg.outputs = {cg.append(newConstant(value, Type{outType, {}}))->result()};
+    if (!sameBits(interpret(cg, {}).at(0), r)) return std::nullopt;
+    return value;
+  } catch (const std::exception&) {  // Error, or anything else the interpreter may throw
+    return std::nullopt;
+  }
+}
+
+std::optional<std::vector<int64_t>> normalizedPerm(const std::vector<int64_t>& perm) {
+  const int64_t n = int64_t(perm.size());
+  std::vector<int64_t> p(perm.size());
+  std::vector<bool> seen(perm.size(), false);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    int64_t a = perm[i] < 0 ? perm[i] + n : perm[i];
+    if (a < 0 || a >= n || seen[size_t(a)]) return std::nullopt;
+    seen[size_t(a)] = true;
+    p[i] = a;
+  }
+  return p;
+}
+
+bool isIdentityPerm(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != int64_t(i)) return false;
+  return true;
+}
+
+// What to do with one op: nothing, replace its result by an existing value, or replace the
+// op by a new one (which is then canonicalized in turn).
+struct Rewrite {
+  Value* existing = nullptr;
+  std::unique_ptr<Op> replacement;
+};
+
+Rewrite useExisting(Value* v) { return Rewrite{v, nullptr}; }
+
+Rewrite useNew(std::unique_ptr<Op> op) {
+  if (!typeChecks(*op)) return {};
+  return Rewrite{nullptr, std::move(op)};
+}
+
+Rewrite rewrite(const Op& op) {
+  if (op.numResults() != 1 || op.body || op.operands.empty()) return {};
+  const Type& t = op.result()->type;
+  Value* a = op.operands[0];
+  Value* b = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const Op* aDef = a->def;
+
+  if (op.info().category == OpCategory::Pointwise) {
+    bool allConst = true;
+    for (Value* v : op.operands) allConst = allConst && constDef(v);
+    if (allConst)
+      if (auto v = foldPointwise(op)) return useNew(newConstant(*v, t));
+  }
+
+  switch (op.kind) {
+    case OpKind::Mul:
+      if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
+      if (a->type == t && b->type == t && isSplatOf(a, 1)) return useExisting(b);
+      break;
+    case OpKind::Add:
+      if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
+      if (a->type == t && b->type == t && isSplatOf(a, 0)) return useExisting(b);
+      break;
+    case OpKind::Sub:
+      if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
+      break;
+    case OpKind::Div:
+      if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
+      break;
+    case OpKind::Neg:
+      if (aDef && aDef->kind == OpKind::Neg && t.dtype != DType::boolean && aDef->operands[0]->type == t)
+        return useExisting(aDef->operands[0]);
+      break;
+    case OpKind::Cast:
+      if (a->type == t) return useExisting(a);
+      if (aDef && aDef->kind == OpKind::Cast) {
+        Value* x = aDef->operands[0];
+        if (losslessWidening(x->type.dtype, a->type.dtype)) {
+          if (x->type == t) return useExisting(x);
+          return useNew(newOp(OpKind::Cast, {x}, t));
+        }
+      }
+      break;
+    case OpKind::Reshape:
+      if (a->type == t) return useExisting(a);
+      if (aDef && aDef->kind == OpKind::Reshape) return useNew(newOp(OpKind::Reshape, {aDef->operands[0]}, t));
+      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
+      break;
+    case OpKind::Broadcast:
+      if (a->type == t) return useExisting(a);
+      if (aDef && aDef->kind == OpKind::Broadcast)
+        return useNew(newOp(OpKind::Broadcast, {aDef->operands[0]}, t));
+      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
+      break;
+    case OpKind::Permute: {
+      auto q = normalizedPerm(op.attrInts("perm"));
+      if (!q) break;
+      if (isIdentityPerm(*q) && a->type == t) return useExisting(a);
+      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
+      if (aDef && aDef->kind == OpKind::Permute) {
+        auto p = normalizedPerm(aDef->attrInts("perm"));
+        if (!p || p->size() != q->size()) break;
+        // x.permute(p).permute(q) == x.permute(r) with r[i] = p[q[i]]
+        std::vector<int64_t> r(q->size());
+        for (size_t i = 0; i < r.size(); ++i) r[i] = (*p)[size_t((*q)[i])];
+        Value* x = aDef->operands[0];
+        if (isIdentityPerm(r) && x->type == t) return useExisting(x);
+        auto n = newOp(OpKind::Permute, {x}, t);
+        n->setAttr("perm", r);
+        return useNew(std::move(n));
+      }
+      break;
+    }
+    case OpKind::Slice:
+      if (op.attrInt("step") == 1 && a->type == t) return useExisting(a);
+      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+// One forward sweep over `g`; returns whether anything changed.
+bool sweep(Graph& g);
+
+bool canonicalizeGraph(Graph& g) {
+  bool changed = false;
+  for (int i = 0; i < 16; ++i) {
+    bool c = sweep(g);
+    changed |= c;
+    if (!c) break;
+  }
+  return changed;
+}
+
+bool sweep(Graph& g) {
+  bool changed = false;
+  std::unordered_map<Value*, int> uses;
+  for (auto& op : g.ops)
+    for (Value* v : op->operands) ++uses[v];
+  for (Value* v : g.outputs) ++uses[v];
+
+  std::unordered_map<Value*, Value*> repl;  // replaced value -> its replacement
+  auto resolve = [&](Value* v) {
+    for (auto it = repl.find(v); it != repl.end(); it = repl.find(v)) v = it->second;
+    return v;
+  };
+  // Dropped ops stay allocated until the end so that no new Value reuses the address of a
+  // replaced one (the maps are keyed by address).
+  std::vector<std::unique_ptr<Op>> graveyard;
+  std::unordered_set<const Op*> erased;  // kept ops that lost their last use
+  // Drops one use of `v`; an op all of whose results lose their last use is erased, and
+  // so on up the chain.
+  auto release = [&](Value* v) {
+    std::vector<Value*> stack{v};
+    while (!stack.empty()) {
+      Value* x = stack.back();
+      stack.pop_back();
+      if (--uses[x] > 0) continue;
+      Op* d = x->def;
+      if (!d || isSignature(*d) || erased.count(d)) continue;
+      bool allDead = true;
+      for (auto& r : d->results) allDead = allDead && uses[r.get()] <= 0;
+      if (!allDead) continue;
+      erased.insert(d);
+      for (Value* o : d->operands) stack.push_back(o);
+    }
+  };
+
+  std::vector<std::unique_ptr<Op>> out;
+  out.reserve(g.ops.size());
+  for (auto& slot : g.ops) {
+    std::unique_ptr<Op> cur = std::move(slot);
+    for (Value*& v : cur->operands) v = resolve(v);
+    if (cur->body) changed |= canonicalizeGraph(*cur->body);
+    while (true) {
+      Rewrite rw = rewrite(*cur);
+      if (!rw.existing && !rw.replacement) break;
+      changed = true;
+      Value* r = cur->result(0);
+      Value* to = rw.existing;
+      if (rw.replacement) {
+        rw.replacement->loc = cur->loc;
+        to = rw.replacement->result(0);
+        to->name = r->name;
+        for (Value* o : rw.replacement->operands) ++uses[o];
+      }
+      repl[r] = to;
+      uses[to] += uses[r];
+      uses[r] = 0;
+      for (Value* o : cur->operands) release(o);
+      graveyard.push_back(std::move(cur));
+      if (!rw.replacement) break;
+      cur = std::move(rw.replacement);
+    }
+    if (cur) out.push_back(std::move(cur));
+  }
+  for (Value*& v : g.outputs) v = resolve(v);
+  g.ops = std::move(out);
+  if (!erased.empty()) g.eraseIf([&](Op* op) { return erased.count(op) != 0; });
+  return changed;
+}
+
+class CanonicalizePass : public Pass {
+ public:
+  std::string_view name() const override { return "canonicalize"; }
+  bool run(Module& m) override {
+    bool changed = false;
+    for (auto& f : m.funcs) changed |= canonicalizeGraph(*f);
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<CanonicalizePass>(); }
+
+}  // namespace fusec
