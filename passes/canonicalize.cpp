@@ -330,18 +330,8 @@ bool sweep(Graph& g) {
   return changed;
 }
 
-class CanonicalizePass : public Pass {
- public:
-  std::string_view name() const override { return "canonicalize"; }
-  bool run(Module& m) override {
-    bool changed = false;
-    for (auto& f : m.funcs) changed |= canonicalizeGraph(*f);
-    return changed;
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<CanonicalizePass>(); }
+std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<FunctionPass>("canonicalize", &canonicalizeGraph); }
 
 }  // namespace fusec

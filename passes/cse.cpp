@@ -131,18 +131,8 @@ bool cseGraph(Graph& g) {
   return changed;
 }
 
-class CSEPass : public Pass {
- public:
-  std::string_view name() const override { return "cse"; }
-  bool run(Module& m) override {
-    bool changed = false;
-    for (auto& f : m.funcs) changed |= cseGraph(*f);
-    return changed;
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Pass> createCSEPass() { return std::make_unique<CSEPass>(); }
+std::unique_ptr<Pass> createCSEPass() { return std::make_unique<FunctionPass>("cse", &cseGraph); }
 
 }  // namespace fusec

@@ -37,18 +37,8 @@ bool dceGraph(Graph& g) {
   return changed;
 }
 
-class DCEPass : public Pass {
- public:
-  std::string_view name() const override { return "dce"; }
-  bool run(Module& m) override {
-    bool changed = false;
-    for (auto& f : m.funcs) changed |= dceGraph(*f);
-    return changed;
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Pass> createDCEPass() { return std::make_unique<DCEPass>(); }
+std::unique_ptr<Pass> createDCEPass() { return std::make_unique<FunctionPass>("dce", &dceGraph); }
 
 }  // namespace fusec

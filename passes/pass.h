@@ -16,6 +16,23 @@ class Pass {
   virtual bool run(Module& m) = 0;
 };
 
+// A pass that rewrites each function of the module on its own: most passes are this.
+class FunctionPass : public Pass {
+ public:
+  using Fn = bool (*)(Graph&);
+  FunctionPass(std::string_view name, Fn fn) : name_(name), fn_(fn) {}
+  std::string_view name() const override { return name_; }
+  bool run(Module& m) override {
+    bool changed = false;
+    for (auto& f : m.funcs) changed |= fn_(*f);
+    return changed;
+  }
+
+ private:
+  std::string_view name_;
+  Fn fn_;
+};
+
 // The registry of every pass by name (passes/registry.cpp). Throws Error for an unknown name.
 std::unique_ptr<Pass> createPass(std::string_view name);
 std::vector<std::string> passNames();
