@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{"fusec: a kernel-fusion compiler for transformer graphs", "fusec"};
   app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
   app.require_subcommand(1);
-  std::vector<fusec::cli::Command> commands = {fusec::cli::addOptCommand(app)};
+  std::vector<fusec::cli::Command> commands = {fusec::cli::addOptCommand(app), fusec::cli::addCompileCommand(app),
+                                               fusec::cli::addRunCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

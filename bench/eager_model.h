@@ -1,0 +1,53 @@
+// The LibTorch eager reference: the CS336 BasicsTransformerLM written with plain torch tensors
+// and autograd, loading the same weights as fusec (a Bindings map by state_dict name). It is
+// the oracle for fusec's programs (forward, gradients, AdamW steps) and the eager baseline of
+// the benchmarks. This header deliberately includes no torch header: LibTorch stays inside
+// bench/eager_model.cpp, and callers see only fusec types.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "frontend/models/transformer.h"
+#include "frontend/optim.h"
+#include "ir/interpreter.h"
+
+namespace fusec::bench {
+
+struct EagerOptions {
+  std::string device = "cpu";  // any torch device string: "cpu", "cuda", "cuda:1"
+};
+
+class EagerModel {
+ public:
+  // `weights` must hold every parameter of `cfg` (f32, exact shapes); throws Error otherwise.
+  EagerModel(const models::ModelConfig& cfg, const Bindings& weights, const EagerOptions& opts = {});
+  ~EagerModel();
+  EagerModel(const EagerModel&) = delete;
+  EagerModel& operator=(const EagerModel&) = delete;
+
+  // logits f32[B,T,V] for ids i64[B,T].
+  HostTensor forward(const HostTensor& ids);
+
+  // The mean cross-entropy loss and d(loss)/d(param) for every parameter, by name; the
+  // weights are left unchanged.
+  struct LossAndGrads {
+    float loss = 0;
+    Bindings grads;
+  };
+  LossAndGrads lossAndGradients(const HostTensor& ids, const HostTensor& targets);
+
+  // One torch::optim::AdamW step (state kept across calls; the first call fixes the config);
+  // returns the loss computed before the update.
+  float trainStep(const HostTensor& ids, const HostTensor& targets, const models::AdamWConfig& adamw);
+
+  // The current parameters, by state_dict name.
+  Bindings parameters() const;
+
+  const models::ModelConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusec::bench

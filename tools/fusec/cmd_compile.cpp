@@ -1,0 +1,192 @@
+// `fusec compile --model NAME --program forward|train_step|attention`: traces a model program
+// into IR, runs an optional pass pipeline on it and prints the module (or, with --stats, one
+// JSON object describing it).
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+
+#include "frontend/models/transformer.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "tools/fusec/commands.h"
+
+namespace fusec::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string model, program = "forward", dtype = "fp32", passes, output = "-";
+  int64_t batch = 4, ctx = 256;
+  bool stats = false;
+  // Model overrides (unset: the named size's value).
+  std::optional<int64_t> vocab, dModel, layers, heads, dFF, dHead;
+  std::optional<double> ropeTheta;
+  // AdamW.
+  double lr = 1e-3, eps = 1e-8, weightDecay = 0.01;
+  std::vector<double> betas = {0.9, 0.999};
+  PassManagerOptions pm;
+};
+
+int64_t countOps(const Graph& g) {
+  int64_t n = 0;
+  for (const auto& op : g.ops) n += 1 + (op->body ? countOps(*op->body) : 0);
+  return n;
+}
+
+void countByKind(const Graph& g, std::map<std::string, int64_t>& out) {
+  for (const auto& op : g.ops) {
+    ++out[std::string(op->info().name)];
+    if (op->body) countByKind(*op->body, out);
+  }
+}
+
+models::ModelConfig modelConfig(const CompileArgs& a) {
+  models::ModelConfig c = models::namedConfig(a.model);
+  if (a.vocab) c.vocab = *a.vocab;
+  if (a.dModel) c.dModel = *a.dModel;
+  if (a.layers) c.layers = *a.layers;
+  if (a.heads) c.heads = *a.heads;
+  if (a.dFF) c.dFF = *a.dFF;
+  if (a.ropeTheta) c.ropeTheta = *a.ropeTheta;
+  models::validate(c);
+  return c;
+}
+
+nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cfg, const Module& m, double buildMs,
+                             double passMs) {
+  nlohmann::ordered_json j;
+  j["model"] = cfg ? cfg->name : "";
+  j["program"] = a.program;
+  j["batch"] = a.batch;
+  j["seq"] = a.ctx;
+  j["dtype"] = a.dtype;
+  if (cfg) {
+    j["config"] = {{"vocab", cfg->vocab}, {"ctx", cfg->ctx},     {"d_model", cfg->dModel},       {"layers", cfg->layers},
+                   {"heads", cfg->heads}, {"d_ff", cfg->dFF},    {"rope_theta", cfg->ropeTheta}, {"eps", cfg->eps}};
+    j["parameters"] = models::parameterCount(*cfg);
+  } else {
+    j["parameters"] = 0;
+  }
+  int64_t ops = 0, kernels = 0, params = 0, paramElements = 0, outputs = 0;
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
+  std::map<std::string, int64_t> byKind;
+  for (const auto& g : m.funcs) {
+    ops += countOps(*g);
+    countByKind(*g, byKind);
+    outputs += int64_t(g->outputs.size());
+    for (Op* in : g->inputs()) inputs[in->attrStr("name")] = in->result()->type.str();
+    for (Op* p : g->params()) {
+      ++params;
+      paramElements += p->result()->type.numel();
+    }
+  }
+  kernels = byKind.count("kernel") ? byKind["kernel"] : 0;
+  j["ops"] = ops;
+  j["kernels"] = kernels;
+  j["inputs"] = inputs;
+  j["param_tensors"] = params;
+  j["param_elements"] = paramElements;
+  j["outputs"] = outputs;
+  j["ops_by_kind"] = byKind;
+  j["trace_ms"] = buildMs;
+  j["passes_ms"] = passMs;
+  return j;
+}
+
+}  // namespace
+
+Command addCompileCommand(CLI::App& app) {
+  auto a = std::make_shared<CompileArgs>();
+  std::string known, passes;
+  for (auto& n : models::modelNames()) known += (known.empty() ? "" : ", ") + n;
+  for (auto& n : passNames()) passes += (passes.empty() ? "" : ", ") + n;
+  CLI::App* cmd = app.add_subcommand("compile", "Trace a model program into IR, run passes on it and print it");
+  cmd->add_option("--model", a->model, "Model: " + known)->type_name("NAME");
+  cmd->add_option("--program", a->program, "Program to trace (default: forward)")
+      ->check(CLI::IsMember({"forward", "train_step", "attention"}))
+      ->type_name("PROGRAM");
+  cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
+  cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256)")->type_name("T");
+  cmd->add_option("--dtype", a->dtype, "Precision (default: fp32)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
+  cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
+  cmd->add_option("--vocab", a->vocab, "Override the vocabulary size")->type_name("N");
+  cmd->add_option("--d-model", a->dModel, "Override d_model")->type_name("N");
+  cmd->add_option("--layers", a->layers, "Override the number of layers")->type_name("N");
+  cmd->add_option("--heads", a->heads, "Override the number of heads")->type_name("N");
+  cmd->add_option("--d-ff", a->dFF, "Override d_ff")->type_name("N");
+  cmd->add_option("--rope-theta", a->ropeTheta, "Override the RoPE theta")->type_name("X");
+  cmd->add_option("--d-head", a->dHead, "Head size of --program attention (default: the model's d_model/heads)")
+      ->type_name("N");
+  cmd->add_option("--lr", a->lr, "AdamW learning rate (default: 1e-3)")->type_name("X");
+  cmd->add_option("--betas", a->betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
+  cmd->add_option("--eps", a->eps, "AdamW eps (default: 1e-8)")->type_name("X");
+  cmd->add_option("--weight-decay", a->weightDecay, "AdamW weight decay (default: 0.01)")->type_name("X");
+  cmd->add_option("--passes", a->passes, "Comma-separated pipeline to run on the traced IR; passes: " + passes)
+      ->type_name("LIST");
+  cmd->add_option("-o,--output", a->output, "Output file (default: stdout)")->type_name("FILE");
+  addPassManagerFlags(*cmd, a->pm);
+
+  return [cmd, a]() -> int {
+    if (!cmd->parsed()) return -1;
+    using Clock = std::chrono::steady_clock;
+    if (a->dtype == "bf16") throw Error("bf16 autocast arrives with the autocast pass");
+    if (a->model.empty() && a->program != "attention") throw Error("compile --program " + a->program + " needs --model");
+
+    std::optional<models::ModelConfig> cfg;
+    if (!a->model.empty()) {
+      cfg = modelConfig(*a);
+      if (a->ctx > cfg->ctx)
+        throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg->ctx) +
+                    " of model '" + cfg->name + "'");
+    }
+    if (a->batch <= 0) throw Error("--batch must be positive, got " + std::to_string(a->batch));
+    if (a->ctx <= 0) throw Error("--ctx must be positive, got " + std::to_string(a->ctx));
+
+    Module m;
+    m.sourceName = "<compile>";
+    auto t0 = Clock::now();
+    if (a->program == "forward") {
+      models::buildForward(m, *cfg, a->batch, a->ctx);
+    } else if (a->program == "train_step") {
+      models::AdamWConfig opt;
+      opt.lr = a->lr;
+      opt.beta1 = a->betas.at(0);
+      opt.beta2 = a->betas.at(1);
+      opt.eps = a->eps;
+      opt.weightDecay = a->weightDecay;
+      models::buildTrainStep(m, *cfg, a->batch, a->ctx, opt);
+    } else {
+      int64_t d = a->dHead ? *a->dHead : cfg ? cfg->dModel / cfg->heads : 0;
+      if (d <= 0) throw Error("compile --program attention needs --d-head or --model");
+      models::buildAttention(m, a->batch, a->ctx, d);
+    }
+    if (a->pm.verifyEach) verify(m);
+    auto t1 = Clock::now();
+    PassManager pm(a->pm);
+    if (!a->passes.empty()) pm.addPipeline(a->passes);
+    pm.run(m);
+    auto t2 = Clock::now();
+
+    std::ofstream file;
+    std::ostream* out = &std::cout;
+    if (a->output != "-") {
+      file.open(a->output);
+      if (!file) throw Error("cannot write '" + a->output + "'");
+      out = &file;
+    }
+    if (a->stats) {
+      auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+      *out << stats(*a, cfg ? &*cfg : nullptr, m, ms(t1 - t0), ms(t2 - t1)).dump(2) << "\n";
+    } else {
+      print(m, *out);
+    }
+    out->flush();
+    return 0;
+  };
+}
+
+}  // namespace fusec::cli

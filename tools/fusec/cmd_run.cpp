@@ -1,0 +1,225 @@
+// `fusec run`: runs a model program on real tensors, safetensors in and out.
+//
+//   fusec run --program forward|train_step --weights W.safetensors --inputs I.safetensors
+//             --out O.safetensors [--steps N] [--device cpu|cuda] [--dtype fp32|bf16]
+//             [--model NAME] [--vocab V --ctx C --d-model D --layers L --heads H --d-ff F
+//              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
+//   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
+//
+// Weights are bound by their state_dict names and must match the model's shapes exactly
+// (f32); a train_step output can be fed back as --weights (its `loss` is ignored). Inputs
+// hold `ids` (and for train_step `targets`), i64 [B,T]; B and T come from `ids`. forward
+// writes `logits`; train_step runs N AdamW steps (state starting at zero, step = 1..N) and
+// writes `loss` (f32[N]) and every updated parameter. Without --weights the parameters come
+// from the model's initialisation with --seed.
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "frontend/init.h"
+#include "frontend/models/transformer.h"
+#include "frontend/optim.h"
+#include "frontend/safetensors.h"
+#include "ir/interpreter.h"
+#include "tools/fusec/commands.h"
+
+namespace fusec::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string program, weights, inputs, out, initWeights;
+  int64_t steps = 1;
+  std::string device = "cpu", dtype = "fp32", model = "small", betas;
+  uint64_t seed = 0;
+  // Config overrides; applied only when given.
+  int64_t vocab = 0, ctx = 0, dModel = 0, layers = 0, heads = 0, dFF = 0;
+  double ropeTheta = 0;
+  CLI::Option *oVocab, *oCtx, *oDModel, *oLayers, *oHeads, *oDFF, *oRope, *oSteps, *oBetas;
+  models::AdamWConfig adamw;
+};
+
+models::ModelConfig modelConfig(const RunArgs& a) {
+  models::ModelConfig c = models::namedConfig(a.model);
+  if (a.oVocab->count()) c.vocab = a.vocab;
+  if (a.oCtx->count()) c.ctx = a.ctx;
+  if (a.oDModel->count()) c.dModel = a.dModel;
+  if (a.oLayers->count()) c.layers = a.layers;
+  if (a.oHeads->count()) c.heads = a.heads;
+  if (a.oDFF->count()) c.dFF = a.dFF;
+  if (a.oRope->count()) c.ropeTheta = a.ropeTheta;
+  models::validate(c);
+  return c;
+}
+
+// "B1,B2" -> the AdamW betas, each in [0, 1).
+void parseBetas(const std::string& s, models::AdamWConfig& cfg) {
+  auto comma = s.find(',');
+  auto bad = [&]() { return Error("--betas expects B1,B2 with 0 <= B < 1, got '" + s + "'"); };
+  if (comma == std::string::npos) throw bad();
+  try {
+    size_t used1 = 0, used2 = 0;
+    std::string s1 = s.substr(0, comma), s2 = s.substr(comma + 1);
+    double b1 = std::stod(s1, &used1), b2 = std::stod(s2, &used2);
+    if (used1 != s1.size() || used2 != s2.size() || !(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) throw bad();
+    cfg.beta1 = b1;
+    cfg.beta2 = b2;
+  } catch (const std::logic_error&) {  // stod: invalid_argument, out_of_range
+    throw bad();
+  }
+}
+
+// The model's parameters from `file`, checked name by name against the specs.
+Bindings bindWeights(const std::string& file, const models::ModelConfig& cfg) {
+  Bindings all = loadSafetensors(file);
+  Bindings out;
+  for (const auto& spec : models::parameterSpecs(cfg)) {
+    Type want{DType::f32, spec.shape};
+    auto it = all.find(spec.name);
+    if (it == all.end())
+      throw Error(file + ": missing tensor '" + spec.name + "' (expected " + want.str() + " for model " + cfg.name + ")");
+    if (it->second.type != want)
+      throw Error(file + ": tensor '" + spec.name + "' is " + it->second.type.str() + ", expected " + want.str());
+    out.emplace(spec.name, std::move(it->second));
+    all.erase(it);
+  }
+  all.erase("loss");  // a train_step output fed back as weights
+  if (!all.empty())
+    throw Error(file + ": unexpected tensor '" + all.begin()->first + "' (model " + cfg.name + " has no such parameter)");
+  return out;
+}
+
+// Checks one token tensor: i64 [B,T] (matching `shape` when given) with ids in [0, vocab).
+HostTensor tokenTensor(const std::string& file, Bindings& inputs, const std::string& name, const models::ModelConfig& cfg,
+                       const Shape* shape) {
+  auto it = inputs.find(name);
+  if (it == inputs.end()) throw Error(file + ": missing tensor '" + name + "' (expected i64[B,T])");
+  const HostTensor& t = it->second;
+  std::string want = shape ? Type{DType::i64, *shape}.str() : "i64[B,T]";
+  if (t.type.dtype != DType::i64 || t.type.rank() != 2 || (shape && t.type.shape != *shape))
+    throw Error(file + ": tensor '" + name + "' is " + t.type.str() + ", expected " + want);
+  int64_t B = t.type.shape[0], T = t.type.shape[1];
+  if (B < 1 || T < 1) throw Error(file + ": tensor '" + name + "' is " + t.type.str() + ": B and T must be at least 1");
+  if (T > cfg.ctx)
+    throw Error(file + ": tensor '" + name + "' has sequence length " + std::to_string(T) +
+                ", more than the model's context " + std::to_string(cfg.ctx));
+  for (size_t k = 0; k < t.i.size(); ++k)
+    if (t.i[k] < 0 || t.i[k] >= cfg.vocab)
+      throw Error("token id " + std::to_string(t.i[k]) + " at " + name + "[" + std::to_string(int64_t(k) / T) + "," +
+                  std::to_string(int64_t(k) % T) + "] is out of range for vocab " + std::to_string(cfg.vocab));
+  return t;
+}
+
+SafetensorsMetadata metadataFor(const models::ModelConfig& c) {
+  std::ostringstream cfg;
+  cfg << "vocab=" << c.vocab << " ctx=" << c.ctx << " d_model=" << c.dModel << " layers=" << c.layers
+      << " heads=" << c.heads << " d_ff=" << c.dFF << " rope_theta=" << c.ropeTheta;
+  return {{"format", "pt"}, {"fusec_model", c.name}, {"fusec_config", cfg.str()}};
+}
+
+int runInit(const RunArgs& a) {
+  models::ModelConfig cfg = modelConfig(a);
+  saveSafetensors(a.initWeights, initParameters(cfg, a.seed), metadataFor(cfg));
+  return 0;
+}
+
+int runProgram(RunArgs& a) {
+  if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
+  if (a.inputs.empty()) throw Error("run: --inputs is required");
+  if (a.out.empty()) throw Error("run: --out is required");
+  if (a.device == "cuda") throw Error("--device cuda is not available yet: the GPU backend arrives with the GPU issue");
+  if (a.dtype == "bf16") throw Error("--dtype bf16 is not available yet: the CPU interpreter runs fp32 until autocast lands");
+  if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
+  if (a.steps < 1) throw Error("--steps must be at least 1, got " + std::to_string(a.steps));
+  if (a.oBetas->count()) parseBetas(a.betas, a.adamw);
+  models::ModelConfig cfg = modelConfig(a);
+
+  // Everything is checked before the (slow) interpreter starts.
+  Bindings inputs = loadSafetensors(a.inputs);
+  HostTensor ids = tokenTensor(a.inputs, inputs, "ids", cfg, nullptr);
+  Shape bt = ids.type.shape;
+  std::optional<HostTensor> targets;
+  if (a.program == "train_step") targets = tokenTensor(a.inputs, inputs, "targets", cfg, &bt);
+  Bindings env = a.weights.empty() ? initParameters(cfg, a.seed) : bindWeights(a.weights, cfg);
+
+  Module module;
+  if (a.program == "forward") {
+    Graph& g = models::buildForward(module, cfg, bt[0], bt[1]);
+    env["ids"] = std::move(ids);
+    std::vector<HostTensor> outs = interpret(g, env);
+    Bindings result;
+    result["logits"] = std::move(outs.at(0));
+    saveSafetensors(a.out, result, metadataFor(cfg));
+    return 0;
+  }
+
+  Graph& g = models::buildTrainStep(module, cfg, bt[0], bt[1], a.adamw);
+  auto specs = models::parameterSpecs(cfg);
+  for (auto& [name, t] : initAdamState(cfg)) env[name] = std::move(t);
+  env["ids"] = std::move(ids);
+  env["targets"] = std::move(*targets);
+  HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
+  for (int64_t step = 1; step <= a.steps; ++step) {
+    HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
+    t.f[0] = float(step);
+    env["step"] = std::move(t);
+    std::vector<HostTensor> outs = interpret(g, env);
+    if (outs.size() != 1 + 3 * specs.size())
+      throw Error("internal: train_step returned " + std::to_string(outs.size()) + " values, expected " +
+                  std::to_string(1 + 3 * specs.size()));
+    losses.f[size_t(step - 1)] = outs[0].f.at(0);
+    for (size_t k = 0; k < specs.size(); ++k) {
+      env[specs[k].name] = std::move(outs[1 + 3 * k]);
+      env[specs[k].name + ".exp_avg"] = std::move(outs[2 + 3 * k]);
+      env[specs[k].name + ".exp_avg_sq"] = std::move(outs[3 + 3 * k]);
+    }
+  }
+  Bindings result;
+  result["loss"] = std::move(losses);
+  for (auto& spec : specs) result[spec.name] = std::move(env.at(spec.name));
+  saveSafetensors(a.out, result, metadataFor(cfg));
+  return 0;
+}
+
+}  // namespace
+
+Command addRunCommand(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a model program (forward or train_step) on the CPU interpreter; tensors in and out as safetensors");
+  cmd->add_option("--program", a->program, "forward or train_step")->check(CLI::IsMember({"forward", "train_step"}));
+  cmd->add_option("--weights", a->weights, "Parameters by state_dict name (default: initialise with --seed)")
+      ->type_name("FILE");
+  cmd->add_option("--inputs", a->inputs, "Tensors 'ids' (and 'targets' for train_step), i64 [B,T]")->type_name("FILE");
+  cmd->add_option("--out", a->out, "Output safetensors file")->type_name("FILE");
+  cmd->add_option("--init-weights", a->initWeights, "Write freshly initialised weights of --model to FILE and exit")
+      ->type_name("FILE");
+  a->oSteps = cmd->add_option("--steps", a->steps, "train_step: number of AdamW steps (default 1)");
+  cmd->add_option("--device", a->device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--model", a->model, "small (default), medium, large, xl, 2.7B, tiny");
+  a->oVocab = cmd->add_option("--vocab", a->vocab, "Override the vocabulary size");
+  a->oCtx = cmd->add_option("--ctx", a->ctx, "Override the context length");
+  a->oDModel = cmd->add_option("--d-model", a->dModel, "Override d_model");
+  a->oLayers = cmd->add_option("--layers", a->layers, "Override the number of layers");
+  a->oHeads = cmd->add_option("--heads", a->heads, "Override the number of heads");
+  a->oDFF = cmd->add_option("--d-ff", a->dFF, "Override d_ff");
+  a->oRope = cmd->add_option("--rope-theta", a->ropeTheta, "Override the RoPE theta");
+  cmd->add_option("--lr", a->adamw.lr, "AdamW learning rate (default 1e-3)");
+  a->oBetas = cmd->add_option("--betas", a->betas, "AdamW betas (default 0.9,0.999)")->type_name("B1,B2");
+  cmd->add_option("--eps", a->adamw.eps, "AdamW epsilon (default 1e-8)");
+  cmd->add_option("--weight-decay", a->adamw.weightDecay, "AdamW weight decay (default 0.01)");
+  cmd->add_option("--seed", a->seed, "Seed for initialised weights (default 0)");
+  return [cmd, a]() -> int {
+    if (!cmd->parsed()) return -1;
+    if (!a->initWeights.empty()) {
+      if (!a->program.empty() || !a->weights.empty() || !a->inputs.empty() || !a->out.empty())
+        throw Error("run: --init-weights cannot be combined with --program, --weights, --inputs or --out");
+      return runInit(*a);
+    }
+    return runProgram(*a);
+  };
+}
+
+}  // namespace fusec::cli
