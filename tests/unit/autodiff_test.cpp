@@ -23,6 +23,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
+#include "test_util.h"
 
 using namespace fusec;
 
@@ -31,17 +32,6 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Coverage registry
 
-std::set<OpKind>& coveredKinds() {
-  static std::set<OpKind> s;
-  return s;
-}
-bool cover(std::initializer_list<OpKind> ks) {
-  coveredKinds().insert(ks.begin(), ks.end());
-  return true;
-}
-#define AD_CAT2(a, b) a##b
-#define AD_CAT(a, b) AD_CAT2(a, b)
-#define COVERS(...) [[maybe_unused]] const bool AD_CAT(covers_, __LINE__) = cover({__VA_ARGS__})
 
 // ---------------------------------------------------------------------------------------
 // Tensors

@@ -5,23 +5,16 @@
 #include <functional>
 
 #include "ir/builder.h"
+#include "test_util.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
 using namespace fusec;
+using namespace fusec::test;
 
 namespace {
 
-Type f32(Shape s) { return Type{DType::f32, std::move(s)}; }
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(Builder, InfersShapes) {
   Module m;

@@ -13,26 +13,18 @@
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "ir/interpreter.h"
+#include "test_util.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
 using namespace fusec;
+using namespace fusec::test;
 using fe::Tensor;
 using models::ModelConfig;
 
 namespace {
 
-Type f32(Shape s) { return Type{DType::f32, std::move(s)}; }
-Type i64(Shape s) { return Type{DType::i64, std::move(s)}; }
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 HostTensor tensorOf(Type t, std::vector<float> v) {
   HostTensor h = HostTensor::zeros(t);

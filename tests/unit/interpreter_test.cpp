@@ -19,6 +19,7 @@
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "test_util.h"
 
 using namespace fusec;
 
@@ -27,22 +28,11 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Coverage registry
 
-std::set<OpKind>& coveredKinds() {
-  static std::set<OpKind> s;
-  return s;
-}
-bool cover(std::initializer_list<OpKind> ks) {
-  coveredKinds().insert(ks.begin(), ks.end());
-  return true;
-}
 template <class Case>
 std::vector<Case> registered(std::vector<Case> cases) {
   for (const Case& c : cases) coveredKinds().insert(c.kind);
   return cases;
 }
-#define INTERP_CAT2(a, b) a##b
-#define INTERP_CAT(a, b) INTERP_CAT2(a, b)
-#define COVERS(...) [[maybe_unused]] const bool INTERP_CAT(covers_, __LINE__) = cover({__VA_ARGS__})
 
 // ---------------------------------------------------------------------------------------
 // Independent rounding reference: every non-negative finite value of the format, decoded
