@@ -73,20 +73,7 @@ HostTensor fromValues(const Type& t, const std::vector<double>& v) {
 // ---------------------------------------------------------------------------------------
 // Graphs and the gradient check
 
-struct Fn {
-  Module m;
-  Graph& g = m.add("f");
-  Builder b{g};
-  Bindings env;
-
-  Value* in(const std::string& name, const HostTensor& t) {
-    env[name] = t;
-    return b.input(name, t.type);
-  }
-  Value* par(const std::string& name, const HostTensor& t) {
-    env[name] = t;
-    return b.param(name, t.type);
-  }
+struct Fn : test::GraphUnderTest {
   // loss = sum(out * r) over every axis, r a fixed random input.
   Value* weightedLoss(Value* out, std::mt19937& rng) {
     Value* r = in("__r", randF(out->type, rng));

@@ -161,16 +161,7 @@ HostTensor randBool(const Type& t, std::mt19937& rng) {
 }
 
 // One function under construction plus its bindings.
-struct Fn {
-  Module m;
-  Graph& g = m.add("f");
-  Builder b{g};
-  Bindings env;
-
-  Value* in(const std::string& name, const HostTensor& t) {
-    env[name] = t;
-    return b.input(name, t.type);
-  }
+struct Fn : test::GraphUnderTest {
   std::vector<HostTensor> run(const std::vector<Value*>& outs) {
     for (Value* v : outs) b.output(v);
     return interpret(g, env);

@@ -5,7 +5,9 @@
 #include <set>
 #include <string>
 
+#include "ir/builder.h"
 #include "ir/graph.h"
+#include "ir/interpreter.h"
 
 namespace fusec::test {
 
@@ -21,6 +23,23 @@ inline std::string errorOf(const std::function<void()>& f) {
   }
   return "<no error>";
 }
+
+// One function under construction plus the values bound to its inputs and params.
+struct GraphUnderTest {
+  Module m;
+  Graph& g = m.add("f");
+  Builder b{g};
+  Bindings env;
+
+  Value* in(const std::string& name, const HostTensor& t) {
+    env[name] = t;
+    return b.input(name, t.type);
+  }
+  Value* par(const std::string& name, const HostTensor& t) {
+    env[name] = t;
+    return b.param(name, t.type);
+  }
+};
 
 }  // namespace fusec::test
 
