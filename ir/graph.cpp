@@ -82,6 +82,18 @@ void Graph::replaceAllUses(Value* from, Value* to) {
     if (v == from) v = to;
 }
 
+const std::string& Graph::updateOf(size_t i) const {
+  static const std::string none;
+  return i < outputUpdates.size() ? outputUpdates[i] : none;
+}
+
+void Graph::addOutput(Value* v, const std::string& updates) {
+  const bool track = !updates.empty() || !outputUpdates.empty();
+  if (track) outputUpdates.resize(outputs.size());
+  outputs.push_back(v);
+  if (track) outputUpdates.push_back(updates);
+}
+
 Graph* Module::find(std::string_view n) const {
   for (auto& f : funcs)
     if (f->name == n) return f.get();
@@ -114,6 +126,7 @@ std::unique_ptr<Graph> cloneGraph(const Graph& g) {
     out->append(std::move(c));
   }
   for (Value* v : g.outputs) out->outputs.push_back(map.at(v));
+  out->outputUpdates = g.outputUpdates;
   return out;
 }
 

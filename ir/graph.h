@@ -37,6 +37,10 @@ struct Value {
   Op* def = nullptr;  // the op that defines this value
   int index = 0;      // which result of `def`
   std::string name;   // optional; printed as %name (never all digits), else numbered
+  // Byte offset of this value's storage in its function's arena, set by the memory-plan
+  // pass; -1 when unplanned (and always for views, sources and kernel-body values).
+  // Printed after the type as `@offset`.
+  int64_t offset = -1;
 };
 
 struct Op {
@@ -65,7 +69,16 @@ class Graph {
   std::string name;                       // function name (without '@'), or kernel name
   std::vector<std::unique_ptr<Op>> ops;   // topological order
   std::vector<Value*> outputs;
+  // Empty, or one entry per output: the name of the `param` whose storage this output
+  // overwrites in place (the next value of persistent state: a weight, an optimizer moment),
+  // "" for an ordinary output. Printed as `return %w.new -> "w"`.
+  std::vector<std::string> outputUpdates;
   SourceLoc loc;
+
+  // The update target of output i ("" if none).
+  const std::string& updateOf(size_t i) const;
+  // Appends an output; a non-empty `updates` names the param it overwrites.
+  void addOutput(Value* v, const std::string& updates = "");
 
   Op* append(std::unique_ptr<Op> op);
   std::vector<Op*> inputs() const;  // `input` ops, in order

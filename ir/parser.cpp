@@ -51,6 +51,11 @@ class Lexer {
       if (name.empty()) throw errorAt(file_, loc, std::string("expected a name after '") + c + "'");
       return {c == '%' ? Tok::Value : Tok::Func, name, loc};
     }
+    if (c == '-' && pos_ + 1 < src_.size() && src_[pos_ + 1] == '>') {
+      advance();
+      advance();
+      return {Tok::Punct, "->", loc};
+    }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') return number(loc);
     if (c == '"') return string(loc);
     if (std::string_view("(){}[],:=").find(c) != std::string_view::npos) {
@@ -187,7 +192,16 @@ class Parser {
     bump();
     if (tok_.kind == Tok::Value) {
       while (true) {
-        g.outputs.push_back(lookup(scope));
+        Value* v = lookup(scope);
+        std::string updates;
+        if (isPunct("->")) {
+          bump();
+          if (tok_.kind != Tok::String) fail("expected a param name string after '->' but found " + describe(tok_));
+          if (tok_.text.empty()) fail("the param name after '->' is empty");
+          updates = tok_.text;
+          bump();
+        }
+        g.addOutput(v, updates);
         if (!isPunct(",")) break;
         bump();
       }
@@ -263,8 +277,16 @@ class Parser {
     // result types
     expect(":");
     std::vector<Type> types;
+    std::vector<int64_t> offsets;
     while (true) {
       types.push_back(type());
+      offsets.push_back(-1);
+      if (tok_.kind == Tok::Func) {  // `@offset`: an arena offset from the memory plan
+        if (tok_.text.empty() || !allDigits(tok_.text) || tok_.text.size() > 15)
+          fail("expected an arena offset '@N' after the type but found " + describe(tok_));
+        offsets.back() = std::stoll(tok_.text);
+        bump();
+      }
       if (!isPunct(",")) break;
       bump();
     }
@@ -295,6 +317,7 @@ class Parser {
     for (size_t i = 0; i < types.size(); ++i) {
       op->results.push_back(std::make_unique<Value>());
       op->results.back()->type = types[i];
+      op->results.back()->offset = offsets[i];
       const std::string& n = resultToks[i].text;
       if (!allDigits(n)) op->results.back()->name = n;
       if (!scope.emplace(n, op->results.back().get()).second) fail("redefinition of value %" + n, resultToks[i].loc);

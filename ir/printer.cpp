@@ -88,7 +88,10 @@ class Printer {
       }
       if (!first) os_ << "}";
       os_ << " :";
-      for (size_t i = 0; i < op->results.size(); ++i) os_ << (i ? ", " : " ") << op->results[i]->type.str();
+      for (size_t i = 0; i < op->results.size(); ++i) {
+        os_ << (i ? ", " : " ") << op->results[i]->type.str();
+        if (op->results[i]->offset >= 0) os_ << " @" << op->results[i]->offset;
+      }
       if (op->body) {
         os_ << " {\n";
         body(*op->body, depth + 1);
@@ -97,7 +100,10 @@ class Printer {
       os_ << "\n";
     }
     os_ << indent << "return";
-    for (size_t i = 0; i < g.outputs.size(); ++i) os_ << (i ? ", " : " ") << nameOf(g.outputs[i]);
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      os_ << (i ? ", " : " ") << nameOf(g.outputs[i]);
+      if (!g.updateOf(i).empty()) os_ << " -> " << quote(g.updateOf(i));
+    }
     os_ << "\n";
   }
 

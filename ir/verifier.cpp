@@ -69,6 +69,28 @@ class Verifier {
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (!g.outputs[i] || !defined.count(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
+    updates(g, where);
+  }
+
+  // In-place state updates: each target is a param of this graph with the output's type,
+  // named once; kernel bodies have none (they are isolated and stateless).
+  void updates(const Graph& g, const std::string& where) {
+    if (g.outputUpdates.empty()) return;
+    auto fail = [&](const std::string& msg) { throw errorAt(file_, g.loc, where + ": " + msg); };
+    if (g.outputUpdates.size() != g.outputs.size())
+      fail(std::to_string(g.outputUpdates.size()) + " update targets for " + std::to_string(g.outputs.size()) + " outputs");
+    std::unordered_set<std::string> seen;
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      const std::string& t = g.outputUpdates[i];
+      if (t.empty()) continue;
+      if (where.find(" kernel ") != std::string::npos) fail("a kernel body cannot update a param");
+      const Op* p = g.findParam(t);
+      if (!p) fail("returned value " + std::to_string(i) + " updates \"" + t + "\", which is not a param");
+      if (p->result()->type != g.outputs[i]->type)
+        fail("returned value " + std::to_string(i) + " has type " + g.outputs[i]->type.str() + " but updates param \"" + t +
+             "\" of type " + p->result()->type.str());
+      if (!seen.insert(t).second) fail("param \"" + t + "\" is updated twice");
+    }
   }
 
  private:

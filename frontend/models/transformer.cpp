@@ -188,7 +188,7 @@ Graph& buildTrainStep(Module& m, const ModelConfig& cfg, int64_t batch, int64_t 
   if (grads.size() != wrt.size()) throw Error("internal: appendGradients returned the wrong number of gradients");
 
   fe::AdamW adamw(opt, step);
-  b.output(loss.value());
+  g.addOutput(loss.value());
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
     Tensor w = params.at(s.name);
@@ -197,9 +197,9 @@ Graph& buildTrainStep(Module& m, const ModelConfig& cfg, int64_t batch, int64_t 
     u.param.named(s.name + ".new");
     u.expAvg.named(s.name + ".exp_avg.new");
     u.expAvgSq.named(s.name + ".exp_avg_sq.new");
-    b.output(u.param.value());
-    b.output(u.expAvg.value());
-    b.output(u.expAvgSq.value());
+    g.addOutput(u.param.value(), s.name);  // written in place over the weight and its moments
+    g.addOutput(u.expAvg.value(), s.name + ".exp_avg");
+    g.addOutput(u.expAvgSq.value(), s.name + ".exp_avg_sq");
   }
   return g;
 }

@@ -54,7 +54,8 @@ Graph& buildForward(Module&, const ModelConfig&, int64_t batch, int64_t seq);
 // @train_step: inputs "ids", "targets" i64[B,T] and "step" f32[] (the 1-based AdamW step t);
 // params: each weight by name plus "<name>.exp_avg" and "<name>.exp_avg_sq" (f32, same
 // shape); returns the loss f32[] (mean cross entropy), then for each ParamSpec in order: new
-// weight, new exp_avg, new exp_avg_sq. One graph: traced loss, appendGradients, AdamW.
+// weight, new exp_avg, new exp_avg_sq, each marked as the in-place update of its param
+// (`-> "name"`). One graph: traced loss, appendGradients, AdamW.
 Graph& buildTrainStep(Module&, const ModelConfig&, int64_t batch, int64_t seq, const AdamWConfig&);
 // @attention: inputs "q","k","v" f32[B,N,d] -> causal softmax(QK^T/sqrt(d)) V.
 Graph& buildAttention(Module&, int64_t batch, int64_t seq, int64_t d);

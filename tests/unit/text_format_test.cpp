@@ -10,6 +10,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "random_graph.h"
+#include "test_util.h"
 
 using namespace fusec;
 
@@ -82,6 +83,36 @@ TEST(TextFormat, MultipleFunctions) {
                        "func @b {\n  %x = input() {name = \"x\"} : i64[2]\n  return %x\n}\n");
   ASSERT_EQ(m->funcs.size(), 2u);
   EXPECT_EQ(m->funcs[1]->name, "b");
+}
+
+// In-place updates (`-> "param"`) and arena offsets (`@N`) round-trip and are verified.
+TEST(TextFormat, UpdatesAndOffsetsRoundTrip) {
+  const std::string text =
+      "func @step {\n"
+      "  %w = param() {name = \"w\"} : f32[4]\n"
+      "  %g = input() {name = \"g\"} : f32[4]\n"
+      "  %n = sub(%w, %g) : f32[4] @256\n"
+      "  %s = sum(%n) {axes = [0]} : f32[] @0\n"
+      "  return %s, %n -> \"w\"\n"
+      "}\n";
+  auto m = parseModule(text, "u.fir");
+  const Graph& g = *m->funcs[0];
+  EXPECT_EQ(g.updateOf(0), "");
+  EXPECT_EQ(g.updateOf(1), "w");
+  EXPECT_EQ(g.ops[2]->result()->offset, 256);
+  EXPECT_EQ(printModule(*m), text);
+  verify(*m);
+  auto bad = [](const std::string& ret) {
+    return test::errorOf([&] {
+      verify(*parseModule("func @f {\n  %w = param() {name = \"w\"} : f32[4]\n  %x = input() {name = \"x\"} : f32[2]\n"
+                          "  return " + ret + "\n}\n",
+                          "u.fir"));
+    });
+  };
+  EXPECT_EQ(bad("%x -> \"w\""), "u.fir:1:1: error: @f: returned value 0 has type f32[2] but updates param \"w\" of type f32[4]");
+  EXPECT_EQ(bad("%x -> \"q\""), "u.fir:1:1: error: @f: returned value 0 updates \"q\", which is not a param");
+  EXPECT_EQ(bad("%w -> \"w\", %w -> \"w\""), "u.fir:1:1: error: @f: param \"w\" is updated twice");
+  EXPECT_EQ(bad("%w -> 3"), "u.fir:4:16: error: expected a param name string after '->' but found '3'");
 }
 
 // Each malformed input must give exactly this located message.
