@@ -19,6 +19,7 @@
 
 #include "ir/builder.h"
 #include "ir/type_rules.h"
+#include "passes/decompose.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -215,6 +216,8 @@ class Expander {
   Builder& b_;
 };
 
+}  // namespace
+
 bool decomposeGraph(Graph& g) {
   bool changed = false;
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
@@ -244,8 +247,6 @@ bool decomposeGraph(Graph& g) {
     if (auto it = repl.find(v); it != repl.end()) v = it->second;
   return changed;
 }
-
-}  // namespace
 
 std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<FunctionPass>("decompose", &decomposeGraph); }
 
