@@ -108,7 +108,9 @@ class Outliner {
     for (auto& op : ops) body->append(std::move(op));
     for (Value* v : k.results) body->outputs.push_back(inBody.at(v));
     const KernelFamily family = classifyKernel(*body);
-    body->name = std::string(familyName(family)) + "_" + std::to_string(index) + "_" + kernelHint(*body, family);
+    // The plan knows an optimizer group even when it holds one shape (a pointwise kernel).
+    const std::string hint = k.domain.kind == DomainKind::Multi ? "adamw" : kernelHint(*body, family);
+    body->name = std::string(familyName(family)) + "_" + std::to_string(index) + "_" + hint;
 
     auto kernel = makeOp(OpKind::Kernel);
     kernel->setAttr("name", body->name);

@@ -269,20 +269,21 @@ class Planner {
     for (size_t p = g_.ops.size(); p-- > 0;) {
       Op* op = g_.ops[p].get();
       if (inlined(op) || isFixed(*op)) continue;
+      // An update output joins its group, and so does a pointwise op that only feeds one
+      // group; either way every reader must already be in that group (a reader outside
+      // would run before the group's rank and break the order).
       std::string key;
-      if (auto it = updateKey.find(op->result()); it != updateKey.end()) {
-        key = it->second;
-      } else if (op->info().category == OpCategory::Pointwise && !outputs_.count(op->result())) {
-        for (Op* u : effectiveUsers(op->result())) {
-          auto c = claim.find(u);
-          if (c == claim.end() || (!key.empty() && c->second != key)) {
-            key.clear();
-            break;
-          }
-          key = c->second;
-        }
+      auto upd = updateKey.find(op->result());
+      if (upd != updateKey.end()) key = upd->second;
+      else if (op->info().category != OpCategory::Pointwise || outputs_.count(op->result())) continue;
+      bool ok = true;
+      for (Op* u : effectiveUsers(op->result())) {
+        auto c = claim.find(u);
+        ok &= c != claim.end() && (key.empty() || c->second == key);
+        if (!ok) break;
+        key = c->second;
       }
-      if (key.empty()) continue;
+      if (!ok || key.empty()) continue;
       claim[op] = key;
       byKey[key].push_back(op);
     }
