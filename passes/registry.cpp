@@ -14,6 +14,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"canonicalize", &createCanonicalizePass},
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
+      {"decompose", &createDecomposePass},
       {"fuse", &createFusePass},
   };
   return r;
