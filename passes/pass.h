@@ -41,5 +41,6 @@ std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDecomposePass();
+std::unique_ptr<Pass> createFusePass();
 
 }  // namespace fusec

@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
       {"decompose", &createDecomposePass},
+      {"fuse", &createFusePass},
   };
   return r;
 }
