@@ -1,6 +1,7 @@
 #include "passes/memory_plan.h"
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
 
 #include "passes/pass.h"
@@ -8,9 +9,10 @@
 namespace fusec {
 namespace {
 
-// First fit in `order`: each buffer goes to the lowest offset that clears every already
-// placed buffer live at the same time.
-ArenaPlan placeInOrder(const std::vector<Buffer>& bufs, const std::vector<size_t>& order) {
+// Places the buffers in `order`, each clear of every already placed buffer live at the same
+// time: at the lowest offset (first fit) or in the smallest gap it fits (best fit), above all
+// of them when no gap fits.
+ArenaPlan placeInOrder(const std::vector<Buffer>& bufs, const std::vector<size_t>& order, bool bestFit) {
   struct Placed {
     int64_t begin, end;
     const Buffer* buf;
@@ -20,12 +22,17 @@ ArenaPlan placeInOrder(const std::vector<Buffer>& bufs, const std::vector<size_t
   ArenaPlan plan;
   for (size_t idx : order) {
     const Buffer& b = bufs[idx];
-    int64_t at = 0;
+    int64_t cursor = 0, at = -1, atGap = INT64_MAX;
     for (const Placed& p : placed) {
       if (!p.buf->overlapsInTime(b)) continue;
-      if (p.begin >= at + b.bytes) break;  // later conflicts start even higher
-      at = std::max(at, p.end);
+      if (const int64_t gap = p.begin - cursor; gap >= b.bytes && gap < atGap) {
+        at = cursor;
+        atGap = gap;
+        if (!bestFit) break;
+      }
+      cursor = std::max(cursor, p.end);
     }
+    if (at < 0) at = cursor;
     auto pos = std::upper_bound(placed.begin(), placed.end(), at, [](int64_t v, const Placed& p) { return v < p.begin; });
     placed.insert(pos, Placed{at, at + b.bytes, &b});
     plan.offset[b.value] = at;
@@ -57,11 +64,14 @@ ArenaPlan planArena(const Liveness& live) {
   std::iota(byDef.begin(), byDef.end(), size_t(0));  // buffers come in definition order
   std::vector<size_t> bySize = byDef;
   std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
-  ArenaPlan best = placeInOrder(bufs, bySize);
-  if (best.bytes > live.lowerBound) {
-    ArenaPlan other = placeInOrder(bufs, byDef);
-    if (other.bytes < best.bytes) best = std::move(other);
-  }
+  ArenaPlan best;
+  best.bytes = INT64_MAX;
+  for (const auto* order : {&bySize, &byDef})
+    for (bool bestFit : {false, true}) {
+      if (best.bytes <= live.lowerBound) return best;  // optimal already
+      ArenaPlan p = placeInOrder(bufs, *order, bestFit);
+      if (p.bytes < best.bytes) best = std::move(p);
+    }
   return best;
 }
 

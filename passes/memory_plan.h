@@ -3,10 +3,11 @@
 //
 //   Arena values      offset in the function's arena, a scratch allocation reused every
 //                     call. Two buffers that are live at the same time (passes/liveness.h)
-//                     never overlap. Planner: greedy by size, largest first, each at the
+//                     never overlap. Planner: greedy, largest buffer first, each at the
 //                     lowest offset where it fits between the already placed buffers that
-//                     are live with it; a second order (by definition time) is tried too
-//                     and the smaller arena kept.
+//                     are live with it; then the same by definition time, and both with
+//                     best fit (smallest gap) instead; the smallest arena wins, stopping
+//                     early at the lower bound.
 //   input / param     offset in the function's RESIDENT region (passes/resident_layout.h), a
 //                     separate persistent allocation: so `@N` on a source is a resident
 //                     offset, on anything else an arena offset.

@@ -25,6 +25,7 @@
 // the eager order still frees the gradients early, which a later, leaner arena can use).
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "passes/liveness.h"
@@ -113,7 +114,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
 
 // Step 1: a topological order. Among the ready ops the first in trace order runs next; with
 // `eager`, a ready op that frees at least as many Arena bytes as it allocates (it is the last
-// reader of some buffers) runs first.
+// reader of some buffers) runs first, the one that frees the most net first.
 std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& fn) {
   const size_t n = d.real.size();
   std::vector<int> pending(n, 0);
@@ -122,11 +123,13 @@ std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& 
   std::unordered_map<const Value*, int> unscheduledReaders;
   for (auto& ob : d.operandBuffers)
     for (const Value* b : ob) ++unscheduledReaders[b];
-  auto frees = [&](int i) {
+  // Bytes op i would free net of what it allocates; nullopt when it frees nothing.
+  auto netFreed = [&](int i) -> std::optional<int64_t> {
     int64_t freed = 0;
     for (const Value* b : d.operandBuffers[size_t(i)])
       if (unscheduledReaders[b] == 1 && !d.outputBuffers.count(b)) freed += bufferBytes(b->type);
-    return freed > 0 && freed >= d.allocBytes[size_t(i)];
+    if (freed == 0) return std::nullopt;
+    return freed - d.allocBytes[size_t(i)];
   };
   std::set<int> ready;
   for (size_t i = 0; i < n; ++i)
@@ -135,11 +138,12 @@ std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& 
   order.reserve(n);
   while (!ready.empty()) {
     auto pick = ready.begin();
+    int64_t bestNet = -1;
     if (eager)
       for (auto it = ready.begin(); it != ready.end(); ++it)
-        if (frees(*it)) {
+        if (auto net = netFreed(*it); net && *net > bestNet) {
           pick = it;
-          break;
+          bestNet = *net;
         }
     const int i = *pick;
     ready.erase(pick);
@@ -215,8 +219,9 @@ bool scheduleGraph(Graph& g) {
   // Lexicographic (peak, area) of the current order.
   auto cost = [&] {
     Liveness l = computeLiveness(g, storage);
-    int64_t area = 0;
-    for (int64_t b : l.liveBytes) area += b;
+    int64_t area = 0;  // at real ops only: where free ops stand must not matter
+    for (size_t k = 0; k < g.ops.size(); ++k)
+      if (d.index.count(g.ops[k].get())) area += l.liveBytes[k];
     return std::pair{l.lowerBound, area};
   };
   std::pair<int64_t, int64_t> bestCost = cost();
