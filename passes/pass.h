@@ -42,5 +42,7 @@ std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDecomposePass();
 std::unique_ptr<Pass> createFusePass();
+std::unique_ptr<Pass> createSchedulePass();
+std::unique_ptr<Pass> createMemoryPlanPass();
 
 }  // namespace fusec

@@ -16,6 +16,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"dce", &createDCEPass},
       {"decompose", &createDecomposePass},
       {"fuse", &createFusePass},
+      {"schedule", &createSchedulePass},
+      {"memory-plan", &createMemoryPlanPass},
   };
   return r;
 }
