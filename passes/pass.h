@@ -9,6 +9,10 @@
 
 namespace fusec {
 
+namespace fe {
+struct AdamWConfig;
+}
+
 class Pass {
  public:
   virtual ~Pass() = default;
@@ -40,5 +44,10 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createAutodiffPass();
+std::unique_ptr<Pass> createAdamWPass();  // fe::AdamWConfig's defaults
+std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg);
+std::unique_ptr<Pass> createAutocastPass();
+std::unique_ptr<Pass> createCacheWeightCastsPass();
 
 }  // namespace fusec

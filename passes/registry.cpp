@@ -14,6 +14,10 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"canonicalize", &createCanonicalizePass},
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
+      {"autodiff", &createAutodiffPass},
+      {"adamw", static_cast<Factory>(&createAdamWPass)},
+      {"autocast", &createAutocastPass},
+      {"cache-weight-casts", &createCacheWeightCastsPass},
   };
   return r;
 }
