@@ -107,10 +107,11 @@ class Autocast {
       case OpKind::Softmax:
       case OpKind::LogSoftmax:
       case OpKind::RMSNorm:
+      case OpKind::LayerNorm:
       case OpKind::CrossEntropy:
       case OpKind::Rope: return castFloatOperands(op, DType::f32);
       case OpKind::Attention: return castFloatOperands(op, kLow);
-      default: return promote(op);  // silu and other unary composites follow their operand
+      default: return promote(op);  // silu, gelu: unary, they follow their operand
     }
   }
 

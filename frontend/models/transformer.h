@@ -31,7 +31,7 @@ std::vector<std::string> modelNames();
 // Throws Error unless every size is positive, d_model % heads == 0 and d_head is even.
 void validate(const ModelConfig&);
 
-enum class Init { Linear, Embedding, Ones };
+enum class Init { Linear, Embedding, Ones, Zeros };
 struct ParamSpec {
   std::string name;
   Shape shape;
