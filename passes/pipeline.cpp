@@ -9,8 +9,10 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
   const bool bf16 = dtype == DType::bf16;
-  std::vector<std::string> names;
-  // autocast reads the forward graph: the backward's dtypes then follow from the VJPs.
+  // decompose first: autocast must see attention's matmuls and softmax as primitives, and
+  // autodiff of primitives is exact. autocast then reads the forward graph only, so the
+  // backward's dtypes follow from the VJPs.
+  std::vector<std::string> names = {"decompose"};
   if (bf16) names.push_back("autocast");
   if (train) {
     names.push_back("autodiff");

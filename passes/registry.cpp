@@ -14,6 +14,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"canonicalize", &createCanonicalizePass},
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
+      {"decompose", &createDecomposePass},
       {"autodiff", &createAutodiffPass},
       {"adamw", static_cast<Factory>(&createAdamWPass)},
       {"autocast", &createAutocastPass},
