@@ -47,6 +47,7 @@ HostTensor initParameter(const models::ParamSpec& s, uint64_t seed) {
   HostTensor t = HostTensor::zeros(Type{DType::f32, s.shape});
   switch (s.init) {
     case models::Init::Ones: std::fill(t.f.begin(), t.f.end(), 1.0f); break;
+    case models::Init::Zeros: break;  // LayerNorm biases
     case models::Init::Embedding:
     case models::Init::Linear: {
       double std = 1.0;

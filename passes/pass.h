@@ -9,6 +9,10 @@
 
 namespace fusec {
 
+namespace fe {
+struct AdamWConfig;
+}
+
 class Pass {
  public:
   virtual ~Pass() = default;
@@ -41,6 +45,11 @@ std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDecomposePass();
+std::unique_ptr<Pass> createAutodiffPass();
+std::unique_ptr<Pass> createAdamWPass();  // fe::AdamWConfig's defaults
+std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg);
+std::unique_ptr<Pass> createAutocastPass();
+std::unique_ptr<Pass> createCacheWeightCastsPass();
 std::unique_ptr<Pass> createFusePass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createMemoryPlanPass();

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "passes/autodiff.h"
+#include "passes/train_passes.h"
 
 namespace fusec::models {
 
@@ -165,42 +165,21 @@ Graph& buildForward(Module& m, const ModelConfig& cfg, int64_t batch, int64_t se
   return g;
 }
 
-Graph& buildTrainStep(Module& m, const ModelConfig& cfg, int64_t batch, int64_t seq, const AdamWConfig& opt) {
+Graph& buildTrainLoss(Module& m, const ModelConfig& cfg, int64_t batch, int64_t seq) {
   checkRun(cfg, batch, seq);
   Graph& g = m.add("train_step");
   Builder b(g);
   Tensor ids = fe::input(b, "ids", Type{DType::i64, {batch, seq}}).named("ids");
   Tensor targets = fe::input(b, "targets", Type{DType::i64, {batch, seq}}).named("targets");
-  Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
   auto params = declareParameters(b, cfg);
-  const std::vector<ParamSpec> specs = parameterSpecs(cfg);
-  std::vector<Tensor> expAvg, expAvgSq;  // optimizer state, declared up front beside the weights
-  for (const ParamSpec& s : specs) {
-    const Type t{DType::f32, s.shape};
-    expAvg.push_back(fe::param(b, s.name + ".exp_avg", t).named(s.name + ".exp_avg"));
-    expAvgSq.push_back(fe::param(b, s.name + ".exp_avg_sq", t).named(s.name + ".exp_avg_sq"));
-  }
-  Tensor loss = fe::crossEntropy(traceLogits(cfg, params, ids), targets).named("loss");
+  b.output(fe::crossEntropy(traceLogits(cfg, params, ids), targets).named("loss").value());
+  return g;
+}
 
-  std::vector<Value*> wrt;
-  for (const ParamSpec& s : specs) wrt.push_back(params.at(s.name).value());
-  std::vector<Value*> grads = appendGradients(g, loss.value(), wrt);
-  if (grads.size() != wrt.size()) throw Error("internal: appendGradients returned the wrong number of gradients");
-
-  fe::AdamW adamw(opt, step);
-  g.addOutput(loss.value());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ParamSpec& s = specs[i];
-    Tensor w = params.at(s.name);
-    Tensor grad = grads[i] ? Tensor(&b, grads[i]) : fe::full(b, s.shape, 0.0);
-    fe::AdamW::Update u = adamw.update(w, grad, expAvg[i], expAvgSq[i]);
-    u.param.named(s.name + ".new");
-    u.expAvg.named(s.name + ".exp_avg.new");
-    u.expAvgSq.named(s.name + ".exp_avg_sq.new");
-    g.addOutput(u.param.value(), s.name);  // written in place over the weight and its moments
-    g.addOutput(u.expAvg.value(), s.name + ".exp_avg");
-    g.addOutput(u.expAvgSq.value(), s.name + ".exp_avg_sq");
-  }
+Graph& buildTrainStep(Module& m, const ModelConfig& cfg, int64_t batch, int64_t seq, const AdamWConfig& opt) {
+  Graph& g = buildTrainLoss(m, cfg, batch, seq);
+  appendLossGradients(g);
+  appendAdamWUpdate(g, opt);
   return g;
 }
 

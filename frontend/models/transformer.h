@@ -31,7 +31,7 @@ std::vector<std::string> modelNames();
 // Throws Error unless every size is positive, d_model % heads == 0 and d_head is even.
 void validate(const ModelConfig&);
 
-enum class Init { Linear, Embedding, Ones };
+enum class Init { Linear, Embedding, Ones, Zeros };
 struct ParamSpec {
   std::string name;
   Shape shape;
@@ -51,11 +51,15 @@ std::map<std::string, fe::Tensor> declareParameters(Builder&, const ModelConfig&
 // @forward: input "ids" i64[B,T] (T <= ctx); params by state_dict name (f32); returns the
 // logits f32[B,T,vocab].
 Graph& buildForward(Module&, const ModelConfig&, int64_t batch, int64_t seq);
+// @train_step before the training passes: inputs "ids", "targets" i64[B,T], params by
+// state_dict name (f32); returns only the loss f32[] (mean cross entropy). The autodiff and
+// adamw passes (passes/train_passes.h) turn it into the training step.
+Graph& buildTrainLoss(Module&, const ModelConfig&, int64_t batch, int64_t seq);
 // @train_step: inputs "ids", "targets" i64[B,T] and "step" f32[] (the 1-based AdamW step t);
 // params: each weight by name plus "<name>.exp_avg" and "<name>.exp_avg_sq" (f32, same
 // shape); returns the loss f32[] (mean cross entropy), then for each ParamSpec in order: new
 // weight, new exp_avg, new exp_avg_sq, each marked as the in-place update of its param
-// (`-> "name"`). One graph: traced loss, appendGradients, AdamW.
+// (`-> "name"`). buildTrainLoss, then the autodiff and adamw passes on that function.
 Graph& buildTrainStep(Module&, const ModelConfig&, int64_t batch, int64_t seq, const AdamWConfig&);
 // @attention: inputs "q","k","v" f32[B,N,d] -> causal softmax(QK^T/sqrt(d)) V.
 Graph& buildAttention(Module&, int64_t batch, int64_t seq, int64_t d);

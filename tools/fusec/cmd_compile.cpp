@@ -1,6 +1,8 @@
 // `fusec compile --model NAME --program forward|train_step|attention`: traces a model program
-// into IR, runs an optional pass pipeline on it and prints the module (or, with --stats, one
-// JSON object describing it).
+// into IR, runs the program's own passes (passes/pipeline.h: decompose, autocast for bf16,
+// autodiff and adamw for train_step, ...) and then --passes (default: the optimisation
+// pipeline), and prints the module (or, with --stats, one JSON object describing it; with
+// --print-dtypes, the dtype of every traced value after the program passes).
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -9,10 +11,13 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/dtype_report.h"
 
 namespace fusec::cli {
 
@@ -21,7 +26,8 @@ namespace {
 struct CompileArgs {
   std::string model, program = "forward", dtype = "fp32", passes, output = "-";
   int64_t batch = 4, ctx = 256;
-  bool stats = false;
+  bool stats = false, printDTypes = false;
+  CLI::Option* passesOpt = nullptr;
   // Model overrides (unset: the named size's value).
   std::optional<int64_t> vocab, dModel, layers, heads, dFF, dHead;
   std::optional<double> ropeTheta;
@@ -97,12 +103,40 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
   return j;
 }
 
+models::AdamWConfig adamwConfig(const CompileArgs& a) {
+  models::AdamWConfig opt;
+  opt.lr = a.lr;
+  opt.beta1 = a.betas.at(0);
+  opt.beta2 = a.betas.at(1);
+  opt.eps = a.eps;
+  opt.weightDecay = a.weightDecay;
+  return opt;
+}
+
+// Traces the program the program passes start from (train_step: the loss only).
+void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m) {
+  if (a.model == "toy") {
+    if (a.program == "attention") throw Error("compile --model toy has the programs forward and train_step");
+    if (a.program == "forward") models::buildToyForward(m, models::ToyConfig{}, a.batch);
+    else models::buildToyTrainLoss(m, models::ToyConfig{}, a.batch);
+  } else if (a.program == "forward") {
+    models::buildForward(m, *cfg, a.batch, a.ctx);
+  } else if (a.program == "train_step") {
+    models::buildTrainLoss(m, *cfg, a.batch, a.ctx);
+  } else {
+    int64_t d = a.dHead ? *a.dHead : cfg ? cfg->dModel / cfg->heads : 0;
+    if (d <= 0) throw Error("compile --program attention needs --d-head or --model");
+    models::buildAttention(m, a.batch, a.ctx, d);
+  }
+}
+
 }  // namespace
 
 Command addCompileCommand(CLI::App& app) {
   auto a = std::make_shared<CompileArgs>();
   std::string known, passes;
   for (auto& n : models::modelNames()) known += (known.empty() ? "" : ", ") + n;
+  known += ", toy (the CS336 mixed-precision ToyModel; --ctx does not apply)";
   for (auto& n : passNames()) passes += (passes.empty() ? "" : ", ") + n;
   CLI::App* cmd = app.add_subcommand("compile", "Trace a model program into IR, run passes on it and print it");
   cmd->add_option("--model", a->model, "Model: " + known)->type_name("NAME");
@@ -111,8 +145,11 @@ Command addCompileCommand(CLI::App& app) {
       ->type_name("PROGRAM");
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
   cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256)")->type_name("T");
-  cmd->add_option("--dtype", a->dtype, "Precision (default: fp32)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
+  cmd->add_option("--dtype", a->dtype, "Precision: fp32 (default) or bf16 (PyTorch autocast's policy)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
+  cmd->add_flag("--print-dtypes", a->printDTypes,
+                "Print the dtype of the params, every named traced value and the gradients after the program "
+                "passes, instead of the IR (the optimisation passes do not run)");
   cmd->add_option("--vocab", a->vocab, "Override the vocabulary size")->type_name("N");
   cmd->add_option("--d-model", a->dModel, "Override d_model")->type_name("N");
   cmd->add_option("--layers", a->layers, "Override the number of layers")->type_name("N");
@@ -125,19 +162,22 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--betas", a->betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
   cmd->add_option("--eps", a->eps, "AdamW eps (default: 1e-8)")->type_name("X");
   cmd->add_option("--weight-decay", a->weightDecay, "AdamW weight decay (default: 0.01)")->type_name("X");
-  cmd->add_option("--passes", a->passes, "Comma-separated pipeline to run on the traced IR; passes: " + passes)
-      ->type_name("LIST");
+  a->passesOpt = cmd->add_option("--passes", a->passes,
+                                  "Comma-separated pipeline to run after the program's own passes (default: " +
+                                      defaultOptimizationPipeline() + "; empty: none); passes: " + passes)
+                     ->expected(0, 1)
+                     ->type_name("LIST");
   cmd->add_option("-o,--output", a->output, "Output file (default: stdout)")->type_name("FILE");
   addPassManagerFlags(*cmd, a->pm);
 
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     using Clock = std::chrono::steady_clock;
-    if (a->dtype == "bf16") throw Error("bf16 autocast arrives with the autocast pass");
     if (a->model.empty() && a->program != "attention") throw Error("compile --program " + a->program + " needs --model");
+    if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
     std::optional<models::ModelConfig> cfg;
-    if (!a->model.empty()) {
+    if (!a->model.empty() && a->model != "toy") {
       cfg = modelConfig(*a);
       if (a->ctx > cfg->ctx)
         throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg->ctx) +
@@ -149,25 +189,19 @@ Command addCompileCommand(CLI::App& app) {
     Module m;
     m.sourceName = "<compile>";
     auto t0 = Clock::now();
-    if (a->program == "forward") {
-      models::buildForward(m, *cfg, a->batch, a->ctx);
-    } else if (a->program == "train_step") {
-      models::AdamWConfig opt;
-      opt.lr = a->lr;
-      opt.beta1 = a->betas.at(0);
-      opt.beta2 = a->betas.at(1);
-      opt.eps = a->eps;
-      opt.weightDecay = a->weightDecay;
-      models::buildTrainStep(m, *cfg, a->batch, a->ctx, opt);
-    } else {
-      int64_t d = a->dHead ? *a->dHead : cfg ? cfg->dModel / cfg->heads : 0;
-      if (d <= 0) throw Error("compile --program attention needs --d-head or --model");
-      models::buildAttention(m, a->batch, a->ctx, d);
-    }
+    trace(*a, cfg ? &*cfg : nullptr, m);
     if (a->pm.verifyEach) verify(m);
+    const TracedNames traced = recordTracedNames(*m.funcs.at(0));
     auto t1 = Clock::now();
+    // One pass manager for the program passes and the rest, so that --print-ir-after-all,
+    // --dump-dir and --time-passes cover all of them.
     PassManager pm(a->pm);
-    if (!a->passes.empty()) pm.addPipeline(a->passes);
+    for (auto& p : programPasses(a->program, a->dtype == "bf16" ? DType::bf16 : DType::f32, adamwConfig(*a)))
+      pm.add(std::move(p));
+    if (!a->printDTypes) {
+      std::string rest = a->passesOpt->count() ? a->passes : defaultOptimizationPipeline();
+      if (!rest.empty()) pm.addPipeline(rest);
+    }
     pm.run(m);
     auto t2 = Clock::now();
 
@@ -178,7 +212,9 @@ Command addCompileCommand(CLI::App& app) {
       if (!file) throw Error("cannot write '" + a->output + "'");
       out = &file;
     }
-    if (a->stats) {
+    if (a->printDTypes) {
+      printDTypes(*m.funcs.at(0), traced, *out);
+    } else if (a->stats) {
       auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
       *out << stats(*a, cfg ? &*cfg : nullptr, m, ms(t1 - t0), ms(t2 - t1)).dump(2) << "\n";
     } else {

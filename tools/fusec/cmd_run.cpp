@@ -8,20 +8,25 @@
 //
 // Weights are bound by their state_dict names and must match the model's shapes exactly
 // (f32); a train_step output can be fed back as --weights (its `loss` is ignored). Inputs
-// hold `ids` (and for train_step `targets`), i64 [B,T]; B and T come from `ids`. forward
-// writes `logits`; train_step runs N AdamW steps (state starting at zero, step = 1..N) and
-// writes `loss` (f32[N]) and every updated parameter. Without --weights the parameters come
-// from the model's initialisation with --seed.
+// hold `ids` (and for train_step `targets`), i64 [B,T]; B and T come from `ids` (--model toy:
+// `x` f32[B,in] and `targets` i64[B]). forward writes `logits`; train_step runs N AdamW
+// steps (state starting at zero, step = 1..N) and writes `loss` (f32[N]) and every updated
+// parameter. Without --weights the parameters come from the model's initialisation with
+// --seed. The program is the one `fusec compile` builds: the trace plus the program passes
+// (passes/pipeline.h); with --dtype bf16 that includes autocast and cache-weight-casts, whose
+// bf16 weight copies start as bf16(W) and then follow the optimizer's updates.
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "frontend/init.h"
+#include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "frontend/optim.h"
 #include "frontend/safetensors.h"
 #include "ir/interpreter.h"
+#include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
 
 namespace fusec::cli {
@@ -71,14 +76,14 @@ void parseBetas(const std::string& s, models::AdamWConfig& cfg) {
 }
 
 // The model's parameters from `file`, checked name by name against the specs.
-Bindings bindWeights(const std::string& file, const models::ModelConfig& cfg) {
+Bindings bindWeights(const std::string& file, const std::string& model, const std::vector<models::ParamSpec>& specs) {
   Bindings all = loadSafetensors(file);
   Bindings out;
-  for (const auto& spec : models::parameterSpecs(cfg)) {
+  for (const auto& spec : specs) {
     Type want{DType::f32, spec.shape};
     auto it = all.find(spec.name);
     if (it == all.end())
-      throw Error(file + ": missing tensor '" + spec.name + "' (expected " + want.str() + " for model " + cfg.name + ")");
+      throw Error(file + ": missing tensor '" + spec.name + "' (expected " + want.str() + " for model " + model + ")");
     if (it->second.type != want)
       throw Error(file + ": tensor '" + spec.name + "' is " + it->second.type.str() + ", expected " + want.str());
     out.emplace(spec.name, std::move(it->second));
@@ -86,7 +91,7 @@ Bindings bindWeights(const std::string& file, const models::ModelConfig& cfg) {
   }
   all.erase("loss");  // a train_step output fed back as weights
   if (!all.empty())
-    throw Error(file + ": unexpected tensor '" + all.begin()->first + "' (model " + cfg.name + " has no such parameter)");
+    throw Error(file + ": unexpected tensor '" + all.begin()->first + "' (model " + model + " has no such parameter)");
   return out;
 }
 
@@ -119,9 +124,50 @@ SafetensorsMetadata metadataFor(const models::ModelConfig& c) {
 }
 
 int runInit(const RunArgs& a) {
+  if (a.model == "toy") {
+    Bindings w;
+    for (const auto& spec : models::toyParameterSpecs(models::ToyConfig{})) w.emplace(spec.name, initParameter(spec, a.seed));
+    saveSafetensors(a.initWeights, w, {{"format", "pt"}, {"fusec_model", "toy"}});
+    return 0;
+  }
   models::ModelConfig cfg = modelConfig(a);
   saveSafetensors(a.initWeights, initParameters(cfg, a.seed), metadataFor(cfg));
   return 0;
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Binds the params the program passes added: the optimizer moments start at zero, and each
+// cached weight copy "W.bf16" starts as bf16(W); the step's in-place updates carry both on.
+void bindProgramState(const Graph& g, Bindings& env) {
+  for (Op* p : g.params()) {
+    const std::string& name = p->attrStr("name");
+    const Type& t = p->result()->type;
+    if (env.count(name)) continue;
+    const std::string copySuffix = "." + std::string(dtypeName(t.dtype));
+    if (endsWith(name, ".exp_avg") || endsWith(name, ".exp_avg_sq")) {
+      env[name] = HostTensor::zeros(t);
+    } else if (auto w = env.find(name.substr(0, name.size() - copySuffix.size()));
+               endsWith(name, copySuffix) && w != env.end()) {
+      HostTensor copy = HostTensor::zeros(t);
+      for (size_t k = 0; k < copy.size(); ++k) copy.set(k, w->second.f.at(k));  // rounds to the dtype
+      env[name] = std::move(copy);
+    } else {
+      throw Error("internal: the program's param '" + name + "' has no value");
+    }
+  }
+}
+
+// The toy model's input `x`: f32[B, in].
+HostTensor toyInput(const std::string& file, Bindings& inputs, const models::ToyConfig& c) {
+  auto it = inputs.find("x");
+  if (it == inputs.end()) throw Error(file + ": missing tensor 'x' (expected f32[B," + std::to_string(c.inFeatures) + "])");
+  const HostTensor& t = it->second;
+  if (t.type.dtype != DType::f32 || t.type.rank() != 2 || t.type.shape[1] != c.inFeatures || t.type.shape[0] < 1)
+    throw Error(file + ": tensor 'x' is " + t.type.str() + ", expected f32[B," + std::to_string(c.inFeatures) + "]");
+  return t;
 }
 
 int runProgram(RunArgs& a) {
@@ -129,56 +175,85 @@ int runProgram(RunArgs& a) {
   if (a.inputs.empty()) throw Error("run: --inputs is required");
   if (a.out.empty()) throw Error("run: --out is required");
   if (a.device == "cuda") throw Error("--device cuda is not available yet: the GPU backend arrives with the GPU issue");
-  if (a.dtype == "bf16") throw Error("--dtype bf16 is not available yet: the CPU interpreter runs fp32 until autocast lands");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
   if (a.steps < 1) throw Error("--steps must be at least 1, got " + std::to_string(a.steps));
   if (a.oBetas->count()) parseBetas(a.betas, a.adamw);
-  models::ModelConfig cfg = modelConfig(a);
+  const bool toy = a.model == "toy";
+  const bool train = a.program == "train_step";
+  std::optional<models::ModelConfig> cfg;
+  if (!toy) cfg = modelConfig(a);
+  const models::ToyConfig toyCfg;
+  const std::vector<models::ParamSpec> specs = toy ? models::toyParameterSpecs(toyCfg) : models::parameterSpecs(*cfg);
 
-  // Everything is checked before the (slow) interpreter starts.
+  // Everything is checked before the (slow) interpreter starts; the trace takes its shapes
+  // from the inputs.
   Bindings inputs = loadSafetensors(a.inputs);
-  HostTensor ids = tokenTensor(a.inputs, inputs, "ids", cfg, nullptr);
-  Shape bt = ids.type.shape;
-  std::optional<HostTensor> targets;
-  if (a.program == "train_step") targets = tokenTensor(a.inputs, inputs, "targets", cfg, &bt);
-  Bindings env = a.weights.empty() ? initParameters(cfg, a.seed) : bindWeights(a.weights, cfg);
-
+  Bindings env;
   Module module;
-  if (a.program == "forward") {
-    Graph& g = models::buildForward(module, cfg, bt[0], bt[1]);
+  if (toy) {
+    HostTensor x = toyInput(a.inputs, inputs, toyCfg);
+    const int64_t batch = x.type.shape[0];
+    if (train) {
+      auto it = inputs.find("targets");
+      if (it == inputs.end()) throw Error(a.inputs + ": missing tensor 'targets' (expected i64[" + std::to_string(batch) + "])");
+      if (it->second.type != Type{DType::i64, {batch}})
+        throw Error(a.inputs + ": tensor 'targets' is " + it->second.type.str() + ", expected i64[" + std::to_string(batch) + "]");
+      for (size_t k = 0; k < it->second.i.size(); ++k)
+        if (it->second.i[k] < 0 || it->second.i[k] >= toyCfg.outFeatures)
+          throw Error("target " + std::to_string(it->second.i[k]) + " at targets[" + std::to_string(k) +
+                      "] is out of range for " + std::to_string(toyCfg.outFeatures) + " classes");
+      env["targets"] = it->second;
+      models::buildToyTrainLoss(module, toyCfg, batch);
+    } else {
+      models::buildToyForward(module, toyCfg, batch);
+    }
+    env["x"] = std::move(x);
+  } else {
+    HostTensor ids = tokenTensor(a.inputs, inputs, "ids", *cfg, nullptr);
+    Shape bt = ids.type.shape;
+    if (train) {
+      env["targets"] = tokenTensor(a.inputs, inputs, "targets", *cfg, &bt);
+      models::buildTrainLoss(module, *cfg, bt[0], bt[1]);
+    } else {
+      models::buildForward(module, *cfg, bt[0], bt[1]);
+    }
     env["ids"] = std::move(ids);
-    std::vector<HostTensor> outs = interpret(g, env);
+  }
+  Bindings weights;
+  if (!a.weights.empty()) {
+    weights = bindWeights(a.weights, toy ? "toy" : cfg->name, specs);
+  } else {
+    for (const auto& spec : specs) weights.emplace(spec.name, initParameter(spec, a.seed));
+  }
+  for (auto& [name, t] : weights) env[name] = std::move(t);
+
+  PassManager pm;
+  for (auto& p : programPasses(a.program, a.dtype == "bf16" ? DType::bf16 : DType::f32, a.adamw)) pm.add(std::move(p));
+  pm.run(module);
+  const Graph& g = *module.funcs.at(0);
+  bindProgramState(g, env);
+  const SafetensorsMetadata meta = toy ? SafetensorsMetadata{{"format", "pt"}, {"fusec_model", "toy"}} : metadataFor(*cfg);
+
+  if (!train) {
     Bindings result;
-    result["logits"] = std::move(outs.at(0));
-    saveSafetensors(a.out, result, metadataFor(cfg));
+    result["logits"] = std::move(interpret(g, env).at(0));
+    saveSafetensors(a.out, result, meta);
     return 0;
   }
-
-  Graph& g = models::buildTrainStep(module, cfg, bt[0], bt[1], a.adamw);
-  auto specs = models::parameterSpecs(cfg);
-  for (auto& [name, t] : initAdamState(cfg)) env[name] = std::move(t);
-  env["ids"] = std::move(ids);
-  env["targets"] = std::move(*targets);
   HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
   for (int64_t step = 1; step <= a.steps; ++step) {
     HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
     t.f[0] = float(step);
     env["step"] = std::move(t);
     std::vector<HostTensor> outs = interpret(g, env);
-    if (outs.size() != 1 + 3 * specs.size())
-      throw Error("internal: train_step returned " + std::to_string(outs.size()) + " values, expected " +
-                  std::to_string(1 + 3 * specs.size()));
-    losses.f[size_t(step - 1)] = outs[0].f.at(0);
-    for (size_t k = 0; k < specs.size(); ++k) {
-      env[specs[k].name] = std::move(outs[1 + 3 * k]);
-      env[specs[k].name + ".exp_avg"] = std::move(outs[2 + 3 * k]);
-      env[specs[k].name + ".exp_avg_sq"] = std::move(outs[3 + 3 * k]);
-    }
+    losses.f[size_t(step - 1)] = outs.at(0).f.at(0);
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!g.updateOf(i).empty()) env[g.updateOf(i)] = std::move(outs[i]);
   }
   Bindings result;
   result["loss"] = std::move(losses);
   for (auto& spec : specs) result[spec.name] = std::move(env.at(spec.name));
-  saveSafetensors(a.out, result, metadataFor(cfg));
+  saveSafetensors(a.out, result, meta);
   return 0;
 }
 
@@ -198,7 +273,8 @@ Command addRunCommand(CLI::App& app) {
   a->oSteps = cmd->add_option("--steps", a->steps, "train_step: number of AdamW steps (default 1)");
   cmd->add_option("--device", a->device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--model", a->model, "small (default), medium, large, xl, 2.7B, tiny");
+  cmd->add_option("--model", a->model,
+                  "small (default), medium, large, xl, 2.7B, tiny, toy (the CS336 mixed-precision ToyModel)");
   a->oVocab = cmd->add_option("--vocab", a->vocab, "Override the vocabulary size");
   a->oCtx = cmd->add_option("--ctx", a->ctx, "Override the context length");
   a->oDModel = cmd->add_option("--d-model", a->dModel, "Override d_model");

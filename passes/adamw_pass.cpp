@@ -1,0 +1,98 @@
+// The `adamw` pass: appends torch.optim.AdamW (frontend/optim.h, the same traced math that
+// models::buildTrainStep always used) to a function returning `loss, grads...`
+// (passes/train_passes.h). The optimizer state and the step are declared next to the
+// existing inputs and params, so the signature reads as if traced up front.
+#include <algorithm>
+
+#include "frontend/optim.h"
+#include "passes/pass.h"
+#include "passes/train_passes.h"
+
+namespace fusec {
+namespace {
+
+// Moves the source ops appended at or after `mark` up beside the last existing op of their
+// kind (inputs after the inputs, params after the params; else after the last source),
+// keeping their order.
+void hoistNewSources(Graph& g, size_t mark) {
+  std::vector<std::unique_ptr<Op>> fresh;
+  for (size_t i = mark; i < g.ops.size(); ++i) fresh.push_back(std::move(g.ops[i]));
+  g.ops.resize(mark);
+  for (auto& op : fresh) {
+    size_t same = 0, source = 0;
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      OpKind k = g.ops[i]->kind;
+      if (k == op->kind) same = i + 1;
+      if (k == OpKind::Input || k == OpKind::Param) source = i + 1;
+    }
+    g.ops.insert(g.ops.begin() + std::ptrdiff_t(same ? same : source), std::move(op));
+  }
+}
+
+}  // namespace
+
+bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
+  std::vector<Op*> params = trainableParams(g);
+  if (params.empty()) return false;
+  bool shaped = g.outputs.size() == 1 + params.size() && g.outputs[0]->type.rank() == 0;
+  for (size_t i = 0; shaped && i < params.size(); ++i) shaped = g.outputs[1 + i]->type == params[i]->result()->type;
+  for (size_t i = 0; shaped && i < g.outputs.size(); ++i) shaped = g.updateOf(i).empty();
+  if (!shaped)
+    throw Error("adamw: @" + g.name + " must return the loss and one gradient per float param (" +
+                std::to_string(1 + params.size()) + " values; run autodiff first), it returns " +
+                std::to_string(g.outputs.size()));
+  if (g.findInput("step")) throw Error("adamw: @" + g.name + " already has an input named \"step\"");
+
+  Builder b(g);
+  const size_t mark = g.ops.size();
+  fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
+  std::vector<fe::Tensor> expAvg, expAvgSq;
+  for (Op* p : params) {
+    const std::string name = p->attrStr("name");
+    const Type& t = p->result()->type;
+    for (const char* suffix : {".exp_avg", ".exp_avg_sq"})
+      if (g.findParam(name + suffix)) throw Error("adamw: @" + g.name + " already has a param named \"" + name + suffix + "\"");
+    expAvg.push_back(fe::param(b, name + ".exp_avg", t).named(name + ".exp_avg"));
+    expAvgSq.push_back(fe::param(b, name + ".exp_avg_sq", t).named(name + ".exp_avg_sq"));
+  }
+  hoistNewSources(g, mark);
+
+  fe::AdamW adamw(cfg, step);
+  std::vector<Value*> grads(g.outputs.begin() + 1, g.outputs.end());
+  Value* loss = g.outputs[0];
+  g.outputs.clear();
+  g.outputUpdates.clear();
+  g.addOutput(loss);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string name = params[i]->attrStr("name");
+    fe::AdamW::Update u = adamw.update(fe::Tensor(&b, params[i]->result()), fe::Tensor(&b, grads[i]), expAvg[i], expAvgSq[i]);
+    u.param.named(name + ".new");
+    u.expAvg.named(name + ".exp_avg.new");
+    u.expAvgSq.named(name + ".exp_avg_sq.new");
+    g.addOutput(u.param.value(), name);  // written in place over the weight and its moments
+    g.addOutput(u.expAvg.value(), name + ".exp_avg");
+    g.addOutput(u.expAvgSq.value(), name + ".exp_avg_sq");
+  }
+  return true;
+}
+
+std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg) {
+  class AdamWPass : public Pass {
+   public:
+    explicit AdamWPass(const fe::AdamWConfig& c) : cfg_(c) {}
+    std::string_view name() const override { return "adamw"; }
+    bool run(Module& m) override {
+      bool changed = false;
+      for (auto& f : m.funcs) changed |= appendAdamWUpdate(*f, cfg_);
+      return changed;
+    }
+
+   private:
+    fe::AdamWConfig cfg_;
+  };
+  return std::make_unique<AdamWPass>(cfg);
+}
+
+std::unique_ptr<Pass> createAdamWPass() { return createAdamWPass(fe::AdamWConfig{}); }
+
+}  // namespace fusec

@@ -1,0 +1,25 @@
+// The compile pipeline (docs/pipeline.md "Order"): a traced program's own passes, which make
+// it the program (decompose, autocast, autodiff, adamw, cache-weight-casts), and the default
+// optimisation pipeline that runs after them unless --passes replaces it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/optim.h"
+#include "passes/pass.h"
+
+namespace fusec {
+
+// The program passes for `program` ("forward", "attention": the traced function is the
+// program; "train_step": the traced loss becomes a training step) at compute dtype `dtype`
+// (f32, or bf16 for autocast). Throws Error for another program or dtype.
+std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw);
+
+// Their names, in order (for messages and tests).
+std::vector<std::string> programPassNames(const std::string& program, DType dtype);
+
+// The default optimisation pipeline as a --passes list.
+std::string defaultOptimizationPipeline();
+
+}  // namespace fusec

@@ -1,0 +1,27 @@
+// The training program's passes at function granularity: a model builder that owns one
+// function (models::buildTrainStep) applies them to it without touching the rest of its
+// module. The registered passes (autodiff, adamw) run these on every function.
+#pragma once
+#include "frontend/optim.h"
+#include "ir/graph.h"
+
+namespace fusec {
+
+// When `g` returns exactly one float scalar (the loss) and has float params: appends the
+// gradient of the loss w.r.t. every float param, in params() order, each named
+// "<param>.grad", and returns `loss, grads...`. Returns false (unchanged) for a function with
+// no float params; throws Error for one with float params that does not return one float
+// scalar.
+bool appendLossGradients(Graph& g);
+
+// When `g` returns `loss, grads...` (as appendLossGradients leaves it): declares the f32[]
+// input "step" (the 1-based AdamW step) and the params "<p>.exp_avg", "<p>.exp_avg_sq"
+// beside the existing ones, appends the AdamW update and returns `loss` then, per param,
+// new weight, new exp_avg, new exp_avg_sq, each the in-place update of its param. Returns
+// false for a function with no float params; throws Error for any other signature.
+bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg);
+
+// The float params of `g`, in order: the weights that get gradients and optimizer state.
+std::vector<Op*> trainableParams(const Graph& g);
+
+}  // namespace fusec

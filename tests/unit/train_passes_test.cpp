@@ -1,0 +1,285 @@
+// Tests of the program passes autodiff, adamw, autocast and cache-weight-casts on the tiny
+// transformer and the toy model: the pass-built training step is bit-identical to the one
+// traced in one go, the autocast policy holds op by op, the bf16 programs agree with f32
+// within bf16 tolerance, and cached weight casts change nothing when W.bf16 = bf16(W).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "frontend/init.h"
+#include "frontend/models/toy.h"
+#include "frontend/models/transformer.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/autodiff.h"
+#include "passes/decompose.h"
+#include "passes/pass.h"
+#include "passes/pipeline.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+using models::ModelConfig;
+
+constexpr int64_t B = 2, T = 5;
+
+// Values of magnitude 0.5..2 with random signs (never zero); `positive` for second moments.
+HostTensor randomFloat(const Type& t, std::mt19937& rng, double scale = 1, bool positive = false) {
+  HostTensor h = HostTensor::zeros(t);
+  std::uniform_real_distribution<double> mag(0.5, 2.0);
+  std::uniform_int_distribution<int> coin(0, 1);
+  for (size_t k = 0; k < h.size(); ++k) h.set(k, (positive || coin(rng) ? 1 : -1) * scale * mag(rng));
+  return h;
+}
+
+// Every input and param of `g`: token ids in [0, vocab), the step 3, weights ~0.3, state.
+Bindings randomBindings(const Graph& g, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Bindings env;
+  for (auto& op : g.ops) {
+    if (op->kind != OpKind::Input && op->kind != OpKind::Param) continue;
+    const std::string& name = op->attrStr("name");
+    const Type& t = op->result()->type;
+    if (!isFloat(t.dtype)) {
+      HostTensor h = HostTensor::zeros(t);
+      std::uniform_int_distribution<int64_t> id(0, vocab - 1);
+      for (auto& v : h.i) v = id(rng);
+      env[name] = h;
+    } else if (name == "step") {
+      env[name] = HostTensor::zeros(t);
+      env[name].set(0, 3);
+    } else {
+      const bool sq = name.size() > 11 && name.compare(name.size() - 11, 11, ".exp_avg_sq") == 0;
+      env[name] = randomFloat(t, rng, sq ? 0.01 : 0.3, sq);
+    }
+  }
+  return env;
+}
+
+bool sameBits(const HostTensor& a, const HostTensor& b) {
+  if (a.type != b.type) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (std::bit_cast<uint32_t>(a.f.at(k)) != std::bit_cast<uint32_t>(b.f.at(k))) return false;
+  return true;
+}
+
+// ||got - want|| / ||want|| over all elements.
+double relError(const HostTensor& got, const HostTensor& want) {
+  double d = 0, n = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    d += std::pow(got.get(k) - want.get(k), 2);
+    n += std::pow(want.get(k), 2);
+  }
+  return std::sqrt(d / n);
+}
+
+void runPasses(Module& m, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    createPass(n)->run(m);
+    ASSERT_NO_THROW(verify(m)) << "after " << n << "\n" << printModule(m);
+  }
+}
+
+// The training step as models::buildTrainStep traced it before it became passes: state
+// declared up front, then the loss, appendGradients and AdamW, in one builder.
+Graph& referenceTrainStep(Module& m, const ModelConfig& cfg, const fe::AdamWConfig& opt) {
+  Graph& g = m.add("train_step");
+  Builder b(g);
+  fe::Tensor ids = fe::input(b, "ids", Type{DType::i64, {B, T}}).named("ids");
+  fe::Tensor targets = fe::input(b, "targets", Type{DType::i64, {B, T}}).named("targets");
+  fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
+  auto params = models::declareParameters(b, cfg);
+  auto specs = models::parameterSpecs(cfg);
+  std::vector<fe::Tensor> m1, v1;
+  for (auto& s : specs) {
+    m1.push_back(fe::param(b, s.name + ".exp_avg", Type{DType::f32, s.shape}));
+    v1.push_back(fe::param(b, s.name + ".exp_avg_sq", Type{DType::f32, s.shape}));
+  }
+  fe::Tensor loss = fe::crossEntropy(models::traceLogits(cfg, params, ids), targets);
+  std::vector<Value*> wrt;
+  for (auto& s : specs) wrt.push_back(params.at(s.name).value());
+  std::vector<Value*> grads = appendGradients(g, loss.value(), wrt);
+  fe::AdamW adamw(opt, step);
+  g.addOutput(loss.value());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto u = adamw.update(params.at(specs[i].name), fe::Tensor(&b, grads[i]), m1[i], v1[i]);
+    g.addOutput(u.param.value(), specs[i].name);
+    g.addOutput(u.expAvg.value(), specs[i].name + ".exp_avg");
+    g.addOutput(u.expAvgSq.value(), specs[i].name + ".exp_avg_sq");
+  }
+  return g;
+}
+
+TEST(TrainPasses, TrainStepViaPassesIsBitExact) {
+  const ModelConfig cfg = models::namedConfig("tiny");
+  fe::AdamWConfig opt;
+  opt.lr = 0.01;
+  Module oldM, newM;
+  Graph& want = referenceTrainStep(oldM, cfg, opt);
+  Graph& got = models::buildTrainStep(newM, cfg, B, T, opt);
+  ASSERT_NO_THROW(verify(newM));
+  ASSERT_EQ(got.outputs.size(), want.outputs.size());
+  EXPECT_EQ(got.outputUpdates, want.outputUpdates);
+  std::vector<std::string> wantSig, gotSig;
+  for (Op* op : want.inputs()) wantSig.push_back(op->attrStr("name"));
+  for (Op* op : want.params()) wantSig.push_back(op->attrStr("name"));
+  for (Op* op : got.inputs()) gotSig.push_back(op->attrStr("name"));
+  for (Op* op : got.params()) gotSig.push_back(op->attrStr("name"));
+  EXPECT_EQ(gotSig, wantSig);
+  EXPECT_EQ(got.outputs[1]->name, "token_embeddings.weight.new");
+  EXPECT_EQ(got.outputs[3]->name, "token_embeddings.weight.exp_avg_sq.new");
+
+  Bindings env = randomBindings(want, cfg.vocab, 1);
+  auto a = interpret(want, env), b = interpret(got, env);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(sameBits(a[i], b[i])) << "output " << i;
+}
+
+TEST(TrainPasses, AutodiffAndAdamWRejectOtherSignatures) {
+  Module m;
+  models::buildForward(m, models::namedConfig("tiny"), B, T);
+  EXPECT_EQ(test::errorOf([&] { createPass("autodiff")->run(m); }),
+            "autodiff: @forward must return exactly one float scalar (the loss), it returns 1 value(s), the first "
+            "f32[2,5,37]");
+  EXPECT_NE(test::errorOf([&] { createPass("adamw")->run(m); }).find("adamw: @forward must return the loss"),
+            std::string::npos);
+  Module loss;
+  models::buildTrainLoss(loss, models::namedConfig("tiny"), B, T);
+  runPasses(loss, {"autodiff", "adamw"});
+  EXPECT_NE(test::errorOf([&] { createPass("autodiff")->run(loss); }).find("must return exactly one float scalar"),
+            std::string::npos);
+}
+
+// The tiny transformer's loss, decomposed and autocast (and differentiated when `grads`).
+std::unique_ptr<Module> tinyLoss(bool bf16, bool grads) {
+  auto m = std::make_unique<Module>();
+  models::buildTrainLoss(*m, models::namedConfig("tiny"), B, T);
+  std::vector<std::string> passes = {"decompose"};
+  if (bf16) passes.push_back("autocast");
+  if (grads) passes.push_back("autodiff");
+  runPasses(*m, passes);
+  return m;
+}
+
+TEST(Autocast, PolicyOnTinyTransformer) {
+  auto m = tinyLoss(true, true);
+  const Graph& g = *m->funcs[0];
+  const Op* lossDef = g.outputs[0]->def;
+  int matmuls = 0, reductions = 0;
+  bool forward = true;  // reductions before the loss take f32; backward ones follow the VJPs
+  for (auto& op : g.ops) {
+    if (op->kind == OpKind::Matmul) {  // forward and backward GEMMs alike
+      ++matmuls;
+      for (Value* v : op->operands) EXPECT_EQ(v->type.dtype, DType::bf16) << printModule(*m);
+      EXPECT_EQ(op->result()->type.dtype, DType::bf16);
+    }
+    if (forward && op->info().category == OpCategory::Reduction && isFloat(op->operands[0]->type.dtype)) {
+      ++reductions;
+      EXPECT_EQ(op->operands[0]->type.dtype, DType::f32);
+    }
+    forward = forward && op.get() != lossDef;
+  }
+  // Per layer q, k, v, scores, probs @ v, output, w1, w3, w2, plus lm_head; backward: two each.
+  EXPECT_EQ(matmuls, 3 * (2 * 9 + 1));
+  EXPECT_GT(reductions, 0);
+  EXPECT_EQ(g.outputs[0]->type, (Type{DType::f32, {}}));
+  auto params = g.params();
+  ASSERT_EQ(g.outputs.size(), 1 + params.size());
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(g.outputs[1 + i]->type, params[i]->result()->type);
+  for (Op* p : params) EXPECT_EQ(p->result()->type.dtype, DType::f32);
+}
+
+TEST(Autocast, SecondRunChangesNothing) {
+  auto m = tinyLoss(true, false);
+  std::string once = printModule(*m);
+  EXPECT_FALSE(createPass("autocast")->run(*m));
+  EXPECT_EQ(printModule(*m), once);
+}
+
+// bf16 against f32 on the interpreter: norm-wise relative error within bf16 tolerance.
+TEST(Autocast, TinyLossAndGradientsCloseToF32) {
+  auto f32 = tinyLoss(false, true), bf16 = tinyLoss(true, true);
+  // The model's own initialisation (truncated normal, non-zero) for the weights.
+  Bindings env = randomBindings(*f32->funcs[0], 37, 5);
+  for (auto& [name, t] : initParameters(models::namedConfig("tiny"), 5)) env[name] = t;
+  auto want = interpret(*f32->funcs[0], env), got = interpret(*bf16->funcs[0], env);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(relError(got[i], want[i]), 2e-2) << "output " << i;
+}
+
+TEST(Autocast, TinyForwardCloseToF32) {
+  Module f32, bf16;
+  models::buildForward(f32, models::namedConfig("tiny"), B, T);
+  models::buildForward(bf16, models::namedConfig("tiny"), B, T);
+  runPasses(f32, {"decompose"});
+  runPasses(bf16, {"decompose", "autocast"});
+  EXPECT_EQ(bf16.funcs[0]->outputs[0]->type.dtype, DType::bf16);  // logits, as torch gives them
+  Bindings env = randomBindings(*f32.funcs[0], 37, 6);
+  for (auto& [name, t] : initParameters(models::namedConfig("tiny"), 6)) env[name] = t;
+  double err = relError(interpret(*bf16.funcs[0], env)[0], interpret(*f32.funcs[0], env)[0]);
+  EXPECT_LT(err, 2e-2);
+  EXPECT_GT(err, 0);  // it did compute in bf16
+}
+
+// The bf16 training step before and after cache-weight-casts, with W.bf16 = bf16(W): the
+// same outputs, plus one refreshed copy per cached weight equal to bf16(new W).
+TEST(CacheWeightCasts, SameResultsWhenCopiesAreBound) {
+  Module m;
+  models::buildTrainLoss(m, models::namedConfig("tiny"), B, T);
+  for (auto& p : programPasses("train_step", DType::bf16, fe::AdamWConfig{})) {
+    if (p->name() == "cache-weight-casts") break;
+    p->run(m);
+  }
+  auto before = cloneModule(m);
+  ASSERT_TRUE(createPass("cache-weight-casts")->run(m));
+  ASSERT_NO_THROW(verify(m));
+  const Graph& g = *m.funcs[0];
+  for (auto& op : g.ops)
+    if (op->kind == OpKind::Cast) EXPECT_NE(op->operands[0]->def->kind, OpKind::Param) << printModule(m);
+
+  Bindings env = randomBindings(*before->funcs[0], 37, 9);
+  std::vector<std::string> copies;
+  for (Op* p : g.params()) {
+    const std::string& name = p->attrStr("name");
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".bf16") continue;
+    const HostTensor& w = env.at(name.substr(0, name.size() - 5));
+    HostTensor c = HostTensor::zeros(p->result()->type);
+    for (size_t k = 0; k < c.size(); ++k) c.set(k, w.f[k]);
+    env[name] = c;
+    copies.push_back(name);
+  }
+  EXPECT_EQ(copies.size(), 2u * 7 + 1);  // every Linear weight; the embedding is gathered in f32
+  auto want = interpret(*before->funcs[0], env), got = interpret(g, env);
+  ASSERT_EQ(got.size(), want.size() + copies.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(sameBits(got[i], want[i])) << "output " << i;
+  for (size_t i = want.size(); i < got.size(); ++i) {
+    const std::string& target = g.updateOf(i);
+    const std::string weight = target.substr(0, target.size() - 5);
+    size_t w = 0;
+    while (g.updateOf(w) != weight) ++w;
+    for (size_t k = 0; k < got[i].size(); ++k) ASSERT_EQ(got[i].f[k], roundToBF16(got[w].f[k])) << target;
+  }
+  EXPECT_FALSE(createPass("cache-weight-casts")->run(m));
+}
+
+TEST(ToyModel, Bf16TrainStepCloseToF32) {
+  auto build = [](DType d) {
+    auto m = std::make_unique<Module>();
+    models::buildToyTrainLoss(*m, models::ToyConfig{}, 4);
+    std::vector<std::string> passes = programPassNames("train_step", d);
+    passes.erase(std::find(passes.begin(), passes.end(), "adamw"), passes.end());  // loss and grads
+    runPasses(*m, passes);
+    return m;
+  };
+  auto f32 = build(DType::f32), bf16 = build(DType::bf16);
+  Bindings env = randomBindings(*f32->funcs[0], 5, 3);
+  auto want = interpret(*f32->funcs[0], env), got = interpret(*bf16->funcs[0], env);
+  ASSERT_EQ(want.size(), 5u);  // loss, fc1, ln.weight, ln.bias, fc2 gradients
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(relError(got[i], want[i]), 2e-2) << "output " << i;
+}
+
+}  // namespace
+}  // namespace fusec
