@@ -40,5 +40,7 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createGemmLayoutPass();
+std::unique_ptr<Pass> createMergeGemmsPass();
 
 }  // namespace fusec

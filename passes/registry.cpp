@@ -14,6 +14,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"canonicalize", &createCanonicalizePass},
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
+      {"gemm-layout", &createGemmLayoutPass},
+      {"merge-gemms", &createMergeGemmsPass},
   };
   return r;
 }
