@@ -156,8 +156,43 @@ class Merger {
         int i = shared == Shared::A ? 1 : 0;
         return posOf(x->operands[size_t(i)]) < posOf(y->operands[size_t(i)]);
       });
-      mergeSharedGroup(shared, members);
+      const int varying = shared == Shared::A ? 1 : 0;
+      MatmulInfo first(*members[0]);
+      const int64_t axis = shared == Shared::A ? first.nAxisB() : first.mAxisA();
+      for (auto& part : mergeable(members, [&](Op* m) { return std::vector<Value*>{m->operands[size_t(varying)]}; },
+                                  {axis}))
+        mergeSharedGroup(shared, part);
     }
+  }
+
+  // The members split by what their concats would be (resident param concats apart from
+  // activation concats), each part trimmed greedily to members independent of each other
+  // and passing the concat rule. `parts(m)` gives a member's concat operands, one per
+  // entry of `axes`.
+  template <class Parts>
+  std::vector<std::vector<Op*>> mergeable(const std::vector<Op*>& members, Parts parts, const std::vector<int64_t>& axes) {
+    std::map<int, std::vector<Op*>> byClass;
+    for (Op* m : members) {
+      int cls = 0;
+      for (Value* v : parts(m)) cls = cls * 2 + (v->def && v->def->kind == OpKind::Param);
+      byClass[cls].push_back(m);
+    }
+    std::vector<std::vector<Op*>> out;
+    for (auto& [cls, ms] : byClass) {
+      std::vector<Op*> kept;
+      for (Op* m : ms) {
+        kept.push_back(m);
+        bool ok = !interdependent(kept);
+        for (size_t i = 0; ok && i < axes.size(); ++i) {
+          std::vector<Value*> xs;
+          for (Op* k : kept) xs.push_back(parts(k)[i]);
+          ok = concatOk(xs, axes[i]) || kept.size() == 1;
+        }
+        if (!ok) kept.pop_back();
+      }
+      if (kept.size() >= 2) out.push_back(std::move(kept));
+    }
+    return out;
   }
 
   void mergeSharedGroup(Shared shared, const std::vector<Op*>& members) {
@@ -166,13 +201,13 @@ class Merger {
     const int64_t catAxis = shared == Shared::A ? first.nAxisB() : first.mAxisA();
     std::vector<Value*> parts;
     for (Op* m : members) parts.push_back(m->operands[size_t(varying)]);
-    if (!concatOk(parts, catAxis) || interdependent(members)) return;
 
     Op* anchor = members.back();
     Builder b(scratch(anchor));
     Value* cat = b.concat(parts, catAxis);
+    NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
     Value* merged = b.create1(OpKind::Matmul, varying == 1 ? std::vector<Value*>{first.a, cat} : std::vector<Value*>{cat, first.b},
-                              {{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}});
+                              attrs);
     const int64_t rank = merged->type.rank();
     const int64_t axis = first.resultAxis(shared == Shared::A ? rank - 1 : rank - 2);
     int64_t start = 0;
@@ -244,21 +279,22 @@ class Merger {
       std::sort(members.begin(), members.end(),
                 [&](Op* x, Op* y) { return posOf(x->operands[1]) < posOf(y->operands[1]); });
       MatmulInfo first(*members[0]);
-      std::vector<Value*> as, bs;
-      for (Op* m : members) {
-        as.push_back(m->operands[0]);
-        bs.push_back(m->operands[1]);
+      auto parts = mergeable(members, [](Op* m) { return m->operands; }, {first.kAxisA(), first.kAxisB()});
+      std::unordered_set<Op*> merged;
+      for (auto& part : parts) {
+        std::vector<Value*> as, bs;
+        for (Op* m : part) {
+          as.push_back(m->operands[0]);
+          bs.push_back(m->operands[1]);
+          merged.insert(m);
+          dead_.insert(m);
+        }
+        NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
+        terms.push_back(b.create1(OpKind::Matmul, {b.concat(as, first.kAxisA()), b.concat(bs, first.kAxisB())}, attrs));
+        any = true;
       }
-      if (members.size() < 2 || !concatOk(as, first.kAxisA()) || !concatOk(bs, first.kAxisB()) ||
-          interdependent(members)) {
-        for (Op* m : members) terms.push_back(m->result());
-        continue;
-      }
-      Value* merged = b.create1(OpKind::Matmul, {b.concat(as, first.kAxisA()), b.concat(bs, first.kAxisB())},
-                                {{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}});
-      terms.push_back(merged);
-      for (Op* m : members) dead_.insert(m);
-      any = true;
+      for (Op* m : members)
+        if (!merged.count(m)) terms.push_back(m->result());
     }
     if (!any) return;
     Value* sum = terms[0];
