@@ -77,6 +77,8 @@ FE_UNARY(sin, Sin)
 FE_UNARY(cos, Cos)
 FE_UNARY(sigmoid, Sigmoid)
 FE_UNARY(silu, Silu)
+FE_UNARY(erf, Erf)
+FE_UNARY(stopGradient, StopGradient)
 #undef FE_UNARY
 
 Tensor Tensor::square() const { return *this * *this; }
@@ -106,6 +108,14 @@ Tensor Tensor::logSoftmax(int64_t dim) const {
 Tensor Tensor::rmsnorm(const Tensor& weight, double eps) const {
   commonBuilder(*this, weight, "rmsnorm");
   return Tensor(b_, builder().create1(OpKind::RMSNorm, {v_, weight.value()}, {{"eps", eps}}));
+}
+Tensor Tensor::gelu(const std::string& approximate) const {
+  return Tensor(b_, builder().create1(OpKind::Gelu, {v_}, {{"approximate", approximate}}));
+}
+Tensor Tensor::layerNorm(const Tensor& weight, const Tensor& bias, double eps) const {
+  commonBuilder(*this, weight, "layernorm");
+  commonBuilder(*this, bias, "layernorm");
+  return Tensor(b_, builder().create1(OpKind::LayerNorm, {v_, weight.value(), bias.value()}, {{"eps", eps}}));
 }
 Tensor Tensor::rope(const Tensor& positions, double theta) const {
   commonBuilder(*this, positions, "rope");

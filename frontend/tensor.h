@@ -49,6 +49,8 @@ class Tensor {
   Tensor sin() const;
   Tensor cos() const;
   Tensor sigmoid() const;
+  Tensor erf() const;
+  Tensor stopGradient() const;  // the identity, but no gradient flows back through it
   Tensor square() const;  // x * x
   Tensor pow(const Tensor& exponent) const;  // broadcasting
   Tensor pow(double exponent) const;
@@ -64,8 +66,12 @@ class Tensor {
   Tensor softmax(int64_t dim = -1) const;
   Tensor logSoftmax(int64_t dim = -1) const;
   Tensor silu() const;
+  // torch.nn.functional.gelu: approximate "none" (erf form) or "tanh".
+  Tensor gelu(const std::string& approximate = "none") const;
   // weight * x / sqrt(mean(x^2, -1) + eps); weight has shape [x.size(-1)].
   Tensor rmsnorm(const Tensor& weight, double eps = 1e-5) const;
+  // torch.nn.LayerNorm over the last axis (biased variance); weight and bias are [x.size(-1)].
+  Tensor layerNorm(const Tensor& weight, const Tensor& bias, double eps = 1e-5) const;
   // Rotates pairs (x[2i], x[2i+1]) of row t by positions[t] * theta^(-2i/d); x is [..., T, d].
   Tensor rope(const Tensor& positions, double theta = 10000) const;
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <type_traits>
 #include <unordered_map>
 
@@ -136,7 +137,7 @@ constexpr bool takesInts(TypeRule r) { return r != TypeRule::UnaryFloat && r != 
 // int64). One loop per op, generated from ops.def, so the per-element cost is the formula.
 template <class T, class S>
 void pointwiseLoop(OpKind kind, size_t n, const S* A, const S* B, const S* C, S* out) {
-  using std::cos, std::exp, std::log, std::pow, std::sin, std::sqrt, std::tanh;
+  using std::cos, std::erf, std::exp, std::log, std::pow, std::sin, std::sqrt, std::tanh;
   switch (kind) {
 #define FIR_POINTWISE(Id, Text, Rule, Arity, Expr)                        \
   case OpKind::Id:                                                        \
@@ -615,6 +616,42 @@ HostTensor softmaxLike(const Op& op, const HostTensor& x) {
   return out;
 }
 
+// torch.nn.functional.gelu in f32: "none" is x/2 (1 + erf(x/sqrt 2)), "tanh" is
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); the type rule admits nothing else.
+HostTensor gelu(const Op& op, const HostTensor& x) {
+  const Type& rt = op.result()->type;
+  HostTensor out = HostTensor::zeros(rt);
+  const bool tanhForm = op.attrStr("approximate") == "tanh";
+  const float invSqrt2 = float(1 / std::sqrt(2.0)), alpha = float(std::sqrt(2 / std::numbers::pi)), cubic = 0.044715f;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const float a = x.f[k];
+    const float y = tanhForm ? 0.5f * a * (1 + std::tanh(alpha * (a + cubic * (a * a * a))))
+                             : a * 0.5f * (1 + std::erf(a * invSqrt2));
+    out.f[k] = roundToDType(y, rt.dtype);
+  }
+  return out;
+}
+
+// Over the last axis: mean and biased variance in double, one rounding per result.
+HostTensor layernorm(const Op& op, const HostTensor& x, const HostTensor& w, const HostTensor& b) {
+  const Type& rt = op.result()->type;
+  HostTensor out = HostTensor::zeros(rt);
+  const int64_t d = x.type.shape.back(), rows = d == 0 ? 0 : x.type.numel() / d;
+  const double eps = op.attrFloat("eps");
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.f.data() + r * d;
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) mu += double(row[j]);
+    mu /= double(d);
+    for (int64_t j = 0; j < d; ++j) var += (double(row[j]) - mu) * (double(row[j]) - mu);
+    const double inv = 1.0 / std::sqrt(var / double(d) + eps);
+    for (int64_t j = 0; j < d; ++j)
+      out.f[size_t(r * d + j)] =
+          roundDouble((double(row[j]) - mu) * inv * double(w.f[size_t(j)]) + double(b.f[size_t(j)]), rt.dtype);
+  }
+  return out;
+}
+
 HostTensor rmsnorm(const Op& op, const HostTensor& x, const HostTensor& g) {
   const Type& rt = op.result()->type;
   HostTensor out = HostTensor::zeros(rt);
@@ -810,7 +847,9 @@ class Evaluator {
       case OpKind::Softmax:
       case OpKind::LogSoftmax:
       case OpKind::Silu: return softmaxLike(op, *in[0]);
+      case OpKind::Gelu: return gelu(op, *in[0]);
       case OpKind::RMSNorm: return rmsnorm(op, *in[0], *in[1]);
+      case OpKind::LayerNorm: return layernorm(op, *in[0], *in[1], *in[2]);
       case OpKind::Rope: return rope(op, *in[0], *in[1]);
       case OpKind::CrossEntropy: return crossEntropy(op, *in[0], *in[1]);
       case OpKind::Attention: return attention(op, *in[0], *in[1], *in[2]);

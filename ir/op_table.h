@@ -21,7 +21,8 @@ enum class OpCategory : uint8_t { Source, Pointwise, Reduction, Layout, Matmul, 
 enum class TypeRule : uint8_t {
   Declared, Iota, UnaryNumeric, UnaryFloat, UnaryBool, BinaryNumeric, BinaryFloat, BinaryBool,
   Compare, Select, Cast, ReduceNumeric, ReduceFloat, Reshape, Permute, Broadcast, Slice, Concat,
-  Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, Kernel
+  Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, LayerNorm,
+  Kernel
 };
 
 enum class AttrKind : uint8_t { Int, Ints, Float, Bool, Str };

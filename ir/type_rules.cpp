@@ -26,6 +26,7 @@ struct Attrs {
   const std::vector<int64_t>& ints(const char* n) const { return std::get<std::vector<int64_t>>(get(n)); }
   bool b(const char* n) const { return std::get<bool>(get(n)); }
   double f(const char* n) const { return std::get<double>(get(n)); }
+  const std::string& s(const char* n) const { return std::get<std::string>(get(n)); }
 };
 
 const Type& one(const std::vector<Type>& declared, const OpInfo& info) {
@@ -288,6 +289,8 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         if (ops[0].rank() == 0) fail(name + " needs rank >= 1");
         normalizeAxis(a.i("axis"), ops[0].rank(), info.name.data());
       }
+      if (info.attrIndex("approximate") >= 0 && a.s("approximate") != "none" && a.s("approximate") != "tanh")
+        fail(name + " approximate must be \"none\" or \"tanh\", got \"" + a.s("approximate") + "\"");
       return {ops[0]};
     case TypeRule::RMSNorm: {
       const Type &x = ops[0], &g = ops[1];
@@ -296,6 +299,17 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (g.dtype != x.dtype || g.rank() != 1 || g.shape[0] != x.shape.back())
         fail("rmsnorm weight must be " + std::string(dtypeName(x.dtype)) + "[" + std::to_string(x.shape.back()) + "], got " + g.str());
       if (!(a.f("eps") > 0)) fail("rmsnorm eps must be positive");
+      return {x};
+    }
+    case TypeRule::LayerNorm: {
+      const Type& x = ops[0];
+      requireFloat(x, info);
+      if (x.rank() < 1) fail("layernorm needs rank >= 1");
+      const std::string want = std::string(dtypeName(x.dtype)) + "[" + std::to_string(x.shape.back()) + "]";
+      for (size_t k : {size_t(1), size_t(2)})
+        if (ops[k].dtype != x.dtype || ops[k].rank() != 1 || ops[k].shape[0] != x.shape.back())
+          fail(std::string("layernorm ") + (k == 1 ? "weight" : "bias") + " must be " + want + ", got " + ops[k].str());
+      if (!(a.f("eps") > 0)) fail("layernorm eps must be positive");
       return {x};
     }
     case TypeRule::Rope: {

@@ -3,7 +3,7 @@
 // A value carries a gradient when it lies on a path from some `wrt` value to the loss through
 // differentiable operand slots: not select's condition, gather's and scatter_add's index,
 // rope's positions or cross_entropy's targets; compare and bool ops pass none (their results
-// are constants to the gradient). The ops defining such values are visited in reverse
+// are constants to the gradient), nor does stop_gradient (that is its purpose). The ops defining such values are visited in reverse
 // topological order, and each adds the vector-Jacobian product of its result's adjoint to
 // the adjoints of its differentiable operands (fan-out accumulates with add). Every VJP is
 // built with the Builder from primitive ops, appended at the end of the graph; the one
@@ -11,7 +11,9 @@
 // Matmul VJPs stay GEMM-shaped: transposes are matmul flags, never materialised.
 #include "passes/autodiff.h"
 
+#include <cmath>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -31,6 +33,7 @@ bool diffSlot(const Op& op, size_t i) {
     case OpKind::ScatterAdd: return i != 1;
     case OpKind::Rope:
     case OpKind::CrossEntropy: return i == 0;
+    case OpKind::StopGradient:
     case OpKind::Not:
     case OpKind::And:
     case OpKind::Or:
@@ -164,6 +167,10 @@ class Autodiff {
       case OpKind::Sin: return give(op, 0, [&] { return mul(dy, b_.unary(OpKind::Cos, a)); });
       case OpKind::Cos: return give(op, 0, [&] { return neg(mul(dy, b_.unary(OpKind::Sin, a))); });
       case OpKind::Sigmoid: return give(op, 0, [&] { return mul(dy, mul(y, sub(one(), y))); });
+      case OpKind::Erf:  // 2/sqrt(pi) exp(-a^2)
+        return give(op, 0, [&] {
+          return mul(dy, mul(c(2 / std::sqrt(std::numbers::pi), a), b_.unary(OpKind::Exp, neg(mul(a, a)))));
+        });
       case OpKind::Add:
         give(op, 0, [&] { return dy; });
         return give(op, 1, [&] { return dy; });
@@ -354,7 +361,9 @@ class Autodiff {
           Value* one = c(1, x);
           return mul(dy, mul(s, add(one, mul(x, sub(one, s)))));
         });
+      case OpKind::Gelu: return give(op, 0, [&] { return mul(dy, geluDerivative(x, op.attrStr("approximate"))); });
       case OpKind::RMSNorm: return rmsnorm(op, dy);
+      case OpKind::LayerNorm: return layernorm(op, dy);
       case OpKind::Rope:  // the inverse rotation: rope by -pos
         return give(op, 0, [&] {
           Value* negPos = neg(op.operands[1]);
@@ -365,6 +374,45 @@ class Autodiff {
       default: break;
     }
     throw Error("autodiff: '" + opName(op) + "' has no derivative");
+  }
+
+  // "none": Phi(x) + x phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi the normal pdf.
+  // "tanh": with u = k (x + 0.044715 x^3), t = tanh(u), k = sqrt(2/pi):
+  //         (1 + t) / 2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2).
+  Value* geluDerivative(Value* x, const std::string& approximate) {
+    const double pi = std::numbers::pi;
+    Value* half = c(0.5, x);
+    Value* one = c(1, x);
+    Value* x2 = mul(x, x);
+    if (approximate == "tanh") {
+      const double k = std::sqrt(2 / pi), a = 0.044715;
+      Value* t = b_.unary(OpKind::Tanh, mul(c(k, x), add(x, mul(c(a, x), mul(x2, x)))));
+      Value* dt = mul(sub(one, mul(t, t)), mul(c(k, x), add(one, mul(c(3 * a, x), x2))));
+      return add(mul(half, add(one, t)), mul(mul(half, x), dt));
+    }
+    Value* cdf = mul(half, add(one, b_.unary(OpKind::Erf, mul(x, c(1 / std::sqrt(2.0), x)))));
+    Value* pdf = mul(c(1 / std::sqrt(2 * pi), x), b_.unary(OpKind::Exp, mul(x2, c(-0.5, x))));
+    return add(cdf, mul(x, pdf));
+  }
+
+  // y = xhat w + b with xhat = (x - mu) r, r = rsqrt(var + eps) per row (biased variance):
+  // dw = sum over rows of dy xhat, db = sum over rows of dy,
+  // dx = r (g - mean(g) - xhat mean(g xhat)) with g = dy w.
+  void layernorm(const Op& op, Value* dy) {
+    Value *x = op.operands[0], *w = op.operands[1];
+    const Shape& xs = x->type.shape;
+    const int R = x->type.rank();
+    auto rowMean = [&](Value* v) { return bcast(b_.reduce(OpKind::Mean, v, {R - 1}, true), xs); };
+    Value* xc = sub(x, rowMean(x));
+    Value* var = b_.reduce(OpKind::Mean, mul(xc, xc), {R - 1}, true);
+    Value* r = bcast(b_.unary(OpKind::Rsqrt, add(var, c(op.attrFloat("eps"), var))), xs);
+    Value* xhat = mul(xc, r);
+    give(op, 1, [&] { return sum(mul(dy, xhat), range(0, R - 1), false); });
+    give(op, 2, [&] { return sum(dy, range(0, R - 1), false); });
+    give(op, 0, [&] {
+      Value* g = mul(dy, bcast(w, xs));
+      return mul(r, sub(sub(g, rowMean(g)), mul(xhat, rowMean(mul(g, xhat)))));
+    });
   }
 
   // y = x r g with r = rsqrt(mean(x^2) + eps) per row, xhat = x r:

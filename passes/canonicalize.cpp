@@ -9,7 +9,8 @@
 //                      NaN/inf/out-of-range values to int or bool, NaN results, and results
 //                      a `constant` of the result type cannot reproduce exactly.
 //   identities         x*1, 1*x, x+0, 0+x, x-0, x/1 -> x (the constant must have x's type);
-//                      neg(neg x) -> x; cast to x's own type -> x;
+//                      neg(neg x) -> x; cast to x's own type -> x; stop_gradient(x) -> x
+//                      (it only matters to autodiff, which runs before canonicalize);
 //                      cast(cast(x)) -> cast(x) (or x when back to x's dtype) when the inner
 //                      cast is a lossless widening (bf16->f32, f16->f32, i32->i64, bool->*).
 //   layout             reshape/broadcast to the same type -> x; reshape(reshape x) ->
@@ -303,6 +304,7 @@ Rewrite rewrite(const Op& op) {
       if (aDef && aDef->kind == OpKind::Neg && t.dtype != DType::boolean && aDef->operands[0]->type == t)
         return useExisting(aDef->operands[0]);
       break;
+    case OpKind::StopGradient: return useExisting(a);
     case OpKind::Cast:
       if (a->type == t) return useExisting(a);
       if (aDef && aDef->kind == OpKind::Cast) {

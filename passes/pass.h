@@ -40,6 +40,10 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createDecomposePass();
+std::unique_ptr<Pass> createFusePass();
+std::unique_ptr<Pass> createSchedulePass();
+std::unique_ptr<Pass> createMemoryPlanPass();
 std::unique_ptr<Pass> createGemmLayoutPass();
 std::unique_ptr<Pass> createMergeGemmsPass();
 

@@ -14,6 +14,10 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"canonicalize", &createCanonicalizePass},
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
+      {"decompose", &createDecomposePass},
+      {"fuse", &createFusePass},
+      {"schedule", &createSchedulePass},
+      {"memory-plan", &createMemoryPlanPass},
       {"gemm-layout", &createGemmLayoutPass},
       {"merge-gemms", &createMergeGemmsPass},
   };

@@ -162,6 +162,7 @@ const std::vector<UnaryCase> kUnaryCases = {
       {OpKind::Neg, false},  {OpKind::Abs, false},  {OpKind::Relu, false},  {OpKind::Exp, false},
       {OpKind::Log, true},   {OpKind::Sqrt, true},  {OpKind::Rsqrt, true},  {OpKind::Recip, false},
       {OpKind::Tanh, false}, {OpKind::Sin, false},  {OpKind::Cos, false},   {OpKind::Sigmoid, false},
+      {OpKind::Erf, false},
   };
 [[maybe_unused]] const bool kUnaryCovered = [] {
   for (const UnaryCase& c : kUnaryCases) cover({c.kind});
@@ -239,6 +240,30 @@ TEST(AutodiffPointwise, SelectAndConditionsPassNoGradient) {
                            f.b.binary(OpKind::And, c3, f.b.binary(OpKind::Or, f.b.binary(OpKind::And, c4, c6), c5)));
   Value* out = f.b.select(cond, f.b.unary(OpKind::Exp, y), f.b.binary(OpKind::Mul, y, x));
   checkGrad(f, out, {x, y}, rng);
+}
+
+// out = tanh(x) + stop_gradient(x * x) * y: the gradient w.r.t. x sees only tanh, the one
+// w.r.t. y still sees the stopped value (it is a constant, not a zero).
+COVERS(OpKind::StopGradient);
+TEST(AutodiffPointwise, StopGradientPassesNoGradient) {
+  std::mt19937 rng(13);
+  Fn f;
+  Type t{F, {3, 5}};
+  HostTensor xv = randF(t, rng), yv = randF(t, rng), rv = randF(t, rng);
+  Value* x = f.in("x", xv);
+  Value* y = f.in("y", yv);
+  Value* stopped = f.b.unary(OpKind::StopGradient, f.b.binary(OpKind::Mul, x, x));
+  Value* out = f.b.binary(OpKind::Add, f.b.unary(OpKind::Tanh, x), f.b.binary(OpKind::Mul, stopped, y));
+  Value* loss = f.b.reduce(OpKind::Sum, f.b.binary(OpKind::Mul, out, f.in("r", rv)), {0, 1});
+  std::vector<Value*> grads = appendGradients(f.g, loss, {x, y});
+  f.g.outputs = grads;
+  ASSERT_NO_THROW(verify(f.m));
+  std::vector<HostTensor> got = interpret(f.g, f.env);
+  for (size_t k = 0; k < xv.size(); ++k) {
+    double a = xv.get(k), th = std::tanh(a);
+    EXPECT_NEAR(got[0].get(k), (1 - th * th) * rv.get(k), 1e-6) << k;
+    EXPECT_NEAR(got[1].get(k), a * a * rv.get(k), 1e-5) << k;
+  }
 }
 
 COVERS(OpKind::Cast);
@@ -459,6 +484,30 @@ TEST(AutodiffComposite, SoftmaxLogSoftmaxSilu) {
     NamedAttrs attrs;
     if (c.kind != OpKind::Silu) attrs.push_back({"axis", c.axis});
     checkGrad(f, f.b.create1(c.kind, {x}, attrs), {x}, rng);
+  }
+}
+
+COVERS(OpKind::Gelu);
+TEST(AutodiffComposite, Gelu) {
+  for (const char* approx : {"none", "tanh"}) {
+    SCOPED_TRACE(approx);
+    std::mt19937 rng(uint32_t(505 + approx[0]));
+    Fn f;
+    Value* x = f.in("x", randF(Type{F, {3, 5}}, rng));
+    checkGrad(f, f.b.create1(OpKind::Gelu, {x}, {{"approximate", std::string(approx)}}), {x}, rng);
+  }
+}
+
+COVERS(OpKind::LayerNorm);
+TEST(AutodiffComposite, LayerNorm) {
+  for (const Shape& s : {Shape{2, 3, 6}, Shape{5, 7}, Shape{6}}) {
+    SCOPED_TRACE(shapeStr(s));
+    std::mt19937 rng(uint32_t(515 + s.size()));
+    Fn f;
+    Value* x = f.in("x", randF(Type{F, s}, rng));
+    Value* w = f.par("w", randF(Type{F, {s.back()}}, rng));
+    Value* b = f.par("b", randF(Type{F, {s.back()}}, rng));
+    checkGrad(f, f.b.create1(OpKind::LayerNorm, {x, w, b}, {{"eps", 1e-5}}), {x, w, b}, rng);
   }
 }
 

@@ -362,6 +362,7 @@ const std::vector<UnaryCase> kUnaryFloat = registered<UnaryCase>({
     {OpKind::Sin, false, [](double a) { return std::sin(a); }},
     {OpKind::Cos, false, [](double a) { return std::cos(a); }},
     {OpKind::Sigmoid, false, [](double a) { return 1 / (1 + std::exp(-a)); }},
+    {OpKind::Erf, false, [](double a) { return std::erf(a); }},
 });
 
 TEST(InterpPointwise, UnaryFloat) {
@@ -401,6 +402,20 @@ TEST(InterpPointwise, UnaryInt) {
   auto r = f.run({f.b.unary(OpKind::Neg, x), f.b.unary(OpKind::Abs, y)});
   EXPECT_EQ(r[0].i[0], std::numeric_limits<int64_t>::min());
   EXPECT_EQ(r[1].i[0], -2147483648LL);
+}
+
+// stop_gradient is the identity to evaluation, bit for bit, for every dtype.
+COVERS(OpKind::StopGradient);
+TEST(InterpPointwise, StopGradientIsTheIdentity) {
+  std::mt19937 rng(3);
+  for (DType d : {DType::f32, DType::bf16, DType::i64, DType::i32}) {
+    SCOPED_TRACE(std::string(dtypeName(d)));
+    Fn f;
+    HostTensor xv = isFloat(d) ? randF({d, {3, 5}}, rng) : randI({d, {3, 5}}, rng, 1000);
+    HostTensor r = f.run1(f.b.unary(OpKind::StopGradient, f.in("x", xv)));
+    EXPECT_EQ(r.f, xv.f);
+    EXPECT_EQ(r.i, xv.i);
+  }
 }
 
 COVERS(OpKind::Not, OpKind::And, OpKind::Or);
@@ -1004,6 +1019,61 @@ TEST(InterpComposite, Silu) {
     if (d == DType::f32) expectNear(r, want);
     else expectLowPrecision(r, want);
   }
+}
+
+COVERS(OpKind::Gelu);
+TEST(InterpComposite, Gelu) {
+  std::mt19937 rng(20);
+  const double pi = 3.14159265358979323846;
+  for (const char* approx : {"none", "tanh"})
+    for (DType d : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(approx) + " " + std::string(dtypeName(d)));
+      Fn f;
+      HostTensor xv = randF({d, {3, 7}}, rng);
+      HostTensor r = f.run1(f.b.create1(OpKind::Gelu, {f.in("x", xv)}, {{"approximate", std::string(approx)}}));
+      std::vector<double> want;
+      for (float fa : xv.f) {
+        double a = fa;
+        want.push_back(std::string(approx) == "none"
+                           ? 0.5 * a * (1 + std::erf(a / std::sqrt(2.0)))
+                           : 0.5 * a * (1 + std::tanh(std::sqrt(2 / pi) * (a + 0.044715 * a * a * a))));
+      }
+      if (d == DType::f32) expectNear(r, want, 1e-6, 1e-7);  // erf/tanh of f32 arguments
+      else expectLowPrecision(r, want);
+    }
+  Fn f;
+  Value* x = f.in("x", randF({DType::f32, {2}}, rng));
+  EXPECT_EQ(errorOf([&] { f.b.create1(OpKind::Gelu, {x}, {{"approximate", std::string("fast")}}); }),
+            "gelu approximate must be \"none\" or \"tanh\", got \"fast\"");
+}
+
+COVERS(OpKind::LayerNorm);
+TEST(InterpComposite, LayerNorm) {
+  std::mt19937 rng(21);
+  for (const Shape& s : {Shape{2, 3, 7}, Shape{5}}) {
+    SCOPED_TRACE(shapeStr(s));
+    const int64_t D = s.back(), rows = Type{DType::f32, s}.numel() / D;
+    Fn f;
+    HostTensor xv = randF({DType::f32, s}, rng), wv = randF({DType::f32, {D}}, rng), bv = randF({DType::f32, {D}}, rng);
+    const double eps = 1e-3;
+    HostTensor r = f.run1(
+        f.b.create1(OpKind::LayerNorm, {f.in("x", xv), f.in("w", wv), f.in("b", bv)}, {{"eps", eps}}));
+    std::vector<double> want;
+    for (int64_t row = 0; row < rows; ++row) {
+      auto at = [&](int64_t j) { return double(xv.f[size_t(row * D + j)]); };
+      double mu = 0, var = 0;
+      for (int64_t j = 0; j < D; ++j) mu += at(j) / double(D);
+      for (int64_t j = 0; j < D; ++j) var += (at(j) - mu) * (at(j) - mu) / double(D);
+      for (int64_t j = 0; j < D; ++j)
+        want.push_back((at(j) - mu) / std::sqrt(var + eps) * wv.f[size_t(j)] + bv.f[size_t(j)]);
+    }
+    expectNear(r, want, 1e-6, 1e-7);
+  }
+  Fn f;
+  Value* x = f.in("x", randF({DType::f32, {2, 4}}, rng));
+  Value* w = f.in("w", randF({DType::f32, {4}}, rng));
+  Value* bad = f.in("b", randF({DType::f32, {3}}, rng));
+  EXPECT_EQ(errorOf([&] { f.b.create1(OpKind::LayerNorm, {x, w, bad}); }), "layernorm bias must be f32[4], got f32[3]");
 }
 
 COVERS(OpKind::RMSNorm);

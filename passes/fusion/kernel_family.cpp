@@ -1,0 +1,87 @@
+#include "passes/fusion/kernel_family.h"
+
+#include <set>
+
+#include "passes/fusion/domain.h"
+
+namespace fusec {
+
+using fusion::DomainKind;
+
+const char* familyName(KernelFamily f) {
+  switch (f) {
+    case KernelFamily::Pointwise: return "pointwise";
+    case KernelFamily::RowReduce: return "row_reduce";
+    case KernelFamily::ColReduce: return "col_reduce";
+    case KernelFamily::ReduceAll: return "reduce_all";
+    case KernelFamily::Scatter: return "scatter";
+    case KernelFamily::MultiTensor: return "multi_tensor";
+  }
+  return "?";
+}
+
+KernelFamily classifyKernel(const Graph& body) {
+  auto fail = [&](const std::string& why) -> KernelFamily {
+    throw Error("kernel '" + body.name + "' fits no kernel family: " + why);
+  };
+  std::set<DomainKind> reductions;
+  int scatters = 0;
+  for (auto& op : body.ops) {
+    if (op->kind == OpKind::ScatterAdd) ++scatters;
+    const OpCategory c = op->info().category;
+    if (c == OpCategory::Matmul || c == OpCategory::Composite || c == OpCategory::Fused)
+      return fail("it holds " + std::string(op->info().name));
+    if (c == OpCategory::Reduction) {
+      DomainKind k = fusion::domainOf(*op).kind;
+      if (k != DomainKind::Pointwise) reductions.insert(k);
+    }
+  }
+  if (body.outputs.empty()) return fail("it has no outputs");
+  if (scatters > 0) {
+    if (scatters > 1 || !reductions.empty()) return fail("a scatter_add shares it with other scatters or reductions");
+    return KernelFamily::Scatter;
+  }
+  if (reductions.size() > 1) return fail("it mixes reductions of different shapes");
+  if (reductions.empty()) {
+    std::set<int64_t> counts;
+    for (Value* v : body.outputs) counts.insert(v->type.numel());
+    return counts.size() == 1 ? KernelFamily::Pointwise : KernelFamily::MultiTensor;
+  }
+  switch (*reductions.begin()) {
+    case DomainKind::Row: return KernelFamily::RowReduce;
+    case DomainKind::Col: return KernelFamily::ColReduce;
+    default: return KernelFamily::ReduceAll;
+  }
+}
+
+std::string kernelHint(const Graph& body, KernelFamily family) {
+  std::set<OpKind> k;
+  bool onlyData = true;  // only layout ops and casts: a copy
+  for (auto& op : body.ops) {
+    k.insert(op->kind);
+    const OpCategory c = op->info().category;
+    onlyData &= c == OpCategory::Source || c == OpCategory::Layout || op->kind == OpKind::Cast;
+  }
+  auto has = [&](OpKind o) { return k.count(o) != 0; };
+  switch (family) {
+    case KernelFamily::Scatter: return "embedding_grad";
+    case KernelFamily::ColReduce: return "colsum";
+    case KernelFamily::ReduceAll: return "mean";
+    case KernelFamily::RowReduce:
+      if (has(OpKind::Log)) return "cross_entropy";
+      if (has(OpKind::Exp)) return "softmax";
+      if (has(OpKind::Rsqrt) || has(OpKind::Sqrt)) return "rmsnorm";
+      return "rowsum";
+    case KernelFamily::Pointwise:
+    case KernelFamily::MultiTensor: break;
+  }
+  if (has(OpKind::Sqrt) && body.outputs.size() >= 3) return "adamw";
+  if (has(OpKind::Sin) || has(OpKind::Cos)) return "rope";
+  if (has(OpKind::Sigmoid)) return "swiglu";
+  if (onlyData) return has(OpKind::Cast) ? "cast" : "copy";
+  if (has(OpKind::Gather)) return "embedding";
+  if (has(OpKind::Exp)) return "exp";
+  return "ew";
+}
+
+}  // namespace fusec

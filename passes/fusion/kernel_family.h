@@ -1,0 +1,25 @@
+// The kernel families codegen (issue 5) generates from: every kernel body the fuse pass
+// builds belongs to exactly one, decided from the body alone.
+#pragma once
+#include <string>
+
+#include "ir/graph.h"
+
+namespace fusec {
+
+enum class KernelFamily { Pointwise, RowReduce, ColReduce, ReduceAll, Scatter, MultiTensor };
+
+const char* familyName(KernelFamily f);  // "pointwise", "row_reduce", ...
+
+// pointwise: no reductions, every output has one element count; multi_tensor: no reductions,
+// outputs of several element counts (independent chains, e.g. one layer's AdamW);
+// row_reduce / col_reduce / reduce_all: every reduction iterates that way (see
+// fusion/domain.h); scatter: one scatter_add and no reductions. Throws Error for a body
+// that fits none (a fuse bug, or a hand-written kernel codegen cannot handle).
+KernelFamily classifyKernel(const Graph& body);
+
+// A short description of what the body computes, from the ops inside ("rmsnorm",
+// "softmax", "adamw", "rope", ...), for kernel names.
+std::string kernelHint(const Graph& body, KernelFamily family);
+
+}  // namespace fusec

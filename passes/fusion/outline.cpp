@@ -1,0 +1,145 @@
+#include "passes/fusion/outline.h"
+
+#include <functional>
+#include <unordered_map>
+
+#include "passes/fusion/kernel_family.h"
+
+namespace fusec::fusion {
+namespace {
+
+std::unique_ptr<Op> cloneWith(const Op& op, std::vector<Value*> operands) {
+  auto c = std::make_unique<Op>();
+  c->kind = op.kind;
+  c->attrs = op.attrs;
+  c->loc = op.loc;
+  c->operands = std::move(operands);
+  for (auto& r : op.results) {
+    auto v = std::make_unique<Value>(*r);
+    v->offset = -1;
+    c->results.push_back(std::move(v));
+  }
+  return c;
+}
+
+class Outliner {
+ public:
+  Outliner(Graph& g, const Plan& plan) : g_(g), plan_(plan) {
+    for (auto& op : g.ops) owned_[op.get()] = std::move(op);
+  }
+
+  void run() {
+    // Sources first, in their original order (they read nothing).
+    std::vector<Op*> sources;
+    for (auto& node : plan_.order)
+      if (node.fixed && (node.fixed->kind == OpKind::Input || node.fixed->kind == OpKind::Param))
+        sources.push_back(node.fixed);
+    for (Op* s : sources) emitTop(s);
+    int n = 0;
+    for (auto& node : plan_.order) {
+      if (node.fixed) emitTop(node.fixed);
+      else buildKernel(plan_.kernels[size_t(node.kernel)], n++);
+    }
+    for (Value*& v : g_.outputs) v = top(v);
+    g_.ops = std::move(out_);
+  }
+
+ private:
+  // Moves an original op to the new top level (once), its operands first.
+  void emitTop(Op* op) {
+    auto it = owned_.find(op);
+    if (it == owned_.end() || !it->second) return;  // already emitted
+    std::unique_ptr<Op> p = std::move(it->second);
+    for (Value*& v : p->operands) v = top(v);
+    for (auto& r : p->results) top_[r.get()] = r.get();
+    out_.push_back(std::move(p));
+  }
+
+  // The top-level value standing for original value `v`.
+  Value* top(Value* v) {
+    if (auto it = top_.find(v); it != top_.end()) return it->second;
+    if (!plan_.keptTop.count(v->def))
+      throw Error("internal: fuse left value " + (v->name.empty() ? std::string("?") : "%" + v->name) +
+                  " without a top-level definition");
+    emitTop(v->def);
+    return top_.at(v);
+  }
+
+  void buildKernel(const Plan::Kernel& k, int index) {
+    std::unordered_map<const Op*, bool> member;
+    for (Op* m : k.members) member[m] = true;
+    std::vector<std::unique_ptr<Op>> inputs, ops;
+    std::vector<Value*> operands;
+    std::unordered_map<const Value*, Value*> inBody;
+    std::function<Value*(Value*)> get = [&](Value* v) -> Value* {
+      if (auto it = inBody.find(v); it != inBody.end()) return it->second;
+      Op* d = v->def;
+      if (member.count(d)) throw Error("internal: fuse member used before its definition");
+      std::unique_ptr<Op> c;
+      if (plan_.inlined.count(d)) {  // recomputed here
+        std::vector<Value*> xs;
+        for (Value* o : d->operands) xs.push_back(get(o));
+        c = cloneWith(*d, std::move(xs));
+        ops.push_back(std::move(c));
+        Op* placed = ops.back().get();
+        for (auto& r : placed->results) r->def = placed;
+        return inBody[v] = placed->result(v->index);
+      }
+      c = makeOp(OpKind::Input);
+      c->setAttr("name", "in" + std::to_string(inputs.size()));
+      auto r = std::make_unique<Value>();
+      r->type = v->type;
+      r->name = v->name;
+      r->def = c.get();
+      c->results.push_back(std::move(r));
+      operands.push_back(top(v));
+      inputs.push_back(std::move(c));
+      return inBody[v] = inputs.back()->result();
+    };
+    for (Op* m : k.members) {
+      std::vector<Value*> xs;
+      for (Value* o : m->operands) xs.push_back(get(o));
+      ops.push_back(cloneWith(*m, std::move(xs)));
+      Op* placed = ops.back().get();
+      for (auto& r : m->results) inBody[r.get()] = placed->result(r->index);
+    }
+    auto body = std::make_unique<Graph>();
+    for (auto& op : inputs) body->append(std::move(op));
+    for (auto& op : ops) body->append(std::move(op));
+    for (Value* v : k.results) body->outputs.push_back(inBody.at(v));
+    const KernelFamily family = classifyKernel(*body);
+    // The plan knows an optimizer group even when it holds one shape (a pointwise kernel).
+    const std::string hint = k.domain.kind == DomainKind::Multi ? "adamw" : kernelHint(*body, family);
+    body->name = std::string(familyName(family)) + "_" + std::to_string(index) + "_" + hint;
+
+    auto kernel = makeOp(OpKind::Kernel);
+    kernel->setAttr("name", body->name);
+    kernel->operands = std::move(operands);
+    for (Value* v : k.results) {
+      auto r = std::make_unique<Value>();
+      r->type = v->type;
+      r->name = v->name;
+      kernel->results.push_back(std::move(r));
+    }
+    kernel->body = std::move(body);
+    for (size_t i = 0; i < k.results.size(); ++i) top_[k.results[i]] = kernel->result(int(i));
+    Op* placed = kernel.get();
+    out_.push_back(std::move(kernel));
+    for (size_t i = 0; i < placed->results.size(); ++i) {
+      placed->results[i]->def = placed;
+      placed->results[i]->index = int(i);
+    }
+  }
+
+  Graph& g_;
+  const Plan& plan_;
+  std::unordered_map<const Op*, std::unique_ptr<Op>> owned_;
+  std::unordered_map<const Value*, Value*> top_;
+  std::vector<std::unique_ptr<Op>> out_;
+};
+
+}  // namespace
+
+void outline(Graph& g, const Plan& plan) { Outliner(g, plan).run(); }
+
+}  // namespace fusec::fusion

@@ -1,0 +1,389 @@
+// Grouping (Inductor style): one group per compute op, then merges of producer/consumer and
+// sibling groups whose domains agree (domain.h). Acyclicity is kept by ranks: every group
+// and top-level op has a rank, and every edge between them goes from a lower to a higher
+// rank (initially the graph position). A merge of A and B (rank A < rank B) takes rank B
+// when every other consumer of A ranks above B ("late"), or rank A when every other
+// producer of B ranks below A ("early"); otherwise it is refused. Both keep the invariant,
+// so the merged graph stays acyclic and sorting by rank gives a valid order; the test is
+// local (no reachability search), which keeps fuse linear-ish on xl graphs.
+#include "passes/fusion/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "ir/strided_view.h"
+
+namespace fusec::fusion {
+
+std::string updateGroupKey(const std::string& param) {
+  const std::string layers = "layers.";
+  if (param.rfind(layers, 0) == 0) {
+    size_t dot = param.find('.', layers.size());
+    return param.substr(0, dot);
+  }
+  std::string key = param;
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const char* s : {".exp_avg_sq", ".exp_avg", ".bf16"}) {
+      const std::string suf = s;
+      if (key.size() > suf.size() && key.compare(key.size() - suf.size(), suf.size(), suf) == 0) {
+        key.resize(key.size() - suf.size());
+        stripped = true;
+      }
+    }
+  }
+  return key;
+}
+
+namespace {
+
+bool isSource(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
+
+// A concat along axis 0 of whole params: memory-plan lays them out adjacently, so it is a view.
+bool isResidentConcat(const Op& op) {
+  if (op.kind != OpKind::Concat || op.attrInt("axis") != 0) return false;
+  for (const Value* v : op.operands)
+    if (!v->def || v->def->kind != OpKind::Param) return false;
+  return true;
+}
+
+// Ops that stay at top level as they are and never join a group.
+bool isFixed(const Op& op) {
+  return isSource(op) || op.kind == OpKind::Matmul || op.kind == OpKind::Kernel || isResidentConcat(op);
+}
+
+struct Group {
+  std::vector<Op*> members;
+  int64_t rank = 0;
+  Domain domain;
+  bool fixed = false;   // a top-level op: never merged, never outlined
+  bool frozen = false;  // an AdamW multi-tensor group: complete as formed
+  bool alive = true;
+};
+
+class Planner {
+ public:
+  explicit Planner(const Graph& g) : g_(g) {
+    for (auto& op : g.ops) {
+      if (op->info().category == OpCategory::Composite)
+        throw Error("fuse: " + std::string(op->info().name) + " is a composite op; run decompose before fuse");
+      pos_[op.get()] = int64_t(pos_.size());
+      for (Value* v : op->operands) users_[v].push_back(op.get());
+    }
+    for (Value* v : g.outputs) outputs_.insert(v);
+  }
+
+  Plan run() {
+    chooseInlined();
+    placeHardUses();
+    srcMemo_.clear();
+    chooseInlined();  // again: demoted ops now read as materialised values
+    makeGroups();
+    claimOptimizerUpdates();
+    mergeProducersIntoConsumers();
+    mergeSiblings();
+    mergeProducersIntoConsumers();
+    return finish();
+  }
+
+ private:
+  // ---- which ops are recomputed in place --------------------------------------------------
+
+  bool inlined(const Op* op) const { return plan_.inlined.count(op) != 0; }
+
+  // The materialised values `v` is computed from (itself unless it is inlined).
+  const std::vector<Value*>& sources(Value* v) {
+    auto it = srcMemo_.find(v);
+    if (it != srcMemo_.end()) return it->second;
+    std::vector<Value*> s;
+    if (inlined(v->def)) {
+      for (Value* o : v->def->operands)
+        for (Value* x : sources(o))
+          if (std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
+    } else {
+      s.push_back(v);
+    }
+    return srcMemo_[v] = std::move(s);
+  }
+
+  void chooseInlined() {
+    plan_.inlined.clear();
+    for (auto& owned : g_.ops) {
+      const Op* op = owned.get();
+      if (demoted_.count(op)) continue;
+      const bool pointwise = op->info().category == OpCategory::Pointwise;
+      bool cheap = op->kind == OpKind::Constant || op->kind == OpKind::Iota || isViewOp(op->kind);
+      if (pointwise) {
+        std::vector<Value*> s;
+        for (Value* o : op->operands)
+          for (Value* x : sources(o))
+            if (std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
+        cheap = s.size() <= 1;
+      }
+      if (cheap) plan_.inlined.insert(op);
+    }
+  }
+
+  // GEMM operands and graph outputs need a value in memory: a view stays a top-level view
+  // when it reads its base in place the way the user needs, otherwise it (or the inlined op
+  // below it) is materialised by a kernel.
+  void placeHardUses() {
+    for (auto& op : g_.ops)
+      if (op->kind == OpKind::Matmul)
+        for (Value* v : op->operands) hardUse(v, /*gemm=*/true);
+    for (Value* v : g_.outputs) hardUse(v, /*gemm=*/false);
+  }
+
+  void hardUse(Value* v, bool gemm) {
+    Op* d = v->def;
+    if (!inlined(d)) return;
+    if (d->kind == OpKind::Constant || d->kind == OpKind::Iota) {
+      plan_.keptTop.insert(d);
+      return;
+    }
+    if (!isViewOp(d->kind)) {
+      demoted_.insert(d);
+      return;
+    }
+    // gemmReadable is symmetric in the two matrix dims, so transpose flags do not matter.
+    auto view = resolveView(v);
+    const bool inPlace = view && (gemm ? gemmReadable(*view, v->type.shape) : isContiguousView(*view, v->type.shape));
+    if (!inPlace) {
+      demoted_.insert(d);  // a copy kernel (fused with its producers where domains allow)
+      return;
+    }
+    Value* x = v;
+    while (x->def && isViewOp(x->def->kind)) {
+      plan_.keptTop.insert(x->def);
+      x = x->def->operands[0];
+    }
+    if (inlined(x->def)) {  // the base itself must exist in memory
+      if (x->def->kind == OpKind::Constant || x->def->kind == OpKind::Iota) plan_.keptTop.insert(x->def);
+      else demoted_.insert(x->def);
+    }
+  }
+
+  // ---- groups and the graph between them ---------------------------------------------------
+
+  void makeGroups() {
+    groupOf_.assign(g_.ops.size(), -1);
+    for (auto& owned : g_.ops) {
+      Op* op = owned.get();
+      if (inlined(op)) continue;
+      Group grp;
+      grp.members = {op};
+      grp.rank = pos_[op];
+      grp.fixed = isFixed(*op);
+      if (!grp.fixed) grp.domain = domainOf(*op);
+      groupOf_[size_t(pos_[op])] = int(groups_.size());
+      groups_.push_back(std::move(grp));
+    }
+  }
+
+  int groupOf(const Op* op) const { return groupOf_[size_t(pos_.at(op))]; }
+
+  // The ops that read `v` once inlined ops are seen through; kept top-level views count as
+  // readers too (they need `v` in memory).
+  const std::vector<Op*>& effectiveUsers(Value* v) {
+    auto it = userMemo_.find(v);
+    if (it != userMemo_.end()) return it->second;
+    std::vector<Op*> out;
+    for (Op* u : users_[v]) {
+      if (inlined(u)) {
+        if (plan_.keptTop.count(u)) out.push_back(u);
+        for (Op* w : effectiveUsers(u->result())) out.push_back(w);
+      } else {
+        out.push_back(u);
+      }
+    }
+    std::sort(out.begin(), out.end(), [&](Op* a, Op* b) { return pos_[a] < pos_[b]; });
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return userMemo_[v] = std::move(out);
+  }
+
+  template <class F>
+  void forEachSucc(int gid, F f) {
+    for (Op* m : groups_[size_t(gid)].members)
+      for (auto& r : m->results)
+        for (Op* u : effectiveUsers(r.get()))
+          if (!inlined(u) && groupOf(u) != gid) f(groupOf(u));
+  }
+  template <class F>
+  void forEachPred(int gid, F f) {
+    for (Op* m : groups_[size_t(gid)].members)
+      for (Value* o : m->operands)
+        for (Value* s : sources(o))
+          if (groupOf(s->def) != gid) f(groupOf(s->def));
+  }
+
+  // The rank of A u B if merging keeps every edge rank-increasing (see the file comment).
+  std::optional<int64_t> placement(int a, int b) {
+    if (groups_[size_t(a)].rank > groups_[size_t(b)].rank) std::swap(a, b);
+    const int64_t ra = groups_[size_t(a)].rank, rb = groups_[size_t(b)].rank;
+    bool late = true, early = true;
+    forEachSucc(a, [&](int s) { late &= s == b || groups_[size_t(s)].rank > rb; });
+    if (late) return rb;
+    forEachPred(b, [&](int p) { early &= p == a || groups_[size_t(p)].rank < ra; });
+    if (early) return ra;
+    return std::nullopt;
+  }
+
+  bool mergeable(int gid) const {
+    const Group& grp = groups_[size_t(gid)];
+    return grp.alive && !grp.fixed && !grp.frozen;
+  }
+
+  bool tryMerge(int producer, int consumer, bool edge) {
+    if (producer == consumer || !mergeable(producer) || !mergeable(consumer)) return false;
+    auto dom = fuseDomains(groups_[size_t(producer)].domain, groups_[size_t(consumer)].domain, edge);
+    if (!dom) return false;
+    auto rank = placement(producer, consumer);
+    if (!rank) return false;
+    Group& keep = groups_[size_t(consumer)];
+    Group& gone = groups_[size_t(producer)];
+    for (Op* m : gone.members) {
+      groupOf_[size_t(pos_[m])] = consumer;
+      keep.members.push_back(m);
+    }
+    gone.members.clear();
+    gone.alive = false;
+    keep.domain = *dom;
+    keep.rank = *rank;
+    return true;
+  }
+
+  // ---- AdamW: one multi-tensor kernel per layer ---------------------------------------------
+
+  // The ops computing param updates, and the pointwise ops only they read, grouped by
+  // updateGroupKey. Walked backwards so every reader is decided before its producer.
+  void claimOptimizerUpdates() {
+    std::unordered_map<const Value*, std::string> updateKey;
+    for (size_t i = 0; i < g_.outputs.size(); ++i)
+      if (!g_.updateOf(i).empty()) updateKey[g_.outputs[i]] = updateGroupKey(g_.updateOf(i));
+    if (updateKey.empty()) return;
+    std::unordered_map<const Op*, std::string> claim;
+    std::map<std::string, std::vector<Op*>> byKey;
+    for (size_t p = g_.ops.size(); p-- > 0;) {
+      Op* op = g_.ops[p].get();
+      if (inlined(op) || isFixed(*op)) continue;
+      // An update output joins its group, and so does a pointwise op that only feeds one
+      // group; either way every reader must already be in that group (a reader outside
+      // would run before the group's rank and break the order).
+      std::string key;
+      auto upd = updateKey.find(op->result());
+      if (upd != updateKey.end()) key = upd->second;
+      else if (op->info().category != OpCategory::Pointwise || outputs_.count(op->result())) continue;
+      bool ok = true;
+      for (Op* u : effectiveUsers(op->result())) {
+        auto c = claim.find(u);
+        ok &= c != claim.end() && (key.empty() || c->second == key);
+        if (!ok) break;
+        key = c->second;
+      }
+      if (!ok || key.empty()) continue;
+      claim[op] = key;
+      byKey[key].push_back(op);
+    }
+    for (auto& [key, ops] : byKey) {
+      const int into = groupOf(ops.front());  // the last op in graph order
+      Group& grp = groups_[size_t(into)];
+      grp.frozen = true;
+      grp.domain = Domain{DomainKind::Multi, 0, 1};
+      for (size_t k = 1; k < ops.size(); ++k) {
+        Group& gone = groups_[size_t(groupOf(ops[k]))];
+        gone.alive = false;
+        gone.members.clear();
+        groupOf_[size_t(pos_[ops[k]])] = into;
+        grp.members.push_back(ops[k]);
+      }
+    }
+  }
+
+  // ---- greedy merging -----------------------------------------------------------------------
+
+  void mergeProducersIntoConsumers() {
+    for (auto& owned : g_.ops) {
+      Op* op = owned.get();
+      if (inlined(op) || isFixed(*op)) continue;
+      for (Value* o : op->operands)
+        for (Value* s : sources(o)) {
+          Op* d = s->def;
+          if (!inlined(d) && !isFixed(*d)) tryMerge(groupOf(d), groupOf(op), /*edge=*/true);
+        }
+    }
+  }
+
+  // Groups reading one large value (at least their iteration domain) with equal domains
+  // share a kernel, so the value is read once (e.g. RoPE of q and k from one QKV GEMM).
+  void mergeSiblings() {
+    auto size = [&](int gid) { return groups_[size_t(gid)].domain.n * groups_[size_t(gid)].domain.r; };
+    for (auto& owned : g_.ops) {
+      if (inlined(owned.get())) continue;
+      for (auto& r : owned->results) {
+        const int64_t numel = r->type.numel();
+        std::vector<Op*> readers;
+        for (Op* u : effectiveUsers(r.get()))
+          if (!inlined(u) && !isFixed(*u)) readers.push_back(u);
+        for (size_t i = 0; i < readers.size(); ++i)
+          for (size_t j = i + 1; j < readers.size(); ++j) {
+            const int a = groupOf(readers[i]), b = groupOf(readers[j]);
+            if (a == b || !mergeable(a) || !mergeable(b) || numel < size(a) || numel < size(b)) continue;
+            tryMerge(a, b, /*edge=*/false);
+          }
+      }
+    }
+  }
+
+  Plan finish() {
+    for (auto it = plan_.keptTop.begin(); it != plan_.keptTop.end();)
+      it = inlined(*it) ? std::next(it) : plan_.keptTop.erase(it);
+    std::vector<int> live;
+    for (size_t gid = 0; gid < groups_.size(); ++gid)
+      if (groups_[gid].alive && !groups_[gid].members.empty()) live.push_back(int(gid));
+    std::sort(live.begin(), live.end(), [&](int a, int b) { return groups_[size_t(a)].rank < groups_[size_t(b)].rank; });
+    for (int gid : live) {
+      Group& grp = groups_[size_t(gid)];
+      if (grp.fixed) {
+        plan_.order.push_back({grp.members.front(), -1});
+        continue;
+      }
+      Plan::Kernel k;
+      k.members = grp.members;
+      std::sort(k.members.begin(), k.members.end(), [&](Op* a, Op* b) { return pos_[a] < pos_[b]; });
+      k.domain = grp.domain;
+      for (Op* m : k.members)
+        for (auto& r : m->results) {
+          bool needed = outputs_.count(r.get()) != 0;
+          for (Op* u : effectiveUsers(r.get())) needed |= inlined(u) || groupOf(u) != gid;
+          if (needed) k.results.push_back(r.get());
+        }
+      if (k.results.empty()) continue;  // dead: nothing outside reads it
+      plan_.order.push_back({nullptr, int(plan_.kernels.size())});
+      plan_.kernels.push_back(std::move(k));
+    }
+    plan_.changes = !plan_.kernels.empty();
+    for (const Op* op : plan_.inlined) plan_.changes |= !plan_.keptTop.count(op);
+    return std::move(plan_);
+  }
+
+
+  const Graph& g_;
+  Plan plan_;
+  std::unordered_map<const Op*, int64_t> pos_;
+  std::unordered_map<const Value*, std::vector<Op*>> users_;
+  std::unordered_set<const Value*> outputs_;
+  std::unordered_set<const Op*> demoted_;
+  std::unordered_map<const Value*, std::vector<Value*>> srcMemo_;
+  std::unordered_map<const Value*, std::vector<Op*>> userMemo_;
+  std::vector<int> groupOf_;
+  std::vector<Group> groups_;
+};
+
+}  // namespace
+
+Plan planFusion(const Graph& g) { return Planner(g).run(); }
+
+}  // namespace fusec::fusion

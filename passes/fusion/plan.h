@@ -1,0 +1,43 @@
+// The fuse pass's decisions for one graph, before any rewriting: which ops are recomputed
+// inside their consumers, which stay at top level, and which ops share a kernel.
+#pragma once
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/fusion/domain.h"
+
+namespace fusec::fusion {
+
+struct Plan {
+  // Ops cloned into every kernel that reads them instead of being materialised: views,
+  // constants, iotas, and pointwise ops reading at most one materialised tensor (so a
+  // recompute reads no more memory than loading the saved value would).
+  std::unordered_set<const Op*> inlined;
+  // Inlined ops that also stay at top level: views read in place by GEMMs, kept views or
+  // graph outputs, and constants/iotas feeding them.
+  std::unordered_set<const Op*> keptTop;
+  struct Kernel {
+    std::vector<Op*> members;   // graph order
+    std::vector<Value*> results;  // member values read outside the kernel, graph order
+    Domain domain;
+  };
+  std::vector<Kernel> kernels;
+  // The top level in a valid order: a fixed op (source, GEMM, existing kernel, resident
+  // concat) or a kernel index. Kept views and constants are placed before their first user.
+  struct Node {
+    Op* fixed = nullptr;
+    int kernel = -1;
+  };
+  std::vector<Node> order;
+  bool changes = false;  // false when the graph is already fused
+};
+
+// Throws Error for ops fuse cannot place (composites: run decompose first).
+Plan planFusion(const Graph& g);
+
+// The group AdamW state updates of `param` belong to: "layers.<i>" for layer params, the
+// param itself (its optimizer-state and bf16-copy suffixes removed) otherwise.
+std::string updateGroupKey(const std::string& param);
+
+}  // namespace fusec::fusion

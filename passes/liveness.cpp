@@ -1,0 +1,70 @@
+#include "passes/liveness.h"
+
+#include <algorithm>
+
+#include "ir/strided_view.h"
+
+namespace fusec {
+
+StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
+  std::unordered_set<const Value*> inPlace;
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (!g.updateOf(i).empty()) inPlace.insert(g.outputs[i]);
+
+  for (auto& op : g.ops) {
+    Storage s = Storage::Arena;
+    switch (op->kind) {
+      case OpKind::Input: case OpKind::Param: s = Storage::Resident; break;
+      case OpKind::Constant: case OpKind::Iota: s = Storage::None; break;
+      default:
+        if (resident_.concats.count(op.get())) s = Storage::Resident;
+        else if (isViewOp(op->kind) && resolveView(op->result())) s = Storage::Alias;
+    }
+    for (auto& r : op->results)
+      cls_[r.get()] = (s == Storage::Arena && inPlace.count(r.get())) ? Storage::InPlace : s;
+  }
+}
+
+const Value* StorageMap::root(const Value* v) const {
+  while (of(v) == Storage::Alias) v = v->def->operands.at(0);
+  return v;
+}
+
+Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
+  Liveness l;
+  const int end = int(g.ops.size());
+  std::unordered_map<const Value*, size_t> index;
+  auto use = [&](const Value* v, int at) {
+    auto it = index.find(storage.root(v));
+    if (it != index.end()) l.buffers[it->second].lastUse = std::max(l.buffers[it->second].lastUse, at);
+  };
+  for (int i = 0; i < end; ++i) {
+    const Op& op = *g.ops[size_t(i)];
+    // A view op reads nothing itself; its users read its root.
+    if (op.numResults() != 1 || storage.of(op.result()) != Storage::Alias)
+      for (const Value* v : op.operands) use(v, i);
+    for (auto& r : op.results)
+      if (storage.of(r.get()) == Storage::Arena) {
+        index[r.get()] = l.buffers.size();
+        l.buffers.push_back(Buffer{r.get(), bufferBytes(r->type), i, i});
+      }
+  }
+  for (const Value* v : g.outputs) use(v, end);
+
+  // Sweep of +bytes at def and -bytes after last use.
+  std::vector<int64_t> delta(size_t(end) + 2, 0);
+  for (const Buffer& b : l.buffers) {
+    delta[size_t(b.def)] += b.bytes;
+    delta[size_t(b.lastUse) + 1] -= b.bytes;
+  }
+  l.liveBytes.resize(size_t(end) + 1);
+  int64_t live = 0;
+  for (size_t i = 0; i <= size_t(end); ++i) {
+    live += delta[i];
+    l.liveBytes[i] = live;
+    l.lowerBound = std::max(l.lowerBound, live);
+  }
+  return l;
+}
+
+}  // namespace fusec

@@ -1,0 +1,68 @@
+// Which top-level values own storage, where that storage lives, and when arena buffers are
+// live. One analysis that memory-plan, schedule, the stats and the tests share.
+//
+// Storage classes of a top-level value:
+//   Resident  `input` and `param` results and the resident concats over them (see
+//             passes/resident_layout.h): persistent, outside the arena.
+//   InPlace   an update output (`return %w.new -> "w"`) that owns storage: its producer
+//             writes straight into param w's resident storage, so it needs no arena buffer.
+//   Arena     the result of any other op that computes data: matmul, kernel, and in an
+//             unfused graph every remaining compute op (a concat that is not resident, a
+//             gather, a reduction...). Also a view op whose view cannot be resolved
+//             (resolveView is nullopt): it is a copy.
+//   Alias     a resolvable view (reshape/permute/slice/broadcast) of another value: it reads
+//             its root's storage and extends the root's live range to its own uses.
+//   None      `constant` and `iota`: generated where they are read, never stored.
+//
+// A buffer is live from its defining op to its last use (positions in g.ops, inclusive, so an
+// op's operands and results coexist); a use through any chain of aliases counts as a use of
+// the root; ordinary graph outputs (and roots of aliased outputs) live to g.ops.size().
+// Buffer bytes are numel x dtype bytes rounded up to 256.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/resident_layout.h"
+
+namespace fusec {
+
+constexpr int64_t kArenaAlignment = 256;
+inline int64_t alignArena(int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+inline int64_t bufferBytes(const Type& t) { return alignArena(t.numel() * dtypeBytes(t.dtype)); }
+
+enum class Storage { Resident, InPlace, Arena, Alias, None };
+
+// The storage classes of every top-level value of one graph.
+class StorageMap {
+ public:
+  explicit StorageMap(const Graph& g);
+  Storage of(const Value* v) const { return cls_.at(v); }
+  // The value whose storage `v` reads: v itself unless it is an Alias.
+  const Value* root(const Value* v) const;
+  const ResidentLayout& resident() const { return resident_; }
+
+ private:
+  ResidentLayout resident_;
+  std::unordered_map<const Value*, Storage> cls_;
+};
+
+struct Buffer {
+  const Value* value = nullptr;  // the Arena value that owns it
+  int64_t bytes = 0;
+  int def = 0, lastUse = 0;      // positions in g.ops, inclusive
+  bool overlapsInTime(const Buffer& o) const { return def <= o.lastUse && o.def <= lastUse; }
+};
+
+struct Liveness {
+  std::vector<Buffer> buffers;                    // in definition order
+  std::vector<int64_t> liveBytes;                 // per op position: bytes of live buffers
+  int64_t lowerBound = 0;                         // max of liveBytes: no plan can be smaller
+};
+
+Liveness computeLiveness(const Graph& g, const StorageMap& storage);
+inline Liveness computeLiveness(const Graph& g) { return computeLiveness(g, StorageMap(g)); }
+
+}  // namespace fusec

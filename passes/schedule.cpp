@@ -1,0 +1,247 @@
+// schedule: reorders the top-level ops of each function into another valid order with lower
+// peak live arena bytes (passes/liveness.h). Kernel bodies are not touched.
+//
+// Only "real" ops (those computing an Arena or InPlace value) are scheduled; the rest cost no
+// time or memory where they stand, so the final order places inputs and params first, and
+// every constant, iota, view and resident concat just before its first user.
+//
+// Dependencies are data edges between real ops (through chains of views) plus, for every
+// in-place update `return %w.new -> "w"`, an edge from each other reader of param w to the
+// op that writes w.new: the write lands in w's own storage, so every read of the old w must
+// come first.
+//
+//   1. List scheduling in trace order, except that a ready op that frees at least as much
+//      arena memory as it allocates runs at once. The AdamW kernel of a layer reads the
+//      weight gradients and writes only in place, so it runs right after that layer's
+//      backward instead of at the very end, and the gradients die there.
+//   2. Sinking, last op first: an op moves to just before its first successor when the bytes
+//      of its results (whose live ranges shrink) exceed the bytes of the operand buffers
+//      whose ranges it would extend. This also undoes the harm of step 1 where an update
+//      op was ready long before it was needed (`exp_avg * beta1` at the very start).
+//
+// The pass keeps the best of {original order, sinking alone, eager scheduling and sinking} by peak
+// live bytes, so it never raises the peak; ties go to the smaller sum of live bytes over
+// all positions (with the peak at the forward/backward turn, as in most training steps,
+// the eager order still frees the gradients early, which a later, leaner arena can use).
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "passes/liveness.h"
+#include "passes/pass.h"
+
+namespace fusec {
+namespace {
+
+bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
+
+// The dependence graph over the real ops of one function.
+struct DepGraph {
+  std::vector<Op*> real;                     // in original order
+  std::unordered_map<const Op*, int> index;  // real op -> its index in `real`
+  std::vector<std::vector<int>> succ;        // data and anti successors (may repeat)
+  std::unordered_map<const Value*, std::vector<int>> readers;  // Arena buffer -> real ops reading it
+  std::unordered_set<const Value*> outputBuffers;              // Arena buffers live to the end
+  std::vector<std::vector<const Value*>> operandBuffers;  // per real op: distinct Arena roots read
+  std::vector<int64_t> resultBytes;          // per real op: Arena bytes whose range moves with it
+  std::vector<int64_t> allocBytes;           // per real op: Arena bytes it writes
+  std::vector<bool> liveToEnd;               // per real op: some result is (an alias of) an output
+};
+
+DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
+  DepGraph d;
+  for (auto& op : g.ops) {
+    if (isSignature(*op)) continue;
+    bool isReal = false;
+    for (auto& r : op->results) {
+      Storage s = storage.of(r.get());
+      isReal = isReal || s == Storage::Arena || s == Storage::InPlace;
+    }
+    if (!isReal) continue;
+    d.index[op.get()] = int(d.real.size());
+    d.real.push_back(op.get());
+  }
+  const size_t n = d.real.size();
+  d.succ.resize(n);
+  d.operandBuffers.resize(n);
+  d.resultBytes.assign(n, 0);
+  d.liveToEnd.assign(n, false);
+  d.allocBytes.assign(n, 0);
+
+  auto producer = [&](const Value* v) -> int {
+    auto it = d.index.find(storage.root(v)->def);
+    return it == d.index.end() ? -1 : it->second;
+  };
+  // Params each real op reads (directly, through views, or through a resident concat).
+  std::unordered_map<const Value*, std::vector<int>> paramReaders;
+  std::vector<bool> hasUser(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    for (const Value* v : d.real[i]->operands) {
+      const Value* root = storage.root(v);
+      if (int p = producer(v); p >= 0) {
+        d.succ[size_t(p)].push_back(int(i));
+        hasUser[size_t(p)] = true;
+        if (storage.of(root) == Storage::Arena) {
+          d.readers[root].push_back(int(i));
+          auto& ob = d.operandBuffers[i];
+          if (std::find(ob.begin(), ob.end(), root) == ob.end()) ob.push_back(root);
+        }
+      }
+      if (root->def->kind == OpKind::Param) paramReaders[root].push_back(int(i));
+      if (storage.resident().concats.count(root->def))
+        for (const Value* p : root->def->operands) paramReaders[p].push_back(int(i));
+    }
+  }
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    int p = producer(g.outputs[o]);
+    if (p < 0) continue;
+    d.liveToEnd[size_t(p)] = d.liveToEnd[size_t(p)] || storage.of(g.outputs[o]) != Storage::InPlace;
+    d.outputBuffers.insert(storage.root(g.outputs[o]));
+    if (storage.of(g.outputs[o]) != Storage::InPlace) continue;
+    const Op* param = g.findParam(g.updateOf(o));
+    for (int reader : paramReaders[param->result()])
+      if (reader != p) d.succ[size_t(reader)].push_back(p);
+  }
+  for (size_t i = 0; i < n; ++i)
+    for (auto& r : d.real[i]->results)
+      if (storage.of(r.get()) == Storage::Arena) {
+        d.allocBytes[i] += bufferBytes(r->type);
+        if (hasUser[i] || d.liveToEnd[i]) d.resultBytes[i] += bufferBytes(r->type);
+      }
+  return d;
+}
+
+// Step 1: a topological order. Among the ready ops the first in trace order runs next; with
+// `eager`, a ready op that frees at least as many Arena bytes as it allocates (it is the last
+// reader of some buffers) runs first, the one that frees the most net first.
+std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& fn) {
+  const size_t n = d.real.size();
+  std::vector<int> pending(n, 0);
+  for (auto& ss : d.succ)
+    for (int s : ss) ++pending[size_t(s)];
+  std::unordered_map<const Value*, int> unscheduledReaders;
+  for (auto& ob : d.operandBuffers)
+    for (const Value* b : ob) ++unscheduledReaders[b];
+  // Bytes op i would free net of what it allocates; nullopt when it frees nothing.
+  auto netFreed = [&](int i) -> std::optional<int64_t> {
+    int64_t freed = 0;
+    for (const Value* b : d.operandBuffers[size_t(i)])
+      if (unscheduledReaders[b] == 1 && !d.outputBuffers.count(b)) freed += bufferBytes(b->type);
+    if (freed == 0) return std::nullopt;
+    return freed - d.allocBytes[size_t(i)];
+  };
+  std::set<int> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.insert(int(i));
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    auto pick = ready.begin();
+    int64_t bestNet = -1;
+    if (eager)
+      for (auto it = ready.begin(); it != ready.end(); ++it)
+        if (auto net = netFreed(*it); net && *net > bestNet) {
+          pick = it;
+          bestNet = *net;
+        }
+    const int i = *pick;
+    ready.erase(pick);
+    order.push_back(i);
+    for (const Value* b : d.operandBuffers[size_t(i)]) --unscheduledReaders[b];
+    for (int s : d.succ[size_t(i)])
+      if (--pending[size_t(s)] == 0) ready.insert(s);
+  }
+  if (order.size() != n)
+    throw Error("schedule: @" + fn + ": no valid order: a param is read after an op its in-place update depends on");
+  return order;
+}
+
+// Step 2: sinking, in place on `order`.
+void sink(const DepGraph& d, std::vector<int>& order) {
+  const int n = int(order.size());
+  std::vector<int> pos(d.real.size());
+  for (int k = 0; k < n; ++k) pos[size_t(order[size_t(k)])] = k;
+  auto bufferOwner = [&](const Value* b) { return d.index.at(b->def); };
+
+  for (int at = n - 1; at >= 0; --at) {
+    const int x = order[size_t(at)];
+    int target = n;
+    for (int s : d.succ[size_t(x)]) target = std::min(target, pos[size_t(s)]);
+    if (target <= at + 1 || d.resultBytes[size_t(x)] == 0) continue;
+    int64_t cost = 0;
+    for (const Value* b : d.operandBuffers[size_t(x)]) {
+      if (d.outputBuffers.count(b)) continue;
+      int last = pos[size_t(bufferOwner(b))];
+      for (int r : d.readers.at(b))
+        if (r != x) last = std::max(last, pos[size_t(r)]);
+      if (last < target - 1) cost += bufferBytes(b->type);
+    }
+    if (d.resultBytes[size_t(x)] <= cost) continue;
+    std::rotate(order.begin() + at, order.begin() + at + 1, order.begin() + target);
+    for (int k = at; k < target; ++k) pos[size_t(order[size_t(k)])] = k;
+  }
+}
+
+// The full op order: signature, then each real op preceded by the free ops it needs.
+std::vector<Op*> assemble(const Graph& g, const DepGraph& d, const std::vector<int>& order) {
+  std::vector<Op*> out;
+  out.reserve(g.ops.size());
+  std::unordered_set<const Op*> emitted;
+  for (auto& op : g.ops)
+    if (isSignature(*op)) {
+      out.push_back(op.get());
+      emitted.insert(op.get());
+    }
+  std::function<void(Op*)> emit = [&](Op* op) {
+    if (!emitted.insert(op).second) return;
+    for (Value* v : op->operands)
+      if (!d.index.count(v->def)) emit(v->def);
+    out.push_back(op);
+  };
+  for (int i : order) emit(d.real[size_t(i)]);
+  for (auto& op : g.ops) emit(op.get());  // free ops that only feed outputs, or nothing
+  return out;
+}
+
+// Permutes g.ops into `order` (the same ops).
+void reorder(Graph& g, const std::vector<Op*>& order) {
+  std::unordered_map<const Op*, std::unique_ptr<Op>> owned;
+  for (auto& op : g.ops) owned[op.get()] = std::move(op);
+  for (size_t k = 0; k < order.size(); ++k) g.ops[k] = std::move(owned.at(order[k]));
+}
+
+bool scheduleGraph(Graph& g) {
+  const StorageMap storage(g);
+  const DepGraph d = buildDeps(g, storage);
+  std::vector<Op*> original;
+  for (auto& op : g.ops) original.push_back(op.get());
+  // Lexicographic (peak, area) of the current order.
+  auto cost = [&] {
+    Liveness l = computeLiveness(g, storage);
+    int64_t area = 0;  // at real ops only: where free ops stand must not matter
+    for (size_t k = 0; k < g.ops.size(); ++k)
+      if (d.index.count(g.ops[k].get())) area += l.liveBytes[k];
+    return std::pair{l.lowerBound, area};
+  };
+  std::pair<int64_t, int64_t> bestCost = cost();
+  std::vector<Op*> best = original;
+  for (bool eager : {false, true}) {
+    std::vector<int> order = listSchedule(d, eager, g.name);
+    sink(d, order);
+    std::vector<Op*> ops = assemble(g, d, order);
+    reorder(g, ops);
+    if (auto c = cost(); c < bestCost) {
+      bestCost = c;
+      best = std::move(ops);
+    }
+  }
+  reorder(g, best);
+  return best != original;
+}
+
+}  // namespace
+
+std::unique_ptr<Pass> createSchedulePass() { return std::make_unique<FunctionPass>("schedule", &scheduleGraph); }
+
+}  // namespace fusec
