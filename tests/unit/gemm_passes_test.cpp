@@ -4,6 +4,7 @@
 // train_step; every GEMM operand ends up readable in place; the GEMM counts per layer.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -14,6 +15,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
+#include "passes/decompose.h"
 #include "passes/gemm_layout.h"
 #include "passes/pass.h"
 #include "test_util.h"
@@ -138,20 +140,28 @@ TEST(MatmulOutPerm, Autodiff) {
 struct FirCase {
   const char* file;
   std::vector<std::string> passes;
+  // K-merges sum the partial products in one double accumulator instead of rounding each
+  // GEMM to f32 before the add: a few f32 ulps, never bit-exact by construction.
+  double rel = 1e-6;
 };
 
 class FirSemantics : public ::testing::TestWithParam<FirCase> {};
 
 TEST_P(FirSemantics, SameResults) {
   auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/" + GetParam().file);
-  EXPECT_LE(checkSemantics(*m, GetParam().passes), 1e-6);
+  EXPECT_LE(checkSemantics(*m, GetParam().passes), GetParam().rel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, FirSemantics,
                          ::testing::Values(FirCase{"gemm-layout.fir", {"gemm-layout"}},
-                                           FirCase{"merge-gemms.fir", {"merge-gemms", "cse", "dce"}},
+                                           FirCase{"merge-gemms.fir", {"merge-gemms", "cse", "dce"}, 1e-5},
                                            FirCase{"canonicalize-concat-slice.fir", {"canonicalize"}},
-                                           FirCase{"dce.fir", {"dce"}}));
+                                           FirCase{"dce.fir", {"dce"}}),
+                         [](const ::testing::TestParamInfo<FirCase>& info) {
+                           std::string n;
+                           for (const char* c = info.param.file; *c && *c != '.'; ++c) n += std::isalnum(*c) ? *c : '_';
+                           return n;
+                         });
 
 // ---- the tiny and small transformer train_step ----------------------------------------------
 
@@ -160,7 +170,10 @@ const std::vector<std::string> kChain = {"canonicalize", "cse", "dce", "gemm-lay
 
 std::unique_ptr<Module> trainStep(const std::string& model, int64_t batch, int64_t seq) {
   auto m = std::make_unique<Module>();
-  models::buildTrainStep(*m, models::namedConfig(model), batch, seq, models::AdamWConfig{});  // decomposed
+  models::buildTrainStep(*m, models::namedConfig(model), batch, seq, models::AdamWConfig{});
+  // The compile pipeline decomposes before autodiff; where the builder has not, decompose
+  // now (the attention VJP's recomputed QK^T then merges into the forward one by CSE).
+  decomposeGraph(*m->funcs[0]);
   EXPECT_EQ(countKind(*m->funcs[0], OpKind::Attention), 0);
   return m;
 }
@@ -168,9 +181,7 @@ std::unique_ptr<Module> trainStep(const std::string& model, int64_t batch, int64
 TEST(GemmPasses, TinyTrainStepSemantics) {
   auto m = trainStep("tiny", 2, 8);
   double worst = checkSemantics(*m, kChain, 37);
-  // K-merges sum the partial products in one accumulator instead of rounding each GEMM to
-  // f32 first: within a few f32 ulps, never bit-exact by construction.
-  EXPECT_LE(worst, 1e-5);
+  EXPECT_LE(worst, 1e-5);  // K-merge rounding, as above
   std::printf("[ info ] tiny train_step: max relative difference %.3g\n", worst);
 }
 
