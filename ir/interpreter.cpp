@@ -541,7 +541,13 @@ HostTensor scatterAdd(const Op& op, const HostTensor& base, const HostTensor& id
 // Matmul
 
 HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
-  const Type& rt = op.result()->type;
+  // Computed in the logical layout [batch..., M, N], then permuted by out_perm (if any).
+  const auto& outPerm = op.attrInts("out_perm");
+  Type rt = op.result()->type;
+  if (!outPerm.empty()) {
+    if (outPerm.size() != rt.shape.size()) internal(op, "out_perm has the wrong length");
+    for (size_t i = 0; i < outPerm.size(); ++i) rt.shape.at(size_t(outPerm[i])) = op.result()->type.shape[i];
+  }
   HostTensor out = HostTensor::zeros(rt);
   const bool ta = op.attrBool("transpose_a"), tb = op.attrBool("transpose_b");
   const Shape &as = a.type.shape, &bs = b.type.shape;
@@ -565,7 +571,12 @@ HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
         C[m * N + n] = roundDouble(acc, rt.dtype);
       }
   }
-  return out;
+  if (outPerm.empty()) return out;
+  HostTensor permuted = HostTensor::zeros(op.result()->type);
+  std::vector<int64_t> ls = stridesOf(rt.shape), st(outPerm.size());
+  for (size_t i = 0; i < outPerm.size(); ++i) st[i] = ls[size_t(outPerm[i])];
+  forEachStrided(permuted.type.shape, st, 0, [&](size_t k, int64_t o) { permuted.f[k] = out.f[size_t(o)]; });
+  return permuted;
 }
 
 // ---------------------------------------------------------------------------------------

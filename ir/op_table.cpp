@@ -14,7 +14,9 @@ AttrValue parseDefault(AttrKind kind, const std::string& text) {
     case AttrKind::Int: return int64_t(std::strtoll(text.c_str(), nullptr, 10));
     case AttrKind::Float: return std::strtod(text.c_str(), nullptr);
     case AttrKind::Str: return text;
-    case AttrKind::Ints: break;
+    case AttrKind::Ints:
+      if (text == "[]") return std::vector<int64_t>{};  // matmul out_perm: empty = identity
+      break;
   }
   throw std::logic_error("ops.def: unsupported default for attribute kind");
 }

@@ -88,7 +88,23 @@ std::vector<Type> matmul(const OpInfo& info, const Type& a, const Type& b, const
   Shape r = batchA.empty() ? batchB : batchA;
   r.push_back(m);
   r.push_back(n);
-  return {Type{a.dtype, r}};
+  // out_perm only reorders whole rows of the result: N must stay innermost so the GEMM
+  // still writes unit-stride rows with a leading dimension.
+  const auto& perm = at.ints("out_perm");
+  if (perm.empty()) return {Type{a.dtype, r}};
+  const int64_t rank = int64_t(r.size());
+  std::vector<bool> seen(r.size(), false);
+  bool valid = int64_t(perm.size()) == rank && perm.back() == rank - 1;
+  for (int64_t p : perm) {
+    valid = valid && p >= 0 && p < rank && !seen[size_t(p)];
+    if (valid) seen[size_t(p)] = true;
+  }
+  if (!valid)
+    fail("matmul out_perm must be a permutation of 0.." + std::to_string(rank - 1) + " ending in " +
+         std::to_string(rank - 1) + ", got " + shapeStr(perm));
+  Shape permuted;
+  for (int64_t p : perm) permuted.push_back(r[size_t(p)]);
+  return {Type{a.dtype, permuted}};
 }
 
 std::vector<Type> kernel(const OpInfo& info, const std::vector<Type>& ops, const std::vector<Type>& declared,

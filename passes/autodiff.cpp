@@ -311,6 +311,12 @@ class Autodiff {
   // the transpose of that product, which is again one matmul with swapped operands.
   void matmul(const Op& op, Value* dC) {
     Value *A = op.operands[0], *B = op.operands[1];
+    // dC arrives in the out_perm layout: back to the logical [batch..., M, N] first.
+    if (const auto& outPerm = op.attrInts("out_perm"); !outPerm.empty()) {
+      std::vector<int64_t> inv(outPerm.size());
+      for (size_t i = 0; i < outPerm.size(); ++i) inv[size_t(outPerm[i])] = int64_t(i);
+      dC = b_.permute(dC, inv);
+    }
     const bool ta = op.attrBool("transpose_a"), tb = op.attrBool("transpose_b");
     const int ra = A->type.rank(), rb = B->type.rank();
     give(op, 0, [&] {

@@ -17,11 +17,20 @@
 //                      reshape x; broadcast(broadcast x) -> broadcast x; identity permute ->
 //                      x; permute(permute x) -> one permute (x for identity); whole-axis
 //                      step-1 slice -> x; reshape/permute/broadcast/slice of a constant ->
-//                      a constant of the new type.
+//                      a constant of the new type; a permute that only moves size-1 dims ->
+//                      reshape; sum/mean/reduce_max/reduce_min over size-1 axes -> reshape.
+//   concat/slice       (what slice VJPs and merge-gemms leave behind)
+//                      slice of a concat inside one operand -> that operand (or a slice of
+//                      it); concat of adjacent step-1 slices of one x, in order -> x (or one
+//                      slice of x); add of two concats along one axis where, at every
+//                      position, one side is a zero splat -> one concat of the other
+//                      sides' pieces (concat(x, 0) + concat(0, y) -> concat(x, y)).
+//   select             select(c, x, x) -> x.
 //
 // A replaced value's uses move to its replacement. Ops that lose their last use through a
 // rewrite are erased (transitively); ops that were dead before are left for DCE. `input` and
 // `param` ops are never erased. Kernel bodies are canonicalized recursively.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -153,6 +162,60 @@ bool isIdentityPerm(const std::vector<int64_t>& p) {
   return true;
 }
 
+// The pieces of a concat along its (normalized) axis, as [start, end) ranges.
+struct Piece {
+  Value* v;
+  int64_t start, end;
+  bool zero;
+};
+std::vector<Piece> piecesOf(const Op& concat, int ax) {
+  std::vector<Piece> ps;
+  int64_t at = 0;
+  for (Value* v : concat.operands) {
+    int64_t len = v->type.shape[size_t(ax)];
+    ps.push_back({v, at, at + len, isSplatOf(v, 0)});
+    at += len;
+  }
+  return ps;
+}
+
+int concatAxis(const Op& op) { return normalizeAxis(op.attrInt("axis"), op.result()->type.rank(), "concat"); }
+
+// add(concat(...), concat(...)) along one axis where every non-zero piece of one side lies
+// over zero pieces of the other: the non-zero pieces in order, with zero pieces reused
+// from either side where they fit exactly (never new constants). Empty when it does not apply.
+std::vector<Value*> addOfZeroPadded(const Op& ca, const Op& cb) {
+  const int ax = concatAxis(ca);
+  if (concatAxis(cb) != ax) return {};
+  auto pa = piecesOf(ca, ax), pb = piecesOf(cb, ax);
+  auto allZero = [](const std::vector<Piece>& ps, int64_t s, int64_t e) {
+    for (const Piece& p : ps)
+      if (p.start < e && p.end > s && !p.zero) return false;
+    return true;
+  };
+  auto at = [](const std::vector<Piece>& ps, int64_t pos) -> const Piece& {
+    for (const Piece& p : ps)
+      if (p.start <= pos && pos < p.end) return p;
+    return ps.back();
+  };
+  std::vector<Value*> out;
+  const int64_t total = pa.back().end;
+  for (int64_t pos = 0; pos < total;) {
+    const Piece &a = at(pa, pos), &b = at(pb, pos);
+    const Piece* take = nullptr;
+    if (!a.zero) take = a.start == pos && allZero(pb, pos, a.end) ? &a : nullptr;
+    else if (!b.zero) take = b.start == pos && allZero(pa, pos, b.end) ? &b : nullptr;
+    else {
+      const int64_t end = std::min(a.end, b.end);
+      take = a.start == pos && a.end == end ? &a : b.start == pos && b.end == end ? &b : nullptr;
+    }
+    if (!take) return {};
+    out.push_back(take->v);
+    pos = take->end;
+  }
+  return out;
+}
+
 // What to do with one op: nothing, replace its result by an existing value, or replace the
 // op by a new one (which is then canonicalized in turn).
 struct Rewrite {
@@ -189,7 +252,48 @@ Rewrite rewrite(const Op& op) {
     case OpKind::Add:
       if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
       if (a->type == t && b->type == t && isSplatOf(a, 0)) return useExisting(b);
+      if (aDef && aDef->kind == OpKind::Concat && b->def && b->def->kind == OpKind::Concat && a->type == t &&
+          b->type == t) {
+        std::vector<Value*> parts = addOfZeroPadded(*aDef, *b->def);
+        if (parts.size() == 1) return useExisting(parts[0]);
+        if (!parts.empty()) {
+          auto n = newOp(OpKind::Concat, parts, t);
+          n->setAttr("axis", int64_t(concatAxis(*aDef)));
+          return useNew(std::move(n));
+        }
+      }
       break;
+    case OpKind::Select:
+      if (op.operands[1] == op.operands[2] && op.operands[1]->type == t) return useExisting(op.operands[1]);
+      break;
+    case OpKind::Sum: case OpKind::Mean: case OpKind::RMax: case OpKind::RMin: {
+      bool unit = true;
+      for (int64_t ax : op.attrInts("axes")) unit = unit && a->type.shape[size_t(normalizeAxis(ax, a->type.rank(), "reduce"))] == 1;
+      if (unit && a->type.dtype == t.dtype) return a->type == t ? useExisting(a) : useNew(newOp(OpKind::Reshape, {a}, t));
+      break;
+    }
+    case OpKind::Concat: {
+      if (op.operands.size() == 1 && a->type == t) return useExisting(a);
+      // Adjacent step-1 slices of one value along the concat axis, in order.
+      const int ax = concatAxis(op);
+      Value* src = nullptr;
+      int64_t first = 0, next = -1;
+      for (Value* v : op.operands) {
+        const Op* d = v->def;
+        if (!d || d->kind != OpKind::Slice || d->attrInt("step") != 1 ||
+            normalizeAxis(d->attrInt("axis"), v->type.rank(), "slice") != ax)
+          return {};
+        if (!src) { src = d->operands[0]; first = d->attrInt("start"); next = first; }
+        if (d->operands[0] != src || d->attrInt("start") != next) return {};
+        next = d->attrInt("end");
+      }
+      if (src->type == t) return useExisting(src);
+      auto n = newOp(OpKind::Slice, {src}, t);
+      n->setAttr("axis", int64_t(ax));
+      n->setAttr("start", first);
+      n->setAttr("end", next);
+      return useNew(std::move(n));
+    }
     case OpKind::Sub:
       if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
       break;
@@ -226,6 +330,16 @@ Rewrite rewrite(const Op& op) {
       auto q = normalizedPerm(op.attrInts("perm"));
       if (!q) break;
       if (isIdentityPerm(*q) && a->type == t) return useExisting(a);
+      {  // only size-1 dims move: the data order is unchanged
+        int64_t last = -1;
+        bool ordered = true;
+        for (int64_t d : *q) {
+          if (a->type.shape[size_t(d)] == 1) continue;
+          ordered = ordered && d > last;
+          last = d;
+        }
+        if (ordered && !isIdentityPerm(*q)) return useNew(newOp(OpKind::Reshape, {a}, t));
+      }
       if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
       if (aDef && aDef->kind == OpKind::Permute) {
         auto p = normalizedPerm(aDef->attrInts("perm"));
@@ -244,6 +358,20 @@ Rewrite rewrite(const Op& op) {
     case OpKind::Slice:
       if (op.attrInt("step") == 1 && a->type == t) return useExisting(a);
       if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
+      if (aDef && aDef->kind == OpKind::Concat && op.attrInt("step") == 1 &&
+          normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") == concatAxis(*aDef)) {
+        const int ax = concatAxis(*aDef);
+        const int64_t s = op.attrInt("start"), e = op.attrInt("end");
+        for (const Piece& p : piecesOf(*aDef, ax)) {
+          if (s < p.start || e > p.end) continue;
+          if (p.v->type == t) return useExisting(p.v);
+          auto n = newOp(OpKind::Slice, {p.v}, t);
+          n->setAttr("axis", int64_t(ax));
+          n->setAttr("start", s - p.start);
+          n->setAttr("end", e - p.start);
+          return useNew(std::move(n));
+        }
+      }
       break;
     default:
       break;

@@ -5,6 +5,7 @@
 // and ne are compared as a set (these are exactly commutative). `input` and `param` ops are
 // never merged. Kernel ops merge only when, besides the above, their bodies print
 // identically (after CSE of the bodies themselves). Kernel bodies are processed recursively.
+// A select whose two choices merge into one value becomes that value.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -113,6 +114,14 @@ bool cseGraph(Graph& g) {
     for (Value*& v : op.operands) remap(v);
     if (op.body) changed |= cseGraph(*op.body);
     if (op.kind == OpKind::Input || op.kind == OpKind::Param) continue;
+    // select(c, x, x): its two choices may become one value only here (canonicalize's rule
+    // would otherwise need another round after CSE).
+    if (op.kind == OpKind::Select && op.operands[1] == op.operands[2] && op.operands[1]->type == op.result()->type) {
+      repl[op.result()] = op.operands[1];
+      removed.insert(&op);
+      changed = true;
+      continue;
+    }
     Key key = makeKey(op);
     auto it = seen.find(key);
     if (it == seen.end()) {

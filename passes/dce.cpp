@@ -1,8 +1,9 @@
 // Dead code elimination: removes the ops none of whose results reach a graph output.
 // Every op is pure, so liveness is plain reachability backwards from the outputs. `input`
-// and `param` ops are a function's (or a kernel body's) signature and always stay. Kernel
-// bodies are cleaned too; a kernel keeps all its results (its arity is its interface), and
-// a kernel none of whose results is used is dropped as a whole.
+// and `param` ops are a function's (or a kernel body's) signature and always stay. A kernel
+// none of whose results is used is dropped as a whole; a live kernel loses its unused
+// results (and the body outputs behind them: fewer stores), keeping its operands (its
+// signature). Kernel bodies are then cleaned recursively.
 #include <unordered_set>
 
 #include "passes/pass.h"
@@ -11,6 +12,29 @@ namespace fusec {
 namespace {
 
 bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
+
+// Drops the results of a live kernel that nothing uses, with their body outputs.
+bool pruneResults(Op& kernel, const std::unordered_set<const Value*>& live) {
+  Graph& body = *kernel.body;
+  std::vector<std::unique_ptr<Value>> kept;
+  std::vector<Value*> outs;
+  std::vector<std::string> updates;
+  for (size_t i = 0; i < kernel.results.size(); ++i) {
+    if (!live.count(kernel.results[i].get())) continue;
+    kept.push_back(std::move(kernel.results[i]));
+    kept.back()->index = int(kept.size() - 1);
+    outs.push_back(body.outputs.at(i));
+    if (!body.outputUpdates.empty()) updates.push_back(body.outputUpdates.at(i));
+  }
+  if (kept.size() == kernel.results.size()) {
+    for (size_t i = 0; i < kept.size(); ++i) kernel.results[i] = std::move(kept[i]);
+    return false;
+  }
+  kernel.results = std::move(kept);
+  body.outputs = std::move(outs);
+  body.outputUpdates = std::move(updates);
+  return true;
+}
 
 bool dceGraph(Graph& g) {
   std::unordered_set<const Value*> live;
@@ -32,6 +56,8 @@ bool dceGraph(Graph& g) {
 
   bool changed = !dead.empty();
   if (changed) g.eraseIf([&](Op* op) { return dead.count(op) != 0; });
+  for (auto& op : g.ops)
+    if (op->body && !dead.count(op.get())) changed |= pruneResults(*op, live);
   for (auto& op : g.ops)
     if (op->body) changed |= dceGraph(*op->body);
   return changed;

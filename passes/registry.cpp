@@ -22,6 +22,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"fuse", &createFusePass},
       {"schedule", &createSchedulePass},
       {"memory-plan", &createMemoryPlanPass},
+      {"gemm-layout", &createGemmLayoutPass},
+      {"merge-gemms", &createMergeGemmsPass},
   };
   return r;
 }

@@ -1,0 +1,361 @@
+// merge-gemms: GEMMs that share an operand become one GEMM (fewer, larger launches), in
+// forward and backward. Three shapes of sharing, each merged in its own phase:
+//
+//   N-merge  matmul(A, B1), matmul(A, B2), ...  (same A, flags, out_perm; the B's equal but
+//            for their N axis)  -> matmul(A, concat(B's along N)) and slices of its N axis.
+//            Q/K/V from one x, W1/W3: with transpose_b the concat is along axis 0 of whole
+//            params, a resident concat (a view, docs/pipeline.md).
+//   M-merge  matmul(A1, B), matmul(A2, B), ...  (same B) -> matmul(concat(A's along M), B) and
+//            slices of its M axis: the weight gradients of Q/K/V and W1/W3 (B = the input).
+//   K-merge  add(matmul(A1, B1), matmul(A2, B2), ...) over an add tree whose interior adds
+//            have no other use -> matmul(concat(A's along K), concat(B's along K)): the input
+//            gradient of Q/K/V and W1/W3, whose B is then the forward's resident concat of
+//            the weights (the same operand order, so CSE makes it one op).
+//
+// The merge rule (what keeps it a win and keeps the graph a DAG):
+//   * no member may depend on another member's result (checked by a search over operands,
+//     after earlier merges were applied, so merges of one phase cannot form a cycle);
+//   * every concat is either a resident concat (axis 0, all operands whole, distinct params)
+//     or a concat of computed activations (no `input`/`param`/`constant`/`iota` below its
+//     operands' views): a fused kernel writes those into the concatenated buffer, so the
+//     concat costs no extra pass over memory. Anything else (a param concat along another
+//     axis, an input) would be a copy per step: not merged.
+// Concat operands are ordered by their definition order (params: declaration order), so the
+// same weights always concat the same way. The ops are re-sorted topologically at the end
+// (a stable depth-first order: unchanged where nothing moved).
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/builder.h"
+#include "ir/strided_view.h"
+#include "passes/pass.h"
+
+namespace fusec {
+namespace {
+
+enum class Shared { A, B };  // which operand the members of an N- or M-merge share
+
+struct MatmulInfo {
+  Value *a, *b;
+  bool ta, tb;
+  std::vector<int64_t> perm;
+  int ra, rb;
+  explicit MatmulInfo(const Op& op)
+      : a(op.operands[0]), b(op.operands[1]), ta(op.attrBool("transpose_a")), tb(op.attrBool("transpose_b")),
+        perm(op.attrInts("out_perm")), ra(a->type.rank()), rb(b->type.rank()) {}
+  int kAxisA() const { return ta ? ra - 2 : ra - 1; }
+  int mAxisA() const { return ta ? ra - 1 : ra - 2; }
+  int kAxisB() const { return tb ? rb - 1 : rb - 2; }
+  int nAxisB() const { return tb ? rb - 2 : rb - 1; }
+  // Where logical result axis `l` lands in the (out_perm'd) result.
+  int64_t resultAxis(int64_t l) const {
+    for (size_t j = 0; j < perm.size(); ++j)
+      if (perm[j] == l) return int64_t(j);
+    return l;
+  }
+};
+
+bool isSource(OpKind k) {
+  return k == OpKind::Input || k == OpKind::Param || k == OpKind::Constant || k == OpKind::Iota;
+}
+
+// The concat rule above.
+bool concatOk(const std::vector<Value*>& xs, int64_t axis) {
+  bool allParams = true;
+  std::unordered_set<const Value*> distinct(xs.begin(), xs.end());
+  for (Value* x : xs) allParams = allParams && x->def && x->def->kind == OpKind::Param;
+  if (allParams) return axis == 0 && distinct.size() == xs.size();
+  for (const Value* x : xs) {
+    while (x->def && isViewOp(x->def->kind)) x = x->def->operands[0];
+    if (!x->def || isSource(x->def->kind)) return false;
+  }
+  return true;
+}
+
+Shape without(Shape s, int axis) {
+  s.erase(s.begin() + axis);
+  return s;
+}
+
+class Merger {
+ public:
+  explicit Merger(Graph& g) : g_(g) {
+    for (size_t i = 0; i < g.ops.size(); ++i) pos_[g.ops[i].get()] = i;
+  }
+
+  bool run() {
+    mergeSums();
+    mergeShared(Shared::A);
+    mergeShared(Shared::B);
+    if (!changed_) return false;
+    rebuild();
+    return true;
+  }
+
+ private:
+  size_t posOf(const Value* v) const {
+    auto it = v->def ? pos_.find(v->def) : pos_.end();
+    return it == pos_.end() ? pos_.size() : it->second;
+  }
+
+  // True when some member's result is an ancestor of another member's operands.
+  bool interdependent(const std::vector<Op*>& members) const {
+    std::unordered_set<const Op*> targets(members.begin(), members.end());
+    std::unordered_set<const Op*> seen;
+    std::vector<const Op*> stack;
+    for (Op* m : members)
+      for (Value* v : m->operands)
+        if (v->def) stack.push_back(v->def);
+    while (!stack.empty()) {
+      const Op* op = stack.back();
+      stack.pop_back();
+      if (targets.count(op)) return true;
+      if (!seen.insert(op).second) continue;
+      for (Value* v : op->operands)
+        if (v->def) stack.push_back(v->def);
+    }
+    return false;
+  }
+
+  // New ops go into a scratch graph (built with type checks) and are later spliced in
+  // before `anchor`.
+  Graph& scratch(Op* anchor) {
+    auto& slot = pending_[anchor];
+    if (!slot) slot = std::make_unique<Graph>();
+    return *slot;
+  }
+
+  void replace(Value* from, Value* to) {
+    if (!from->name.empty() && to->name.empty()) to->name = from->name;
+    g_.replaceAllUses(from, to);
+    for (auto& [anchor, sg] : pending_) sg->replaceAllUses(from, to);
+  }
+
+  // ---- N- and M-merges
+  void mergeShared(Shared shared) {
+    using Key = std::tuple<Value*, bool, bool, std::vector<int64_t>, Shape, DType>;
+    std::map<Key, std::vector<Op*>> groups;
+    std::vector<Key> order;
+    for (auto& op : g_.ops) {
+      if (op->kind != OpKind::Matmul || dead_.count(op.get())) continue;
+      MatmulInfo m(*op);
+      Value* common = shared == Shared::A ? m.a : m.b;
+      Shape rest = shared == Shared::A ? without(m.b->type.shape, m.nAxisB()) : without(m.a->type.shape, m.mAxisA());
+      Key k{common, m.ta, m.tb, m.perm, rest, op->result()->type.dtype};
+      auto [it, fresh] = groups.try_emplace(k);
+      if (fresh) order.push_back(k);
+      it->second.push_back(op.get());
+    }
+    for (const Key& k : order) {
+      auto& members = groups[k];
+      if (members.size() < 2) continue;
+      std::sort(members.begin(), members.end(), [&](Op* x, Op* y) {
+        int i = shared == Shared::A ? 1 : 0;
+        return posOf(x->operands[size_t(i)]) < posOf(y->operands[size_t(i)]);
+      });
+      const int varying = shared == Shared::A ? 1 : 0;
+      MatmulInfo first(*members[0]);
+      const int64_t axis = shared == Shared::A ? first.nAxisB() : first.mAxisA();
+      for (auto& part : mergeable(members, [&](Op* m) { return std::vector<Value*>{m->operands[size_t(varying)]}; },
+                                  {axis}))
+        mergeSharedGroup(shared, part);
+    }
+  }
+
+  // The members split by what their concats would be (resident param concats apart from
+  // activation concats), each part trimmed greedily to members independent of each other
+  // and passing the concat rule. `parts(m)` gives a member's concat operands, one per
+  // entry of `axes`.
+  template <class Parts>
+  std::vector<std::vector<Op*>> mergeable(const std::vector<Op*>& members, Parts parts, const std::vector<int64_t>& axes) {
+    std::map<int, std::vector<Op*>> byClass;
+    for (Op* m : members) {
+      int cls = 0;
+      for (Value* v : parts(m)) cls = cls * 2 + (v->def && v->def->kind == OpKind::Param);
+      byClass[cls].push_back(m);
+    }
+    std::vector<std::vector<Op*>> out;
+    for (auto& [cls, ms] : byClass) {
+      std::vector<Op*> kept;
+      for (Op* m : ms) {
+        kept.push_back(m);
+        bool ok = !interdependent(kept);
+        for (size_t i = 0; ok && i < axes.size(); ++i) {
+          std::vector<Value*> xs;
+          for (Op* k : kept) xs.push_back(parts(k)[i]);
+          ok = concatOk(xs, axes[i]) || kept.size() == 1;
+        }
+        if (!ok) kept.pop_back();
+      }
+      if (kept.size() >= 2) out.push_back(std::move(kept));
+    }
+    return out;
+  }
+
+  void mergeSharedGroup(Shared shared, const std::vector<Op*>& members) {
+    MatmulInfo first(*members[0]);
+    const int varying = shared == Shared::A ? 1 : 0;
+    const int64_t catAxis = shared == Shared::A ? first.nAxisB() : first.mAxisA();
+    std::vector<Value*> parts;
+    for (Op* m : members) parts.push_back(m->operands[size_t(varying)]);
+
+    Op* anchor = members.back();
+    Builder b(scratch(anchor));
+    Value* cat = b.concat(parts, catAxis);
+    NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
+    Value* merged = b.create1(OpKind::Matmul, varying == 1 ? std::vector<Value*>{first.a, cat} : std::vector<Value*>{cat, first.b},
+                              attrs);
+    const int64_t rank = merged->type.rank();
+    const int64_t axis = first.resultAxis(shared == Shared::A ? rank - 1 : rank - 2);
+    int64_t start = 0;
+    for (Op* m : members) {
+      const int64_t len = m->result()->type.shape[size_t(axis)];
+      replace(m->result(), b.slice(merged, axis, start, start + len));
+      start += len;
+      dead_.insert(m);
+    }
+    changed_ = true;
+  }
+
+  // ---- K-merges over add trees
+  void mergeSums() {
+    // Roots: adds not used by exactly one add (those are interior to a larger tree).
+    std::unordered_map<const Value*, std::vector<const Op*>> users;
+    for (auto& op : g_.ops)
+      for (Value* v : op->operands) users[v].push_back(op.get());
+    std::unordered_map<const Value*, int> outs;
+    for (Value* v : g_.outputs) ++outs[v];
+    auto useCount = [&](const Value* v) { return int(users[v].size()) + outs[v]; };
+
+    std::vector<Op*> roots;
+    for (auto& op : g_.ops) {
+      if (op->kind != OpKind::Add) continue;
+      auto& u = users[op->result()];
+      if (useCount(op->result()) == 1 && u.size() == 1 && u[0]->kind == OpKind::Add) continue;
+      roots.push_back(op.get());
+    }
+    for (Op* root : roots) {
+      std::vector<Value*> ls;
+      std::vector<Op*> interior;
+      collect(root->result(), true, ls, interior, useCount);
+      mergeSum(root, ls, interior, useCount);
+    }
+  }
+
+  template <class UseCount>
+  void collect(Value* v, bool root, std::vector<Value*>& out, std::vector<Op*>& interior, UseCount& useCount) {
+    Op* d = v->def;
+    if (d && d->kind == OpKind::Add && (root || useCount(v) == 1)) {
+      interior.push_back(d);
+      collect(d->operands[0], false, out, interior, useCount);
+      collect(d->operands[1], false, out, interior, useCount);
+      return;
+    }
+    out.push_back(v);
+  }
+
+  template <class UseCount>
+  void mergeSum(Op* root, const std::vector<Value*>& ls, const std::vector<Op*>& interior, UseCount& useCount) {
+    using Key = std::tuple<bool, bool, std::vector<int64_t>, Shape, Shape>;
+    std::map<Key, std::vector<Op*>> groups;
+    std::vector<Value*> others;
+    for (Value* v : ls) {
+      Op* d = v->def;
+      if (!d || d->kind != OpKind::Matmul || useCount(v) != 1 || dead_.count(d)) {
+        others.push_back(v);
+        continue;
+      }
+      MatmulInfo m(*d);
+      groups[Key{m.ta, m.tb, m.perm, without(m.a->type.shape, m.kAxisA()), without(m.b->type.shape, m.kAxisB())}]
+          .push_back(d);
+    }
+    bool any = false;
+    Builder b(scratch(root));
+    std::vector<Value*> terms = others;
+    for (auto& [k, members] : groups) {
+      std::sort(members.begin(), members.end(),
+                [&](Op* x, Op* y) { return posOf(x->operands[1]) < posOf(y->operands[1]); });
+      MatmulInfo first(*members[0]);
+      auto parts = mergeable(members, [](Op* m) { return m->operands; }, {first.kAxisA(), first.kAxisB()});
+      std::unordered_set<Op*> merged;
+      for (auto& part : parts) {
+        std::vector<Value*> as, bs;
+        for (Op* m : part) {
+          as.push_back(m->operands[0]);
+          bs.push_back(m->operands[1]);
+          merged.insert(m);
+          dead_.insert(m);
+        }
+        NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
+        terms.push_back(b.create1(OpKind::Matmul, {b.concat(as, first.kAxisA()), b.concat(bs, first.kAxisB())}, attrs));
+        any = true;
+      }
+      for (Op* m : members)
+        if (!merged.count(m)) terms.push_back(m->result());
+    }
+    if (!any) return;
+    Value* sum = terms[0];
+    for (size_t i = 1; i < terms.size(); ++i) sum = b.binary(OpKind::Add, sum, terms[i]);
+    for (Op* op : interior) dead_.insert(op);
+    replace(root->result(), sum);
+    changed_ = true;
+  }
+
+  // Splices the pending ops in before their anchors, drops the dead ones and re-sorts.
+  void rebuild() {
+    std::vector<std::unique_ptr<Op>> all;
+    for (auto& op : g_.ops) {
+      auto it = pending_.find(op.get());
+      if (it != pending_.end())
+        for (auto& n : it->second->ops) {
+          n->loc = op->loc;
+          all.push_back(std::move(n));
+        }
+      if (!dead_.count(op.get())) all.push_back(std::move(op));
+    }
+    // Stable depth-first topological order: each op after its operands' definitions.
+    std::unordered_map<const Op*, size_t> index;
+    for (size_t i = 0; i < all.size(); ++i) index[all[i].get()] = i;
+    std::vector<bool> emitted(all.size(), false);
+    std::vector<std::unique_ptr<Op>> sorted;
+    sorted.reserve(all.size());
+    std::vector<std::pair<size_t, size_t>> stack;  // (op, next operand to visit)
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (emitted[i]) continue;
+      stack.push_back({i, 0});
+      while (!stack.empty()) {
+        auto& [k, next] = stack.back();
+        Op* op = all[k].get();
+        if (next < op->operands.size()) {
+          const Op* d = op->operands[next++]->def;
+          auto it = d ? index.find(d) : index.end();
+          if (it != index.end() && !emitted[it->second]) stack.push_back({it->second, 0});
+          continue;
+        }
+        if (!emitted[k]) {
+          emitted[k] = true;
+          sorted.push_back(std::move(all[k]));
+        }
+        stack.pop_back();
+      }
+    }
+    g_.ops = std::move(sorted);
+  }
+
+  Graph& g_;
+  std::unordered_map<const Op*, size_t> pos_;
+  std::map<Op*, std::unique_ptr<Graph>> pending_;
+  std::unordered_set<const Op*> dead_;
+  bool changed_ = false;
+};
+
+bool mergeGemms(Graph& g) { return Merger(g).run(); }
+
+}  // namespace
+
+std::unique_ptr<Pass> createMergeGemmsPass() { return std::make_unique<FunctionPass>("merge-gemms", &mergeGemms); }
+
+}  // namespace fusec
