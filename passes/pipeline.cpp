@@ -30,9 +30,9 @@ std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DTy
 }
 
 std::string defaultOptimizationPipeline() {
-  // Until the colleagues' passes land; at integration this becomes docs/pipeline.md's
-  // canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,fuse,schedule,memory-plan.
-  return "canonicalize,cse,dce";
+  // Clean up what the program passes left (stop_gradient, dead forward values, duplicate
+  // casts), fold layouts into GEMMs and merge them, clean up again, then fuse, order and plan.
+  return "canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,fuse,schedule,memory-plan";
 }
 
 }  // namespace fusec

@@ -14,6 +14,8 @@
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/printer.h"
+#include "passes/launch_stats.h"
+#include "passes/memory_plan.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
@@ -75,7 +77,19 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
                    {"heads", cfg->heads}, {"d_ff", cfg->dFF},    {"rope_theta", cfg->ropeTheta}, {"eps", cfg->eps}};
     j["parameters"] = models::parameterCount(*cfg);
   } else {
-    j["parameters"] = 0;
+    // No transformer config (toy, attention): the weights are the params that are not
+    // optimizer state or cached casts.
+    int64_t n = 0;
+    auto endsWith = [](const std::string& s, const std::string& t) {
+      return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+    };
+    for (const auto& g : m.funcs)
+      for (Op* p : g->params()) {
+        const std::string& name = p->attrStr("name");
+        if (!endsWith(name, ".exp_avg") && !endsWith(name, ".exp_avg_sq") && !endsWith(name, ".bf16"))
+          n += p->result()->type.numel();
+      }
+    j["parameters"] = n;
   }
   int64_t ops = 0, kernels = 0, params = 0, paramElements = 0, outputs = 0;
   nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
@@ -90,9 +104,29 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
       paramElements += p->result()->type.numel();
     }
   }
-  kernels = byKind.count("kernel") ? byKind["kernel"] : 0;
   j["ops"] = ops;
-  j["kernels"] = kernels;
+  // Launches: top-level GEMMs and kernels, attributed to layers (docs/pipeline.md).
+  const LaunchStats ls = launchStats(m);
+  j["kernels"] = ls.kernels;
+  j["gemms"] = ls.gemms;
+  j["launches"] = ls.launches();
+  j["launches_per_layer"] = {{"forward", ls.launchesPerLayer.forward}, {"backward", ls.launchesPerLayer.backward}};
+  j["launches_outside_layers"] = {{"forward", ls.outside.forward}, {"backward", ls.outside.backward}};
+  // Memory: the arena plan of each function (programs have one), resident state beside it.
+  MemoryPlanStats mem;
+  for (const auto& g : m.funcs) {
+    MemoryPlanStats s = planMemoryStats(*g);
+    mem.plannedBytes += s.plannedBytes;
+    mem.liveLowerBoundBytes += s.liveLowerBoundBytes;
+    mem.residentBytes += s.residentBytes;
+    mem.peakBytes += s.peakBytes;
+  }
+  j["planned_bytes"] = mem.plannedBytes;
+  j["live_lower_bound_bytes"] = mem.liveLowerBoundBytes;
+  j["resident_bytes"] = mem.residentBytes;
+  j["peak_bytes"] = mem.peakBytes;
+  if (a.program == "train_step")  // what eager training holds at once: weights, grads, two moments
+    j["params_grads_adam_bytes"] = 16 * int64_t(j["parameters"]);
   j["inputs"] = inputs;
   j["param_tensors"] = params;
   j["param_elements"] = paramElements;
