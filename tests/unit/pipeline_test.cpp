@@ -1,0 +1,199 @@
+// The whole compile pipeline keeps meaning: the tiny transformer's `forward` and three
+// `train_step`s, interpreted before (the traced program) and after every optimisation pass
+// (decompose .. memory-plan), agree within 1e-6 in f32; the bf16 programs agree with their
+// own unoptimised form tightly and with f32 within bf16 tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "frontend/init.h"
+#include "frontend/models/transformer.h"
+#include "ir/interpreter.h"
+#include "ir/verifier.h"
+#include "passes/launch_stats.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+constexpr int64_t kBatch = 2, kSeq = 8;
+
+models::ModelConfig tiny() { return models::namedConfig("tiny"); }
+
+// The program as `fusec compile` builds it: the trace, its program passes, then (when
+// `optimise`) the default optimisation pipeline, verified after every pass.
+std::unique_ptr<Module> buildProgram(const std::string& program, DType dtype, bool optimise) {
+  auto m = std::make_unique<Module>();
+  if (program == "forward")
+    models::buildForward(*m, tiny(), kBatch, kSeq);
+  else
+    models::buildTrainLoss(*m, tiny(), kBatch, kSeq);
+  PassManager pm;
+  for (auto& p : programPasses(program, dtype, fe::AdamWConfig{})) pm.add(std::move(p));
+  if (optimise) pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(*m);
+  verify(*m);
+  return m;
+}
+
+// The traced f32 program with composites and no pass at all (the "before").
+std::unique_ptr<Module> tracedProgram(const std::string& program) {
+  auto m = std::make_unique<Module>();
+  if (program == "forward")
+    models::buildForward(*m, tiny(), kBatch, kSeq);
+  else
+    models::buildTrainStep(*m, tiny(), kBatch, kSeq, fe::AdamWConfig{});
+  return m;
+}
+
+// Weights from the model's own initialisation, non-zero AdamW state, random token ids, and
+// each cached bf16 weight copy equal to bf16 of its weight.
+Bindings bindingsFor(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Bindings env;
+  for (auto& [name, t] : initParameters(tiny(), seed)) env[name] = t;
+  std::uniform_real_distribution<double> mag(0.5, 2.0);
+  for (Op* p : g.params()) {
+    const std::string& name = p->attrStr("name");
+    const Type& t = p->result()->type;
+    auto endsWith = [&](const std::string& s) {
+      return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (endsWith(".bf16")) {
+      const HostTensor& w = env.at(name.substr(0, name.size() - 5));
+      HostTensor c = HostTensor::zeros(t);
+      for (size_t k = 0; k < c.size(); ++k) c.set(k, w.f[k]);
+      env[name] = c;
+    } else if (endsWith(".exp_avg") || endsWith(".exp_avg_sq")) {
+      const bool sq = endsWith(".exp_avg_sq");
+      HostTensor h = HostTensor::zeros(t);
+      for (size_t k = 0; k < h.size(); ++k) h.set(k, (sq ? 1e-4 : ((rng() & 1) ? 1e-2 : -1e-2)) * mag(rng));
+      env[name] = h;
+    }
+  }
+  for (Op* in : g.inputs()) {
+    const std::string& name = in->attrStr("name");
+    HostTensor h = HostTensor::zeros(in->result()->type);
+    if (name == "step") continue;
+    std::uniform_int_distribution<int64_t> id(0, tiny().vocab - 1);
+    for (auto& v : h.i) v = id(rng);
+    env[name] = h;
+  }
+  return env;
+}
+
+// Runs `steps` training steps (or one forward), feeding every in-place update output back
+// into the param it updates; returns every step's outputs.
+std::vector<std::vector<HostTensor>> runSteps(const Graph& g, Bindings env, int steps) {
+  std::vector<std::vector<HostTensor>> all;
+  for (int s = 0; s < steps; ++s) {
+    if (g.findInput("step")) {
+      env["step"] = HostTensor::zeros(Type{DType::f32, {}});
+      env["step"].set(0, double(s + 1));
+    }
+    all.push_back(interpret(g, env));
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (!g.updateOf(i).empty()) env[g.updateOf(i)] = all.back()[i];
+  }
+  return all;
+}
+
+double relError(const HostTensor& got, const HostTensor& want) {
+  double d = 0, n = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    d += std::pow(got.get(k) - want.get(k), 2);
+    n += std::pow(want.get(k), 2);
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+// Worst norm-wise relative error over all outputs of all steps.
+double worstError(const std::vector<std::vector<HostTensor>>& got, const std::vector<std::vector<HostTensor>>& want) {
+  double worst = 0;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < got.size(); ++s) {
+    EXPECT_EQ(got[s].size(), want[s].size());
+    for (size_t i = 0; i < std::min(got[s].size(), want[s].size()); ++i) {
+      EXPECT_EQ(got[s][i].type, want[s][i].type) << "step " << s << " output " << i;
+      worst = std::max(worst, relError(got[s][i], want[s][i]));
+    }
+  }
+  return worst;
+}
+
+// The weight updates (new W - W) of one step, compared norm-wise: stricter than comparing
+// the new weights, which are dominated by the unchanged part.
+double worstUpdateError(const Graph& g, const Bindings& env, const std::vector<HostTensor>& got,
+                        const std::vector<HostTensor>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const std::string& w = g.updateOf(i);
+    if (w.empty() || w.find(".exp_avg") != std::string::npos || w.size() > 5 && w.substr(w.size() - 5) == ".bf16")
+      continue;
+    const HostTensor& old = env.at(w);
+    HostTensor dg = got[i], dw = want[i];
+    for (size_t k = 0; k < dg.size(); ++k) {
+      dg.f[k] -= old.f[k];
+      dw.f[k] -= old.f[k];
+    }
+    worst = std::max(worst, relError(dg, dw));
+  }
+  return worst;
+}
+
+TEST(Pipeline, TinyForwardKeepsMeaningF32) {
+  auto before = tracedProgram("forward");
+  auto after = buildProgram("forward", DType::f32, true);
+  Bindings env = bindingsFor(*after->funcs[0], 11);
+  double err = worstError(runSteps(*after->funcs[0], env, 1), runSteps(*before->funcs[0], env, 1));
+  EXPECT_LT(err, 1e-6);
+  std::printf("tiny forward, f32: worst relative error %.3g\n", err);
+}
+
+TEST(Pipeline, TinyTrainStepKeepsMeaningF32) {
+  auto before = tracedProgram("train_step");
+  auto after = buildProgram("train_step", DType::f32, true);
+  const Graph& g = *after->funcs[0];
+  // The optimised program is really optimised: GEMMs and kernels only.
+  LaunchStats ls = launchStats(g);
+  EXPECT_GT(ls.kernels, 0);
+  for (auto& op : g.ops)
+    EXPECT_TRUE(op->kind == OpKind::Matmul || op->kind == OpKind::Kernel || op->info().category == OpCategory::Source ||
+                op->info().category == OpCategory::Layout || op->kind == OpKind::Concat)
+        << op->info().name;
+  Bindings env = bindingsFor(g, 12);
+  auto want = runSteps(*before->funcs[0], env, 3), got = runSteps(g, env, 3);
+  double err = worstError(got, want);
+  double upd = worstUpdateError(g, env, got[0], want[0]);
+  EXPECT_LT(err, 1e-6);
+  EXPECT_LT(upd, 1e-5);
+  std::printf("tiny train_step x3, f32: worst relative error %.3g (first-step weight updates %.3g)\n", err, upd);
+}
+
+TEST(Pipeline, TinyBf16KeepsMeaning) {
+  for (const char* program : {"forward", "train_step"}) {
+    auto unopt = buildProgram(program, DType::bf16, false);
+    auto opt = buildProgram(program, DType::bf16, true);
+    auto f32 = tracedProgram(program);
+    Bindings env = bindingsFor(*opt->funcs[0], 13);
+    const int steps = std::string(program) == "forward" ? 1 : 3;
+    auto got = runSteps(*opt->funcs[0], env, steps);
+    // The same bf16 program before optimisation: fusion keeps every rounding point, so only
+    // merged GEMM sums differ (they accumulate in one pass instead of two roundings).
+    double self = worstError(got, runSteps(*unopt->funcs[0], env, steps));
+    EXPECT_LT(self, 1e-2) << program;
+    // Against f32: the loss and the f32 outputs within bf16 tolerance.
+    auto ref = runSteps(*f32->funcs[0], env, steps);
+    double vsF32 = 0;
+    for (size_t s = 0; s < ref.size(); ++s)
+      for (size_t i = 0; i < ref[s].size(); ++i) vsF32 = std::max(vsF32, relError(got[s][i], ref[s][i]));
+    EXPECT_LT(vsF32, 2e-2) << program;
+    std::printf("tiny %s, bf16: vs unoptimised bf16 %.3g, vs f32 %.3g\n", program, self, vsF32);
+  }
+}
+
+}  // namespace
+}  // namespace fusec
