@@ -24,7 +24,11 @@
 //                      it); concat of adjacent step-1 slices of one x, in order -> x (or one
 //                      slice of x); add of two concats along one axis where, at every
 //                      position, one side is a zero splat -> one concat of the other
-//                      sides' pieces (concat(x, 0) + concat(0, y) -> concat(x, y)).
+//                      sides' pieces (concat(x, 0) + concat(0, y) -> concat(x, y));
+//                      concat along the last axis (rank > 2) of reshapes -> reshape of one
+//                      [rows, n] concat of the pieces as matrices, so merge-gemms' [B,T,n]
+//                      and [B*T,n] concats of one set of pieces become one concat after cse
+//                      (the other is a free contiguous view).
 //   select             select(c, x, x) -> x.
 //
 // A replaced value's uses move to its replacement. Ops that lose their last use through a
@@ -221,13 +225,45 @@ std::vector<Value*> addOfZeroPadded(const Op& ca, const Op& cb) {
 struct Rewrite {
   Value* existing = nullptr;
   std::unique_ptr<Op> replacement;
+  std::vector<std::unique_ptr<Op>> before;  // new ops the replacement reads, placed first
 };
 
-Rewrite useExisting(Value* v) { return Rewrite{v, nullptr}; }
+Rewrite useExisting(Value* v) { return Rewrite{v, nullptr, {}}; }
 
 Rewrite useNew(std::unique_ptr<Op> op) {
   if (!typeChecks(*op)) return {};
-  return Rewrite{nullptr, std::move(op)};
+  return Rewrite{nullptr, std::move(op), {}};
+}
+
+// concat(reshape(a1), reshape(a2), ...) along the last axis of a rank > 2 result ->
+// reshape(concat(reshape(a1), ...)) with the inner pieces as [rows, n_i] matrices: rows of a
+// last-axis concat stay rows, so one 2-D concat serves every leading shape (merge-gemms'
+// [B,T,n] and [B*T,n] concats of one set of pieces then meet in cse). Rank 2 is the fixed
+// point.
+Rewrite concatOfReshapes(const Op& op) {
+  const Type& t = op.result()->type;
+  if (t.rank() <= 2 || concatAxis(op) != t.rank() - 1 || op.operands.size() < 2) return {};
+  const int64_t rows = t.numel() / std::max<int64_t>(t.shape.back(), 1);
+  Rewrite rw;
+  std::vector<Value*> pieces;
+  for (Value* v : op.operands) {
+    if (!v->def || v->def->kind != OpKind::Reshape) return {};
+    Value* x = v->def->operands[0];
+    const Type flat{t.dtype, {rows, v->type.shape.back()}};
+    if (x->type == flat) {
+      pieces.push_back(x);
+      continue;
+    }
+    rw.before.push_back(newOp(OpKind::Reshape, {x}, flat));
+    pieces.push_back(rw.before.back()->result());
+  }
+  auto cat = newOp(OpKind::Concat, pieces, Type{t.dtype, {rows, t.shape.back()}});
+  cat->setAttr("axis", int64_t(1));
+  if (!typeChecks(*cat)) return {};
+  rw.replacement = newOp(OpKind::Reshape, {cat->result()}, t);
+  if (!typeChecks(*rw.replacement)) return {};
+  rw.before.push_back(std::move(cat));
+  return rw;
 }
 
 Rewrite rewrite(const Op& op) {
@@ -274,6 +310,7 @@ Rewrite rewrite(const Op& op) {
     }
     case OpKind::Concat: {
       if (op.operands.size() == 1 && a->type == t) return useExisting(a);
+      if (Rewrite rw = concatOfReshapes(op); rw.replacement) return rw;
       // Adjacent step-1 slices of one value along the concat axis, in order.
       const int ax = concatAxis(op);
       Value* src = nullptr;
@@ -443,6 +480,11 @@ bool sweep(Graph& g) {
         to = rw.replacement->result(0);
         to->name = r->name;
         for (Value* o : rw.replacement->operands) ++uses[o];
+        for (auto& pre : rw.before) {
+          pre->loc = cur->loc;
+          for (Value* o : pre->operands) ++uses[o];
+          out.push_back(std::move(pre));
+        }
       }
       repl[r] = to;
       uses[to] += uses[r];

@@ -236,9 +236,10 @@ class Planner {
     return grp.alive && !grp.fixed && !grp.frozen;
   }
 
-  bool tryMerge(int producer, int consumer, bool edge) {
+  // `forced`: the merged domain when the caller already decided the domains fit.
+  bool tryMerge(int producer, int consumer, bool edge, std::optional<Domain> forced = std::nullopt) {
     if (producer == consumer || !mergeable(producer) || !mergeable(consumer)) return false;
-    auto dom = fuseDomains(groups_[size_t(producer)].domain, groups_[size_t(consumer)].domain, edge);
+    auto dom = forced ? forced : fuseDomains(groups_[size_t(producer)].domain, groups_[size_t(consumer)].domain, edge);
     if (!dom) return false;
     auto rank = placement(producer, consumer);
     if (!rank) return false;
@@ -311,9 +312,41 @@ class Planner {
       for (Value* o : op->operands)
         for (Value* s : sources(o)) {
           Op* d = s->def;
-          if (!inlined(d) && !isFixed(*d)) tryMerge(groupOf(d), groupOf(op), /*edge=*/true);
+          if (inlined(d) || isFixed(*d)) continue;
+          if (!tryMerge(groupOf(d), groupOf(op), /*edge=*/true) && op->kind == OpKind::Concat)
+            absorbIntoConcat(groupOf(d), op, o);
         }
     }
+  }
+
+  // A concat is index math over its own domain: a pointwise group computing whole pieces
+  // (possibly through reshapes), read by nothing but concats of one element count, computes
+  // its part of that domain in the concats' kernel, so the pieces never exist in memory
+  // (backward RoPE of dq, dk + dv into d(QKV); SwiGLU backward into d(H13)). When
+  // merge-gemms concatenates the same pieces twice (its K-merge and M-merge orders differ)
+  // both concats join one kernel: one launch, each output written once per element.
+  void absorbIntoConcat(int producer, Op* concat, Value* piece) {
+    if (!mergeable(producer)) return;
+    const Group& p = groups_[size_t(producer)];
+    const Domain dom{DomainKind::Pointwise, concat->result()->type.numel(), 1};
+    if (p.domain.kind != DomainKind::Pointwise || p.domain.n != piece->type.numel()) return;
+    std::vector<int> concats;
+    for (Op* m : p.members)
+      for (auto& r : m->results) {
+        if (outputs_.count(r.get())) return;
+        for (Op* u : effectiveUsers(r.get())) {
+          if (groupOf(u) == producer) continue;
+          if (inlined(u) || u->kind != OpKind::Concat || isFixed(*u) || u->result()->type.numel() != dom.n) return;
+          const int c = groupOf(u);
+          if (!mergeable(c) || groups_[size_t(c)].domain != dom) return;
+          if (std::find(concats.begin(), concats.end(), c) == concats.end()) concats.push_back(c);
+        }
+      }
+    if (concats.empty()) return;
+    const int into = groupOf(concat);
+    for (int c : concats)
+      if (c != into && !tryMerge(c, into, /*edge=*/false, dom) && !tryMerge(into, c, /*edge=*/false, dom)) return;
+    tryMerge(producer, groupOf(concat), /*edge=*/true, dom);
   }
 
   // Groups reading one large value (at least their iteration domain) with equal domains

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -834,6 +835,14 @@ TEST(PassPipeline, RandomGenericGraphs) {
   EXPECT_GT(checked, 100);
   EXPECT_GT(changed, 100);
   std::printf("[ info ] %d functions interpreted, %d pass runs changed something\n", checked, changed);
+}
+
+TEST(PassCanonicalize, LastAxisConcatOfReshapesBecomesOneMatrixConcat) {
+  auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/canonicalize-concat-reshape.fir");
+  runChecked(*m, createCanonicalizePass(), true);
+  EXPECT_EQ(count(*m->find("kmerge_mmerge"), OpKind::Concat), 2);
+  EXPECT_EQ(m->find("kmerge_mmerge")->outputs[0]->def->kind, OpKind::Reshape);
+  EXPECT_EQ(count(*m->find("unchanged"), OpKind::Concat), 3);
 }
 
 }  // namespace
