@@ -22,10 +22,12 @@ bool isWeightCast(const Op& op) {
 }
 
 bool cacheWeightCasts(Graph& g) {
-  std::unordered_set<std::string> names;
-  for (auto& op : g.ops)
+  std::unordered_set<std::string> names, params;  // value names; param names (findParam scans)
+  for (auto& op : g.ops) {
     for (auto& r : op->results)
       if (!r->name.empty()) names.insert(r->name);
+    if (op->kind == OpKind::Param) params.insert(op->attrStr("name"));
+  }
 
   // One sweep decides, one rebuilds the op list and one rewrites uses: an insert per copy and
   // a replaceAllUses per cast were each O(ops), quadratic on xl.
@@ -41,7 +43,7 @@ bool cacheWeightCasts(Graph& g) {
     Value*& copy = cached[weight];
     if (!copy) {
       const std::string name = weight + "." + std::string(dtypeName(kLow));
-      if (g.findParam(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
+      if (params.count(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
       copy = b.param(name, op.result()->type);
       // The cast's own name (if any) goes away with it; the param takes the weight's.
       if (op.result()->name == name || names.insert(name).second) copy->name = name;
