@@ -23,7 +23,7 @@ void hoistNewSources(Graph& g, size_t mark) {
   List fresh, all;
   for (size_t i = mark; i < g.ops.size(); ++i) fresh.push_back(std::move(g.ops[i]));
   g.ops.resize(mark);
-  std::map<OpKind, List::iterator> lastOf;  // the last op of each source kind
+  std::map<OpKind, List::iterator> lastOf;  // the last op of each kind
   std::optional<List::iterator> lastSource;
   auto isSource = [](OpKind k) { return k == OpKind::Input || k == OpKind::Param; };
   for (auto& op : g.ops) {
@@ -34,7 +34,7 @@ void hoistNewSources(Graph& g, size_t mark) {
   for (auto& op : fresh) {
     const OpKind k = op->kind;
     auto same = lastOf.find(k);
-    // Inserting after `after` (the end of the list when there is no source at all).
+    // Inserted after `after`; at the front when there is no source at all.
     std::optional<List::iterator> after = same != lastOf.end() ? std::optional(same->second) : lastSource;
     auto at = after ? std::next(*after) : all.begin();
     auto it = all.insert(at, std::move(op));
