@@ -1,5 +1,7 @@
 #include "ir/verifier.h"
 
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/printer.h"
@@ -22,9 +24,14 @@ class Verifier {
  public:
   explicit Verifier(const std::string& file) : file_(file) {}
 
+  // Linear in the graph: it runs after every pass, so the per-op work is lookups into sets
+  // built here (keys view the graph's own strings) and the messages are built only to fail.
   void graph(const Graph& g, const std::string& where) {
     std::unordered_set<const Value*> defined;
-    std::unordered_set<std::string> names, inputNames, paramNames;
+    std::unordered_set<std::string_view> names, inputNames;
+    std::unordered_map<std::string_view, const Op*> params;
+    defined.reserve(g.ops.size() * 2);
+    std::vector<Type> operandTypes, resultTypes;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
       const Op& op = *g.ops[k];
       auto fail = [&](const std::string& msg) -> void {
@@ -38,19 +45,20 @@ class Verifier {
         if (!attrValueMatches(op.attrs[i], info.attrs[i].kind))
           fail(std::string(info.name) + " attribute '" + info.attrs[i].name + "' must be of kind " +
                std::string(attrKindName(info.attrs[i].kind)));
-      std::vector<Type> operandTypes, resultTypes;
+      operandTypes.resize(op.operands.size());
+      resultTypes.resize(op.results.size());
       for (size_t i = 0; i < op.operands.size(); ++i) {
         const Value* v = op.operands[i];
         if (!v) fail("operand " + std::to_string(i) + " is null");
         if (!defined.count(v)) fail("operand " + std::to_string(i) + " is used before it is defined (or comes from another graph)");
-        operandTypes.push_back(v->type);
+        operandTypes[i] = v->type;
       }
       for (size_t i = 0; i < op.results.size(); ++i) {
         const Value& r = *op.results[i];
         if (r.def != &op || r.index != int(i)) fail("result " + std::to_string(i) + " has a wrong back-link");
         if (!validValueName(r.name)) fail("invalid value name '%" + r.name + "'");
         if (!r.name.empty() && !names.insert(r.name).second) fail("duplicate value name %" + r.name);
-        resultTypes.push_back(r.type);
+        resultTypes[i] = r.type;
       }
       if (op.body && op.kind != OpKind::Kernel) fail(std::string(info.name) + " cannot have a body");
       try {
@@ -61,7 +69,7 @@ class Verifier {
       }
       if (op.kind == OpKind::Input && !inputNames.insert(op.attrStr("name")).second)
         fail("duplicate input name \"" + op.attrStr("name") + "\"");
-      if (op.kind == OpKind::Param && !paramNames.insert(op.attrStr("name")).second)
+      if (op.kind == OpKind::Param && !params.emplace(op.attrStr("name"), &op).second)
         fail("duplicate param name \"" + op.attrStr("name") + "\"");
       if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) defined.insert(r.get());
@@ -69,22 +77,24 @@ class Verifier {
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (!g.outputs[i] || !defined.count(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
-    updates(g, where);
+    updates(g, params, where);
   }
 
   // In-place state updates: each target is a param of this graph with the output's type,
   // named once; kernel bodies have none (they are isolated and stateless).
-  void updates(const Graph& g, const std::string& where) {
+  // `params` by name: a findParam per update output made this quadratic (xl updates ~1400).
+  void updates(const Graph& g, const std::unordered_map<std::string_view, const Op*>& params, const std::string& where) {
     if (g.outputUpdates.empty()) return;
     auto fail = [&](const std::string& msg) { throw errorAt(file_, g.loc, where + ": " + msg); };
     if (g.outputUpdates.size() != g.outputs.size())
       fail(std::to_string(g.outputUpdates.size()) + " update targets for " + std::to_string(g.outputs.size()) + " outputs");
-    std::unordered_set<std::string> seen;
+    std::unordered_set<std::string_view> seen;
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       const std::string& t = g.outputUpdates[i];
       if (t.empty()) continue;
       if (where.find(" kernel ") != std::string::npos) fail("a kernel body cannot update a param");
-      const Op* p = g.findParam(t);
+      auto found = params.find(t);
+      const Op* p = found == params.end() ? nullptr : found->second;
       if (!p) fail("returned value " + std::to_string(i) + " updates \"" + t + "\", which is not a param");
       if (p->result()->type != g.outputs[i]->type)
         fail("returned value " + std::to_string(i) + " has type " + g.outputs[i]->type.str() + " but updates param \"" + t +

@@ -2,7 +2,10 @@
 // models::buildTrainStep always used) to a function returning `loss, grads...`
 // (passes/train_passes.h). The optimizer state and the step are declared next to the
 // existing inputs and params, so the signature reads as if traced up front.
-#include <algorithm>
+#include <list>
+#include <map>
+#include <optional>
+#include <unordered_set>
 
 #include "frontend/optim.h"
 #include "passes/pass.h"
@@ -13,20 +16,34 @@ namespace {
 
 // Moves the source ops appended at or after `mark` up beside the last existing op of their
 // kind (inputs after the inputs, params after the params; else after the last source),
-// keeping their order.
+// keeping their order. One pass over a linked list: xl declares ~1000 new params, and
+// inserting each into the op vector (after a scan for its slot) was quadratic.
 void hoistNewSources(Graph& g, size_t mark) {
-  std::vector<std::unique_ptr<Op>> fresh;
+  using List = std::list<std::unique_ptr<Op>>;
+  List fresh, all;
   for (size_t i = mark; i < g.ops.size(); ++i) fresh.push_back(std::move(g.ops[i]));
   g.ops.resize(mark);
-  for (auto& op : fresh) {
-    size_t same = 0, source = 0;
-    for (size_t i = 0; i < g.ops.size(); ++i) {
-      OpKind k = g.ops[i]->kind;
-      if (k == op->kind) same = i + 1;
-      if (k == OpKind::Input || k == OpKind::Param) source = i + 1;
-    }
-    g.ops.insert(g.ops.begin() + std::ptrdiff_t(same ? same : source), std::move(op));
+  std::map<OpKind, List::iterator> lastOf;  // the last op of each kind
+  std::optional<List::iterator> lastSource;
+  auto isSource = [](OpKind k) { return k == OpKind::Input || k == OpKind::Param; };
+  for (auto& op : g.ops) {
+    auto it = all.insert(all.end(), std::move(op));
+    lastOf[(*it)->kind] = it;
+    if (isSource((*it)->kind)) lastSource = it;
   }
+  for (auto& op : fresh) {
+    const OpKind k = op->kind;
+    auto same = lastOf.find(k);
+    // Inserted after `after`; at the front when there is no source at all.
+    std::optional<List::iterator> after = same != lastOf.end() ? std::optional(same->second) : lastSource;
+    auto at = after ? std::next(*after) : all.begin();
+    auto it = all.insert(at, std::move(op));
+    if (isSource(k) && after == lastSource) lastSource = it;  // it now follows every other source
+    lastOf[k] = it;
+  }
+  g.ops.clear();
+  g.ops.reserve(all.size());
+  for (auto& op : all) g.ops.push_back(std::move(op));
 }
 
 }  // namespace
@@ -47,11 +64,13 @@ bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
   const size_t mark = g.ops.size();
   fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
   std::vector<fe::Tensor> expAvg, expAvgSq;
+  std::unordered_set<std::string> paramNames;  // once: a findParam per new name is O(ops)
+  for (Op* p : g.params()) paramNames.insert(p->attrStr("name"));
   for (Op* p : params) {
     const std::string name = p->attrStr("name");
     const Type& t = p->result()->type;
     for (const char* suffix : {".exp_avg", ".exp_avg_sq"})
-      if (g.findParam(name + suffix)) throw Error("adamw: @" + g.name + " already has a param named \"" + name + suffix + "\"");
+      if (paramNames.count(name + suffix)) throw Error("adamw: @" + g.name + " already has a param named \"" + name + suffix + "\"");
     expAvg.push_back(fe::param(b, name + ".exp_avg", t).named(name + ".exp_avg"));
     expAvgSq.push_back(fe::param(b, name + ".exp_avg_sq", t).named(name + ".exp_avg_sq"));
   }

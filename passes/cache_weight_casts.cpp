@@ -3,8 +3,8 @@
 // converting them each step. When the function updates W in place (adamw's `-> "W"`), it
 // also returns `cast(W.new -> bf16) -> "W.bf16"`: the optimizer refreshes the copy, and the
 // runtime binds W.bf16 = bf16(W) once, before the first step.
-#include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/builder.h"
@@ -22,39 +22,59 @@ bool isWeightCast(const Op& op) {
 }
 
 bool cacheWeightCasts(Graph& g) {
-  std::unordered_set<std::string> names;
-  for (auto& op : g.ops)
+  std::unordered_set<std::string> names, params;  // value names; param names (findParam scans)
+  for (auto& op : g.ops) {
     for (auto& r : op->results)
       if (!r->name.empty()) names.insert(r->name);
+    if (op->kind == OpKind::Param) params.insert(op->attrStr("name"));
+  }
 
+  // One sweep decides, one rebuilds the op list and one rewrites uses: an insert per copy and
+  // a replaceAllUses per cast were each O(ops), quadratic on xl.
   std::map<std::string, Value*> cached;  // weight name -> its bf16 param
-  std::unordered_set<const Op*> dropped;
+  std::unordered_map<const Value*, Value*> copyOf;  // cast result -> the param replacing it
+  std::unordered_map<const Op*, Op*> declaredAfter;  // weight -> its copy's param op
   Builder b(g);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
+  const size_t original = g.ops.size();
+  for (size_t i = 0; i < original; ++i) {
     Op& op = *g.ops[i];
     if (!isWeightCast(op)) continue;
     const std::string weight = op.operands[0]->def->attrStr("name");
     Value*& copy = cached[weight];
     if (!copy) {
       const std::string name = weight + "." + std::string(dtypeName(kLow));
-      if (g.findParam(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
+      if (params.count(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
       copy = b.param(name, op.result()->type);
       // The cast's own name (if any) goes away with it; the param takes the weight's.
       if (op.result()->name == name || names.insert(name).second) copy->name = name;
-      // Declared beside the weight it copies (Builder appended it at the end).
-      std::unique_ptr<Op> p = std::move(g.ops.back());
-      g.ops.pop_back();
-      size_t at = size_t(std::find_if(g.ops.begin(), g.ops.end(), [&](auto& o) { return o.get() == op.operands[0]->def; }) -
-                         g.ops.begin());
-      g.ops.insert(g.ops.begin() + std::ptrdiff_t(at + 1), std::move(p));
-      ++i;  // the cast moved one slot down
+      declaredAfter[op.operands[0]->def] = copy->def;  // beside the weight it copies
     }
     op.result()->name.clear();
-    g.replaceAllUses(op.result(), copy);
-    dropped.insert(&op);
+    copyOf[op.result()] = copy;
   }
-  if (dropped.empty()) return false;
-  g.eraseIf([&](Op* op) { return dropped.count(op) != 0; });
+  if (copyOf.empty()) return false;
+
+  std::vector<std::unique_ptr<Op>> copies;  // Builder appended them at the end
+  for (size_t i = original; i < g.ops.size(); ++i) copies.push_back(std::move(g.ops[i]));
+  g.ops.resize(original);
+  std::unordered_map<const Op*, std::unique_ptr<Op>> copyOp;
+  for (auto& c : copies) copyOp[c.get()] = std::move(c);
+  std::vector<std::unique_ptr<Op>> ops;
+  ops.reserve(g.ops.size() + copyOp.size());
+  for (auto& op : g.ops) {
+    auto after = declaredAfter.find(op.get());
+    const bool dropped = op->kind == OpKind::Cast && copyOf.count(op->result());
+    if (!dropped) ops.push_back(std::move(op));
+    if (after != declaredAfter.end()) ops.push_back(std::move(copyOp.at(after->second)));
+  }
+  g.ops = std::move(ops);
+  auto rewrite = [&](Value*& v) {
+    auto it = copyOf.find(v);
+    if (it != copyOf.end()) v = it->second;
+  };
+  for (auto& op : g.ops)
+    for (Value*& v : op->operands) rewrite(v);
+  for (Value*& v : g.outputs) rewrite(v);
 
   // Refresh each copy whose weight the function updates in place.
   const size_t n = g.outputs.size();

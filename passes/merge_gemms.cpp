@@ -83,7 +83,11 @@ Shape without(Shape s, int axis) {
 class Merger {
  public:
   explicit Merger(Graph& g) : g_(g) {
-    for (size_t i = 0; i < g.ops.size(); ++i) pos_[g.ops[i].get()] = i;
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      Op* op = g.ops[i].get();
+      pos_[op] = reach_[op] = i;
+      for (Value* v : op->operands) users_[v].push_back(op);
+    }
   }
 
   bool run() {
@@ -101,23 +105,60 @@ class Merger {
     return it == pos_.end() ? pos_.size() : it->second;
   }
 
-  // True when some member's result is an ancestor of another member's operands.
+  // True when some member's result is an ancestor of another member's operands. The search
+  // skips every op whose reach (below) lies before the earliest member: none of its
+  // ancestors can be a member, so the answer is that of the full search, but it only walks
+  // the ops between the members instead of all their ancestors.
   bool interdependent(const std::vector<Op*>& members) const {
     std::unordered_set<const Op*> targets(members.begin(), members.end());
+    size_t earliest = pos_.size();
+    for (Op* m : members) earliest = std::min(earliest, pos_.at(m));
     std::unordered_set<const Op*> seen;
     std::vector<const Op*> stack;
+    auto push = [&](const Value* v) {
+      if (v->def && reach_.at(v->def) >= earliest && seen.insert(v->def).second) stack.push_back(v->def);
+    };
     for (Op* m : members)
-      for (Value* v : m->operands)
-        if (v->def) stack.push_back(v->def);
+      for (Value* v : m->operands) push(v);
     while (!stack.empty()) {
       const Op* op = stack.back();
       stack.pop_back();
       if (targets.count(op)) return true;
-      if (!seen.insert(op).second) continue;
-      for (Value* v : op->operands)
-        if (v->def) stack.push_back(v->def);
+      for (Value* v : op->operands) push(v);
     }
     return false;
+  }
+
+  // Reach: an upper bound on the original position of every ancestor of an op (itself
+  // included) in the graph as merged so far, non-decreasing along every use. Original ops
+  // start at their position; a merge can give an op a later ancestor (a merged GEMM reads all
+  // of its members' operands), so the raise flows to the users, stopping where the reach is
+  // already that high: only the ops between the members are touched.
+  void raise(Op* op, size_t r) {
+    std::vector<Op*> work{op};
+    while (!work.empty()) {
+      Op* o = work.back();
+      work.pop_back();
+      size_t& cur = reach_[o];
+      if (cur >= r) continue;
+      cur = r;
+      for (auto& res : o->results)
+        for (Op* u : users_[res.get()]) work.push_back(u);
+    }
+  }
+
+  // Registers the ops built into `sg` since the last call: their uses and their reach.
+  void track(Graph& sg) {
+    size_t& from = tracked_[&sg];
+    for (; from < sg.ops.size(); ++from) {
+      Op* op = sg.ops[from].get();
+      size_t r = 0;
+      for (Value* v : op->operands) {
+        users_[v].push_back(op);
+        if (v->def) r = std::max(r, reach_.at(v->def));
+      }
+      reach_[op] = r;
+    }
   }
 
   // New ops go into a scratch graph (built with type checks) and are later spliced in
@@ -128,10 +169,23 @@ class Merger {
     return *slot;
   }
 
-  void replace(Value* from, Value* to) {
+  // Rewrites the uses of `from` through the use lists (a replaceAllUses per merged member
+  // over the whole graph was quadratic) and raises the users' reach to that of `to`.
+  // `to` was built into `sg`.
+  void replace(Graph& sg, Value* from, Value* to) {
+    track(sg);
     if (!from->name.empty() && to->name.empty()) to->name = from->name;
-    g_.replaceAllUses(from, to);
-    for (auto& [anchor, sg] : pending_) sg->replaceAllUses(from, to);
+    std::vector<Op*> moved = std::move(users_[from]);
+    users_.erase(from);
+    const size_t r = reach_.at(to->def);
+    for (Op* u : moved) {
+      for (Value*& v : u->operands)
+        if (v == from) v = to;
+      users_[to].push_back(u);
+      raise(u, r);
+    }
+    for (Value*& v : g_.outputs)
+      if (v == from) v = to;
   }
 
   // ---- N- and M-merges
@@ -202,8 +256,8 @@ class Merger {
     std::vector<Value*> parts;
     for (Op* m : members) parts.push_back(m->operands[size_t(varying)]);
 
-    Op* anchor = members.back();
-    Builder b(scratch(anchor));
+    Graph& sg = scratch(members.back());
+    Builder b(sg);
     Value* cat = b.concat(parts, catAxis);
     NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
     Value* merged = b.create1(OpKind::Matmul, varying == 1 ? std::vector<Value*>{first.a, cat} : std::vector<Value*>{cat, first.b},
@@ -213,7 +267,7 @@ class Merger {
     int64_t start = 0;
     for (Op* m : members) {
       const int64_t len = m->result()->type.shape[size_t(axis)];
-      replace(m->result(), b.slice(merged, axis, start, start + len));
+      replace(sg, m->result(), b.slice(merged, axis, start, start + len));
       start += len;
       dead_.insert(m);
     }
@@ -273,7 +327,8 @@ class Merger {
           .push_back(d);
     }
     bool any = false;
-    Builder b(scratch(root));
+    Graph& sg = scratch(root);
+    Builder b(sg);
     std::vector<Value*> terms = others;
     for (auto& [k, members] : groups) {
       std::sort(members.begin(), members.end(),
@@ -300,7 +355,7 @@ class Merger {
     Value* sum = terms[0];
     for (size_t i = 1; i < terms.size(); ++i) sum = b.binary(OpKind::Add, sum, terms[i]);
     for (Op* op : interior) dead_.insert(op);
-    replace(root->result(), sum);
+    replace(sg, root->result(), sum);
     changed_ = true;
   }
 
@@ -346,7 +401,9 @@ class Merger {
   }
 
   Graph& g_;
-  std::unordered_map<const Op*, size_t> pos_;
+  std::unordered_map<const Op*, size_t> pos_, reach_;
+  std::unordered_map<const Value*, std::vector<Op*>> users_;  // kept current through merges
+  std::unordered_map<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
   std::map<Op*, std::unique_ptr<Graph>> pending_;
   std::unordered_set<const Op*> dead_;
   bool changed_ = false;
