@@ -235,11 +235,11 @@ Rewrite useNew(std::unique_ptr<Op> op) {
   return Rewrite{nullptr, std::move(op), {}};
 }
 
-// concat(reshape(a1), reshape(a2), ...) along the last axis of a rank > 2 result ->
-// reshape(concat(reshape(a1), ...)) with the inner pieces as [rows, n_i] matrices: rows of a
-// last-axis concat stay rows, so one 2-D concat serves every leading shape (merge-gemms'
-// [B,T,n] and [B*T,n] concats of one set of pieces then meet in cse). Rank 2 is the fixed
-// point.
+// concat(a1, a2, ...) along the last axis of a rank > 2 result ->
+// reshape(concat(reshape(a1), ...)) with the pieces as [rows, n_i] matrices (a reshape of a
+// reshape folds to one): rows of a last-axis concat stay rows, so one 2-D concat serves every
+// leading shape (merge-gemms' [B,T,n] and [B*T,n] concats of one set of pieces then meet in
+// cse). Rank 2 is the fixed point.
 Rewrite concatOfReshapes(const Op& op) {
   const Type& t = op.result()->type;
   if (t.rank() <= 2 || concatAxis(op) != t.rank() - 1 || op.operands.size() < 2) return {};
@@ -247,8 +247,7 @@ Rewrite concatOfReshapes(const Op& op) {
   Rewrite rw;
   std::vector<Value*> pieces;
   for (Value* v : op.operands) {
-    if (!v->def || v->def->kind != OpKind::Reshape) return {};
-    Value* x = v->def->operands[0];
+    Value* x = v->def && v->def->kind == OpKind::Reshape ? v->def->operands[0] : v;
     const Type flat{t.dtype, {rows, v->type.shape.back()}};
     if (x->type == flat) {
       pieces.push_back(x);

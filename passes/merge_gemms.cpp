@@ -211,6 +211,7 @@ class Merger {
         return posOf(x->operands[size_t(i)]) < posOf(y->operands[size_t(i)]);
       });
       const int varying = shared == Shared::A ? 1 : 0;
+      if (shared == Shared::B) adoptSumOrder(members);
       MatmulInfo first(*members[0]);
       const int64_t axis = shared == Shared::A ? first.nAxisB() : first.mAxisA();
       for (auto& part : mergeable(members, [&](Op* m) { return std::vector<Value*>{m->operands[size_t(varying)]}; },
@@ -272,6 +273,27 @@ class Merger {
       dead_.insert(m);
     }
     changed_ = true;
+  }
+
+  // The value under a chain of reshapes (a `[B*T, n]` gradient is a reshape of `[B,T,n]`).
+  static const Value* unreshaped(const Value* v) {
+    while (v->def && v->def->kind == OpKind::Reshape) v = v->def->operands[0];
+    return v;
+  }
+
+  // An M-merge (weight gradients dW_i = dY_i^T X) concatenates the same dY_i as the K-merge
+  // of the input gradient (dX = sum dY_i W_i): order them the same way, so canonicalize and
+  // cse leave one concat that one kernel writes, instead of two orders written twice.
+  void adoptSumOrder(std::vector<Op*>& members) {
+    std::vector<const Value*> key;
+    for (Op* m : members) key.push_back(unreshaped(m->operands[0]));
+    std::sort(key.begin(), key.end());
+    auto it = sumOrder_.find(key);
+    if (it == sumOrder_.end()) return;
+    auto rank = [&](Op* m) {
+      return std::find(it->second.begin(), it->second.end(), unreshaped(m->operands[0])) - it->second.begin();
+    };
+    std::stable_sort(members.begin(), members.end(), [&](Op* x, Op* y) { return rank(x) < rank(y); });
   }
 
   // ---- K-merges over add trees
@@ -344,6 +366,11 @@ class Merger {
           merged.insert(m);
           dead_.insert(m);
         }
+        std::vector<const Value*> key;
+        for (Value* a : as) key.push_back(unreshaped(a));
+        std::vector<const Value*> sortedKey = key;
+        std::sort(sortedKey.begin(), sortedKey.end());
+        sumOrder_[sortedKey] = key;
         NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
         terms.push_back(b.create1(OpKind::Matmul, {b.concat(as, first.kAxisA()), b.concat(bs, first.kAxisB())}, attrs));
         any = true;
@@ -406,6 +433,7 @@ class Merger {
   std::unordered_map<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
   std::map<Op*, std::unique_ptr<Graph>> pending_;
   std::unordered_set<const Op*> dead_;
+  std::map<std::vector<const Value*>, std::vector<const Value*>> sumOrder_;  // K-merge concat orders by operand set
   bool changed_ = false;
 };
 
