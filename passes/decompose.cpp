@@ -27,7 +27,8 @@ namespace {
 
 class Expander {
  public:
-  explicit Expander(Builder& b) : b_(b) {}
+  // `softmaxComposite`: attention's softmax stays a `softmax` op (decompose-attention).
+  Expander(Builder& b, bool softmaxComposite) : b_(b), softmaxComposite_(softmaxComposite) {}
 
   // The primitives computing `op`'s result from its operands, appended to the graph. Every
   // op is created in its own statement: argument evaluation order is unspecified in C++,
@@ -210,15 +211,20 @@ class Expander {
       Value* masked = c(-std::numeric_limits<double>::infinity(), S);
       S = b_.select(visible, S, masked);
     }
-    return b_.matmul(softmax(S, last(S)), v);
+    Value* P = softmaxComposite_ ? b_.create1(OpKind::Softmax, {S}, {{"axis", int64_t(-1)}}) : softmax(S, last(S));
+    return b_.matmul(P, v);
   }
 
   Builder& b_;
+  bool softmaxComposite_;
 };
 
 }  // namespace
 
-bool decomposeGraph(Graph& g) {
+namespace {
+
+// Expands the composites `wanted` accepts (in kernel bodies too).
+bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
   bool changed = false;
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
   g.ops.clear();
@@ -226,12 +232,12 @@ bool decomposeGraph(Graph& g) {
   // Replaced ops stay allocated so that no new Value reuses a key's address.
   std::vector<std::unique_ptr<Op>> graveyard;
   Builder b(g);
-  Expander ex(b);
+  Expander ex(b, softmaxComposite);
   for (auto& op : old) {
     for (Value*& v : op->operands)
       if (auto it = repl.find(v); it != repl.end()) v = it->second;
-    if (op->body) changed |= decomposeGraph(*op->body);
-    if (op->info().category != OpCategory::Composite) {
+    if (op->body) changed |= expandComposites(*op->body, wanted, softmaxComposite);
+    if (op->info().category != OpCategory::Composite || !wanted(op->kind)) {
       g.ops.push_back(std::move(op));
       continue;
     }
@@ -248,6 +254,17 @@ bool decomposeGraph(Graph& g) {
   return changed;
 }
 
+bool anyComposite(OpKind) { return true; }
+bool attentionOnly(OpKind k) { return k == OpKind::Attention; }
+
+}  // namespace
+
+bool decomposeGraph(Graph& g) { return expandComposites(g, &anyComposite, false); }
+bool decomposeAttention(Graph& g) { return expandComposites(g, &attentionOnly, true); }
+
 std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<FunctionPass>("decompose", &decomposeGraph); }
+std::unique_ptr<Pass> createDecomposeAttentionPass() {
+  return std::make_unique<FunctionPass>("decompose-attention", &decomposeAttention);
+}
 
 }  // namespace fusec

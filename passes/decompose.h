@@ -9,4 +9,10 @@ namespace fusec {
 // whether anything changed. Throws Error for a composite without a decomposition.
 bool decomposeGraph(Graph& g);
 
+// Replaces only `attention` ops, by matmuls, the scale and mask, and a `softmax` op: the
+// program's first pass, so that autocast sees attention's GEMMs while autodiff still uses
+// the hand-written VJPs of the other composites (softmax's backward reads only its output;
+// rmsnorm's recomputes its row statistics), which keep the saved activations lean.
+bool decomposeAttention(Graph& g);
+
 }  // namespace fusec

@@ -45,6 +45,7 @@ std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDecomposePass();
+std::unique_ptr<Pass> createDecomposeAttentionPass();
 std::unique_ptr<Pass> createAutodiffPass();
 std::unique_ptr<Pass> createAdamWPass();  // fe::AdamWConfig's defaults
 std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg);

@@ -9,16 +9,20 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
   const bool bf16 = dtype == DType::bf16;
-  // decompose first: autocast must see attention's matmuls and softmax as primitives, and
-  // autodiff of primitives is exact. autocast then reads the forward graph only, so the
-  // backward's dtypes follow from the VJPs.
-  std::vector<std::string> names = {"decompose"};
+  // Attention first becomes matmuls around a softmax op: autocast must see those GEMMs (bf16)
+  // apart from the softmax (f32). autocast reads the forward graph only, so the backward's
+  // dtypes follow from the VJPs, as in PyTorch. The other composites reach autodiff whole:
+  // their hand-written VJPs save less than differentiating their primitives would (softmax's
+  // backward reads only its output; the max subtraction and the row sums are not kept).
+  // Then everything is decomposed for fusion.
+  std::vector<std::string> names = {"decompose-attention"};
   if (bf16) names.push_back("autocast");
   if (train) {
     names.push_back("autodiff");
     names.push_back("adamw");
     if (bf16) names.push_back("cache-weight-casts");
   }
+  names.push_back("decompose");
   return names;
 }
 

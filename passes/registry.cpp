@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"cse", &createCSEPass},
       {"dce", &createDCEPass},
       {"decompose", &createDecomposePass},
+      {"decompose-attention", &createDecomposeAttentionPass},
       {"autodiff", &createAutodiffPass},
       {"adamw", static_cast<Factory>(&createAdamWPass)},
       {"autocast", &createAutocastPass},
