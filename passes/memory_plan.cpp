@@ -2,42 +2,116 @@
 
 #include <algorithm>
 #include <climits>
-#include <numeric>
+#include <map>
+#include <queue>
+#include <set>
 
 #include "passes/pass.h"
 
 namespace fusec {
 namespace {
 
-// Places the buffers in `order`, each clear of every already placed buffer live at the same
-// time: at the lowest offset (first fit) or in the smallest gap it fits (best fit), above all
-// of them when no gap fits.
-ArenaPlan placeInOrder(const std::vector<Buffer>& bufs, const std::vector<size_t>& order, bool bestFit) {
-  struct Placed {
-    int64_t begin, end;
+// The free space below the arena's current top while sweeping over time: disjoint gaps,
+// coalesced on free, indexed by offset (for first fit and coalescing) and by size (best fit).
+class FreeList {
+ public:
+  explicit FreeList(bool bestFit) : bestFit_(bestFit) {}
+  int64_t top() const { return top_; }
+
+  int64_t allocate(int64_t bytes) {
+    auto gap = bestFit_ ? bestGap(bytes) : firstGap(bytes);
+    if (gap != byOffset_.end()) {
+      const auto [at, size] = *gap;
+      erase(gap);
+      if (size > bytes) insert(at + bytes, size - bytes);
+      return at;
+    }
+    // Nothing fits: grow the arena, starting inside the gap that ends at the top if any.
+    int64_t at = top_;
+    if (!byOffset_.empty() && std::prev(byOffset_.end())->first + std::prev(byOffset_.end())->second == top_) {
+      at = std::prev(byOffset_.end())->first;
+      erase(std::prev(byOffset_.end()));
+    }
+    top_ = at + bytes;
+    return at;
+  }
+
+  void release(int64_t at, int64_t bytes) {
+    auto next = byOffset_.lower_bound(at);
+    if (next != byOffset_.end() && next->first == at + bytes) {
+      bytes += next->second;
+      next = erase(next);
+    }
+    if (next != byOffset_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == at) {
+        at = prev->first;
+        bytes += prev->second;
+        erase(prev);
+      }
+    }
+    insert(at, bytes);
+  }
+
+ private:
+  using Gaps = std::map<int64_t, int64_t>;  // offset -> size
+
+  Gaps::iterator firstGap(int64_t bytes) {
+    // Linear in the gaps, which number at most the buffers live at once plus one.
+    for (auto it = byOffset_.begin(); it != byOffset_.end(); ++it)
+      if (it->second >= bytes) return it;
+    return byOffset_.end();
+  }
+  Gaps::iterator bestGap(int64_t bytes) {
+    auto it = bySize_.lower_bound({bytes, INT64_MIN});
+    return it == bySize_.end() ? byOffset_.end() : byOffset_.find(it->second);
+  }
+  void insert(int64_t at, int64_t bytes) {
+    byOffset_.emplace(at, bytes);
+    bySize_.emplace(bytes, at);
+  }
+  Gaps::iterator erase(Gaps::iterator it) {
+    bySize_.erase({it->second, it->first});
+    return byOffset_.erase(it);
+  }
+
+  bool bestFit_;
+  int64_t top_ = 0;
+  Gaps byOffset_;
+  std::set<std::pair<int64_t, int64_t>> bySize_;  // (size, offset)
+};
+
+// Sweeps the buffers in order of their first live position: a buffer's space returns to
+// the free list after its last one, and each new buffer takes the first (or best) gap that
+// fits. In that order the placed buffers a new one overlaps in time are exactly those still
+// live, so this is the greedy "clear of every time-overlapping predecessor" in O(n log n)
+// (first fit: plus a scan of the gaps). `backward` sweeps from the end of the function
+// instead (a buffer starts at its last use), which packs differently shaped tails better.
+ArenaPlan sweep(const std::vector<Buffer>& bufs, bool bestFit, bool backward) {
+  struct Span {
+    int begin, end;
     const Buffer* buf;
   };
-  std::vector<Placed> placed;  // sorted by begin
-  placed.reserve(bufs.size());
+  std::vector<Span> spans;
+  spans.reserve(bufs.size());
+  for (const Buffer& b : bufs) spans.push_back(backward ? Span{-b.lastUse, -b.def, &b} : Span{b.def, b.lastUse, &b});
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
+
   ArenaPlan plan;
-  for (size_t idx : order) {
-    const Buffer& b = bufs[idx];
-    int64_t cursor = 0, at = -1, atGap = INT64_MAX;
-    for (const Placed& p : placed) {
-      if (!p.buf->overlapsInTime(b)) continue;
-      if (const int64_t gap = p.begin - cursor; gap >= b.bytes && gap < atGap) {
-        at = cursor;
-        atGap = gap;
-        if (!bestFit) break;
-      }
-      cursor = std::max(cursor, p.end);
+  FreeList free(bestFit);
+  using Death = std::pair<int, size_t>;  // (span end, span index)
+  std::priority_queue<Death, std::vector<Death>, std::greater<>> live;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    while (!live.empty() && live.top().first < s.begin) {
+      const Buffer& dead = *spans[live.top().second].buf;
+      free.release(plan.offset.at(dead.value), dead.bytes);
+      live.pop();
     }
-    if (at < 0) at = cursor;
-    auto pos = std::upper_bound(placed.begin(), placed.end(), at, [](int64_t v, const Placed& p) { return v < p.begin; });
-    placed.insert(pos, Placed{at, at + b.bytes, &b});
-    plan.offset[b.value] = at;
-    plan.bytes = std::max(plan.bytes, at + b.bytes);
+    plan.offset[s.buf->value] = s.buf->bytes == 0 ? 0 : free.allocate(s.buf->bytes);
+    if (s.buf->bytes > 0) live.push({s.end, i});
   }
+  plan.bytes = free.top();
   return plan;
 }
 
@@ -59,18 +133,12 @@ bool memoryPlanGraph(Graph& g) {
 }  // namespace
 
 ArenaPlan planArena(const Liveness& live) {
-  const auto& bufs = live.buffers;
-  std::vector<size_t> byDef(bufs.size());
-  std::iota(byDef.begin(), byDef.end(), size_t(0));  // buffers come in definition order
-  std::vector<size_t> bySize = byDef;
-  std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
   ArenaPlan best;
   best.bytes = INT64_MAX;
-  for (const auto* order : {&bySize, &byDef})
-    for (bool bestFit : {false, true}) {
+  for (bool backward : {false, true})
+    for (bool bestFit : {true, false}) {
       if (best.bytes <= live.lowerBound) return best;  // optimal already
-      ArenaPlan p = placeInOrder(bufs, *order, bestFit);
-      if (p.bytes < best.bytes) best = std::move(p);
+      if (ArenaPlan p = sweep(live.buffers, bestFit, backward); p.bytes < best.bytes) best = std::move(p);
     }
   return best;
 }

@@ -3,11 +3,10 @@
 //
 //   Arena values      offset in the function's arena, a scratch allocation reused every
 //                     call. Two buffers that are live at the same time (passes/liveness.h)
-//                     never overlap. Planner: greedy, largest buffer first, each at the
-//                     lowest offset where it fits between the already placed buffers that
-//                     are live with it; then the same by definition time, and both with
-//                     best fit (smallest gap) instead; the smallest arena wins, stopping
-//                     early at the lower bound.
+//                     never overlap. Planner: a sweep over time with a coalescing free
+//                     list (each buffer takes the best-fitting, or first, gap left by dead
+//                     buffers, else grows the arena), forwards and backwards in time; the
+//                     smallest arena wins, stopping early at the lower bound. O(n log n).
 //   input / param     offset in the function's RESIDENT region (passes/resident_layout.h), a
 //                     separate persistent allocation: so `@N` on a source is a resident
 //                     offset, on anything else an arena offset.

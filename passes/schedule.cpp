@@ -10,23 +10,29 @@
 // op that writes w.new: the write lands in w's own storage, so every read of the old w must
 // come first.
 //
-//   1. List scheduling in trace order, except that a ready op that frees at least as much
-//      arena memory as it allocates runs at once. The AdamW kernel of a layer reads the
-//      weight gradients and writes only in place, so it runs right after that layer's
-//      backward instead of at the very end, and the gradients die there.
+//   1. List scheduling. Ops on the optimizer side (every path from them ends in an update
+//      output, and none in an ordinary output such as the loss: the whole backward, the
+//      weight-gradient GEMMs, norm-weight colsums, AdamW) run as soon as their operands are
+//      ready, oldest-ready first; the rest (the forward) keep trace order. So layer l's
+//      weight gradients are computed and consumed by its AdamW kernel right after layer l's
+//      backward (the update waits for the layer's last read of the weight), and its saved
+//      activations and gradients die there instead of at the end of the step.
 //   2. Sinking, last op first: an op moves to just before its first successor when the bytes
 //      of its results (whose live ranges shrink) exceed the bytes of the operand buffers
 //      whose ranges it would extend. This also undoes the harm of step 1 where an update
 //      op was ready long before it was needed (`exp_avg * beta1` at the very start).
 //
-// The pass keeps the best of {original order, sinking alone, eager scheduling and sinking} by peak
-// live bytes, so it never raises the peak; ties go to the smaller sum of live bytes over
-// all positions (with the peak at the forward/backward turn, as in most training steps,
-// the eager order still frees the gradients early, which a later, leaner arena can use).
+// The pass keeps the best of {original order, sinking alone, step 1 (eager or hoisting) and
+// sinking} by peak live
+// bytes, then by the sum of live bytes over all positions: with the peak at the
+// forward/backward turn, as in most training steps, every order has the same peak, and the
+// sum is what tells an order that frees gradients layer by layer from one that keeps them
+// all to the end.
 #include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "passes/liveness.h"
 #include "passes/pass.h"
@@ -41,12 +47,14 @@ struct DepGraph {
   std::vector<Op*> real;                     // in original order
   std::unordered_map<const Op*, int> index;  // real op -> its index in `real`
   std::vector<std::vector<int>> succ;        // data and anti successors (may repeat)
+  std::vector<std::vector<int>> dataSucc;    // data successors only (may repeat)
   std::unordered_map<const Value*, std::vector<int>> readers;  // Arena buffer -> real ops reading it
   std::unordered_set<const Value*> outputBuffers;              // Arena buffers live to the end
   std::vector<std::vector<const Value*>> operandBuffers;  // per real op: distinct Arena roots read
   std::vector<int64_t> resultBytes;          // per real op: Arena bytes whose range moves with it
   std::vector<int64_t> allocBytes;           // per real op: Arena bytes it writes
   std::vector<bool> liveToEnd;               // per real op: some result is (an alias of) an output
+  std::vector<bool> updates;                 // per real op: some result is an update output
 };
 
 DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
@@ -64,6 +72,8 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   }
   const size_t n = d.real.size();
   d.succ.resize(n);
+  d.dataSucc.resize(n);
+  d.updates.assign(n, false);
   d.operandBuffers.resize(n);
   d.resultBytes.assign(n, 0);
   d.liveToEnd.assign(n, false);
@@ -81,6 +91,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
       const Value* root = storage.root(v);
       if (int p = producer(v); p >= 0) {
         d.succ[size_t(p)].push_back(int(i));
+        d.dataSucc[size_t(p)].push_back(int(i));
         hasUser[size_t(p)] = true;
         if (storage.of(root) == Storage::Arena) {
           d.readers[root].push_back(int(i));
@@ -99,6 +110,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
     d.liveToEnd[size_t(p)] = d.liveToEnd[size_t(p)] || storage.of(g.outputs[o]) != Storage::InPlace;
     d.outputBuffers.insert(storage.root(g.outputs[o]));
     if (storage.of(g.outputs[o]) != Storage::InPlace) continue;
+    d.updates[size_t(p)] = true;
     const Op* param = g.findParam(g.updateOf(o));
     for (int reader : paramReaders[param->result()])
       if (reader != p) d.succ[size_t(reader)].push_back(p);
@@ -112,10 +124,29 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   return d;
 }
 
-// Step 1: a topological order. Among the ready ops the first in trace order runs next; with
-// `eager`, a ready op that frees at least as many Arena bytes as it allocates (it is the last
-// reader of some buffers) runs first, the one that frees the most net first.
-std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& fn) {
+// Which real ops are on the optimizer side: they reach an update output but no ordinary one.
+std::vector<bool> optimizerSide(const DepGraph& d) {
+  const size_t n = d.real.size();
+  std::vector<bool> mainline(n, false), toUpdate(n, false), side(n, false);
+  // Real ops are in a topological order of the data edges, so one backward pass settles both.
+  for (size_t i = n; i-- > 0;) {
+    mainline[i] = d.liveToEnd[i];
+    toUpdate[i] = d.updates[i];
+    for (int s : d.dataSucc[i]) {
+      mainline[i] = mainline[i] || mainline[size_t(s)];
+      toUpdate[i] = toUpdate[i] || toUpdate[size_t(s)];
+    }
+    side[i] = toUpdate[i] && !mainline[i];
+  }
+  return side;
+}
+
+// Step 1: a topological order. Ready ops marked `hoist` go first, the one ready longest
+// first; then the ready op first in trace order. With `eager`, a ready op that frees at least
+// as many Arena bytes as it allocates (the last reader of some buffers) goes before all
+// that, the one that frees the most net first: a cheaper, local way to the same end when
+// the gradients are smaller than the activations their GEMMs free.
+std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist, bool eager, const std::string& fn) {
   const size_t n = d.real.size();
   std::vector<int> pending(n, 0);
   for (auto& ss : d.succ)
@@ -131,9 +162,12 @@ std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& 
     if (freed == 0) return std::nullopt;
     return freed - d.allocBytes[size_t(i)];
   };
-  std::set<int> ready;
+  // (class, key, op): hoisted ops (class 0) keyed by when they became ready, the rest by
+  // trace index.
+  std::set<std::tuple<int, int, int>> ready;
+  auto makeReady = [&](int i, int now) { ready.insert(hoist[size_t(i)] ? std::tuple{0, now, i} : std::tuple{1, i, i}); };
   for (size_t i = 0; i < n; ++i)
-    if (pending[i] == 0) ready.insert(int(i));
+    if (pending[i] == 0) makeReady(int(i), -1);
   std::vector<int> order;
   order.reserve(n);
   while (!ready.empty()) {
@@ -141,16 +175,16 @@ std::vector<int> listSchedule(const DepGraph& d, bool eager, const std::string& 
     int64_t bestNet = -1;
     if (eager)
       for (auto it = ready.begin(); it != ready.end(); ++it)
-        if (auto net = netFreed(*it); net && *net > bestNet) {
+        if (auto net = netFreed(std::get<2>(*it)); net && *net > bestNet) {
           pick = it;
           bestNet = *net;
         }
-    const int i = *pick;
+    const int i = std::get<2>(*pick);
     ready.erase(pick);
     order.push_back(i);
     for (const Value* b : d.operandBuffers[size_t(i)]) --unscheduledReaders[b];
     for (int s : d.succ[size_t(i)])
-      if (--pending[size_t(s)] == 0) ready.insert(s);
+      if (--pending[size_t(s)] == 0) makeReady(s, int(order.size()));
   }
   if (order.size() != n)
     throw Error("schedule: @" + fn + ": no valid order: a param is read after an op its in-place update depends on");
@@ -216,25 +250,57 @@ bool scheduleGraph(Graph& g) {
   const DepGraph d = buildDeps(g, storage);
   std::vector<Op*> original;
   for (auto& op : g.ops) original.push_back(op.get());
-  // Lexicographic (peak, area) of the current order.
-  auto cost = [&] {
-    Liveness l = computeLiveness(g, storage);
-    int64_t area = 0;  // at real ops only: where free ops stand must not matter
-    for (size_t k = 0; k < g.ops.size(); ++k)
-      if (d.index.count(g.ops[k].get())) area += l.liveBytes[k];
-    return std::pair{l.lowerBound, area};
+  struct Cost {
+    int64_t peak = 0, area = 0;
+    size_t peakAt = 0;  // a position in g.ops where the peak is reached
+    auto key() const { return std::pair{peak, area}; }
   };
-  std::pair<int64_t, int64_t> bestCost = cost();
+  auto cost = [&](Liveness& l) {
+    l = computeLiveness(g, storage);
+    Cost c{l.lowerBound, 0, 0};
+    for (size_t k = 0; k < g.ops.size(); ++k) {
+      if (d.index.count(g.ops[k].get())) c.area += l.liveBytes[k];  // where free ops stand must not matter
+      if (l.liveBytes[k] == l.lowerBound) c.peakAt = k;
+    }
+    return c;
+  };
+  Liveness live;
+  Cost bestCost = cost(live);
   std::vector<Op*> best = original;
-  for (bool eager : {false, true}) {
-    std::vector<int> order = listSchedule(d, eager, g.name);
+  auto candidate = [&](const std::vector<bool>& hoist, bool eager) {
+    std::vector<int> order = listSchedule(d, hoist, eager, g.name);
     sink(d, order);
     std::vector<Op*> ops = assemble(g, d, order);
     reorder(g, ops);
-    if (auto c = cost(); c < bestCost) {
+    Cost c = cost(live);
+    if (c.key() < bestCost.key()) {
       bestCost = c;
       best = std::move(ops);
     }
+    return c;
+  };
+  for (bool eager : {false, true}) candidate(std::vector<bool>(d.real.size(), false), eager);
+
+  // Hoisting the optimizer side, except ops that raise the peak: an op that makes a gradient
+  // bigger than what it frees (lm_head's weight gradient from the logits' gradient) would, run
+  // at the forward/backward turn, add to the peak; such ops (the largest buffer live at the
+  // peak that hoisting made) keep trace order, a few at a time.
+  std::vector<bool> hoist = optimizerSide(d);
+  for (int round = 0; round < 16; ++round) {
+    const Cost c = candidate(hoist, false);
+    if (c.peak <= bestCost.peak) break;
+    int worst = -1;
+    int64_t worstBytes = 0;
+    for (const Buffer& b : live.buffers) {
+      if (b.def > int(c.peakAt) || b.lastUse < int(c.peakAt)) continue;
+      const int i = d.index.at(b.value->def);
+      if (hoist[size_t(i)] && b.bytes > worstBytes) {
+        worst = i;
+        worstBytes = b.bytes;
+      }
+    }
+    if (worst < 0) break;
+    hoist[size_t(worst)] = false;
   }
   reorder(g, best);
   return best != original;

@@ -5,8 +5,10 @@
 // vs after) and never raise the peak.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <regex>
 
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
@@ -17,6 +19,7 @@
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
+#include "passes/pipeline.h"
 #include "random_graph.h"
 
 namespace fusec {
@@ -232,6 +235,59 @@ TEST(MemoryPlan, TrainStepsCloseToTheLowerBound) {
   }
 }
 
+// 20k buffers with random live ranges plan in well under a second (the old all-pairs planner
+// took seconds at this size); the limit scales for sanitizer and debug builds.
+TEST(MemoryPlan, PlansTwentyThousandBuffersQuickly) {
+  std::mt19937 rng(7);
+  Module m;
+  Graph& g = m.add("f");
+  Value* x = Builder(g).input("x", Type{DType::f32, {1}});
+  Liveness live;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    const int len = rng() % 8 == 0 ? int(rng() % 4000) : int(rng() % 40);
+    live.buffers.push_back(Buffer{x, 256 * int64_t(1 + rng() % 64), i, std::min(n - 1, i + len)});
+  }
+  // Distinct owners, so the plan's offsets can be told apart.
+  std::vector<std::unique_ptr<Value>> owners;
+  for (auto& b : live.buffers) {
+    owners.push_back(std::make_unique<Value>(*x));
+    b.value = owners.back().get();
+  }
+  std::vector<int64_t> delta(n + 1, 0);
+  for (auto& b : live.buffers) {
+    delta[size_t(b.def)] += b.bytes;
+    delta[size_t(b.lastUse) + 1] -= b.bytes;
+  }
+  for (int64_t k = 0, sum = 0; k < n; ++k) live.lowerBound = std::max(live.lowerBound, sum += delta[size_t(k)]);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ArenaPlan plan = planArena(live);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+  const double limit = 10.0;
+#else
+  const double limit = 1.0;
+#endif
+  EXPECT_LT(s, limit);
+  EXPECT_GE(plan.bytes, live.lowerBound);
+  EXPECT_LE(double(plan.bytes), 1.25 * double(live.lowerBound));
+  // No two buffers live at once overlap: sweep by definition, check against the live set.
+  std::multimap<int, const Buffer*> byEnd;
+  std::map<int64_t, const Buffer*> byOffset;
+  for (const Buffer& b : live.buffers) {
+    for (auto it = byEnd.begin(); it != byEnd.end() && it->first < b.def; it = byEnd.erase(it))
+      byOffset.erase(plan.offset.at(it->second->value));
+    const int64_t at = plan.offset.at(b.value);
+    EXPECT_LE(at + b.bytes, plan.bytes);
+    auto next = byOffset.lower_bound(at);
+    if (next != byOffset.end()) ASSERT_LE(at + b.bytes, next->first);
+    if (next != byOffset.begin()) ASSERT_LE(plan.offset.at(std::prev(next)->second->value) + std::prev(next)->second->bytes, at);
+    byOffset[at] = &b;
+    byEnd.emplace(b.lastUse, &b);
+  }
+}
+
 // ---- schedule --------------------------------------------------------------------------------
 
 TEST(Schedule, TinyTrainStepKeepsSemanticsAndNeverRaisesThePeak) {
@@ -290,6 +346,60 @@ TEST(Schedule, UpdatesWaitForEveryReaderOfTheirParam) {
     return size_t(-1);
   };
   EXPECT_LT(at("dx"), at("w.new"));
+}
+
+// A train step whose activations outweigh one layer's weights (small, 2 layers, 1024
+// tokens) through the full pipeline: schedule runs each layer's weight-gradient GEMMs and
+// AdamW kernel right after that layer's backward, so gradients of different layers are
+// (all but) never live at once.
+TEST(Schedule, LayerGradientsDieWithTheirLayersBackward) {
+  models::ModelConfig cfg = models::namedConfig("small");
+  cfg.layers = 2;
+  Module m;
+  models::buildTrainLoss(m, cfg, 4, 256);
+  PassManager pm;
+  for (auto& p : programPasses("train_step", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(m);
+  const Graph& g = *m.funcs[0];
+  StorageMap storage(g);
+  Liveness live = computeLiveness(g, storage);
+  // A gradient: an arena operand of an op that writes an update; its layer is the updated
+  // param's.
+  std::map<const Value*, int> gradLayer;
+  const std::regex layerName(R"(^layers\.(\d+)\.)");
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    std::smatch match;
+    const std::string param = g.updateOf(o);
+    if (param.empty() || !std::regex_search(param, match, layerName)) continue;
+    for (const Value* v : g.outputs[o]->def->operands)
+      if (storage.of(storage.root(v)) == Storage::Arena) gradLayer[storage.root(v)] = std::stoi(match[1]);
+  }
+  ASSERT_FALSE(gradLayer.empty());
+  // One layer's gradient bytes (the layers are alike), and at each position the live ones:
+  // at most that plus the first gradient of the next layer down, which is computed as soon
+  // as it is ready, a step before the layer above's update.
+  int64_t layerBytes = 0;
+  for (auto& [v, layer] : gradLayer)
+    if (layer == 0) layerBytes += bufferBytes(v->type);
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    int64_t bytes = 0;
+    for (const Buffer& b : live.buffers)
+      if (b.def <= int(k) && int(k) <= b.lastUse && gradLayer.count(b.value)) bytes += b.bytes;
+    EXPECT_LE(double(bytes), 1.5 * double(layerBytes)) << "at " << k << ": %" << g.ops[k]->result()->name;
+  }
+  // The last layer's update comes before layer 0's last weight gradient.
+  size_t update1 = 0, lastGrad0 = 0;
+  for (size_t k = 0; k < g.ops.size(); ++k)
+    for (auto& r : g.ops[k]->results)
+      if (auto it = gradLayer.find(r.get()); it != gradLayer.end() && it->second == 0) lastGrad0 = std::max(lastGrad0, k);
+  for (size_t o = 0; o < g.outputs.size(); ++o)
+    if (g.updateOf(o).starts_with("layers.1.")) {
+      const Op* def = g.outputs[o]->def;
+      for (size_t k = 0; k < g.ops.size(); ++k)
+        if (g.ops[k].get() == def) update1 = std::max(update1, k);
+    }
+  EXPECT_LT(update1, lastGrad0);
 }
 
 // ---- launch stats ------------------------------------------------------------------------------
