@@ -117,10 +117,15 @@ class Planner {
       const bool pointwise = op->info().category == OpCategory::Pointwise;
       bool cheap = op->kind == OpKind::Constant || op->kind == OpKind::Iota || isViewOp(op->kind);
       if (pointwise) {
+        // Recompute when at most one large stored tensor is read: small ones (a row's
+        // statistics, a norm weight) are broadcast loads that cost no extra pass over
+        // memory. So x * rstd is recomputed from the residual stream x where it is needed
+        // instead of being saved for backward beside x.
+        const int64_t n = op->result()->type.numel();
         std::vector<Value*> s;
         for (Value* o : op->operands)
           for (Value* x : sources(o))
-            if (std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
+            if (x->type.numel() * 4 > n && std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
         cheap = s.size() <= 1;
       }
       if (cheap) plan_.inlined.insert(op);
