@@ -20,8 +20,10 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   if (train) {
     names.push_back("autodiff");
     names.push_back("adamw");
-    if (bf16) names.push_back("cache-weight-casts");
   }
+  // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
+  // load for inference), so no step casts a weight.
+  if (bf16) names.push_back("cache-weight-casts");
   names.push_back("decompose");
   return names;
 }

@@ -11,7 +11,9 @@
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
 #include "ir/verifier.h"
+#include "passes/fusion/kernel_family.h"
 #include "passes/launch_stats.h"
+#include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
@@ -25,12 +27,14 @@ models::ModelConfig tiny() { return models::namedConfig("tiny"); }
 
 // The program as `fusec compile` builds it: the trace, its program passes, then (when
 // `optimise`) the default optimisation pipeline, verified after every pass.
-std::unique_ptr<Module> buildProgram(const std::string& program, DType dtype, bool optimise) {
+std::unique_ptr<Module> buildProgram(const std::string& program, DType dtype, bool optimise,
+                                     const models::ModelConfig& cfg = tiny(), int64_t batch = kBatch,
+                                     int64_t seq = kSeq) {
   auto m = std::make_unique<Module>();
   if (program == "forward")
-    models::buildForward(*m, tiny(), kBatch, kSeq);
+    models::buildForward(*m, cfg, batch, seq);
   else
-    models::buildTrainLoss(*m, tiny(), kBatch, kSeq);
+    models::buildTrainLoss(*m, cfg, batch, seq);
   PassManager pm;
   for (auto& p : programPasses(program, dtype, fe::AdamWConfig{})) pm.add(std::move(p));
   if (optimise) pm.addPipeline(defaultOptimizationPipeline());
@@ -193,6 +197,68 @@ TEST(Pipeline, TinyBf16KeepsMeaning) {
     EXPECT_LT(vsF32, 2e-2) << program;
     std::printf("tiny %s, bf16: vs unoptimised bf16 %.3g, vs f32 %.3g\n", program, self, vsF32);
   }
+}
+
+// The issue-4 budget on the real size: medium train_step at batch 4, ctx 256, fp32 and bf16:
+// at most 11 launches per layer forward and 22 backward (that layer's AdamW included), a
+// memory plan within 5% of the live lower bound, and an arena (activations and gradients)
+// far below parameters + gradients + AdamW state, because one layer's gradients die with
+// its AdamW kernel.
+TEST(Pipeline, MediumTrainStepLaunchAndMemoryBudget) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const models::ModelConfig cfg = models::namedConfig("medium");
+    auto m = buildProgram("train_step", dtype, true, cfg, 4, 256);
+    const Graph& g = *m->funcs[0];
+    LaunchStats ls = launchStats(g);
+    EXPECT_LE(ls.launchesPerLayer.forward, 11) << dtypeName(dtype);
+    EXPECT_LE(ls.launchesPerLayer.backward, 22) << dtypeName(dtype);
+    EXPECT_EQ(ls.gemms, 24 * (6 + 12) + 3) << dtypeName(dtype);
+    MemoryPlanStats mem = planMemoryStats(g);
+    EXPECT_LE(double(mem.plannedBytes), 1.05 * double(mem.liveLowerBoundBytes)) << dtypeName(dtype);
+    const int64_t paramsGradsAdam = 16 * models::parameterCount(cfg);
+    EXPECT_LT(mem.plannedBytes, paramsGradsAdam / 2) << dtypeName(dtype);
+    std::printf("medium train_step %s: launches/layer fwd %lld bwd %lld, arena %.3f GB (lower bound %.3f), resident %.3f GB\n",
+                std::string(dtypeName(dtype)).c_str(), (long long)ls.launchesPerLayer.forward,
+                (long long)ls.launchesPerLayer.backward, mem.plannedBytes / 1e9, mem.liveLowerBoundBytes / 1e9,
+                mem.residentBytes / 1e9);
+  }
+}
+
+// No pointwise op is left as a kernel of its own: every pointwise kernel does at least two
+// things (a lone op could always have joined its producer or consumer), and no pointwise
+// kernel feeds another pointwise kernel of the same size that alone consumes it.
+TEST(Pipeline, NoLonePointwiseKernels) {
+  models::ModelConfig cfg = models::namedConfig("small");
+  cfg.layers = 2;
+  for (const char* program : {"forward", "train_step"})
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      auto m = buildProgram(program, dtype, true, cfg, 2, 32);
+      const Graph& g = *m->funcs[0];
+      std::unordered_map<const Value*, std::vector<const Op*>> users;
+      for (auto& op : g.ops)
+        for (Value* v : op->operands) users[v].push_back(op.get());
+      int kernels = 0;
+      for (auto& op : g.ops) {
+        if (op->kind != OpKind::Kernel) continue;
+        ++kernels;
+        const KernelFamily fam = classifyKernel(*op->body);
+        if (fam != KernelFamily::Pointwise) continue;
+        int compute = 0;
+        for (auto& b : op->body->ops) {
+          const OpCategory c = b->info().category;
+          compute += c != OpCategory::Source && c != OpCategory::Layout;
+        }
+        EXPECT_GE(compute, 2) << op->attrStr("name") << " (" << program << ", " << dtypeName(dtype) << ")";
+        for (auto& r : op->results) {
+          const auto& us = users[r.get()];
+          if (us.size() != 1 || us[0]->kind != OpKind::Kernel) continue;
+          const Op* c = us[0];
+          if (classifyKernel(*c->body) == KernelFamily::Pointwise && c->result()->type.numel() == r->type.numel())
+            ADD_FAILURE() << op->attrStr("name") << " alone feeds " << c->attrStr("name") << " of the same size";
+        }
+      }
+      EXPECT_GT(kernels, 0);
+    }
 }
 
 }  // namespace
