@@ -132,9 +132,54 @@ bool memoryPlanGraph(Graph& g) {
 
 }  // namespace
 
+namespace {
+
+// Offline placement, largest buffer first, each at the lowest offset (or in the smallest
+// gap) clear of every already placed buffer live at the same time. It packs a few large
+// buffers (a forward pass: logits, scores) better than a sweep over time, but costs
+// O(n^2), so it only runs on graphs with few buffers (fused programs, not unfused ones).
+constexpr size_t kOfflineLimit = 6000;
+
+ArenaPlan placeBySize(const std::vector<Buffer>& bufs, bool bestFit) {
+  std::vector<size_t> order(bufs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
+  struct Placed {
+    int64_t begin, end;
+    const Buffer* buf;
+  };
+  std::vector<Placed> placed;  // sorted by begin
+  placed.reserve(bufs.size());
+  ArenaPlan plan;
+  for (size_t idx : order) {
+    const Buffer& b = bufs[idx];
+    int64_t cursor = 0, at = -1, atGap = INT64_MAX;
+    for (const Placed& p : placed) {
+      if (!p.buf->overlapsInTime(b)) continue;
+      if (const int64_t gap = p.begin - cursor; gap >= b.bytes && gap < atGap) {
+        at = cursor;
+        atGap = gap;
+        if (!bestFit) break;
+      }
+      cursor = std::max(cursor, p.end);
+    }
+    if (at < 0) at = cursor;
+    auto pos = std::upper_bound(placed.begin(), placed.end(), at, [](int64_t v, const Placed& p) { return v < p.begin; });
+    placed.insert(pos, Placed{at, at + b.bytes, &b});
+    plan.offset[b.value] = at;
+    plan.bytes = std::max(plan.bytes, at + b.bytes);
+  }
+  return plan;
+}
+
+}  // namespace
+
 ArenaPlan planArena(const Liveness& live) {
   ArenaPlan best;
   best.bytes = INT64_MAX;
+  if (live.buffers.size() <= kOfflineLimit)
+    for (bool bestFit : {false, true})
+      if (ArenaPlan p = placeBySize(live.buffers, bestFit); p.bytes < best.bytes) best = std::move(p);
   for (bool backward : {false, true})
     for (bool bestFit : {true, false}) {
       if (best.bytes <= live.lowerBound) return best;  // optimal already
