@@ -37,9 +37,10 @@ struct Value {
   Op* def = nullptr;  // the op that defines this value
   int index = 0;      // which result of `def`
   std::string name;   // optional; printed as %name (never all digits), else numbered
-  // Byte offset of this value's storage in its function's arena, set by the memory-plan
-  // pass; -1 when unplanned (and always for views, sources and kernel-body values).
-  // Printed after the type as `@offset`.
+  // Byte offset of this value's storage, set by the memory-plan pass: in the function's
+  // arena for computed values, in its resident region for inputs and params; -1 when
+  // unplanned, and always for views, in-place updates and kernel-body values (see
+  // passes/memory_plan.h). Printed after the type as `@offset`.
   int64_t offset = -1;
 };
 
