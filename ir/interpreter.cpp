@@ -10,6 +10,7 @@
 //   * integers are held as int64; arithmetic wraps (done in uint64) and i32 results wrap
 //     to 32 bits; every would-be UB (division by zero, float->int overflow) throws Error.
 #include "ir/interpreter.h"
+#include "ir/strided_view.h"
 
 #include <algorithm>
 #include <bit>
@@ -163,15 +164,7 @@ void pointwiseLoop(OpKind kind, size_t n, const S* A, const S* B, const S* C, S*
 // ---------------------------------------------------------------------------------------
 // Index helpers
 
-std::vector<int64_t> stridesOf(const Shape& s) {
-  std::vector<int64_t> st(s.size());
-  int64_t k = 1;
-  for (size_t d = s.size(); d-- > 0;) {
-    st[d] = k;
-    k *= s[d];
-  }
-  return st;
-}
+std::vector<int64_t> stridesOf(const Shape& s) { return contiguousStrides(s); }
 
 int64_t numelOf(const Shape& s) {
   int64_t n = 1;

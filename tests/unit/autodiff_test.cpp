@@ -57,13 +57,6 @@ HostTensor distinctF(const Type& t, std::mt19937& rng) {
   return h;
 }
 
-HostTensor randIndex(const Type& t, std::mt19937& rng, int64_t lo, int64_t hi) {
-  std::uniform_int_distribution<int64_t> d(lo, hi - 1);
-  HostTensor h = HostTensor::zeros(t);
-  for (auto& x : h.i) x = d(rng);
-  return h;
-}
-
 HostTensor fromValues(const Type& t, const std::vector<double>& v) {
   HostTensor h = HostTensor::zeros(t);
   for (size_t k = 0; k < v.size(); ++k) h.set(k, v[k]);
@@ -398,7 +391,7 @@ TEST(AutodiffLayout, GatherScatterAdd) {
     Type xt{F, {4, 6}};
     Shape is = axis == 0 ? Shape{7, 6} : Shape{4, 9};
     Value* x = f.in("x", randF(xt, rng));
-    Value* idx = f.in("idx", randIndex(Type{DType::i64, is}, rng, 0, xt.shape[size_t(axis)]));
+    Value* idx = f.in("idx", test::randomIndex(Type{DType::i64, is}, rng, 0, xt.shape[size_t(axis)]));
     Value* src = f.in("src", randF(Type{F, is}, rng));
     Value* base = f.in("base", randF(xt, rng));
     Value* gth = f.b.gather(f.b.unary(OpKind::Exp, x), idx, axis);
@@ -412,7 +405,7 @@ TEST(AutodiffLayout, EmbeddingLookup) {
   std::mt19937 rng(360);
   Fn f;
   Value* table = f.par("emb", randF(Type{F, {7, 5}}, rng));
-  Value* tok = f.in("tok", randIndex(Type{DType::i32, {6}}, rng, 0, 7));
+  Value* tok = f.in("tok", test::randomIndex(Type{DType::i32, {6}}, rng, 0, 7));
   Value* idx = f.b.broadcast(f.b.reshape(tok, {6, 1}), {6, 5});
   checkGrad(f, f.b.gather(table, idx, 0), {table}, rng);
 }
@@ -530,7 +523,7 @@ TEST(AutodiffComposite, Rope) {
     std::mt19937 rng(uint32_t(520 + theta));
     Fn f;
     Value* x = f.in("x", randF(Type{F, {2, 5, 6}}, rng));
-    Value* pos = f.in("pos", randIndex(Type{DType::i64, {5}}, rng, -3, 40));
+    Value* pos = f.in("pos", test::randomIndex(Type{DType::i64, {5}}, rng, -3, 40));
     Value* y = f.b.create1(OpKind::Rope, {f.b.unary(OpKind::Tanh, x), pos}, {{"theta", theta}});
     checkGrad(f, y, {x}, rng);
   }
@@ -544,7 +537,7 @@ TEST(AutodiffComposite, CrossEntropy) {
     Fn f;
     Value* logits = f.in("logits", randF(Type{F, s}, rng));
     Shape rows(s.begin(), s.end() - 1);
-    Value* t = f.in("t", randIndex(Type{s.size() == 3 ? DType::i32 : DType::i64, rows}, rng, 0, s.back()));
+    Value* t = f.in("t", test::randomIndex(Type{s.size() == 3 ? DType::i32 : DType::i64, rows}, rng, 0, s.back()));
     checkGrad(f, f.b.create1(OpKind::CrossEntropy, {logits, t}), {logits}, rng);
   }
 }
@@ -597,7 +590,7 @@ TEST(AutodiffGraph, IndependentValueGetsZeros) {
   Value* x = f.in("x", randF(Type{F, {3, 4}}, rng));
   Value* z = f.par("z", randF(Type{F, {2, 2}}, rng));
   Value* c = f.in("c", randF(Type{F, {3, 4}}, rng));  // only a select condition
-  Value* n = f.in("n", randIndex(Type{DType::i64, {3, 4}}, rng, 0, 5));
+  Value* n = f.in("n", test::randomIndex(Type{DType::i64, {3, 4}}, rng, 0, 5));
   Value* io = f.b.cast(f.b.iota(1, Type{DType::i64, {3, 4}}), F);
   Value* cond = f.b.binary(OpKind::Gt, c, f.b.constant(0, c->type));
   Value* out = f.b.select(cond, f.b.binary(OpKind::Mul, x, io), f.b.unary(OpKind::Exp, x));
@@ -701,7 +694,7 @@ TEST(AutodiffModel, MlpRmsnormCrossEntropy) {
     Shape xs = rows, hs = rows;
     xs.push_back(d), hs.push_back(hidden);
     Value* x = f.in("x", randF(Type{F, xs}, rng));
-    Value* tgt = f.in("targets", randIndex(Type{DType::i64, rows}, rng, 0, V));
+    Value* tgt = f.in("targets", test::randomIndex(Type{DType::i64, rows}, rng, 0, V));
     Value* g = f.par("norm.weight", randF(Type{F, {d}}, rng));
     Value* w1 = f.par("fc1.weight", randF(Type{F, {hidden, d}}, rng));
     Value* b1 = f.par("fc1.bias", randF(Type{F, {hidden}}, rng));

@@ -33,13 +33,6 @@ HostTensor randF(const Type& t, std::mt19937& rng) {
   return h;
 }
 
-HostTensor randIndex(const Type& t, std::mt19937& rng, int64_t lo, int64_t hi) {
-  std::uniform_int_distribution<int64_t> d(lo, hi - 1);
-  HostTensor h = HostTensor::zeros(t);
-  for (auto& x : h.i) x = d(rng);
-  return h;
-}
-
 // ||got - want|| / ||want||, with NaN/inf anywhere counting as a failure.
 double relError(const HostTensor& got, const HostTensor& want) {
   EXPECT_EQ(got.type, want.type);
@@ -99,13 +92,13 @@ Value* normCase(test::GraphUnderTest& f, std::mt19937& rng, OpKind k, const Shap
 
 Value* ropeCase(test::GraphUnderTest& f, std::mt19937& rng, const Shape& s, int64_t maxPos, double theta) {
   const int64_t T = s[s.size() - 2];
-  Value* pos = f.in("pos", randIndex({DType::i64, {T}}, rng, -3, maxPos));
+  Value* pos = f.in("pos", test::randomIndex({DType::i64, {T}}, rng, -3, maxPos));
   return f.b.create1(OpKind::Rope, {f.in("x", randF({DType::f32, s}, rng)), pos}, {{"theta", theta}});
 }
 
 Value* ceCase(test::GraphUnderTest& f, std::mt19937& rng, const Shape& s, DType idx) {
   Shape rows(s.begin(), s.end() - 1);
-  Value* t = f.in("t", randIndex({idx, rows}, rng, 0, s.back()));
+  Value* t = f.in("t", test::randomIndex({idx, rows}, rng, 0, s.back()));
   return f.b.create1(OpKind::CrossEntropy, {f.in("logits", randF({DType::f32, s}, rng)), t});
 }
 
@@ -196,7 +189,7 @@ TEST(Decompose, Bf16StaysBf16) {
   const Type t{DType::bf16, {3, 8}};
   Value* x = f.in("x", randF(t, rng));
   Value* w = f.par("w", randF({DType::bf16, {8}}, rng));
-  Value* p = f.in("pos", randIndex({DType::i64, {3}}, rng, 0, 30));
+  Value* p = f.in("pos", test::randomIndex({DType::i64, {3}}, rng, 0, 30));
   f.b.output(f.b.create1(OpKind::Softmax, {x}));
   f.b.output(f.b.create1(OpKind::RMSNorm, {x, w}));
   f.b.output(f.b.create1(OpKind::Rope, {x, p}));
@@ -234,7 +227,7 @@ TEST(Decompose, EveryCompositeHasACase) {
 models::ModelConfig tiny() { return models::namedConfig("tiny"); }
 
 HostTensor ids(int64_t B, int64_t T, int64_t vocab, std::mt19937& rng) {
-  return randIndex({DType::i64, {B, T}}, rng, 0, vocab);
+  return test::randomIndex({DType::i64, {B, T}}, rng, 0, vocab);
 }
 
 TEST(DecomposeModel, TinyForward) {

@@ -193,10 +193,8 @@ TEST(PassFuse, UpdateGroupKeys) {
   EXPECT_EQ(fusion::updateGroupKey("token_embeddings.weight.bf16"), "token_embeddings.weight");
 }
 
-// The tiny model through the pipeline up to fuse (needs the decompose pass).
+// The tiny model through the pipeline up to fuse.
 void modelChecked(const std::string& program) {
-  const auto names = passNames();
-  if (std::find(names.begin(), names.end(), "decompose") == names.end()) GTEST_SKIP() << "no decompose pass yet";
   Module m;
   auto cfg = models::namedConfig("tiny");
   if (program == "forward") models::buildForward(m, cfg, 2, 8);
@@ -210,34 +208,8 @@ void modelChecked(const std::string& program) {
 TEST(PassFuse, TinyForward) { modelChecked("forward"); }
 TEST(PassFuse, TinyTrainStep) { modelChecked("train_step"); }
 
-// The whole default pipeline (merge-gemms' concats absorbed into their producers' kernels
-// included) against the unoptimised program on random non-zero inputs.
-void pipelineChecked(const std::string& program) {
-  const auto names = passNames();
-  if (std::find(names.begin(), names.end(), "decompose") == names.end()) GTEST_SKIP() << "no decompose pass yet";
-  Module m;
-  auto cfg = models::namedConfig("tiny");
-  if (program == "forward") models::buildForward(m, cfg, 2, 8);
-  else models::buildTrainStep(m, cfg, 2, 8, models::AdamWConfig{});
-  PassManager program_;
-  program_.addPipeline("decompose");
-  program_.run(m);
-  auto before = cloneModule(m);
-  PassManager pm;
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
-  ASSERT_NO_THROW(verify(m));
-  for (size_t f = 0; f < m.funcs.size(); ++f) {
-    Bindings env = randomBindings(*before->funcs[f], 11 + uint32_t(f));
-    auto want = interpret(*before->funcs[f], env);
-    auto got = interpret(*m.funcs[f], env);
-    ASSERT_EQ(want.size(), got.size());
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(close(want[i], got[i], 1e-6)) << "output " << i;
-  }
-}
-
-TEST(PassFuse, TinyForwardWholePipeline) { pipelineChecked("forward"); }
-TEST(PassFuse, TinyTrainStepWholePipeline) { pipelineChecked("train_step"); }
+// The whole default pipeline on the tiny model, 3 training steps and bf16 included, is in
+// tests/unit/pipeline_test.cpp.
 
 }  // namespace
 }  // namespace fusec

@@ -105,15 +105,6 @@ std::vector<std::vector<HostTensor>> runSteps(const Graph& g, Bindings env, int 
   return all;
 }
 
-double relError(const HostTensor& got, const HostTensor& want) {
-  double d = 0, n = 0;
-  for (size_t k = 0; k < want.size(); ++k) {
-    d += std::pow(got.get(k) - want.get(k), 2);
-    n += std::pow(want.get(k), 2);
-  }
-  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
-}
-
 // Worst norm-wise relative error over all outputs of all steps.
 double worstError(const std::vector<std::vector<HostTensor>>& got, const std::vector<std::vector<HostTensor>>& want) {
   double worst = 0;
@@ -122,7 +113,7 @@ double worstError(const std::vector<std::vector<HostTensor>>& got, const std::ve
     EXPECT_EQ(got[s].size(), want[s].size());
     for (size_t i = 0; i < std::min(got[s].size(), want[s].size()); ++i) {
       EXPECT_EQ(got[s][i].type, want[s][i].type) << "step " << s << " output " << i;
-      worst = std::max(worst, relError(got[s][i], want[s][i]));
+      worst = std::max(worst, test::normRelError(got[s][i], want[s][i]));
     }
   }
   return worst;
@@ -143,7 +134,7 @@ double worstUpdateError(const Graph& g, const Bindings& env, const std::vector<H
       dg.f[k] -= old.f[k];
       dw.f[k] -= old.f[k];
     }
-    worst = std::max(worst, relError(dg, dw));
+    worst = std::max(worst, test::normRelError(dg, dw));
   }
   return worst;
 }
@@ -193,7 +184,7 @@ TEST(Pipeline, TinyBf16KeepsMeaning) {
     auto ref = runSteps(*f32->funcs[0], env, steps);
     double vsF32 = 0;
     for (size_t s = 0; s < ref.size(); ++s)
-      for (size_t i = 0; i < ref[s].size(); ++i) vsF32 = std::max(vsF32, relError(got[s][i], ref[s][i]));
+      for (size_t i = 0; i < ref[s].size(); ++i) vsF32 = std::max(vsF32, test::normRelError(got[s][i], ref[s][i]));
     EXPECT_LT(vsF32, 2e-2) << program;
     std::printf("tiny %s, bf16: vs unoptimised bf16 %.3g, vs f32 %.3g\n", program, self, vsF32);
   }

@@ -1,6 +1,8 @@
 // Helpers shared by the unit tests.
 #pragma once
+#include <cmath>
 #include <functional>
+#include <random>
 #include <initializer_list>
 #include <set>
 #include <string>
@@ -22,6 +24,25 @@ inline std::string errorOf(const std::function<void()>& f) {
     return e.what();
   }
   return "<no error>";
+}
+
+// Integers uniform in [lo, hi) (token ids, gather indices).
+inline HostTensor randomIndex(const Type& t, std::mt19937& rng, int64_t lo, int64_t hi) {
+  std::uniform_int_distribution<int64_t> d(lo, hi - 1);
+  HostTensor h = HostTensor::zeros(t);
+  for (auto& x : h.i) x = d(rng);
+  return h;
+}
+
+// ||got - want|| / ||want|| over all elements (the absolute norm when want is all zero):
+// the norm-wise relative error every tolerance in the tests is stated in.
+inline double normRelError(const HostTensor& got, const HostTensor& want) {
+  double d = 0, n = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    d += std::pow(got.get(k) - want.get(k), 2);
+    n += std::pow(want.get(k), 2);
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
 }
 
 // One function under construction plus the values bound to its inputs and params.

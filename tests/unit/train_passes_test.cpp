@@ -67,16 +67,6 @@ bool sameBits(const HostTensor& a, const HostTensor& b) {
   return true;
 }
 
-// ||got - want|| / ||want|| over all elements.
-double relError(const HostTensor& got, const HostTensor& want) {
-  double d = 0, n = 0;
-  for (size_t k = 0; k < want.size(); ++k) {
-    d += std::pow(got.get(k) - want.get(k), 2);
-    n += std::pow(want.get(k), 2);
-  }
-  return std::sqrt(d / n);
-}
-
 void runPasses(Module& m, const std::vector<std::string>& names) {
   for (const auto& n : names) {
     createPass(n)->run(m);
@@ -207,7 +197,7 @@ TEST(Autocast, TinyLossAndGradientsCloseToF32) {
   for (auto& [name, t] : initParameters(models::namedConfig("tiny"), 5)) env[name] = t;
   auto want = interpret(*f32->funcs[0], env), got = interpret(*bf16->funcs[0], env);
   ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(relError(got[i], want[i]), 2e-2) << "output " << i;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(test::normRelError(got[i], want[i]), 2e-2) << "output " << i;
 }
 
 TEST(Autocast, TinyForwardCloseToF32) {
@@ -219,7 +209,7 @@ TEST(Autocast, TinyForwardCloseToF32) {
   EXPECT_EQ(bf16.funcs[0]->outputs[0]->type.dtype, DType::bf16);  // logits, as torch gives them
   Bindings env = randomBindings(*f32.funcs[0], 37, 6);
   for (auto& [name, t] : initParameters(models::namedConfig("tiny"), 6)) env[name] = t;
-  double err = relError(interpret(*bf16.funcs[0], env)[0], interpret(*f32.funcs[0], env)[0]);
+  double err = test::normRelError(interpret(*bf16.funcs[0], env)[0], interpret(*f32.funcs[0], env)[0]);
   EXPECT_LT(err, 2e-2);
   EXPECT_GT(err, 0);  // it did compute in bf16
 }
@@ -278,7 +268,7 @@ TEST(ToyModel, Bf16TrainStepCloseToF32) {
   Bindings env = randomBindings(*f32->funcs[0], 5, 3);
   auto want = interpret(*f32->funcs[0], env), got = interpret(*bf16->funcs[0], env);
   ASSERT_EQ(want.size(), 5u);  // loss, fc1, ln.weight, ln.bias, fc2 gradients
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(relError(got[i], want[i]), 2e-2) << "output " << i;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(test::normRelError(got[i], want[i]), 2e-2) << "output " << i;
 }
 
 }  // namespace
