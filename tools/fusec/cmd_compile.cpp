@@ -91,7 +91,7 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
       }
     j["parameters"] = n;
   }
-  int64_t ops = 0, kernels = 0, params = 0, paramElements = 0, outputs = 0;
+  int64_t ops = 0, params = 0, paramElements = 0, outputs = 0;
   nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
   std::map<std::string, int64_t> byKind;
   for (const auto& g : m.funcs) {
