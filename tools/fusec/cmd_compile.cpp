@@ -20,6 +20,7 @@
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/dtype_report.h"
+#include "tools/fusec/emit_flags.h"
 
 namespace fusec::cli {
 
@@ -37,6 +38,7 @@ struct CompileArgs {
   double lr = 1e-3, eps = 1e-8, weightDecay = 0.01;
   std::vector<double> betas = {0.9, 0.999};
   PassManagerOptions pm;
+  EmitArgs emit;
 };
 
 int64_t countOps(const Graph& g) {
@@ -203,6 +205,7 @@ Command addCompileCommand(CLI::App& app) {
                      ->type_name("LIST");
   cmd->add_option("-o,--output", a->output, "Output file (default: stdout)")->type_name("FILE");
   addPassManagerFlags(*cmd, a->pm);
+  addEmitFlags(*cmd, a->emit, "ir");
 
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
@@ -220,6 +223,9 @@ Command addCompileCommand(CLI::App& app) {
     if (a->batch <= 0) throw Error("--batch must be positive, got " + std::to_string(a->batch));
     if (a->ctx <= 0) throw Error("--ctx must be positive, got " + std::to_string(a->ctx));
 
+    if (a->emit.emit != "ir" && a->emit.outDir.empty()) throw Error("--emit=" + a->emit.emit + " needs --out-dir");
+    if (a->emit.emit != "ir" && (a->stats || a->printDTypes))
+      throw Error("compile: --emit=" + a->emit.emit + " cannot be combined with --stats or --print-dtypes");
     Module m;
     m.sourceName = "<compile>";
     auto t0 = Clock::now();
@@ -239,6 +245,7 @@ Command addCompileCommand(CLI::App& app) {
     pm.run(m);
     auto t2 = Clock::now();
 
+    if (emitKernels(a->emit, m)) return 0;
     std::ofstream file;
     std::ostream* out = &std::cout;
     if (a->output != "-") {

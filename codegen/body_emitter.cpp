@@ -1,0 +1,214 @@
+#include "codegen/body_emitter.h"
+
+#include "codegen/cuda_types.h"
+#include "codegen/scalar_ops.h"
+#include "ir/printer.h"
+#include "ir/type_rules.h"
+
+namespace fusec::codegen {
+
+void CodeWriter::line(const std::string& s) { out_ += std::string(size_t(2 * depth_), ' ') + s + "\n"; }
+void CodeWriter::open(const std::string& s) {
+  line(s + " {");
+  ++depth_;
+}
+void CodeWriter::close(const std::string& s) {
+  --depth_;
+  line(s);
+}
+
+std::string linearize(const Index& idx, const Shape& shape) {
+  std::string out;
+  int64_t stride = 1;
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    if (shape[size_t(d)] != 1 && idx[size_t(d)] != "0") {
+      std::string term = stride == 1 ? idx[size_t(d)] : idx[size_t(d)] + " * " + std::to_string(stride) + "LL";
+      out = out.empty() ? term : term + " + " + out;
+    }
+    stride *= shape[size_t(d)];
+  }
+  return out.empty() ? "0" : "(" + out + ")";
+}
+
+Index delinearize(CodeWriter& w, const std::string& linear, const Shape& shape, const std::string& prefix) {
+  Index idx(shape.size(), "0");
+  int64_t stride = 1;
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    const int64_t n = shape[size_t(d)];
+    if (n != 1) {
+      std::string e = stride == 1 ? linear : "(" + linear + " / " + std::to_string(stride) + "LL)";
+      bool outermost = true;  // no dim above with size > 1: the quotient is already in range
+      for (int u = 0; u < d; ++u) outermost &= shape[size_t(u)] == 1;
+      if (!outermost) e = e + " % " + std::to_string(n) + "LL";
+      idx[size_t(d)] = prefix + "_" + std::to_string(d);
+      w.line("const long long " + idx[size_t(d)] + " = " + e + ";");
+    }
+    stride *= n;
+  }
+  return idx;
+}
+
+BodyEmitter::BodyEmitter(const Graph& body, CodeWriter& w) : body_(body), w_(w) {
+  int k = 0;
+  for (Op* in : body.inputs()) inputNumber_[in] = k++;
+  memo_.emplace_back();
+}
+
+std::string BodyEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+
+void BodyEmitter::openScope(const std::string& header) {
+  w_.open(header);
+  memo_.emplace_back();
+}
+
+void BodyEmitter::closeScope() {
+  memo_.pop_back();
+  w_.close();
+}
+
+std::string BodyEmitter::describe(const Op& op) {
+  auto name = [&](const Value* v) { return "%" + (v->name.empty() ? std::string("v") : v->name); };
+  std::string s;
+  for (int i = 0; i < op.numResults(); ++i) s += (i ? ", " : "") + name(op.result(i));
+  s += " = " + std::string(op.info().name) + "(";
+  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + name(op.operands[i]);
+  s += ") : " + op.result()->type.str();
+  return s;
+}
+
+std::string BodyEmitter::eval(const Value* v, const Index& idx) {
+  auto b = bound_.find(v);
+  if (b != bound_.end()) return b->second;
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
+  for (const auto& d : idx) key += "|" + d;
+  for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
+    auto m = it->find(key);
+    if (m != it->end()) return m->second;
+  }
+  std::string reg = compute(v, idx);
+  memo_.back()[key] = reg;
+  return reg;
+}
+
+void BodyEmitter::store(const Value* v, const std::string& ptr, const Index& idx) {
+  std::string reg = eval(v, idx);
+  w_.line(ptr + "[" + linearize(idx, v->type.shape) + "] = " + storeValue(v->type.dtype, reg) + ";");
+}
+
+// The operand index that a layout op's result index reads (single-operand layout ops).
+std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Index& in) {
+  const Shape& inShape = op.operands[0]->type.shape;
+  const Shape& outShape = op.result()->type.shape;
+  switch (op.kind) {
+    case OpKind::Reshape: in = delinearize(w_, linearize(idx, outShape), inShape, fresh("r")); break;
+    case OpKind::Permute: {
+      const auto& perm = op.attrInts("perm");
+      in.assign(inShape.size(), "0");
+      for (size_t i = 0; i < perm.size(); ++i) in[size_t(perm[i])] = idx[i];
+      break;
+    }
+    case OpKind::Broadcast: {
+      const size_t off = outShape.size() - inShape.size();
+      in.assign(inShape.size(), "0");
+      for (size_t d = 0; d < inShape.size(); ++d) in[d] = inShape[d] == 1 ? "0" : idx[d + off];
+      break;
+    }
+    case OpKind::Slice: {
+      const int ax = normalizeAxis(op.attrInt("axis"), int(inShape.size()), "slice");
+      const int64_t start = op.attrInt("start"), step = op.attrInt("step");
+      in = idx;
+      std::string e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] + " * " + std::to_string(step) + "LL";
+      if (start != 0) e = "(" + e + " + " + std::to_string(start) + "LL)";
+      in[size_t(ax)] = e;
+      break;
+    }
+    default: throw Error("codegen: not a layout op: " + std::string(op.info().name));
+  }
+  return {};
+}
+
+std::string BodyEmitter::compute(const Value* v, const Index& idx) {
+  const Op& op = *v->def;
+  const DType dt = v->type.dtype;
+  const std::string rt = registerType(dt);
+  const std::string comment = "  // " + describe(op);
+  switch (op.kind) {
+    case OpKind::Input: {
+      std::string reg = fresh("x");
+      w_.line("const " + rt + " " + reg + " = " +
+              loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape)) + ";" + comment);
+      return reg;
+    }
+    case OpKind::Constant: return literal(dt, op.attrFloat("value"));
+    case OpKind::Iota: {
+      const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "iota");
+      return "((" + rt + ")" + idx[size_t(ax)] + ")";
+    }
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Broadcast:
+    case OpKind::Slice: {
+      Index in;
+      layoutOperandIndex(op, idx, in);
+      return eval(op.operands[0], in);
+    }
+    case OpKind::Concat: {
+      // Each operand is read only inside its own branch: the others' indices are out of
+      // range there.
+      const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "concat");
+      std::string reg = fresh("c");
+      w_.line(rt + " " + reg + ";" + comment);
+      int64_t start = 0;
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        const int64_t end = start + op.operands[k]->type.shape[size_t(ax)];
+        const bool last = k + 1 == op.operands.size();
+        std::string cond = idx[size_t(ax)] + " < " + std::to_string(end) + "LL";
+        openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
+        Index in = idx;
+        if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + "LL)";
+        w_.line(reg + " = " + eval(op.operands[k], in) + ";");
+        closeScope();
+        start = end;
+      }
+      return reg;
+    }
+    case OpKind::Gather: {
+      const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "gather");
+      std::string at = eval(op.operands[1], idx);
+      Index in = idx;
+      in[size_t(ax)] = "(long long)" + at;
+      return eval(op.operands[0], in);
+    }
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::RMax:
+    case OpKind::RMin: {
+      // Reached only for reductions the family did not bind: those over size-1 dims alone,
+      // which are copies (a mean over one element is that element).
+      const Shape& in = op.operands[0]->type.shape;
+      std::vector<bool> red(in.size(), false);
+      for (int64_t a : op.attrInts("axes")) red[size_t(normalizeAxis(a, int(in.size()), "reduction"))] = true;
+      Index i;
+      size_t next = 0;
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (in[d] != 1 && red[d]) throw Error("codegen: reduction '" + describe(op) + "' is not bound in kernel '" + body_.name + "'");
+        const bool kept = !red[d] || op.attrBool("keepdim");
+        i.push_back(red[d] ? "0" : idx[next]);
+        if (kept) ++next;
+      }
+      return eval(op.operands[0], i);
+    }
+    default: break;
+  }
+  if (!hasScalarFormula(op.kind))
+    throw Error("codegen: cannot evaluate '" + std::string(op.info().name) + "' at a point in kernel '" + body_.name + "'");
+  std::vector<std::string> args;
+  for (const Value* o : op.operands) args.push_back(eval(o, idx));
+  std::string e = op.kind == OpKind::Cast ? "(" + rt + ")(" + args[0] + ")" : "(" + rt + ")(" + scalarFormula(op.kind, args) + ")";
+  std::string reg = fresh("t");
+  // bf16/f16 values are rounded where the IR produces them (see kernel_abi.h).
+  w_.line("const " + rt + " " + reg + " = " + roundTo(dt, e) + ";" + comment);
+  return reg;
+}
+
+}  // namespace fusec::codegen

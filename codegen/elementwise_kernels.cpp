@@ -1,0 +1,142 @@
+// pointwise, multi_tensor and scatter: grid-stride loops over output elements.
+#include <algorithm>
+#include <map>
+
+#include "codegen/cuda_types.h"
+#include "codegen/family_emitters.h"
+#include "ir/type_rules.h"
+
+namespace fusec::codegen {
+
+uint32_t elementGrid(int64_t n) {
+  const int64_t full = 132 * 2048 / kBlock;
+  return uint32_t(std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, full));
+}
+
+namespace {
+
+// Output positions (result numbers) grouped by element count, in first-appearance order.
+std::vector<std::pair<int64_t, std::vector<int>>> outputsByCount(const Graph& body) {
+  std::vector<std::pair<int64_t, std::vector<int>>> groups;
+  for (size_t k = 0; k < body.outputs.size(); ++k) {
+    const int64_t n = body.outputs[k]->type.numel();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == n; });
+    if (it == groups.end()) groups.push_back({n, {int(k)}});
+    else it->second.push_back(int(k));
+  }
+  return groups;
+}
+
+// A grid-stride loop over n elements run by `blocks` blocks starting at block `base`
+// (a multi_tensor chain; base 0 and all blocks for a pointwise kernel). Every output in
+// `outs` is written at the element with its own shape's row-major position.
+void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, int64_t n, const std::string& block,
+                 const std::string& blocks) {
+  const std::string N = std::to_string(n) + "LL";
+  e.openScope("for (long long i = (long long)(" + block + ") * blockDim.x + threadIdx.x; i < " + N +
+              "; i += (long long)(" + blocks + ") * blockDim.x)");
+  std::map<Shape, Index> idxOf;  // outputs of one shape share the index (and the values)
+  for (int k : outs) {
+    const Shape& s = body.outputs[size_t(k)]->type.shape;
+    if (!idxOf.count(s)) idxOf[s] = delinearize(e.writer(), "i", s, "o" + std::to_string(idxOf.size()));
+    e.store(body.outputs[size_t(k)], "out" + std::to_string(k), idxOf[s]);
+  }
+  e.closeScope();
+}
+
+}  // namespace
+
+std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
+  const int64_t n = k.body.outputs.at(0)->type.numel();
+  std::vector<int> outs(k.body.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i) outs[i] = int(i);
+  k.signature(w, k.name, kBlock);
+  BodyEmitter e(k.body, w);
+  elementLoop(e, k.body, outs, n, "blockIdx.x", "gridDim.x");
+  w.close();
+  return {Launch{k.name, {elementGrid(n), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
+}
+
+std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
+  // One launch for every chain: chain c owns the blocks [first_c, first_c + blocks_c).
+  auto groups = outputsByCount(k.body);
+  k.signature(w, k.name, kBlock);
+  BodyEmitter e(k.body, w);
+  int64_t first = 0;
+  for (size_t c = 0; c < groups.size(); ++c) {
+    const int64_t blocks = elementGrid(groups[c].first), end = first + blocks;
+    w.line("// chain " + std::to_string(c) + ": " + std::to_string(groups[c].first) + " elements, blocks [" +
+           std::to_string(first) + ", " + std::to_string(end) + ")");
+    e.openScope(std::string(c ? "else " : "") + "if (blockIdx.x < " + std::to_string(end) + "u)");
+    elementLoop(e, k.body, groups[c].second, groups[c].first, "blockIdx.x - " + std::to_string(first) + "u",
+                std::to_string(blocks));
+    e.closeScope();
+    first = end;
+  }
+  w.close();
+  return {Launch{k.name, {uint32_t(first), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
+}
+
+std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
+  const Op* scatter = nullptr;
+  for (auto& op : k.body.ops)
+    if (op->kind == OpKind::ScatterAdd) scatter = op.get();
+  const Value* result = scatter->result();
+  const Value *base = scatter->operands[0], *index = scatter->operands[1], *src = scatter->operands[2];
+  std::vector<int> scatterOuts, srcOuts;
+  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
+    const Value* o = k.body.outputs[i];
+    if (o == result) scatterOuts.push_back(int(i));
+    else if (o->type.numel() == src->type.numel()) srcOuts.push_back(int(i));
+    else throw Error("codegen: scatter kernel '" + k.body.name + "' has an output that is neither the scatter nor of its source's size");
+  }
+  const int64_t nBase = result->type.numel(), nSrc = src->type.numel();
+  std::vector<Launch> launches;
+
+  // Launch 1: the result starts as the scatter base.
+  const std::string init = k.name + "_init";
+  k.signature(w, init, kBlock);
+  {
+    BodyEmitter e(k.body, w);
+    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nBase) +
+                "LL; i += (long long)gridDim.x * blockDim.x)");
+    Index idx = delinearize(w, "i", result->type.shape, "o");
+    for (int o : scatterOuts) {
+      w.line("// " + BodyEmitter::describe(*scatter) + ": base");
+      e.store(base, "out" + std::to_string(o), idx);
+    }
+    e.closeScope();
+  }
+  w.close();
+  launches.push_back(Launch{init, {elementGrid(nBase), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
+
+  // Launch 2: every source element added at its index. atomicAdd makes the order of the
+  // additions to one element (repeated token ids) nondeterministic: f32 sums may differ in
+  // the last bits between runs. Acceptable for the embedding gradient for now.
+  k.signature(w, k.name, kBlock);
+  {
+    BodyEmitter e(k.body, w);
+    const int ax = normalizeAxis(scatter->attrInt("axis"), result->type.rank(), "scatter_add");
+    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nSrc) +
+                "LL; i += (long long)gridDim.x * blockDim.x)");
+    Index j = delinearize(w, "i", src->type.shape, "s");
+    Index dst = j;
+    dst[size_t(ax)] = "(long long)" + e.eval(index, j);
+    const std::string v = e.eval(src, j);
+    for (int o : scatterOuts) {
+      w.line("// " + BodyEmitter::describe(*scatter));
+      w.line("atomicAdd(&out" + std::to_string(o) + "[" + linearize(dst, result->type.shape) + "], " +
+             storeValue(result->type.dtype, v) + ");");
+    }
+    for (int o : srcOuts) {
+      Index oi = delinearize(w, "i", k.body.outputs[size_t(o)]->type.shape, "p" + std::to_string(o));
+      e.store(k.body.outputs[size_t(o)], "out" + std::to_string(o), oi);
+    }
+    e.closeScope();
+  }
+  w.close();
+  launches.push_back(Launch{k.name, {elementGrid(nSrc), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
+  return launches;
+}
+
+}  // namespace fusec::codegen

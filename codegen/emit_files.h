@@ -1,0 +1,19 @@
+// `--emit=cuda|cubin --out-dir DIR`: the generated kernels as files for the runtime (and
+// for people): DIR/<name>.cu or DIR/<name>.cubin per kernel, and DIR/kernels.json with
+// each kernel's family, launches and parameter types (kernel_abi.h).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_abi.h"
+
+namespace fusec::codegen {
+
+enum class Emit { Cuda, Cubin };
+
+// Throws Error when DIR cannot be written or a kernel does not compile.
+void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, const std::string& dir);
+
+std::string kernelsJson(const std::vector<GeneratedKernel>& kernels);
+
+}  // namespace fusec::codegen

@@ -1,0 +1,37 @@
+// The body of the __global__ function(s) of each kernel family. Each emitter writes the
+// functions' code (after the signature generate.cpp writes) and returns their launches.
+// Operand k is `in<k>`, result k is `out<k>` (kernel_abi.h).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/body_emitter.h"
+#include "codegen/kernel_abi.h"
+
+namespace fusec::codegen {
+
+// Writes `extern "C" __global__ void name(<params>) {` for one launch.
+using SignatureFn = std::function<void(CodeWriter&, const std::string& name, int threads)>;
+
+struct FamilyInput {
+  const Graph& body;
+  std::string name;
+  SignatureFn signature;
+};
+
+std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w);
+std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w);
+std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w);
+// row_reduce, col_reduce and reduce_all: one parametrised emitter.
+std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w);
+
+// Reduction functors and group reductions every reduction kernel's source starts with.
+std::string reductionPrelude();
+
+// Threads per block of the element-wise loops, and a grid that fills an H100 (132 SMs,
+// 2048 threads each) without more blocks than elements need.
+constexpr int kBlock = 256;
+uint32_t elementGrid(int64_t n);
+
+}  // namespace fusec::codegen

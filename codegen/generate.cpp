@@ -1,0 +1,91 @@
+#include "codegen/generate.h"
+
+#include <cctype>
+
+#include "codegen/cuda_types.h"
+#include "codegen/family_emitters.h"
+
+namespace fusec::codegen {
+
+std::string sanitizeKernelName(const std::string& name) {
+  std::string s;
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "k_" + s;
+  return s;
+}
+
+namespace {
+
+// In-place pairs: result i updates param P and some operand is P itself (kernel_abi.h).
+std::vector<std::pair<int, int>> inPlaceAliases(const Op& kernel, const Graph& g) {
+  std::vector<std::pair<int, int>> out;
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const std::string& target = g.updateOf(o);
+    if (target.empty() || g.outputs[o]->def != &kernel) continue;
+    for (size_t k = 0; k < kernel.operands.size(); ++k) {
+      const Op* def = kernel.operands[k]->def;
+      if (def->kind == OpKind::Param && def->attrStr("name") == target) out.push_back({int(k), g.outputs[o]->index});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
+  if (kernel.kind != OpKind::Kernel || !kernel.body) throw Error("codegen: not a kernel op");
+  const Graph& body = *kernel.body;
+  GeneratedKernel k;
+  k.name = sanitizeKernelName(kernel.attrStr("name"));
+  k.family = classifyKernel(body);
+  for (const Value* v : kernel.operands) k.operands.push_back(v->type);
+  for (const auto& r : kernel.results) k.results.push_back(r->type);
+  k.aliases = inPlaceAliases(kernel, enclosing);
+
+  auto restrictOf = [&](int operand, int result) {
+    for (auto [o, r] : k.aliases)
+      if (o == operand || r == result) return "";
+    return " __restrict__";
+  };
+  SignatureFn signature = [&](CodeWriter& w, const std::string& fn, int threads) {
+    std::string params;
+    for (size_t i = 0; i < k.operands.size(); ++i)
+      params += (params.empty() ? "" : ", ") + std::string("const ") + storageType(k.operands[i].dtype) + "*" +
+                restrictOf(int(i), -1) + " in" + std::to_string(i);
+    for (size_t i = 0; i < k.results.size(); ++i)
+      params += (params.empty() ? "" : ", ") + storageType(k.results[i].dtype) + "*" + restrictOf(-1, int(i)) + " out" +
+                std::to_string(i);
+    w.line("");
+    w.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) + ") " + fn + "(" + params + ")");
+  };
+
+  CodeWriter w;
+  w.line("// fusec kernel " + k.name + " (" + familyName(k.family) + "), generated from the IR below.");
+  for (size_t i = 0; i < k.operands.size(); ++i) w.line("//   in" + std::to_string(i) + ": " + k.operands[i].str());
+  for (size_t i = 0; i < k.results.size(); ++i) w.line("//   out" + std::to_string(i) + ": " + k.results[i].str());
+  w.line("#include <cuda_bf16.h>");
+  w.line("#include <cuda_fp16.h>");
+  const bool reduces = k.family == KernelFamily::RowReduce || k.family == KernelFamily::ColReduce ||
+                       k.family == KernelFamily::ReduceAll;
+  std::string text = w.str() + (reduces ? reductionPrelude() : "");
+  CodeWriter fw;
+  FamilyInput in{body, k.name, signature};
+  switch (k.family) {
+    case KernelFamily::Pointwise: k.launches = emitPointwise(in, fw); break;
+    case KernelFamily::MultiTensor: k.launches = emitMultiTensor(in, fw); break;
+    case KernelFamily::Scatter: k.launches = emitScatter(in, fw); break;
+    default: k.launches = emitReduction(in, k.family, fw); break;
+  }
+  k.source = text + fw.str();
+  return k;
+}
+
+std::vector<GeneratedKernel> generateModule(const Module& m) {
+  std::vector<GeneratedKernel> out;
+  for (const auto& g : m.funcs)
+    for (const auto& op : g->ops)
+      if (op->kind == OpKind::Kernel) out.push_back(generateKernel(*op, *g));
+  return out;
+}
+
+}  // namespace fusec::codegen

@@ -1,0 +1,18 @@
+// CUDA source generation for the fused kernels of a planned module (after `fuse`): one
+// GeneratedKernel per top-level `kernel` op, following codegen/kernel_abi.h.
+#pragma once
+#include <vector>
+
+#include "codegen/kernel_abi.h"
+#include "ir/graph.h"
+
+namespace fusec::codegen {
+
+// The kernel for `kernel` (a `kernel` op of `enclosing`, which says which results update
+// params in place). Throws a one-line Error for a body codegen cannot handle.
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing);
+
+// Every top-level kernel of every function, in program order.
+std::vector<GeneratedKernel> generateModule(const Module& m);
+
+}  // namespace fusec::codegen

@@ -1,0 +1,58 @@
+// The kernel ABI: the contract between codegen (this directory) and the runtime that loads
+// and launches the cubins. Everything the runtime needs to launch a kernel is in
+// GeneratedKernel; it never has to look inside the source.
+//
+// * One `extern "C" __global__` function per launch, named by the kernel's `name` attribute
+//   sanitised to a C identifier (sanitizeKernelName). A kernel is usually one launch; a
+//   scatter kernel is two (`<name>_init` copies the scatter base into the result, then
+//   `<name>` adds the source with atomicAdd), launched in the order of `launches` on one
+//   stream.
+// * Parameters, identical for every launch of a kernel: one pointer per kernel operand, in
+//   operand order (`const T* __restrict__`), then one pointer per kernel result, in result
+//   order (`T* __restrict__`). Scalars (AdamW's `step`) are f32[] tensors, so pointers too;
+//   there are no by-value parameters. Each pointer addresses the tensor's dense row-major
+//   storage (kernel operands are never strided views after `fuse`, see docs/pipeline.md).
+// * Element types (storage): f32 -> float, bf16 -> __nv_bfloat16 (cuda_bf16.h), f16 -> __half
+//   (cuda_fp16.h), i64 -> long long, i32 -> int, bool -> bool (one byte, 0 or 1, as the
+//   interpreter's bool tensors). Arithmetic on bf16/f16 runs in f32: load -> float, and every
+//   bf16/f16-typed value is rounded to its dtype with round-to-nearest-even where the IR
+//   produces it, so the kernel computes what the interpreter computes op by op.
+// * In-place updates: a result that overwrites a param (`return %w.new -> "w"`) may be
+//   given the same pointer as the operand that reads that param. Codegen drops __restrict__
+//   from both pointers of such a pair (GeneratedKernel::aliases), and every generated
+//   family reads an aliased element only in the thread that writes it, before writing it.
+// * All shapes are static: they are baked into the source, so a kernel is launched with
+//   exactly the grid/block/shared memory of its Launch entries, no other.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/types.h"
+#include "passes/fusion/kernel_family.h"
+
+namespace fusec::codegen {
+
+struct Launch {
+  std::string function;                  // the extern "C" symbol
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t dynamicSmem = 0;              // bytes
+};
+
+struct GeneratedKernel {
+  std::string name;                      // sanitised kernel name (also the main symbol)
+  KernelFamily family = KernelFamily::Pointwise;
+  std::string source;                    // one self-contained CUDA C++ translation unit
+  std::vector<Launch> launches;          // in launch order
+  std::vector<Type> operands, results;   // the pointer parameters, in order
+  // (operand index, result index) pairs that may share storage (in-place updates).
+  std::vector<std::pair<int, int>> aliases;
+};
+
+// The kernel name as a C identifier: [A-Za-z0-9_], not starting with a digit.
+std::string sanitizeKernelName(const std::string& name);
+
+}  // namespace fusec::codegen

@@ -1,0 +1,26 @@
+#include "tools/fusec/emit_flags.h"
+
+#include "codegen/emit_files.h"
+#include "codegen/generate.h"
+
+namespace fusec::cli {
+
+void addEmitFlags(CLI::App& cmd, EmitArgs& a, const std::string& defaultEmit) {
+  a.emit = defaultEmit;
+  cmd.add_option("--emit", a.emit,
+                 "What to write: ir (the module), cuda (one .cu per kernel and kernels.json), cubin (sm_90 cubins "
+                 "and kernels.json); cuda and cubin need --out-dir (default: " + defaultEmit + ")")
+      ->check(CLI::IsMember({"ir", "cuda", "cubin"}))
+      ->type_name("KIND");
+  cmd.add_option("--out-dir", a.outDir, "Directory for --emit=cuda|cubin")->type_name("DIR");
+}
+
+bool emitKernels(const EmitArgs& a, const Module& m) {
+  if (a.emit == "ir") return false;
+  if (a.outDir.empty()) throw Error("--emit=" + a.emit + " needs --out-dir");
+  codegen::writeKernelFiles(codegen::generateModule(m), a.emit == "cuda" ? codegen::Emit::Cuda : codegen::Emit::Cubin,
+                            a.outDir);
+  return true;
+}
+
+}  // namespace fusec::cli
