@@ -51,6 +51,7 @@ Index delinearize(CodeWriter& w, const std::string& linear, const Shape& shape, 
 BodyEmitter::BodyEmitter(const Graph& body, CodeWriter& w) : body_(body), w_(w) {
   int k = 0;
   for (Op* in : body.inputs()) inputNumber_[in] = k++;
+  for (size_t i = 0; i < body.ops.size(); ++i) position_[body.ops[i].get()] = int(i);
   memo_.emplace_back();
 }
 
@@ -66,8 +67,14 @@ void BodyEmitter::closeScope() {
   w_.close();
 }
 
-std::string BodyEmitter::describe(const Op& op) {
-  auto name = [&](const Value* v) { return "%" + (v->name.empty() ? std::string("v") : v->name); };
+std::string BodyEmitter::describe(const Op& op) const {
+  // Values as `#<n>` (n: the position of their op in the body, `.<k>` for result k of
+  // several), not by name: names differ between the layers' copies of a kernel, and
+  // identical kernels must have identical sources to share one cubin.
+  auto name = [&](const Value* v) {
+    std::string s = "#" + std::to_string(position_.at(v->def));
+    return v->def->numResults() > 1 ? s + "." + std::to_string(v->index) : s;
+  };
   std::string s;
   for (int i = 0; i < op.numResults(); ++i) s += (i ? ", " : "") + name(op.result(i));
   s += " = " + std::string(op.info().name) + "(";

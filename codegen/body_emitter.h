@@ -49,8 +49,8 @@ class BodyEmitter {
   void closeScope();
   std::string fresh(const std::string& prefix);
   CodeWriter& writer() { return w_; }
-  // Text of the IR op defining v, for comments.
-  static std::string describe(const Op& op);
+  // The body op as IR-like text for comments: `#3 = mul(#1, #2) : f32[4,8]`.
+  std::string describe(const Op& op) const;
 
  private:
   std::string compute(const Value* v, const Index& idx);
@@ -58,7 +58,7 @@ class BodyEmitter {
 
   const Graph& body_;
   CodeWriter& w_;
-  std::map<const Op*, int> inputNumber_;
+  std::map<const Op*, int> inputNumber_, position_;
   std::vector<std::map<std::string, std::string>> memo_;  // per scope: key -> register
   std::map<const Value*, std::string> bound_;
   int counter_ = 0;

@@ -102,7 +102,7 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
                 "LL; i += (long long)gridDim.x * blockDim.x)");
     Index idx = delinearize(w, "i", result->type.shape, "o");
     for (int o : scatterOuts) {
-      w.line("// " + BodyEmitter::describe(*scatter) + ": base");
+      w.line("// " + e.describe(*scatter) + ": base");
       e.store(base, "out" + std::to_string(o), idx);
     }
     e.closeScope();
@@ -124,7 +124,7 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     dst[size_t(ax)] = "(long long)" + e.eval(index, j);
     const std::string v = e.eval(src, j);
     for (int o : scatterOuts) {
-      w.line("// " + BodyEmitter::describe(*scatter));
+      w.line("// " + e.describe(*scatter));
       w.line("atomicAdd(&out" + std::to_string(o) + "[" + linearize(dst, result->type.shape) + "], " +
              storeValue(result->type.dtype, v) + ");");
     }

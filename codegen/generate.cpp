@@ -60,7 +60,8 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
   };
 
   CodeWriter w;
-  w.line("// fusec kernel " + k.name + " (" + familyName(k.family) + "), generated from the IR below.");
+  // Comments name body ops by position (#n), as `fusec opt` prints the kernel's body.
+  w.line("// fusec kernel " + k.name + " (" + familyName(k.family) + "); #n in comments is the n-th op of its body.");
   for (size_t i = 0; i < k.operands.size(); ++i) w.line("//   in" + std::to_string(i) + ": " + k.operands[i].str());
   for (size_t i = 0; i < k.results.size(); ++i) w.line("//   out" + std::to_string(i) + ": " + k.results[i].str());
   w.line("#include <cuda_bf16.h>");

@@ -135,7 +135,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     const Op& op = *red.op;
     const DType dt = op.result()->type.dtype;
     const std::string acc = e.fresh("acc"), rt = registerType(dt);
-    w.line("// " + BodyEmitter::describe(op));
+    w.line("// " + e.describe(op));
     w.line(rt + " " + acc + " = " + initValue(op.kind, dt) + ";");
     Index kept = delinearize(w, "outer", red.kept, e.fresh("k"));
     e.openScope(innerLoop);

@@ -1,0 +1,242 @@
+// codegen/: kernel source generation, NVRTC and the cubin cache. No GPU: these tests check
+// that sources are generated for every kernel the pipeline builds and that NVRTC compiles
+// them (skipped, with the reason, where fusec was built without NVRTC).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "codegen/cubin_cache.h"
+#include "codegen/generate.h"
+#include "codegen/nvrtc_compiler.h"
+#include "codegen/scalar_ops.h"
+#include "frontend/models/transformer.h"
+#include "ir/parser.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+using namespace codegen;
+
+#define SKIP_WITHOUT_NVRTC() \
+  if (!nvrtcAvailable()) GTEST_SKIP() << "fusec was built without NVRTC (CUDA toolkit not found at configure time)"
+
+// A fresh cache directory per test.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& name) {
+    path = (std::filesystem::temp_directory_path() / ("fusec_codegen_test_" + name + "_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::unique_ptr<Module> compiled(const std::string& model, const std::string& program, DType dt, int64_t batch,
+                                 int64_t ctx) {
+  auto m = std::make_unique<Module>();
+  models::ModelConfig cfg = models::namedConfig(model);
+  if (program == "forward") models::buildForward(*m, cfg, batch, ctx);
+  else models::buildTrainLoss(*m, cfg, batch, ctx);
+  PassManager pm;
+  for (auto& p : programPasses(program, dt, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(*m);
+  return m;
+}
+
+// Kernels of many layers are the same modulo their names: one source each.
+std::string withoutName(const GeneratedKernel& k) {
+  std::string s = k.source;
+  for (size_t p; (p = s.find(k.name)) != std::string::npos;) s.replace(p, k.name.size(), "fusec_kernel");
+  return s;
+}
+
+TEST(CodegenTest, ScalarFormulasComeFromTheOpTable) {
+  EXPECT_EQ(scalarFormula(OpKind::Add, {"x", "y"}), "((x) + (y))");
+  // Only the operand identifiers are replaced, not the `a` inside a function name.
+  EXPECT_EQ(scalarFormula(OpKind::Rsqrt, {"v"}), "(1 / sqrt((v)))");
+  EXPECT_EQ(scalarFormula(OpKind::Select, {"p", "q", "r"}), "((p) ? (q) : (r))");
+  EXPECT_NE(test::errorOf([] { scalarFormula(OpKind::Sum, {"x"}); }).find("no scalar formula"), std::string::npos);
+}
+
+TEST(CodegenTest, KernelNamesAreCIdentifiers) {
+  EXPECT_EQ(sanitizeKernelName("row_reduce_3_rmsnorm"), "row_reduce_3_rmsnorm");
+  EXPECT_EQ(sanitizeKernelName("a.b-c"), "a_b_c");
+  EXPECT_EQ(sanitizeKernelName("3x"), "k_3x");
+}
+
+TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    auto m = compiled("tiny", "train_step", dt, 2, 8);
+    auto kernels = generateModule(*m);
+    ASSERT_FALSE(kernels.empty());
+    std::set<KernelFamily> families;
+    for (const auto& k : kernels) {
+      families.insert(k.family);
+      ASSERT_FALSE(k.launches.empty()) << k.name;
+      EXPECT_EQ(k.launches.back().function, k.name);
+      for (const auto& l : k.launches) {
+        EXPECT_GT(l.grid[0], 0u) << k.name;
+        EXPECT_GT(l.block[0], 0u) << k.name;
+        EXPECT_NE(k.source.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(l.block[0]) + ") " +
+                                l.function + "("),
+                  std::string::npos)
+            << k.name;
+      }
+      if (dt == DType::bf16 && k.family == KernelFamily::RowReduce) {
+        EXPECT_NE(k.source.find("float acc"), std::string::npos) << "f32 accumulators: " << k.name;
+      }
+    }
+    // A training step has every family but reduce_all's cousins; all of these at least.
+    for (KernelFamily f : {KernelFamily::Pointwise, KernelFamily::RowReduce, KernelFamily::ColReduce,
+                           KernelFamily::ReduceAll, KernelFamily::Scatter, KernelFamily::MultiTensor})
+      EXPECT_TRUE(families.count(f)) << familyName(f);
+  }
+}
+
+TEST(CodegenTest, InPlaceUpdatesDropRestrict) {
+  auto m = compiled("tiny", "train_step", DType::f32, 2, 8);
+  int withAliases = 0;
+  for (const auto& k : generateModule(*m)) {
+    if (k.aliases.empty()) continue;
+    ++withAliases;
+    auto [o, r] = k.aliases.front();
+    EXPECT_NE(k.source.find("* in" + std::to_string(o) + ","), std::string::npos) << k.name;
+    EXPECT_EQ(k.source.find("__restrict__ in" + std::to_string(o) + ","), std::string::npos) << k.name;
+    EXPECT_EQ(k.source.find("__restrict__ out" + std::to_string(r) + ")"), std::string::npos) << k.name;
+    EXPECT_EQ(k.source.find("__restrict__ out" + std::to_string(r) + ","), std::string::npos) << k.name;
+  }
+  EXPECT_GT(withAliases, 0) << "AdamW updates params in place";
+}
+
+TEST(CodegenTest, CompileErrorIsOneLineWithTheLogAttached) {
+  SKIP_WITHOUT_NVRTC();
+  try {
+    compileCubin("extern \"C\" __global__ void k() { undeclared_thing = 1; }", "broken");
+    FAIL() << "expected a compile error";
+  } catch (const CompileError& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("kernel 'broken' does not compile"), std::string::npos) << what;
+    EXPECT_NE(e.log().find("undeclared_thing"), std::string::npos) << e.log();
+  }
+}
+
+TEST(CubinCacheTest, KeyDependsOnEveryField) {
+  const std::string k = CubinCache::key("src", "opts", "13.0", "sm_90");
+  EXPECT_EQ(k.size(), 32u);
+  EXPECT_EQ(k, CubinCache::key("src", "opts", "13.0", "sm_90"));
+  EXPECT_NE(k, CubinCache::key("src2", "opts", "13.0", "sm_90"));
+  EXPECT_NE(k, CubinCache::key("src", "opts2", "13.0", "sm_90"));
+  EXPECT_NE(k, CubinCache::key("src", "opts", "13.1", "sm_90"));
+  EXPECT_NE(k, CubinCache::key("src", "opts", "13.0", "sm_100"));
+  EXPECT_NE(CubinCache::key("ab", "c", "", ""), CubinCache::key("a", "bc", "", ""));
+}
+
+TEST(CubinCacheTest, RoundTripAndCorruptionIsAMiss) {
+  TempDir dir("roundtrip");
+  CubinCache cache(dir.path);
+  const Bytes data = {1, 2, 3, 4, 5, 250, 0, 7};
+  EXPECT_FALSE(cache.load("k1"));
+  cache.store("k1", data);
+  ASSERT_TRUE(cache.load("k1"));
+  EXPECT_EQ(*cache.load("k1"), data);
+  // No temporary file is left behind.
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+
+  const std::string path = cache.pathOf("k1");
+  auto corrupt = [&](auto edit) {
+    cache.store("k1", data);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    edit(f);
+    f.close();
+    EXPECT_FALSE(cache.load("k1"));
+  };
+  corrupt([](std::fstream& f) {  // a flipped payload byte: the checksum disagrees
+    f.seekp(-2, std::ios::end);
+    f.put(char(99));
+  });
+  corrupt([](std::fstream& f) {  // a damaged magic
+    f.seekp(0);
+    f.put('X');
+  });
+  cache.store("k1", data);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);  // truncated
+  EXPECT_FALSE(cache.load("k1"));
+  cache.store("k1", data);
+  { std::ofstream(path, std::ios::app | std::ios::binary) << "junk"; }  // trailing bytes
+  EXPECT_FALSE(cache.load("k1"));
+}
+
+TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
+  SKIP_WITHOUT_NVRTC();
+  TempDir dir("rebuild");
+  CubinCache cache(dir.path);
+  std::vector<CompileJob> jobs = {{"k", "extern \"C\" __global__ void k(float* __restrict__ out0) { out0[0] = 1.0f; }"}};
+  CompileStats st;
+  auto cold = compileCubins(jobs, &cache, 1, {}, &st);
+  EXPECT_EQ(st.compiled, 1);
+  auto warm = compileCubins(jobs, &cache, 1, {}, &st);
+  EXPECT_EQ(st.cached, 1);
+  EXPECT_EQ(cold, warm);
+  // Damage the one entry: the next compile notices, recompiles and rewrites it.
+  std::string path;
+  for (auto& e : std::filesystem::directory_iterator(dir.path)) path = e.path().string();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put(char(0x5a));
+    f.put(char(0xa5));
+  }
+  auto again = compileCubins(jobs, &cache, 1, {}, &st);
+  EXPECT_EQ(st.compiled, 1);
+  EXPECT_EQ(again, cold);
+  compileCubins(jobs, &cache, 1, {}, &st);
+  EXPECT_EQ(st.cached, 1);
+}
+
+// Every kernel of every model size, both programs, both dtypes, compiles to a sm_90 cubin.
+// Identical sources (layers) compile once; the cache (the user's, so reruns are warm) and
+// the thread pool keep this to minutes on a cold 2-core machine.
+TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
+  SKIP_WITHOUT_NVRTC();
+  std::map<std::string, std::string> unique;  // source without name -> one kernel name
+  std::string report;
+  for (const std::string model : {"small", "medium", "large", "xl", "2.7B"})
+    for (const std::string program : {"forward", "train_step"})
+      for (DType dt : {DType::f32, DType::bf16}) {
+        auto m = compiled(model, program, dt, 4, 256);
+        auto kernels = generateModule(*m);
+        size_t before = unique.size();
+        std::set<std::string> mine;
+        for (const auto& k : kernels) {
+          std::string s = withoutName(k);
+          mine.insert(s);
+          unique.emplace(s, k.name);
+        }
+        report += model + " " + program + " " + std::string(dtypeName(dt)) + ": " + std::to_string(kernels.size()) +
+                  " kernels, " + std::to_string(mine.size()) + " unique, " + std::to_string(unique.size() - before) +
+                  " new\n";
+      }
+  std::vector<CompileJob> jobs;
+  for (auto& [src, name] : unique) jobs.push_back({name, src});
+  CubinCache cache(CubinCache::defaultDir());
+  CompileStats st;
+  auto t0 = std::chrono::steady_clock::now();
+  auto cubins = compileCubins(jobs, &cache, 0, {}, &st);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
+  std::printf("%s%zu unique kernels: %d compiled, %d cached, %.2f s\n", report.c_str(), jobs.size(), st.compiled,
+              st.cached, s);
+}
+
+}  // namespace
+}  // namespace fusec
