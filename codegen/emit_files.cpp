@@ -19,6 +19,7 @@ std::string kernelsJson(const std::vector<GeneratedKernel>& kernels) {
     nlohmann::ordered_json j;
     j["name"] = k.name;
     j["family"] = familyName(k.family);
+    j["image"] = k.image;
     nlohmann::ordered_json launches = nlohmann::ordered_json::array();
     for (const auto& l : k.launches)
       launches.push_back({{"function", l.function}, {"grid", l.grid}, {"block", l.block}, {"smem", l.dynamicSmem}});
@@ -45,15 +46,19 @@ void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, co
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("cannot create directory '" + dir + "': " + ec.message());
+  // One file per image: kernels that share a source share its file (kernels.json says which).
+  std::vector<const GeneratedKernel*> images;
+  for (const auto& k : kernels)
+    if (k.image == k.name) images.push_back(&k);
   if (emit == Emit::Cuda) {
-    for (const auto& k : kernels) writeFile(dir + "/" + k.name + ".cu", k.source.data(), k.source.size());
+    for (const auto* k : images) writeFile(dir + "/" + k->name + ".cu", k->source.data(), k->source.size());
   } else {
     std::vector<CompileJob> jobs;
-    for (const auto& k : kernels) jobs.push_back({k.name, k.source});
+    for (const auto* k : images) jobs.push_back({k->name, k->source});
     CubinCache cache(CubinCache::defaultDir());
     std::vector<Bytes> cubins = compileCubins(jobs, &cache);
-    for (size_t i = 0; i < kernels.size(); ++i)
-      writeFile(dir + "/" + kernels[i].name + ".cubin", cubins[i].data(), cubins[i].size());
+    for (size_t i = 0; i < images.size(); ++i)
+      writeFile(dir + "/" + images[i]->name + ".cubin", cubins[i].data(), cubins[i].size());
   }
   const std::string json = kernelsJson(kernels);
   writeFile(dir + "/kernels.json", json.data(), json.size());

@@ -1,6 +1,7 @@
 // `--emit=cuda|cubin --out-dir DIR`: the generated kernels as files for the runtime (and
-// for people): DIR/<name>.cu or DIR/<name>.cubin per kernel, and DIR/kernels.json with
-// each kernel's family, launches and parameter types (kernel_abi.h).
+// for people): DIR/<image>.cu or DIR/<image>.cubin per distinct kernel source, and
+// DIR/kernels.json with each kernel's image, family, launches and parameter types
+// (kernel_abi.h).
 #pragma once
 #include <string>
 #include <vector>

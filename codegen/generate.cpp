@@ -1,6 +1,7 @@
 #include "codegen/generate.h"
 
 #include <cctype>
+#include <map>
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
@@ -36,7 +37,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
   if (kernel.kind != OpKind::Kernel || !kernel.body) throw Error("codegen: not a kernel op");
   const Graph& body = *kernel.body;
   GeneratedKernel k;
-  k.name = sanitizeKernelName(kernel.attrStr("name"));
+  k.name = k.image = sanitizeKernelName(kernel.attrStr("name"));
   k.family = classifyKernel(body);
   for (const Value* v : kernel.operands) k.operands.push_back(v->type);
   for (const auto& r : kernel.results) k.results.push_back(r->type);
@@ -83,9 +84,22 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
 
 std::vector<GeneratedKernel> generateModule(const Module& m) {
   std::vector<GeneratedKernel> out;
+  std::map<std::string, size_t> firstOf;  // source with the name replaced -> kernel
   for (const auto& g : m.funcs)
-    for (const auto& op : g->ops)
-      if (op->kind == OpKind::Kernel) out.push_back(generateKernel(*op, *g));
+    for (const auto& op : g->ops) {
+      if (op->kind != OpKind::Kernel) continue;
+      GeneratedKernel k = generateKernel(*op, *g);
+      std::string key = k.source;
+      for (size_t p; (p = key.find(k.name)) != std::string::npos;) key.replace(p, k.name.size(), "\x01");
+      auto [it, fresh] = firstOf.emplace(key, out.size());
+      if (!fresh) {
+        const GeneratedKernel& first = out[it->second];
+        k.image = first.image;
+        k.source = first.source;
+        for (size_t i = 0; i < k.launches.size(); ++i) k.launches[i].function = first.launches[i].function;
+      }
+      out.push_back(std::move(k));
+    }
   return out;
 }
 

@@ -12,7 +12,8 @@ namespace fusec::codegen {
 // params in place). Throws a one-line Error for a body codegen cannot handle.
 GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing);
 
-// Every top-level kernel of every function, in program order.
+// Every top-level kernel of every function, in program order, each identical source (modulo
+// the kernel name) generated once: later copies point at the first (GeneratedKernel::image).
 std::vector<GeneratedKernel> generateModule(const Module& m);
 
 }  // namespace fusec::codegen

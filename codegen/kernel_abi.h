@@ -46,6 +46,10 @@ struct GeneratedKernel {
   std::string name;                      // sanitised kernel name (also the main symbol)
   KernelFamily family = KernelFamily::Pointwise;
   std::string source;                    // one self-contained CUDA C++ translation unit
+  // Kernels that differ only by name (the layers' copies) share one source and cubin:
+  // `image` names the kernel whose cubin holds this one's functions (its own name when it
+  // is the first of its kind), and `launches[].function` are symbols of that image.
+  std::string image;
   std::vector<Launch> launches;          // in launch order
   std::vector<Type> operands, results;   // the pointer parameters, in order
   // (operand index, result index) pairs that may share storage (in-place updates).
