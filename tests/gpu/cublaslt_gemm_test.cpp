@@ -59,6 +59,8 @@ struct ProgramCase {
   DType dtype;
   int64_t layers, seq;
 };
+void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.model << " " << dtypeName(c.dtype); }
+
 
 class CublasLtGemmProgram : public ::testing::TestWithParam<ProgramCase> {
  protected:

@@ -1,6 +1,11 @@
-// Device basics: "no CUDA device" where there is none (this runs in CI), and the
-// out-of-memory message where there is one.
+// Device basics: "no CUDA device" where there is none (this runs in CI), the out-of-memory
+// message where there is one, and the CLI's `fusec device` either way.
 #include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
 
 #include "runtime/device.h"
 #include "test_util.h"
@@ -23,6 +28,25 @@ TEST(Device, OpensAndReportsOutOfMemory) {
   EXPECT_NE(err.find(" GiB free"), std::string::npos) << err;
   rt::DeviceBuffer ok(size_t(1) << 20);  // the failed allocation left no sticky error
   EXPECT_NE(ok.data(), nullptr);
+}
+
+// `fusec device` is the CLI's GPU entry point: where no device or driver exists the binary
+// still starts and the command fails with one line and exit code 1.
+TEST(Device, CliEntryPoint) {
+  FILE* p = popen(FUSEC_BINARY " device 2>&1", "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  std::array<char, 256> buf;
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  const int status = pclose(p);
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rt::deviceAvailable()) {
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("(sm_"), std::string::npos) << out;
+  } else {
+    EXPECT_EQ(rc, 1);
+    EXPECT_EQ(out, "error: no CUDA device\n");
+  }
 }
 
 }  // namespace

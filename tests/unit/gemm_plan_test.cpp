@@ -38,6 +38,8 @@ struct ProgramCase {
   int64_t layers, seq;
   bool all;  // every matmul, or one per distinct plan shape
 };
+void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.model << " " << dtypeName(c.dtype); }
+
 
 class GemmPlanProgram : public ::testing::TestWithParam<ProgramCase> {};
 
