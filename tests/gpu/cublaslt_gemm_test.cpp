@@ -54,6 +54,28 @@ rt::DeviceBuffer upload(const HostTensor& h) {
   return d;
 }
 
+// Runs a case's plan on the device over uploads of `env`'s storage, the result poisoned with
+// NaN first (0xFF bytes are NaN in f32 and bf16), and returns the result.
+HostTensor runOnDevice(const test::GemmCase& c, const Bindings& env, rt::CublasLtGemm& gemm) {
+  std::vector<rt::DeviceBuffer> bases;
+  for (size_t i = 0; i < c.bases.size(); ++i) bases.push_back(upload(env.at("base" + std::to_string(i))));
+  auto device = [&](const Value* base) {
+    for (size_t i = 0; i < c.bases.size(); ++i)
+      if (c.bases[i] == base) return bases[i].data();
+    throw Error("internal: a plan base is not an operand's base");
+  };
+  const Type& ct = c.mm->result()->type;
+  const size_t cBytes = size_t(ct.numel()) * size_t(dtypeBytes(ct.dtype));
+  rt::DeviceBuffer out(cBytes, "test result");
+  FUSEC_CUDA(cudaMemset(out.data(), 0xFF, cBytes), "poisoning the result");
+  const std::string what = "matmul " + ct.str();
+  gemm.run(c.plan, device(c.plan.a.base), device(c.plan.b.base), out.data(), nullptr, what);
+  FUSEC_CUDA(cudaDeviceSynchronize(), what);
+  std::vector<uint8_t> bytes(cBytes);
+  FUSEC_CUDA(cudaMemcpy(bytes.data(), out.data(), cBytes, cudaMemcpyDeviceToHost), "downloading the result");
+  return fromDevice(bytes, ct);
+}
+
 struct ProgramCase {
   const char* model;
   DType dtype;
@@ -82,23 +104,8 @@ TEST_P(CublasLtGemmProgram, MatchesCpuReference) {
   for (const auto& c : test::gemmCases(*m->funcs[0], false)) {
     Bindings env = test::randomBases(*c, rng);
     HostTensor want = interpret(*c->sub.funcs[0], env).at(0);
-    std::vector<rt::DeviceBuffer> bases;
-    for (size_t i = 0; i < c->bases.size(); ++i) bases.push_back(upload(env.at("base" + std::to_string(i))));
-    auto device = [&](const Value* base) {
-      for (size_t i = 0; i < c->bases.size(); ++i)
-        if (c->bases[i] == base) return bases[i].data();
-      throw Error("internal: a plan base is not an operand's base");
-    };
-    const Type& ct = c->mm->result()->type;
-    const size_t cBytes = size_t(ct.numel()) * size_t(dtypeBytes(ct.dtype));
-    rt::DeviceBuffer out(cBytes, "test result");
-    FUSEC_CUDA(cudaMemset(out.data(), 0xFF, cBytes), "poisoning the result");  // NaN in f32 and bf16
-    const std::string what = "matmul " + ct.str();
-    gemm.run(c->plan, device(c->plan.a.base), device(c->plan.b.base), out.data(), nullptr, what);
-    FUSEC_CUDA(cudaDeviceSynchronize(), what);
-    std::vector<uint8_t> bytes(cBytes);
-    FUSEC_CUDA(cudaMemcpy(bytes.data(), out.data(), cBytes, cudaMemcpyDeviceToHost), "downloading the result");
-    HostTensor got = fromDevice(bytes, ct);
+    HostTensor got = runOnDevice(*c, env, gemm);
+    const std::string what = "matmul " + c->mm->result()->type.str();
     const double err = test::normRelError(got, want);
     worst = std::max(worst, std::isnan(err) ? 1e30 : err);
     EXPECT_LE(err, tol) << what << " M=" << c->plan.M << " N=" << c->plan.N << " K=" << c->plan.K
@@ -118,6 +125,27 @@ INSTANTIATE_TEST_SUITE_P(TrainStep, CublasLtGemmProgram,
                          [](const auto& info) {
                            return std::string(info.param.model) + "_" + std::string(dtypeName(info.param.dtype));
                          });
+
+// --tf32 really switches the compute type: a K=2048 f32 GEMM is exact to ~1e-7 strict and
+// visibly less exact (TF32 keeps 10 mantissa bits) but still close with TF32.
+TEST(CublasLtGemm, Tf32IsOptIn) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  rt::openDevice();
+  test::GraphUnderTest t;
+  Value* y = t.b.matmul(t.b.input("x", test::f32({256, 2048})), t.b.param("w", test::f32({512, 2048})), false, true);
+  auto c = test::gemmCase(*y->def);
+  std::mt19937 rng(5);
+  Bindings env = test::randomBases(*c, rng);
+  HostTensor want = interpret(*c->sub.funcs[0], env).at(0);
+  rt::CublasLtGemm strict, tf32(rt::GemmOptions{.tf32 = true});
+  const double eStrict = test::normRelError(runOnDevice(*c, env, strict), want);
+  const double eTf32 = test::normRelError(runOnDevice(*c, env, tf32), want);
+  std::printf("K=2048 f32 GEMM: strict error %.3g, tf32 error %.3g\n", eStrict, eTf32);
+  EXPECT_LE(eStrict, 1e-6);
+  EXPECT_GT(eTf32, 1e-5);
+  EXPECT_LE(eTf32, 5e-3);
+}
 
 }  // namespace
 }  // namespace fusec
