@@ -227,8 +227,11 @@ TEST(CacheWeightCasts, SameResultsWhenCopiesAreBound) {
   ASSERT_TRUE(createPass("cache-weight-casts")->run(m));
   ASSERT_NO_THROW(verify(m));
   const Graph& g = *m.funcs[0];
-  for (auto& op : g.ops)
-    if (op->kind == OpKind::Cast) EXPECT_NE(op->operands[0]->def->kind, OpKind::Param) << printModule(m);
+  for (auto& op : g.ops) {
+    if (op->kind == OpKind::Cast) {
+      EXPECT_NE(op->operands[0]->def->kind, OpKind::Param) << printModule(m);
+    }
+  }
 
   Bindings env = randomBindings(*before->funcs[0], 37, 9);
   std::vector<std::string> copies;
