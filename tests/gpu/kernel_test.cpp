@@ -320,6 +320,40 @@ TEST_P(KernelRun, EveryKernelMatchesTheInterpreter) {
   EXPECT_EQ(next, kernels.size());
 }
 
+// A failing launch names the function; a wrong pointer count is caught before any launch.
+TEST(KernelModule, LaunchErrorsNameTheKernel) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  if (!codegen::nvrtcAvailable()) GTEST_SKIP() << "fusec was built without NVRTC";
+  rt::openDevice();
+  Module m;
+  models::buildForward(m, models::namedConfig("tiny"), 1, 4);
+  PassManager pm;
+  for (auto& p : programPasses("forward", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(m);
+  std::vector<GeneratedKernel> kernels = codegen::generateModule(m);
+  ASSERT_FALSE(kernels.empty());
+  GeneratedKernel& k = kernels.front();
+  k.launches.front().block = {2048, 1, 1};  // over the 1024 threads a block may have
+  codegen::CubinCache cache(codegen::CubinCache::defaultDir());
+  rt::KernelModule module(kernels, rt::compileImages(kernels, &cache));
+  std::vector<rt::DeviceBuffer> buffers;
+  std::vector<void*> pointers;
+  buffers.reserve(k.operands.size() + k.results.size());
+  auto alloc = [&](const Type& t) {
+    buffers.emplace_back(size_t(t.numel()) * elemBytes(t.dtype), "kernel parameter");
+    pointers.push_back(buffers.back().data());
+  };
+  for (const auto& t : k.operands) alloc(t);
+  for (const auto& t : k.results) alloc(t);
+  EXPECT_EQ(test::errorOf([&] { module.launch(k.name, pointers); }),
+            "CUDA launch of " + k.launches.front().function + " failed: invalid configuration argument");
+  pointers.pop_back();
+  EXPECT_EQ(test::errorOf([&] { module.launch(k.name, pointers); }).rfind("kernel " + k.name + " takes ", 0), 0u);
+  EXPECT_EQ(test::errorOf([&] { module.launch("no_such_kernel", pointers); }), "no loaded kernel 'no_such_kernel'");
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, KernelRun,
                          ::testing::Values(Case{"tiny", "forward", DType::f32, 2, 2, 13},
                                            Case{"tiny", "train_step", DType::f32, 2, 2, 13},
