@@ -192,7 +192,15 @@ MemoryPlanStats planMemoryStats(const Graph& g) {
   StorageMap storage(g);
   Liveness live = computeLiveness(g, storage);
   MemoryPlanStats s;
-  s.plannedBytes = planArena(live).bytes;
+  // A planned graph reports the plan it carries (the `@N` offsets the runtime will use);
+  // only an unplanned one is planned here.
+  bool planned = !live.buffers.empty();
+  int64_t top = 0;
+  for (const Buffer& b : live.buffers) {
+    planned = planned && b.value->offset >= 0;
+    top = std::max(top, b.value->offset + b.bytes);
+  }
+  s.plannedBytes = planned ? top : planArena(live).bytes;
   s.liveLowerBoundBytes = live.lowerBound;
   s.residentBytes = storage.resident().bytes;
   s.peakBytes = s.residentBytes + s.plannedBytes;

@@ -39,6 +39,7 @@ struct MemoryPlanStats {
 };
 
 // The statistics of the plan memory-plan computes for `g` in its current order.
+// From the offsets memory-plan recorded when every arena value has one, else from a fresh plan.
 MemoryPlanStats planMemoryStats(const Graph& g);
 
 }  // namespace fusec
