@@ -39,14 +39,6 @@ namespace {
 const DType F = DType::f32;
 
 // Magnitudes in [0.5, 2] with random signs (or positive).
-HostTensor randF(const Type& t, std::mt19937& rng, bool positive = false) {
-  std::uniform_real_distribution<double> mag(0.5, 2.0);
-  std::bernoulli_distribution neg(0.5);
-  HostTensor h = HostTensor::zeros(t);
-  for (size_t k = 0; k < h.size(); ++k) h.set(k, (!positive && neg(rng)) ? -mag(rng) : mag(rng));
-  return h;
-}
-
 // Distinct values 0.1 apart, shuffled: no ties and no crossing under a 1e-2 step.
 HostTensor distinctF(const Type& t, std::mt19937& rng) {
   HostTensor h = HostTensor::zeros(t);
@@ -69,7 +61,7 @@ HostTensor fromValues(const Type& t, const std::vector<double>& v) {
 struct Fn : test::GraphUnderTest {
   // loss = sum(out * r) over every axis, r a fixed random input.
   Value* weightedLoss(Value* out, std::mt19937& rng) {
-    Value* r = in("__r", randF(out->type, rng));
+    Value* r = in("__r", test::randomNonZero(out->type, rng));
     Value* p = b.binary(OpKind::Mul, out, r);
     if (p->type.rank() == 0) return p;
     std::vector<int64_t> axes(size_t(p->type.rank()));
@@ -167,7 +159,7 @@ TEST(AutodiffPointwise, Unary) {
     SCOPED_TRACE(std::string(opInfo(c.kind).name));
     std::mt19937 rng(uint32_t(c.kind) + 1);
     Fn f;
-    Value* x = f.in("x", randF(Type{F, {3, 5}}, rng, c.positive));
+    Value* x = f.in("x", test::randomNonZero(Type{F, {3, 5}}, rng, 1, c.positive));
     checkGrad(f, f.b.unary(c.kind, x), {x}, rng);
   }
 }
@@ -182,7 +174,7 @@ TEST(AutodiffPointwise, Binary) {
     std::mt19937 rng(uint32_t(k) + 100);
     Fn f;
     Type t{F, {4, 3}};
-    HostTensor a = randF(t, rng, k == OpKind::Pow), bv = randF(t, rng);
+    HostTensor a = test::randomNonZero(t, rng, 1, k == OpKind::Pow), bv = test::randomNonZero(t, rng);
     if (k == OpKind::Max || k == OpKind::Min) {  // b = a +- [0.2, 1]: no ties, no crossing
       std::uniform_real_distribution<double> off(0.2, 1.0);
       std::bernoulli_distribution neg(0.5);
@@ -199,7 +191,7 @@ TEST(AutodiffPointwise, MaxMinTiesGoToTheFirstOperand) {
   for (OpKind k : {OpKind::Max, OpKind::Min}) {
     std::mt19937 rng(7);
     Fn f;
-    HostTensor v = randF(Type{F, {2, 3}}, rng);
+    HostTensor v = test::randomNonZero(Type{F, {2, 3}}, rng);
     Value* a = f.in("a", v);
     Value* b = f.in("b", v);
     Value* loss = f.weightedLoss(f.b.binary(k, a, b), rng);
@@ -220,8 +212,8 @@ TEST(AutodiffPointwise, SelectAndConditionsPassNoGradient) {
   std::mt19937 rng(11);
   Fn f;
   Type t{F, {3, 7}};
-  Value* x = f.in("x", randF(t, rng));
-  Value* y = f.in("y", randF(t, rng));
+  Value* x = f.in("x", test::randomNonZero(t, rng));
+  Value* y = f.in("y", test::randomNonZero(t, rng));
   auto k = [&](double v) { return f.b.constant(v, t); };
   Value* c1 = f.b.binary(OpKind::Gt, x, k(0));
   Value* c2 = f.b.binary(OpKind::Le, x, k(100));
@@ -242,7 +234,7 @@ TEST(AutodiffPointwise, StopGradientPassesNoGradient) {
   std::mt19937 rng(13);
   Fn f;
   Type t{F, {3, 5}};
-  HostTensor xv = randF(t, rng), yv = randF(t, rng), rv = randF(t, rng);
+  HostTensor xv = test::randomNonZero(t, rng), yv = test::randomNonZero(t, rng), rv = test::randomNonZero(t, rng);
   Value* x = f.in("x", xv);
   Value* y = f.in("y", yv);
   Value* stopped = f.b.unary(OpKind::StopGradient, f.b.binary(OpKind::Mul, x, x));
@@ -263,8 +255,8 @@ COVERS(OpKind::Cast);
 TEST(AutodiffPointwise, CastBackToTheOperandDType) {
   std::mt19937 rng(12);
   Fn f;
-  Value* x = f.in("x", randF(Type{DType::bf16, {3, 4}}, rng));
-  Value* y = f.in("y", randF(Type{F, {3, 4}}, rng));
+  Value* x = f.in("x", test::randomNonZero(Type{DType::bf16, {3, 4}}, rng));
+  Value* y = f.in("y", test::randomNonZero(Type{F, {3, 4}}, rng));
   Value* xf = f.b.cast(x, F);
   Value* yy = f.b.cast(y, F);  // a same-dtype cast
   Value* out = f.b.binary(OpKind::Mul, f.b.unary(OpKind::Tanh, xf), yy);
@@ -295,7 +287,7 @@ TEST(AutodiffReduction, SumMeanMaxMin) {
     Fn f;
     Type t{F, {3, 4, 5}};
     bool isMax = c.kind == OpKind::RMax || c.kind == OpKind::RMin;
-    Value* x = f.in("x", isMax ? distinctF(t, rng) : randF(t, rng));
+    Value* x = f.in("x", isMax ? distinctF(t, rng) : test::randomNonZero(t, rng));
     checkGrad(f, f.b.reduce(c.kind, x, c.axes, c.keepdim), {x}, rng);
   }
 }
@@ -323,7 +315,7 @@ COVERS(OpKind::Reshape, OpKind::Permute);
 TEST(AutodiffLayout, ReshapePermute) {
   std::mt19937 rng(300);
   Fn f;
-  Value* x = f.in("x", randF(Type{F, {2, 3, 4}}, rng));
+  Value* x = f.in("x", test::randomNonZero(Type{F, {2, 3, 4}}, rng));
   Value* p = f.b.permute(f.b.unary(OpKind::Sin, x), {2, 0, 1});           // [4,2,3]
   Value* out = f.b.reshape(f.b.binary(OpKind::Mul, p, p), {8, 3});       // [8,3]
   checkGrad(f, out, {x}, rng);
@@ -338,7 +330,7 @@ TEST(AutodiffLayout, Broadcast) {
     SCOPED_TRACE("case " + std::to_string(n));
     std::mt19937 rng(uint32_t(310 + n++));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, from}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, from}, rng));
     checkGrad(f, f.b.unary(OpKind::Tanh, f.b.broadcast(x, to)), {x}, rng);
   }
 }
@@ -358,7 +350,7 @@ TEST(AutodiffLayout, Slice) {
                  std::to_string(c.end) + ") step " + std::to_string(c.step));
     std::mt19937 rng(uint32_t(320 + n++));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, {5, 9, 4}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, {5, 9, 4}}, rng));
     Value* s = f.b.slice(x, c.axis, c.start, c.end, c.step);
     // Plus a term on x itself so that an empty slice still has a nonzero gradient.
     Value* out = f.b.binary(OpKind::Mul, s, s);
@@ -372,9 +364,9 @@ COVERS(OpKind::Concat);
 TEST(AutodiffLayout, Concat) {
   std::mt19937 rng(340);
   Fn f;
-  Value* a = f.in("a", randF(Type{F, {3, 2, 4}}, rng));
-  Value* b = f.in("b", randF(Type{F, {3, 5, 4}}, rng));
-  Value* c = f.in("c", randF(Type{F, {3, 1, 4}}, rng));
+  Value* a = f.in("a", test::randomNonZero(Type{F, {3, 2, 4}}, rng));
+  Value* b = f.in("b", test::randomNonZero(Type{F, {3, 5, 4}}, rng));
+  Value* c = f.in("c", test::randomNonZero(Type{F, {3, 1, 4}}, rng));
   Value* cat = f.b.concat({a, f.b.unary(OpKind::Exp, b), c, a}, 1);
   Value* one = f.b.concat({f.b.unary(OpKind::Sin, c)}, 0);
   Value* out = f.b.binary(OpKind::Add, f.b.unary(OpKind::Tanh, cat),
@@ -390,10 +382,10 @@ TEST(AutodiffLayout, GatherScatterAdd) {
     Fn f;
     Type xt{F, {4, 6}};
     Shape is = axis == 0 ? Shape{7, 6} : Shape{4, 9};
-    Value* x = f.in("x", randF(xt, rng));
+    Value* x = f.in("x", test::randomNonZero(xt, rng));
     Value* idx = f.in("idx", test::randomIndex(Type{DType::i64, is}, rng, 0, xt.shape[size_t(axis)]));
-    Value* src = f.in("src", randF(Type{F, is}, rng));
-    Value* base = f.in("base", randF(xt, rng));
+    Value* src = f.in("src", test::randomNonZero(Type{F, is}, rng));
+    Value* base = f.in("base", test::randomNonZero(xt, rng));
     Value* gth = f.b.gather(f.b.unary(OpKind::Exp, x), idx, axis);
     Value* sc = f.b.scatterAdd(base, idx, f.b.binary(OpKind::Mul, src, gth), axis);
     checkGrad(f, f.b.unary(OpKind::Tanh, sc), {x, src, base}, rng);
@@ -404,7 +396,7 @@ COVERS(OpKind::Gather, OpKind::Broadcast, OpKind::Reshape);
 TEST(AutodiffLayout, EmbeddingLookup) {
   std::mt19937 rng(360);
   Fn f;
-  Value* table = f.par("emb", randF(Type{F, {7, 5}}, rng));
+  Value* table = f.par("emb", test::randomNonZero(Type{F, {7, 5}}, rng));
   Value* tok = f.in("tok", test::randomIndex(Type{DType::i32, {6}}, rng, 0, 7));
   Value* idx = f.b.broadcast(f.b.reshape(tok, {6, 1}), {6, 5});
   checkGrad(f, f.b.gather(table, idx, 0), {table}, rng);
@@ -431,8 +423,8 @@ TEST(AutodiffMatmul, FlagsAndBatching) {
       Shape as = c.batchA, bs = c.batchB;
       as.push_back(ta ? K : M), as.push_back(ta ? M : K);
       bs.push_back(tb ? N : K), bs.push_back(tb ? K : N);
-      Value* a = f.in("a", randF(Type{F, as}, rng));
-      Value* b = f.in("b", randF(Type{F, bs}, rng));
+      Value* a = f.in("a", test::randomNonZero(Type{F, as}, rng));
+      Value* b = f.in("b", test::randomNonZero(Type{F, bs}, rng));
       checkGrad(f, f.b.matmul(a, b, ta, tb), {a, b}, rng);
       EXPECT_EQ(countKind(f.g, OpKind::Permute), 0u) << "a transpose was materialised\n" << printModule(f.m);
     }
@@ -442,8 +434,8 @@ COVERS(OpKind::Matmul);
 TEST(AutodiffMatmul, SharedWeightGradientIsOneGemm) {
   std::mt19937 rng(450);
   Fn f;
-  Value* x = f.in("x", randF(Type{F, {2, 3, 4}}, rng));
-  Value* w = f.par("w", randF(Type{F, {5, 4}}, rng));
+  Value* x = f.in("x", test::randomNonZero(Type{F, {2, 3, 4}}, rng));
+  Value* w = f.par("w", test::randomNonZero(Type{F, {5, 4}}, rng));
   Value* loss = f.weightedLoss(f.b.matmul(x, w, false, true), rng);
   size_t before = f.g.ops.size();
   auto grads = appendGradients(f.g, loss, {w});
@@ -473,7 +465,7 @@ TEST(AutodiffComposite, SoftmaxLogSoftmaxSilu) {
     SCOPED_TRACE(std::string(opInfo(c.kind).name) + " axis " + std::to_string(c.axis));
     std::mt19937 rng(uint32_t(500 + n++));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, {3, 4, 5}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, {3, 4, 5}}, rng));
     NamedAttrs attrs;
     if (c.kind != OpKind::Silu) attrs.push_back({"axis", c.axis});
     checkGrad(f, f.b.create1(c.kind, {x}, attrs), {x}, rng);
@@ -486,7 +478,7 @@ TEST(AutodiffComposite, Gelu) {
     SCOPED_TRACE(approx);
     std::mt19937 rng(uint32_t(505 + approx[0]));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, {3, 5}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, {3, 5}}, rng));
     checkGrad(f, f.b.create1(OpKind::Gelu, {x}, {{"approximate", std::string(approx)}}), {x}, rng);
   }
 }
@@ -497,9 +489,9 @@ TEST(AutodiffComposite, LayerNorm) {
     SCOPED_TRACE(shapeStr(s));
     std::mt19937 rng(uint32_t(515 + s.size()));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, s}, rng));
-    Value* w = f.par("w", randF(Type{F, {s.back()}}, rng));
-    Value* b = f.par("b", randF(Type{F, {s.back()}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, s}, rng));
+    Value* w = f.par("w", test::randomNonZero(Type{F, {s.back()}}, rng));
+    Value* b = f.par("b", test::randomNonZero(Type{F, {s.back()}}, rng));
     checkGrad(f, f.b.create1(OpKind::LayerNorm, {x, w, b}, {{"eps", 1e-5}}), {x, w, b}, rng);
   }
 }
@@ -510,8 +502,8 @@ TEST(AutodiffComposite, RMSNorm) {
     SCOPED_TRACE(shapeStr(s));
     std::mt19937 rng(uint32_t(510 + s.size()));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, s}, rng));
-    Value* g = f.par("g", randF(Type{F, {s.back()}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, s}, rng));
+    Value* g = f.par("g", test::randomNonZero(Type{F, {s.back()}}, rng));
     checkGrad(f, f.b.create1(OpKind::RMSNorm, {x, g}, {{"eps", 1e-5}}), {x, g}, rng);
   }
 }
@@ -522,7 +514,7 @@ TEST(AutodiffComposite, Rope) {
     SCOPED_TRACE(theta);
     std::mt19937 rng(uint32_t(520 + theta));
     Fn f;
-    Value* x = f.in("x", randF(Type{F, {2, 5, 6}}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, {2, 5, 6}}, rng));
     Value* pos = f.in("pos", test::randomIndex(Type{DType::i64, {5}}, rng, -3, 40));
     Value* y = f.b.create1(OpKind::Rope, {f.b.unary(OpKind::Tanh, x), pos}, {{"theta", theta}});
     checkGrad(f, y, {x}, rng);
@@ -535,7 +527,7 @@ TEST(AutodiffComposite, CrossEntropy) {
     SCOPED_TRACE(shapeStr(s));
     std::mt19937 rng(uint32_t(530 + s.size()));
     Fn f;
-    Value* logits = f.in("logits", randF(Type{F, s}, rng));
+    Value* logits = f.in("logits", test::randomNonZero(Type{F, s}, rng));
     Shape rows(s.begin(), s.end() - 1);
     Value* t = f.in("t", test::randomIndex(Type{s.size() == 3 ? DType::i32 : DType::i64, rows}, rng, 0, s.back()));
     checkGrad(f, f.b.create1(OpKind::CrossEntropy, {logits, t}), {logits}, rng);
@@ -561,9 +553,9 @@ TEST(AutodiffComposite, Attention) {
       s.push_back(a), s.push_back(b);
       return Type{F, s};
     };
-    Value* q = f.in("q", randF(sh(c.Tq, c.d), rng));
-    Value* k = f.in("k", randF(sh(c.Tk, c.d), rng));
-    Value* v = f.in("v", randF(sh(c.Tk, c.dv), rng));
+    Value* q = f.in("q", test::randomNonZero(sh(c.Tq, c.d), rng));
+    Value* k = f.in("k", test::randomNonZero(sh(c.Tk, c.d), rng));
+    Value* v = f.in("v", test::randomNonZero(sh(c.Tk, c.dv), rng));
     Value* o = f.b.create1(OpKind::Attention, {q, k, v}, {{"causal", c.causal}, {"scale", 0.6}});
     checkGrad(f, o, {q, k, v}, rng);
   }
@@ -576,7 +568,7 @@ COVERS(OpKind::Add);
 TEST(AutodiffGraph, FanOutAccumulates) {
   std::mt19937 rng(600);
   Fn f;
-  Value* x = f.in("x", randF(Type{F, {3, 5}}, rng));
+  Value* x = f.in("x", test::randomNonZero(Type{F, {3, 5}}, rng));
   Value* out = f.b.binary(OpKind::Sub, f.b.binary(OpKind::Mul, x, x), f.b.unary(OpKind::Sin, x));  // x used 3 times
   size_t addsBefore = countKind(f.g, OpKind::Add);
   checkGrad(f, out, {x}, rng);
@@ -587,9 +579,9 @@ COVERS(OpKind::Iota, OpKind::Input, OpKind::Param);
 TEST(AutodiffGraph, IndependentValueGetsZeros) {
   std::mt19937 rng(610);
   Fn f;
-  Value* x = f.in("x", randF(Type{F, {3, 4}}, rng));
-  Value* z = f.par("z", randF(Type{F, {2, 2}}, rng));
-  Value* c = f.in("c", randF(Type{F, {3, 4}}, rng));  // only a select condition
+  Value* x = f.in("x", test::randomNonZero(Type{F, {3, 4}}, rng));
+  Value* z = f.par("z", test::randomNonZero(Type{F, {2, 2}}, rng));
+  Value* c = f.in("c", test::randomNonZero(Type{F, {3, 4}}, rng));  // only a select condition
   Value* n = f.in("n", test::randomIndex(Type{DType::i64, {3, 4}}, rng, 0, 5));
   Value* io = f.b.cast(f.b.iota(1, Type{DType::i64, {3, 4}}), F);
   Value* cond = f.b.binary(OpKind::Gt, c, f.b.constant(0, c->type));
@@ -611,7 +603,7 @@ TEST(AutodiffGraph, IndependentValueGetsZeros) {
 TEST(AutodiffGraph, LossItselfAndIntermediateValues) {
   std::mt19937 rng(620);
   Fn f;
-  Value* x = f.in("x", randF(Type{F, {4}}, rng));
+  Value* x = f.in("x", test::randomNonZero(Type{F, {4}}, rng));
   Value* h = f.b.unary(OpKind::Exp, x);
   Value* loss = f.weightedLoss(h, rng);
   auto grads = appendGradients(f.g, loss, {loss, h, x});
@@ -693,12 +685,12 @@ TEST(AutodiffModel, MlpRmsnormCrossEntropy) {
     Fn f;
     Shape xs = rows, hs = rows;
     xs.push_back(d), hs.push_back(hidden);
-    Value* x = f.in("x", randF(Type{F, xs}, rng));
+    Value* x = f.in("x", test::randomNonZero(Type{F, xs}, rng));
     Value* tgt = f.in("targets", test::randomIndex(Type{DType::i64, rows}, rng, 0, V));
-    Value* g = f.par("norm.weight", randF(Type{F, {d}}, rng));
-    Value* w1 = f.par("fc1.weight", randF(Type{F, {hidden, d}}, rng));
-    Value* b1 = f.par("fc1.bias", randF(Type{F, {hidden}}, rng));
-    Value* w2 = f.par("fc2.weight", randF(Type{F, {V, hidden}}, rng));
+    Value* g = f.par("norm.weight", test::randomNonZero(Type{F, {d}}, rng));
+    Value* w1 = f.par("fc1.weight", test::randomNonZero(Type{F, {hidden, d}}, rng));
+    Value* b1 = f.par("fc1.bias", test::randomNonZero(Type{F, {hidden}}, rng));
+    Value* w2 = f.par("fc2.weight", test::randomNonZero(Type{F, {V, hidden}}, rng));
     Value* h = f.b.create1(OpKind::RMSNorm, {x, g});
     Value* a = f.b.binary(OpKind::Add, f.b.matmul(h, w1, false, true), f.b.broadcast(b1, hs));
     Value* s = f.b.create1(OpKind::Silu, {a});

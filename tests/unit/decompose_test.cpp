@@ -25,14 +25,6 @@ using namespace fusec;
 namespace {
 
 // Magnitudes in [0.5, 2] with random signs: never zero.
-HostTensor randF(const Type& t, std::mt19937& rng) {
-  std::uniform_real_distribution<double> mag(0.5, 2.0);
-  std::bernoulli_distribution neg(0.5);
-  HostTensor h = HostTensor::zeros(t);
-  for (size_t k = 0; k < h.size(); ++k) h.set(k, neg(rng) ? -mag(rng) : mag(rng));
-  return h;
-}
-
 // ||got - want|| / ||want||, with NaN/inf anywhere counting as a failure.
 double relError(const HostTensor& got, const HostTensor& want) {
   EXPECT_EQ(got.type, want.type);
@@ -80,26 +72,26 @@ struct Case {
 };
 
 Value* unaryCase(test::GraphUnderTest& f, std::mt19937& rng, OpKind k, const Type& t, const NamedAttrs& attrs) {
-  return f.b.create1(k, {f.in("x", randF(t, rng))}, attrs);
+  return f.b.create1(k, {f.in("x", test::randomNonZero(t, rng))}, attrs);
 }
 
 Value* normCase(test::GraphUnderTest& f, std::mt19937& rng, OpKind k, const Shape& s) {
   const Type w{DType::f32, {s.back()}};
-  std::vector<Value*> ops{f.in("x", randF({DType::f32, s}, rng)), f.par("w", randF(w, rng))};
-  if (k == OpKind::LayerNorm) ops.push_back(f.par("b", randF(w, rng)));
+  std::vector<Value*> ops{f.in("x", test::randomNonZero({DType::f32, s}, rng)), f.par("w", test::randomNonZero(w, rng))};
+  if (k == OpKind::LayerNorm) ops.push_back(f.par("b", test::randomNonZero(w, rng)));
   return f.b.create1(k, ops, {{"eps", 1e-5}});
 }
 
 Value* ropeCase(test::GraphUnderTest& f, std::mt19937& rng, const Shape& s, int64_t maxPos, double theta) {
   const int64_t T = s[s.size() - 2];
   Value* pos = f.in("pos", test::randomIndex({DType::i64, {T}}, rng, -3, maxPos));
-  return f.b.create1(OpKind::Rope, {f.in("x", randF({DType::f32, s}, rng)), pos}, {{"theta", theta}});
+  return f.b.create1(OpKind::Rope, {f.in("x", test::randomNonZero({DType::f32, s}, rng)), pos}, {{"theta", theta}});
 }
 
 Value* ceCase(test::GraphUnderTest& f, std::mt19937& rng, const Shape& s, DType idx) {
   Shape rows(s.begin(), s.end() - 1);
   Value* t = f.in("t", test::randomIndex({idx, rows}, rng, 0, s.back()));
-  return f.b.create1(OpKind::CrossEntropy, {f.in("logits", randF({DType::f32, s}, rng)), t});
+  return f.b.create1(OpKind::CrossEntropy, {f.in("logits", test::randomNonZero({DType::f32, s}, rng)), t});
 }
 
 Value* attentionCase(test::GraphUnderTest& f, std::mt19937& rng, Shape batch, int64_t Tq, int64_t Tk, bool causal) {
@@ -108,9 +100,9 @@ Value* attentionCase(test::GraphUnderTest& f, std::mt19937& rng, Shape batch, in
     s.push_back(a), s.push_back(b);
     return Type{DType::f32, s};
   };
-  Value* q = f.in("q", randF(sh(Tq, 5), rng));
-  Value* k = f.in("k", randF(sh(Tk, 5), rng));
-  Value* v = f.in("v", randF(sh(Tk, 3), rng));
+  Value* q = f.in("q", test::randomNonZero(sh(Tq, 5), rng));
+  Value* k = f.in("k", test::randomNonZero(sh(Tk, 5), rng));
+  Value* v = f.in("v", test::randomNonZero(sh(Tk, 3), rng));
   return f.b.create1(OpKind::Attention, {q, k, v}, {{"causal", causal}, {"scale", 0.45}});
 }
 
@@ -162,7 +154,7 @@ TEST(Decompose, EachCompositeMatchesTheInterpreter) {
 TEST(Decompose, KernelBodies) {
   std::mt19937 rng(950);
   test::GraphUnderTest f;
-  HostTensor xv = randF(kX, rng);
+  HostTensor xv = test::randomNonZero(kX, rng);
   auto body = std::make_unique<Graph>();
   body->name = "k0";
   Builder bb(*body);
@@ -176,7 +168,7 @@ TEST(Decompose, KernelBodies) {
 TEST(Decompose, NoCompositeNoChange) {
   std::mt19937 rng(951);
   test::GraphUnderTest f;
-  f.b.output(f.b.unary(OpKind::Exp, f.in("x", randF(kX, rng))));
+  f.b.output(f.b.unary(OpKind::Exp, f.in("x", test::randomNonZero(kX, rng))));
   EXPECT_FALSE(decompose(f.m));
   EXPECT_EQ(f.g.ops.size(), 2u);
 }
@@ -187,8 +179,8 @@ TEST(Decompose, Bf16StaysBf16) {
   std::mt19937 rng(952);
   test::GraphUnderTest f;
   const Type t{DType::bf16, {3, 8}};
-  Value* x = f.in("x", randF(t, rng));
-  Value* w = f.par("w", randF({DType::bf16, {8}}, rng));
+  Value* x = f.in("x", test::randomNonZero(t, rng));
+  Value* w = f.par("w", test::randomNonZero({DType::bf16, {8}}, rng));
   Value* p = f.in("pos", test::randomIndex({DType::i64, {3}}, rng, 0, 30));
   f.b.output(f.b.create1(OpKind::Softmax, {x}));
   f.b.output(f.b.create1(OpKind::RMSNorm, {x, w}));

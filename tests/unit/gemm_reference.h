@@ -20,6 +20,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "runtime/gemm_plan.h"
+#include "test_util.h"
 
 namespace fusec::test {
 
@@ -100,18 +101,10 @@ inline std::vector<std::unique_ptr<GemmCase>> gemmCases(const Graph& g, bool all
 }
 
 // Uniform in +-[0.1, 1), rounded to the dtype: never zero, so a dropped term shows.
-inline HostTensor randomNonZero(const Type& t, std::mt19937& rng) {
-  std::uniform_real_distribution<float> mag(0.1f, 1.0f);
-  std::bernoulli_distribution neg(0.5);
-  HostTensor h = HostTensor::zeros(t);
-  for (size_t k = 0; k < h.size(); ++k) h.set(k, neg(rng) ? -mag(rng) : mag(rng));
-  return h;
-}
-
 // Random storage for a case's bases, as interpreter bindings.
 inline Bindings randomBases(const GemmCase& c, std::mt19937& rng) {
   Bindings env;
-  for (size_t i = 0; i < c.bases.size(); ++i) env["base" + std::to_string(i)] = randomNonZero(c.bases[i]->type, rng);
+  for (size_t i = 0; i < c.bases.size(); ++i) env["base" + std::to_string(i)] = randomNonZero(c.bases[i]->type, rng, 0.5);
   return env;
 }
 

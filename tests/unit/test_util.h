@@ -26,6 +26,19 @@ inline std::string errorOf(const std::function<void()>& f) {
   return "<no error>";
 }
 
+// Floats of magnitude [0.5, 2) x scale with random signs (positive only when asked): never
+// zero, so a dropped term or a missed write shows.
+inline HostTensor randomNonZero(const Type& t, std::mt19937& rng, double scale = 1, bool positive = false) {
+  std::uniform_real_distribution<double> mag(0.5, 2.0);
+  std::bernoulli_distribution neg(0.5);
+  HostTensor h = HostTensor::zeros(t);
+  for (size_t k = 0; k < h.size(); ++k) {
+    const bool minus = !positive && neg(rng);
+    h.set(k, (minus ? -scale : scale) * mag(rng));
+  }
+  return h;
+}
+
 // Integers uniform in [lo, hi) (token ids, gather indices).
 inline HostTensor randomIndex(const Type& t, std::mt19937& rng, int64_t lo, int64_t hi) {
   std::uniform_int_distribution<int64_t> d(lo, hi - 1);

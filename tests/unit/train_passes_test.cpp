@@ -28,14 +28,6 @@ using models::ModelConfig;
 constexpr int64_t B = 2, T = 5;
 
 // Values of magnitude 0.5..2 with random signs (never zero); `positive` for second moments.
-HostTensor randomFloat(const Type& t, std::mt19937& rng, double scale = 1, bool positive = false) {
-  HostTensor h = HostTensor::zeros(t);
-  std::uniform_real_distribution<double> mag(0.5, 2.0);
-  std::uniform_int_distribution<int> coin(0, 1);
-  for (size_t k = 0; k < h.size(); ++k) h.set(k, (positive || coin(rng) ? 1 : -1) * scale * mag(rng));
-  return h;
-}
-
 // Every input and param of `g`: token ids in [0, vocab), the step 3, weights ~0.3, state.
 Bindings randomBindings(const Graph& g, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -54,7 +46,7 @@ Bindings randomBindings(const Graph& g, int64_t vocab, uint32_t seed) {
       env[name].set(0, 3);
     } else {
       const bool sq = name.size() > 11 && name.compare(name.size() - 11, 11, ".exp_avg_sq") == 0;
-      env[name] = randomFloat(t, rng, sq ? 0.01 : 0.3, sq);
+      env[name] = test::randomNonZero(t, rng, sq ? 0.01 : 0.3, sq);
     }
   }
   return env;
