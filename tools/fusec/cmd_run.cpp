@@ -24,6 +24,7 @@
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "frontend/optim.h"
+#include "frontend/program_state.h"
 #include "frontend/safetensors.h"
 #include "ir/interpreter.h"
 #include "passes/pipeline.h"
@@ -133,31 +134,6 @@ int runInit(const RunArgs& a) {
   models::ModelConfig cfg = modelConfig(a);
   saveSafetensors(a.initWeights, initParameters(cfg, a.seed), metadataFor(cfg));
   return 0;
-}
-
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Binds the params the program passes added: the optimizer moments start at zero, and each
-// cached weight copy "W.bf16" starts as bf16(W); the step's in-place updates carry both on.
-void bindProgramState(const Graph& g, Bindings& env) {
-  for (Op* p : g.params()) {
-    const std::string& name = p->attrStr("name");
-    const Type& t = p->result()->type;
-    if (env.count(name)) continue;
-    const std::string copySuffix = "." + std::string(dtypeName(t.dtype));
-    if (endsWith(name, ".exp_avg") || endsWith(name, ".exp_avg_sq")) {
-      env[name] = HostTensor::zeros(t);
-    } else if (auto w = env.find(name.substr(0, name.size() - copySuffix.size()));
-               endsWith(name, copySuffix) && w != env.end()) {
-      HostTensor copy = HostTensor::zeros(t);
-      for (size_t k = 0; k < copy.size(); ++k) copy.set(k, w->second.f.at(k));  // rounds to the dtype
-      env[name] = std::move(copy);
-    } else {
-      throw Error("internal: the program's param '" + name + "' has no value");
-    }
-  }
 }
 
 // The toy model's input `x`: f32[B, in].

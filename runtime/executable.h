@@ -1,0 +1,92 @@
+// An Executable is one planned function (a graph after `fuse` and `memory-plan`) resident on
+// the GPU and ready to run as a flat launch list:
+//
+//   * two allocations, sized by the memory plan: the RESIDENT region (inputs, params: weights,
+//     AdamW moments, bf16 weight copies; at each source's `@N`) and the ARENA (every computed
+//     value at its `@N`). Views, resident concats and in-place updates own no storage: their
+//     addresses come from ir/strided_view.h and Graph::outputUpdates, resolved once here;
+//   * a launch list in program order: generated kernels (NVRTC cubins, handles resolved at
+//     construction) and cuBLASLt GEMMs (runtime/gemm_plan.h), every device address fixed;
+//   * run(): the first call (warm-up: cuBLASLt picks its algorithms) launches the list
+//     directly; the second captures it once as a CUDA graph and every later call replays that
+//     graph, so a step is one graph launch (ExecutableOptions::cudaGraph = false launches the
+//     list every time, checking each launch).
+//
+// Sources are bound by their `name` attribute with bind(); a bound value stays on the device
+// and in-place updates (`return %w.new -> "w"`) overwrite it, so a training loop binds the
+// weights once and then only `step` (and new tokens). Host tensors are converted to the
+// value's dtype (f32 values rounded to bf16 for bf16 params) and checked against its type.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/cubin_cache.h"
+#include "ir/graph.h"
+#include "ir/interpreter.h"
+#include "passes/fusion/kernel_family.h"
+
+namespace fusec::rt {
+
+struct ExecutableOptions {
+  bool cudaGraph = true;                       // capture after warm-up and replay
+  bool tf32 = false;                           // f32 GEMMs on TF32 tensor cores
+  const codegen::CubinCache* cache = nullptr;  // NVRTC cubin cache (null: compile every time)
+};
+
+// One entry of the launch list, as `fusec profile` and the tests see it.
+struct LaunchInfo {
+  enum class Kind { Gemm, Kernel };
+  Kind kind = Kind::Kernel;
+  std::string name;                            // kernel name, or the GEMM's result value ("%logits", "%12")
+  KernelFamily family = KernelFamily::Pointwise;  // kernels only
+  int64_t flops = 0;                           // GEMMs: 2*M*N*K*batch; kernels: 0
+};
+
+class Executable {
+ public:
+  // Compiles (NVRTC, through opts.cache) and loads the kernels of `g`'s function, allocates
+  // the resident region and the arena, and builds the launch list. `module` must outlive the
+  // Executable. Throws Error: "no CUDA device", "out of GPU memory: needs X GiB, Y GiB free"
+  // (checked for resident + arena + workspace before anything is allocated), or a graph the
+  // runtime cannot run (not planned, a top-level op that is neither view, GEMM nor kernel).
+  Executable(const Graph& g, ExecutableOptions opts = {});
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Uploads every tensor of `values` whose name is an input or param of the function (others
+  // are ignored; returns how many were bound). Throws Error on a type mismatch.
+  size_t bind(const Bindings& values);
+  // One source. Throws Error when `name` is not an input or param, or on a type mismatch.
+  void bind(const std::string& name, const HostTensor& value);
+
+  // Enqueues one call on the executable's stream. Throws Error naming any source never
+  // bound, or the launch that failed.
+  void run();
+  // Waits for the enqueued calls; a CUDA error raised by a kernel is reported here.
+  void synchronize();
+
+  // Output i of the last call (synchronizes first), in its dtype's values.
+  HostTensor output(size_t i);
+  // The current value of a source (a param after in-place updates), by name.
+  HostTensor read(const std::string& name);
+
+  const std::vector<LaunchInfo>& launches() const;
+  // Runs the launch list once without a graph, timing each launch with CUDA events; returns
+  // milliseconds per launch, aligned with launches().
+  std::vector<float> timeLaunches();
+
+  size_t arenaBytes() const;
+  size_t residentBytes() const;
+  bool graphCaptured() const;
+  void* stream() const;  // the cudaStream_t every launch goes to
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusec::rt
