@@ -149,8 +149,10 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
   }
   {
     auto m = planProgram(c.cfg, "forward", c.dtype, c.batch, c.seq);
-    auto runner = makeRunner(*m->funcs.at(0));
+    const Graph& g = *m->funcs.at(0);
+    auto runner = makeRunner(g);
     Bindings env = initial;
+    bindProgramState(g, env);  // bf16: the weights' bf16 copies are params of the forward too
     env["ids"] = data.at(0).ids;
     runner->bind(std::move(env));
     runner->run();
