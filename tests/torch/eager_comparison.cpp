@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -96,6 +97,24 @@ struct CompiledTrainer {
   }
 };
 
+// Runs one stage of a comparison: an Error names the stage it came from (the eager model, the
+// compiled forward, ...), and the stage's wall time is recorded.
+template <class Fn>
+auto stage(ComparisonTimes& times, const std::string& what, Fn&& fn) -> decltype(fn()) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Record {
+    ComparisonTimes& times;
+    const std::string& what;
+    std::chrono::steady_clock::time_point t0;
+    ~Record() { times.push_back({what, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}); }
+  } record{times, what, t0};
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
 std::string kindOf(const std::string& name) {  // layers.12.attn.q_proj.weight -> layers.*.attn.q_proj.weight
   if (name.rfind("layers.", 0) != 0) return name;
   const size_t dot = name.find('.', 7);
@@ -136,18 +155,18 @@ Bindings initWeights(const models::ModelConfig& cfg, uint64_t seed) {
 }
 
 ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& makeRunner) {
-  const Bindings initial = initWeights(c.cfg, c.seed);
-  const std::vector<Batch> data = batches(c, c.steps);
   ComparisonResult r;
+  const Bindings initial = stage(r.seconds, "init weights", [&] { return initWeights(c.cfg, c.seed); });
+  const std::vector<Batch> data = batches(c, c.steps);
   HostTensor eagerLogits;
   Bindings eagerParams;
-  {
+  stage(r.seconds, "eager", [&] {
     bench::EagerModel eager(c.cfg, initial, bench::EagerOptions{c.eagerDevice, c.dtype});
     eagerLogits = eager.forward(data.at(0).ids);
     for (const Batch& b : data) r.eagerLosses.push_back(eager.trainStep(b.ids, b.targets, c.adamw));
     eagerParams = eager.parameters();
-  }
-  {
+  });
+  r.logits = stage(r.seconds, "compiled forward", [&] {
     auto m = planProgram(c.cfg, "forward", c.dtype, c.batch, c.seq);
     const Graph& g = *m->funcs.at(0);
     auto runner = makeRunner(g);
@@ -156,37 +175,53 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
     env["ids"] = data.at(0).ids;
     runner->bind(std::move(env));
     runner->run();
-    r.logits = normRelError(runner->output(0), eagerLogits, "logits");
-  }
-  CompiledTrainer trainer(c, initial, makeRunner);
-  for (size_t s = 0; s < data.size(); ++s) {
-    r.compiledLosses.push_back(trainer.step(&data[s]));
-    r.lossErrors.push_back(std::fabs(double(r.compiledLosses[s]) - r.eagerLosses[s]) / std::fabs(r.eagerLosses[s]));
-  }
-  for (const auto& spec : models::parameterSpecs(c.cfg)) {
-    const HostTensor got = trainer.runner->read(spec.name);
-    const HostTensor& want = eagerParams.at(spec.name);
-    const HostTensor& before = initial.at(spec.name);
-    ParamError e{spec.name, normRelError(got, want, spec.name), 0};
-    e.update = normRel(
-        want.size(), [&](size_t k) { return got.get(k) - before.f[k]; },
-        [&](size_t k) { return double(want.f[k]) - before.f[k]; });
-    r.params.push_back(e);
-  }
+    return normRelError(runner->output(0), eagerLogits, "logits");
+  });
+  auto trainer = stage(r.seconds, "compiled train_step build", [&] {
+    return std::make_unique<CompiledTrainer>(c, initial, makeRunner);
+  });
+  stage(r.seconds, "compiled train_step steps", [&] {
+    for (size_t s = 0; s < data.size(); ++s) {
+      r.compiledLosses.push_back(trainer->step(&data[s]));
+      r.lossErrors.push_back(std::fabs(double(r.compiledLosses[s]) - r.eagerLosses[s]) / std::fabs(r.eagerLosses[s]));
+    }
+  });
+  stage(r.seconds, "compare parameters", [&] {
+    for (const auto& spec : models::parameterSpecs(c.cfg)) {
+      const HostTensor got = trainer->runner->read(spec.name);
+      const HostTensor& want = eagerParams.at(spec.name);
+      const HostTensor& before = initial.at(spec.name);
+      ParamError e{spec.name, normRelError(got, want, spec.name), 0};
+      e.update = normRel(
+          want.size(), [&](size_t k) { return got.get(k) - before.f[k]; },
+          [&](size_t k) { return double(want.f[k]) - before.f[k]; });
+      r.params.push_back(e);
+    }
+  });
   return r;
 }
 
 LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner) {
-  const Bindings initial = initWeights(c.cfg, c.seed);
-  const Batch batch = batches(c, 1).at(0);
   LossCurves curves;
-  {
+  const Bindings initial = stage(curves.seconds, "init weights", [&] { return initWeights(c.cfg, c.seed); });
+  const Batch batch = batches(c, 1).at(0);
+  stage(curves.seconds, "eager", [&] {
     bench::EagerModel eager(c.cfg, initial, bench::EagerOptions{c.eagerDevice, c.dtype});
     for (int s = 0; s < c.steps; ++s) curves.eager.push_back(eager.trainStep(batch.ids, batch.targets, c.adamw));
-  }
-  CompiledTrainer trainer(c, initial, makeRunner);
-  for (int s = 0; s < c.steps; ++s) curves.compiled.push_back(trainer.step(s == 0 ? &batch : nullptr));
+  });
+  auto trainer = stage(curves.seconds, "compiled train_step build", [&] {
+    return std::make_unique<CompiledTrainer>(c, initial, makeRunner);
+  });
+  stage(curves.seconds, "compiled train_step steps", [&] {
+    for (int s = 0; s < c.steps; ++s) curves.compiled.push_back(trainer->step(s == 0 ? &batch : nullptr));
+  });
   return curves;
+}
+
+void printTimes(const std::string& label, const ComparisonTimes& times) {
+  std::printf("[%s] seconds:", label.c_str());
+  for (const auto& [what, sec] : times) std::printf(" %s %.2f;", what.c_str(), sec);
+  std::printf("\n");
 }
 
 void printComparison(const ComparisonCase& c, const ComparisonResult& r) {
@@ -208,6 +243,7 @@ void printComparison(const ComparisonCase& c, const ComparisonResult& r) {
                 r.lossErrors.size(), wu.first->weights, wu.first->name.c_str(), wu.second->update,
                 wu.second->name.c_str());
   if (worst) std::printf("%sparams: worst weights error %.3g (%s)\n", at.c_str(), worst->weights, worst->name.c_str());
+  printTimes(c.label(), r.seconds);
 }
 
 }  // namespace fusec::test

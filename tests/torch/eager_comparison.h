@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frontend/models/transformer.h"
@@ -35,11 +36,15 @@ struct ParamError {
   double update = 0;   // its change over the steps (after - initial): far stricter, printed only
 };
 
+// Wall seconds of each stage (init weights, eager, compiled forward, ...), in order.
+using ComparisonTimes = std::vector<std::pair<std::string, double>>;
+
 struct ComparisonResult {
   double logits = 0;
   std::vector<float> eagerLosses, compiledLosses;
   std::vector<double> lossErrors;  // |compiled - eager| / |eager|, per step
   std::vector<ParamError> params;  // parameterSpecs order
+  ComparisonTimes seconds;
 };
 
 ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& runner);
@@ -48,6 +53,7 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
 // the curve has a shape to track): the loss of each step, eager and compiled.
 struct LossCurves {
   std::vector<float> eager, compiled;
+  ComparisonTimes seconds;
   double maxAbsDiff() const;
 };
 LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner);
@@ -63,5 +69,7 @@ Bindings initWeights(const models::ModelConfig& cfg, uint64_t seed);
 // One line per quantity, prefixed with the case's label: logits, each step's loss, the worst
 // parameter (and update) error per parameter kind (the name without its layer index).
 void printComparison(const ComparisonCase& c, const ComparisonResult& r);
+// "[label] seconds: init weights 1.23; eager 4.56; ..."
+void printTimes(const std::string& label, const ComparisonTimes& times);
 
 }  // namespace fusec::test

@@ -73,6 +73,21 @@ TEST(PlannedVsEager, DetectsAWrongTrainStep) {
   EXPECT_GT(worst, 1e-3);
 }
 
+// A backend failure names the stage it happened in (on the GPU: which program, build or step).
+TEST(PlannedVsEager, ErrorsNameTheirStage) {
+  RunnerFactory failing = [](const Graph& g) -> std::unique_ptr<ProgramRunner> {
+    if (g.name == "train_step") throw Error("out of GPU memory: needs 9.00 GiB, 1.00 GiB free");
+    return interpreterRunner(g);
+  };
+  std::string err;
+  try {
+    compareWithEager(tinyCase(), failing);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_EQ(err, "compiled train_step build: out of GPU memory: needs 9.00 GiB, 1.00 GiB free");
+}
+
 TEST(PlannedVsEager, TinyLossCurveFp32) {
   ComparisonCase c = tinyCase();
   c.steps = 20;
@@ -80,6 +95,7 @@ TEST(PlannedVsEager, TinyLossCurveFp32) {
   ASSERT_EQ(curves.compiled.size(), 20u);
   std::printf("tiny 20 steps: loss %.5f -> %.5f, max |compiled - eager| %.3g\n", curves.eager.front(),
               curves.eager.back(), curves.maxAbsDiff());
+  printTimes("tiny fp32 curve", curves.seconds);
   EXPECT_LT(curves.eager.back(), curves.eager.front() - 0.1) << "one batch repeated must be learnt";
   EXPECT_LE(curves.maxAbsDiff(), 1e-4);
 }

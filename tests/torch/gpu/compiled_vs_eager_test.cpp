@@ -102,6 +102,7 @@ TEST(CompiledVsEagerCurve, Small100StepsFp32) {
   }
   std::printf("[small fp32 curve] 100 steps: loss %.5f -> %.5f, max |compiled - eager| %.3g (step %zu)\n",
               curves.eager.front(), curves.eager.back(), curves.maxAbsDiff(), worstStep + 1);
+  printTimes("small fp32 curve", curves.seconds);
   EXPECT_LT(curves.eager.back(), curves.eager.front() - 0.5) << "one batch repeated must be learnt";
   EXPECT_LE(curves.maxAbsDiff(), 1e-3) << "worst at step " << worstStep + 1;
 }
