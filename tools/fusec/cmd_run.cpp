@@ -153,6 +153,7 @@ int runProgram(RunArgs& a) {
   if (a.inputs.empty()) throw Error("run: --inputs is required");
   if (a.out.empty()) throw Error("run: --out is required");
   if (a.device.empty()) a.device = cudaDevicePresent() ? "cuda" : "cpu";
+  if (a.device == "cuda") requireCudaDevice();
   if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
   if (a.steps < 1) throw Error("--steps must be at least 1, got " + std::to_string(a.steps));

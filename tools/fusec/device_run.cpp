@@ -20,6 +20,14 @@ bool cudaDevicePresent() {
 #endif
 }
 
+void requireCudaDevice() {
+#ifdef FUSEC_HAVE_CUDA
+  rt::openDevice();
+#else
+  throw Error("no CUDA device (this fusec was built without the CUDA toolkit)");
+#endif
+}
+
 std::vector<HostTensor> runOnDevice(Module& module, Bindings& env, int64_t steps, std::vector<float>* losses,
                                     const DeviceRunOptions& opts) {
 #ifndef FUSEC_HAVE_CUDA

@@ -19,6 +19,10 @@ struct DeviceRunOptions {
 // True when this fusec was built with the GPU runtime and a CUDA device is present.
 bool cudaDevicePresent();
 
+// Throws Error("no CUDA device") unless cudaDevicePresent(): GPU commands call it before
+// reading any file, so they fail fast and the same way everywhere.
+void requireCudaDevice();
+
 // Optimises `module` (its one function after the program passes) in place, runs it on the
 // GPU once (forward) or `steps` times (train_step: `step` = 1..steps, in-place updates kept
 // on the device), and returns the outputs of the last call with `env` updated: train_step
