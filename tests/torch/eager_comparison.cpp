@@ -225,7 +225,10 @@ void printTimes(const std::string& label, const ComparisonTimes& times) {
 }
 
 void printComparison(const ComparisonCase& c, const ComparisonResult& r) {
-  const std::string at = "[" + c.label() + ", batch " + std::to_string(c.batch) + ", ctx " + std::to_string(c.seq) + "] ";
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%g", c.adamw.lr);
+  const std::string at =
+      "[" + c.label() + ", batch " + std::to_string(c.batch) + ", ctx " + std::to_string(c.seq) + ", lr " + lr + "] ";
   std::printf("%slogits: relative error %.3g\n", at.c_str(), r.logits);
   for (size_t s = 0; s < r.lossErrors.size(); ++s)
     std::printf("%sloss step %zu: compiled %.7f eager %.7f relative error %.3g\n", at.c_str(), s + 1,
