@@ -1,4 +1,4 @@
-// pointwise, multi_tensor and scatter: grid-stride loops over output elements.
+// pointwise and multi_tensor: grid-stride loops over output elements.
 #include <algorithm>
 #include <map>
 
@@ -158,68 +158,6 @@ std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   }
   w.close();
   return {Launch{k.name, {uint32_t(first), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
-}
-
-std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
-  const Op* scatter = nullptr;
-  for (auto& op : k.body.ops)
-    if (op->kind == OpKind::ScatterAdd) scatter = op.get();
-  const Value* result = scatter->result();
-  const Value *base = scatter->operands[0], *index = scatter->operands[1], *src = scatter->operands[2];
-  std::vector<int> scatterOuts, srcOuts;
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
-    const Value* o = k.body.outputs[i];
-    if (o == result) scatterOuts.push_back(int(i));
-    else if (o->type.numel() == src->type.numel()) srcOuts.push_back(int(i));
-    else throw Error("codegen: scatter kernel '" + k.body.name + "' has an output that is neither the scatter nor of its source's size");
-  }
-  const int64_t nBase = result->type.numel(), nSrc = src->type.numel();
-  std::vector<Launch> launches;
-
-  // Launch 1: the result starts as the scatter base.
-  const std::string init = k.name + "_init";
-  k.signature(w, init, kBlock);
-  {
-    BodyEmitter e(k.body, w);
-    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nBase) +
-                "LL; i += (long long)gridDim.x * blockDim.x)");
-    Index idx = delinearize(w, "i", result->type.shape, "o");
-    for (int o : scatterOuts) {
-      w.line("// " + e.describe(*scatter) + ": base");
-      e.store(base, "out" + std::to_string(o), idx);
-    }
-    e.closeScope();
-  }
-  w.close();
-  launches.push_back(Launch{init, {elementGrid(nBase), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
-
-  // Launch 2: every source element added at its index. atomicAdd makes the order of the
-  // additions to one element (repeated token ids) nondeterministic: f32 sums may differ in
-  // the last bits between runs. Acceptable for the embedding gradient for now.
-  k.signature(w, k.name, kBlock);
-  {
-    BodyEmitter e(k.body, w);
-    const int ax = normalizeAxis(scatter->attrInt("axis"), result->type.rank(), "scatter_add");
-    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nSrc) +
-                "LL; i += (long long)gridDim.x * blockDim.x)");
-    Index j = delinearize(w, "i", src->type.shape, "s");
-    Index dst = j;
-    dst[size_t(ax)] = "(long long)" + e.eval(index, j);
-    const std::string v = e.eval(src, j);
-    for (int o : scatterOuts) {
-      w.line("// " + e.describe(*scatter));
-      w.line("atomicAdd(&out" + std::to_string(o) + "[" + linearize(dst, result->type.shape) + "], " +
-             storeValue(result->type.dtype, v) + ");");
-    }
-    for (int o : srcOuts) {
-      Index oi = delinearize(w, "i", k.body.outputs[size_t(o)]->type.shape, "p" + std::to_string(o));
-      e.store(k.body.outputs[size_t(o)], "out" + std::to_string(o), oi);
-    }
-    e.closeScope();
-  }
-  w.close();
-  launches.push_back(Launch{k.name, {elementGrid(nSrc), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
-  return launches;
 }
 
 }  // namespace fusec::codegen
