@@ -3,7 +3,10 @@
 #include <cmath>
 
 #include "frontend/tensor.h"
+#include "frontend/optim.h"
 #include "passes/autodiff.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
 
 namespace fusec::models {
 
@@ -71,6 +74,16 @@ Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d) 
     g.addOutput(grads[i]);
   }
   return g;
+}
+
+std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d) {
+  auto m = std::make_unique<Module>();
+  buildAttentionProgram(*m, program, batch, seq, d);
+  PassManager pm;  // verifies after every pass by default
+  for (auto& p : programPasses(program, DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(*m);
+  return m;
 }
 
 int64_t savedForBackwardBytes(int64_t batch, int64_t seq, int64_t elementBytes) {

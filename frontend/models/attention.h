@@ -14,6 +14,7 @@
 // [B, N, N] tensor is the "memory saved for backward" (savedForBackwardBytes).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ bool isAttentionProgram(const std::string& program);
 Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d);
 Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d);
 Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d);
+
+// `program` as `fusec compile --program <program>` gives it by default: traced, its program
+// passes, then the default optimisation pipeline (GEMMs and fused kernels over a planned
+// arena), verified after every pass. f32. The module is the function's only owner.
+std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d);
 
 // Bytes of the attention probabilities P [B, N, N] that naive eager attention keeps from its
 // forward for its backward, at `elementBytes` per element (4 for f32): the dominant memory
