@@ -82,10 +82,13 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
   return k;
 }
 
-std::vector<GeneratedKernel> generateModule(const Module& m) {
+namespace {
+
+// Every kernel of `graphs`, identical sources generated once (GeneratedKernel::image).
+std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs) {
   std::vector<GeneratedKernel> out;
   std::map<std::string, size_t> firstOf;  // source with the name replaced -> kernel
-  for (const auto& g : m.funcs)
+  for (const Graph* g : graphs)
     for (const auto& op : g->ops) {
       if (op->kind != OpKind::Kernel) continue;
       GeneratedKernel k = generateKernel(*op, *g);
@@ -102,5 +105,15 @@ std::vector<GeneratedKernel> generateModule(const Module& m) {
     }
   return out;
 }
+
+}  // namespace
+
+std::vector<GeneratedKernel> generateModule(const Module& m) {
+  std::vector<const Graph*> graphs;
+  for (const auto& g : m.funcs) graphs.push_back(g.get());
+  return generateGraphs(graphs);
+}
+
+std::vector<GeneratedKernel> generateFunction(const Graph& g) { return generateGraphs({&g}); }
 
 }  // namespace fusec::codegen
