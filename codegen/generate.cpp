@@ -5,6 +5,7 @@
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
+#include "codegen/vector_io.h"
 
 namespace fusec::codegen {
 
@@ -78,6 +79,8 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
     case KernelFamily::Scatter: k.launches = emitScatter(in, fw); break;
     default: k.launches = emitReduction(in, k.family, fw); break;
   }
+  // The vector helpers only where a family used them, so other sources stay as they were.
+  if (fw.str().find("fusec_v") != std::string::npos) text += vectorPrelude();
   k.source = text + fw.str();
   return k;
 }
