@@ -3,7 +3,10 @@
 // `attention_backward` are compiled (frontend/models/attention.h), run with rt::Executable on
 // random non-zero q, k, v, grad_out, and compared with LibTorch eager naive attention on the
 // GPU (bench/eager_attention.h): out, dq, dk, dv within 1e-4 norm-wise relative, after the
-// first (direct) call and after a replay of the captured CUDA graph. A shape whose program does
+// first (direct) call and after a replay of the captured CUDA graph. Before the replay, the
+// input the outputs are linear in (v for the forward, grad_out for the backward) is rebound
+// doubled, so a replay that computed nothing would read half the expected values (doubling
+// is exact in floating point, so the reference is exactly twice the eager one). A shape whose program does
 // not fit passes only when the Executable's constructor reports exactly
 // "out of GPU memory: needs X GiB, Y GiB free". One line per shape is printed.
 //
@@ -44,16 +47,17 @@ bool isOutOfMemoryError(const std::string& msg) {
   return std::regex_match(msg, form);
 }
 
-// One compiled program run on the GPU: its outputs after the first call (direct launches) and
-// after the third (a replay of the CUDA graph captured by the second), or the OOM message.
+// One compiled program run on the GPU: its outputs after the first call (direct launches) and,
+// with `doubled` bound to twice its value, after the third (a replay of the CUDA graph
+// captured by the second); or the Executable's OOM message.
 struct GpuResult {
   std::string oom;
   std::vector<HostTensor> first, replayed;
   size_t arenaBytes = 0;
 };
 
-GpuResult runCompiled(const std::string& program, const Bindings& env, int64_t N, int64_t d,
-                      const codegen::CubinCache& cache) {
+GpuResult runCompiled(const std::string& program, const Bindings& env, const std::string& doubled, int64_t N,
+                      int64_t d, const codegen::CubinCache& cache) {
   auto m = models::compileAttentionProgram(program, kBatch, N, d);
   const Graph& g = *m->funcs.at(0);
   GpuResult r;
@@ -77,6 +81,9 @@ GpuResult runCompiled(const std::string& program, const Bindings& env, int64_t N
   exe->run();
   exe->synchronize();
   r.first = outputs();
+  HostTensor twice = env.at(doubled);
+  for (float& x : twice.f) x *= 2;
+  exe->bind(doubled, twice);
   exe->run();
   exe->run();
   exe->synchronize();
@@ -85,14 +92,19 @@ GpuResult runCompiled(const std::string& program, const Bindings& env, int64_t N
   return r;
 }
 
-// Worst norm-wise relative error of a run's outputs (both calls) against the references.
+// Worst norm-wise relative error of a run's outputs against the references: the first call's
+// against `want`, the replay's against twice `want`.
 double worstError(const GpuResult& r, const std::vector<const HostTensor*>& want) {
   double worst = 0;
   for (const auto* outs : {&r.first, &r.replayed}) {
+    const float scale = outs == &r.first ? 1.f : 2.f;
     EXPECT_EQ(outs->size(), want.size());
     for (size_t i = 0; i < std::min(outs->size(), want.size()); ++i) {
       EXPECT_EQ((*outs)[i].type, want[i]->type);
-      if ((*outs)[i].type == want[i]->type) worst = std::max(worst, test::normRelError((*outs)[i], *want[i]));
+      if ((*outs)[i].type != want[i]->type) continue;
+      HostTensor expected = *want[i];
+      for (float& x : expected.f) x *= scale;
+      worst = std::max(worst, test::normRelError((*outs)[i], expected));
     }
   }
   return worst;
@@ -128,8 +140,8 @@ TEST_P(AttentionSeedGrid, MatchesEagerOrReportsOutOfMemory) {
   codegen::CubinCache cache(codegen::CubinCache::defaultDir());
   Bindings fwdEnv = env;
   fwdEnv.erase("grad_out");
-  GpuResult fwd = runCompiled("attention", fwdEnv, N, d, cache);
-  GpuResult bwd = runCompiled("attention_backward", env, N, d, cache);
+  GpuResult fwd = runCompiled("attention", fwdEnv, "v", N, d, cache);
+  GpuResult bwd = runCompiled("attention_backward", env, "grad_out", N, d, cache);
   bench::AttentionResult ref =
       bench::eagerAttention(env["q"], env["k"], env["v"], env["grad_out"], {"cuda", eagerChunk(N)});
 
