@@ -57,9 +57,8 @@ AttentionResult eagerAttention(const HostTensor& q, const HostTensor& k, const H
       storeChunk(vc.grad(), r.dv, b0);
     }
   });
+  releaseCachedCudaMemory();
   return r;
 }
-
-bool torchCudaAvailable() { return torch::cuda::is_available(); }
 
 }  // namespace fusec::bench

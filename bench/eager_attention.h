@@ -24,11 +24,10 @@ struct AttentionResult {
 
 // out for q, k, v f32[B, N, d], and dq, dk, dv = the VJP at grad_out (same shape). f32
 // throughout: TF32 stays off (LibTorch's default for matmuls). Throws Error (one line) on a
-// shape mismatch or any LibTorch error, out of memory included.
+// shape mismatch or any LibTorch error, out of memory included. On CUDA, the memory LibTorch
+// cached is handed back afterwards, so a compiled program that runs next has it.
+// (eager_model.h's torchCudaAvailable says whether "cuda" can be used.)
 AttentionResult eagerAttention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                                const HostTensor& gradOut, const EagerAttentionOptions& opts = {});
-
-// Whether this LibTorch build sees a CUDA device (a CPU-only build never does).
-bool torchCudaAvailable();
 
 }  // namespace fusec::bench

@@ -1,7 +1,10 @@
-// Private to bench/*.cpp (it includes torch): HostTensor <-> torch::Tensor, and LibTorch
-// errors as one-line fusec::Errors.
+// Private to bench/*.cpp (it includes torch): HostTensor <-> torch::Tensor, LibTorch errors
+// as one-line fusec::Errors, and handing LibTorch's cached CUDA memory back.
 #pragma once
 #include <torch/torch.h>
+#ifdef FUSEC_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <cstring>
 #include <string>
@@ -27,14 +30,14 @@ inline std::vector<int64_t> dims(const Shape& s) { return std::vector<int64_t>(s
 
 inline torch::Tensor toTorch(const HostTensor& t, const torch::Device& dev) {
   const auto shape = dims(t.type.shape);
-  torch::Tensor cpu;
+  torch::Tensor view;  // aliases the host vector: copied below, onto the device or in place
   if (t.type.dtype == DType::f32)
-    cpu = torch::from_blob(const_cast<float*>(t.f.data()), shape, torch::kFloat32).clone();
+    view = torch::from_blob(const_cast<float*>(t.f.data()), shape, torch::kFloat32);
   else if (t.type.dtype == DType::i64)
-    cpu = torch::from_blob(const_cast<int64_t*>(t.i.data()), shape, torch::kInt64).clone();
+    view = torch::from_blob(const_cast<int64_t*>(t.i.data()), shape, torch::kInt64);
   else
     throw Error("eager model: " + t.type.str() + " tensors are not supported (f32 and i64 only)");
-  return cpu.to(dev);
+  return dev.is_cpu() ? view.clone() : view.to(dev);
 }
 
 inline HostTensor toHost(const torch::Tensor& t) {
@@ -43,6 +46,14 @@ inline HostTensor toHost(const torch::Tensor& t) {
   HostTensor h = HostTensor::zeros(Type{DType::f32, shape});
   if (!h.f.empty()) std::memcpy(h.f.data(), c.data_ptr<float>(), h.f.size() * sizeof(float));
   return h;
+}
+
+// Hands the blocks LibTorch's caching allocator keeps back to the driver (a no-op for a
+// LibTorch built without CUDA, where nothing was allocated on a device).
+inline void releaseCachedCudaMemory() {
+#ifdef FUSEC_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
 }
 
 }  // namespace fusec::bench

@@ -16,8 +16,10 @@
 // memory per shape is a dozen [8, N, d] tensors (64 MiB each at N 16384, d 128); the [N, N]
 // matrices live on the GPU only.
 //
-// Built only with both LibTorch and the runtime (tests/torch/CMakeLists.txt); label gpu, and
-// it skips with a reason where there is no device or LibTorch has no CUDA.
+// Built with LibTorch and the runtime (tests/torch/gpu/CMakeLists.txt); like the other eager
+// comparisons on the GPU it is labelled `eager` and runs serially (it holds up to 24 GiB of
+// arena plus LibTorch's chunk), and it skips with a reason where there is no device or
+// LibTorch has no CUDA.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include <tuple>
 
 #include "bench/eager_attention.h"
+#include "bench/eager_model.h"
 #include "codegen/cubin_cache.h"
 #include "frontend/models/attention.h"
 #include "runtime/device.h"
@@ -128,7 +131,7 @@ class AttentionSeedGrid : public ::testing::TestWithParam<std::tuple<int64_t, in
 TEST_P(AttentionSeedGrid, MatchesEagerOrReportsOutOfMemory) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
-  if (!bench::torchCudaAvailable()) GTEST_SKIP() << "LibTorch sees no CUDA device (a CPU-only LibTorch build?)";
+  if (!bench::torchCudaAvailable(&why)) GTEST_SKIP() << why;
   const auto [d, N] = GetParam();
 
   std::mt19937 rng(uint32_t(N * 1000 + d));
