@@ -11,9 +11,14 @@
 
 namespace fusec {
 
-// The program passes for `program` ("forward", "attention": the traced function is the
-// program; "train_step": the traced loss becomes a training step) at compute dtype `dtype`
-// (f32, or bf16 for autocast). Throws Error for another program or dtype.
+// The programs `fusec compile --program` traces: forward, train_step, attention,
+// attention_backward.
+const std::vector<std::string>& programNames();
+
+// The program passes for `program` ("forward", "attention", "attention_backward": the traced
+// function is the program; "train_step": the traced loss becomes a training step) at compute
+// dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only). Throws Error for
+// another program or dtype.
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw);
 
 // Their names, in order (for messages and tests).
