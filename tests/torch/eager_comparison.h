@@ -49,15 +49,21 @@ struct ComparisonResult {
 
 ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& runner);
 
-// `c.steps` training steps on fixed random data, the same for both: `batchCount` random
-// batches cycled (1: one batch repeated, which the model memorises; c.steps: a fresh batch
-// every step). The loss of each step, eager and compiled.
+// The data of a loss curve, fixed by the case's seed and the same for both implementations.
+enum class CurveData {
+  OneBatchRepeated,  // one uniform random batch every step: the model memorises it
+  MarkovStream,      // a fresh batch every step from a fixed random bigram chain over 512
+                     // tokens (4 successors each), targets the next token: learnable, never
+                     // repeated
+};
+
+// `c.steps` training steps on `data`: the loss of each step, eager and compiled.
 struct LossCurves {
   std::vector<float> eager, compiled;
   ComparisonTimes seconds;
   double maxAbsDiff() const;
 };
-LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner, int batchCount);
+LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner, CurveData data);
 
 // ||got - want|| / ||want|| over the values (either may be bf16); the absolute norm when want
 // is zero. Throws Error naming `what` when the shapes differ.
