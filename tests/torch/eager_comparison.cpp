@@ -45,7 +45,7 @@ std::vector<Batch> batches(const ComparisonCase& c, int n) {
 std::vector<Batch> markovBatches(const ComparisonCase& c, int n) {
   const int64_t V = std::min<int64_t>(c.cfg.vocab, 512);
   std::mt19937_64 rng(c.seed + 7);
-  std::vector<std::array<int64_t, 4>> next(size_t(V));
+  std::vector<std::array<int64_t, 4>> next(static_cast<size_t>(V));
   for (auto& succ : next)
     for (auto& v : succ) v = int64_t(rng() % uint64_t(V));
   std::vector<Batch> out;
