@@ -3,9 +3,11 @@
 namespace fusec {
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype) {
-  const bool train = program == "train_step";
-  if (!train && program != "forward" && program != "attention")
-    throw Error("unknown program '" + program + "' (known: forward, train_step, attention)");
+  // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
+  // loss.backward() computes; `fusec bench --passes fwd_bwd` times it).
+  const bool train = program == "train_step", grads = train || program == "fwd_bwd";
+  if (!grads && program != "forward" && program != "attention")
+    throw Error("unknown program '" + program + "' (known: forward, train_step, fwd_bwd, attention)");
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
   const bool bf16 = dtype == DType::bf16;
@@ -17,10 +19,8 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   // Then everything is decomposed for fusion.
   std::vector<std::string> names = {"decompose-attention"};
   if (bf16) names.push_back("autocast");
-  if (train) {
-    names.push_back("autodiff");
-    names.push_back("adamw");
-  }
+  if (grads) names.push_back("autodiff");
+  if (train) names.push_back("adamw");
   // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
   // load for inference), so no step casts a weight.
   if (bf16) names.push_back("cache-weight-casts");

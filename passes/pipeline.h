@@ -13,7 +13,8 @@ namespace fusec {
 
 // The program passes for `program` ("forward", "attention": the traced function is the
 // program; "train_step": the traced loss becomes a training step) at compute dtype `dtype`
-// (f32, or bf16 for autocast). Throws Error for another program or dtype.
+// (f32, or bf16 for autocast). "fwd_bwd" is "train_step" without adamw: it returns the loss
+// and every gradient. Throws Error for another program or dtype.
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw);
 
 // Their names, in order (for messages and tests).

@@ -1,0 +1,66 @@
+#include "bench/eager_runner.h"
+
+#include <torch/torch.h>
+
+#include "bench/eager_model.h"
+#include "bench/timer.h"
+
+// The allocator statistics exist only in CUDA builds of LibTorch (2.x on the GPU machine);
+// a CPU build cannot run the eager side on "cuda" at all, and leaves the memory columns empty.
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define FUSEC_TORCH_CUDA_STATS 1
+#endif
+
+namespace fusec::bench {
+
+namespace {
+
+void resetAllocator() {
+#ifdef FUSEC_TORCH_CUDA_STATS
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+#endif
+}
+
+void readPeaks(TimedRun& r) {
+#ifdef FUSEC_TORCH_CUDA_STATS
+  using namespace c10::cuda::CUDACachingAllocator;
+  const auto s = getDeviceStats(0);
+  const size_t all = size_t(StatType::AGGREGATE);
+  r.allocatedBytes = int64_t(s.allocated_bytes[all].peak);
+  r.reservedBytes = int64_t(s.reserved_bytes[all].peak);
+#else
+  (void)r;
+#endif
+}
+
+}  // namespace
+
+TimedRun runEager(const BenchCase& c, const Bindings& env) {
+  if (c.dtype != DType::f32)
+    throw Error("eager bf16 autocast is not in bench/eager_model yet");
+  resetAllocator();
+  TimedRun r;
+  try {
+    EagerModel model(c.cfg, env, EagerOptions{"cuda"});
+    model.stageTokens(env.at("ids"), env.at("targets"));
+    auto call = [&] {
+      switch (c.pass) {
+        case BenchPass::Forward: return model.forwardStaged();
+        case BenchPass::FwdBwd: return model.lossAndGradientsStaged();
+        case BenchPass::Step: return model.trainStepStaged(c.adamw);
+      }
+    };
+    // LibTorch launches on its current stream, the legacy default stream (bench/timer.h).
+    r.ms = timeOnStream(call, nullptr, c.warmup, c.iters);
+    readPeaks(r);
+  } catch (...) {
+    resetAllocator();  // an OOM leaves cached blocks behind; the next row must not inherit them
+    throw;
+  }
+  resetAllocator();
+  return r;
+}
+
+}  // namespace fusec::bench
