@@ -3,6 +3,7 @@
 // rate (cuBLASLt through runtime/cublaslt_gemm.h, the same library and settings the compiled
 // programs use) and the device copy bandwidth.
 #pragma once
+#include <cstddef>
 
 namespace fusec::bench {
 

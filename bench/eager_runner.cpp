@@ -7,7 +7,8 @@
 
 // The allocator statistics exist only in CUDA builds of LibTorch (2.x on the GPU machine);
 // a CPU build cannot run the eager side on "cuda" at all, and leaves the memory columns empty.
-#if __has_include(<c10/cuda/CUDACachingAllocator.h>)
+// (Debian's CPU LibTorch ships c10/cuda headers without the generated macros header.)
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
 #include <c10/cuda/CUDACachingAllocator.h>
 #define FUSEC_TORCH_CUDA_STATS 1
 #endif
