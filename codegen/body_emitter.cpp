@@ -62,6 +62,23 @@ void BodyEmitter::openScope(const std::string& header) {
   memo_.emplace_back();
 }
 
+static std::string elementKey(const Value* input, const std::string& linear) {
+  return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear;
+}
+
+void BodyEmitter::bindElement(const Value* input, const std::string& linear, const std::string& reg) {
+  memo_.back()[elementKey(input, linear)] = reg;
+}
+
+const std::string* BodyEmitter::boundElement(const Value* input, const std::string& linear) const {
+  const std::string key = elementKey(input, linear);
+  for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
+    auto m = it->find(key);
+    if (m != it->end()) return &m->second;
+  }
+  return nullptr;
+}
+
 void BodyEmitter::closeScope() {
   memo_.pop_back();
   w_.close();
@@ -141,6 +158,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   const std::string comment = "  // " + describe(op);
   switch (op.kind) {
     case OpKind::Input: {
+      if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
       std::string reg = fresh("x");
       w_.line("const " + rt + " " + reg + " = " +
               loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape)) + ";" + comment);
@@ -151,7 +169,13 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "iota");
       return "((" + rt + ")" + idx[size_t(ax)] + ")";
     }
-    case OpKind::Reshape:
+    case OpKind::Reshape: {
+      const Value* src = op.operands[0];
+      while (src->def->kind == OpKind::Reshape) src = src->def->operands[0];
+      if (src->def->kind == OpKind::Input)
+        if (const std::string* r = boundElement(src, linearize(idx, v->type.shape))) return *r;
+      [[fallthrough]];
+    }
     case OpKind::Permute:
     case OpKind::Broadcast:
     case OpKind::Slice: {

@@ -44,6 +44,11 @@ class BodyEmitter {
   void store(const Value* v, const std::string& ptr, const Index& idx);
   // A reduction's value for the current row/column/scalar, whatever index it is read at.
   void bindReduction(const Value* v, const std::string& reg) { bound_[v] = reg; }
+  // The element of body input `input` at row-major position `linear` (spelled as
+  // linearize() spells it for the index it is read at) is already in `reg`: a vector or
+  // register-array load. Read directly or through reshapes (which keep the position), it
+  // comes from there instead of memory. Scoped like the memo.
+  void bindElement(const Value* input, const std::string& linear, const std::string& reg);
 
   void openScope(const std::string& header);  // a C++ block with its own memo
   void closeScope();
@@ -54,6 +59,7 @@ class BodyEmitter {
 
  private:
   std::string compute(const Value* v, const Index& idx);
+  const std::string* boundElement(const Value* input, const std::string& linear) const;
   std::string layoutOperandIndex(const Op& op, const Index& idx, Index& in);
 
   const Graph& body_;

@@ -1,9 +1,10 @@
-// pointwise, multi_tensor and scatter: grid-stride loops over output elements.
+// pointwise and multi_tensor: grid-stride loops over output elements.
 #include <algorithm>
 #include <map>
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
+#include "codegen/vector_io.h"
 #include "ir/type_rules.h"
 
 namespace fusec::codegen {
@@ -27,14 +28,52 @@ std::vector<std::pair<int64_t, std::vector<int>>> outputsByCount(const Graph& bo
   return groups;
 }
 
+// How a loop over one group of outputs is vectorised: V consecutive elements per thread when
+// every output has one shape whose innermost extent V divides (so a vector never crosses a
+// row and shares the outer index), with 16-byte loads of the inputs read in place and
+// 16-byte stores of the float outputs. V = 1: scalar only.
+struct VectorPlan {
+  int width = 1;
+  std::vector<const Value*> inputs;  // loaded as vectors
+  std::vector<int> outputs;          // stored as vectors (the others element by element)
+};
+
+VectorPlan planVectors(const Graph& body, const std::vector<int>& outs) {
+  VectorPlan plan;
+  const Shape& shape = body.outputs[size_t(outs.at(0))]->type.shape;
+  std::vector<const Value*> roots;
+  for (int k : outs) {
+    if (body.outputs[size_t(k)]->type.shape != shape) return plan;
+    roots.push_back(body.outputs[size_t(k)]);
+  }
+  std::vector<DType> dtypes;
+  for (const Value* in : inputsReadInPlace(body, roots))
+    if (in->type.shape == shape || in->type.numel() == Type{DType::f32, shape}.numel()) {
+      plan.inputs.push_back(in);
+      dtypes.push_back(in->type.dtype);
+    }
+  for (int k : outs)
+    if (isFloat(body.outputs[size_t(k)]->type.dtype)) {
+      plan.outputs.push_back(k);
+      dtypes.push_back(body.outputs[size_t(k)]->type.dtype);
+    }
+  const int v = vectorWidth(dtypes);
+  if (v > 1 && !shape.empty() && shape.back() % v == 0) plan.width = v;
+  return plan;
+}
+
+// Grid-stride loop header over `count` items run by `blocks` blocks starting at `block`.
+std::string gridStride(const std::string& var, int64_t count, const std::string& block, const std::string& blocks) {
+  return "for (long long " + var + " = (long long)(" + block + ") * blockDim.x + threadIdx.x; " + var + " < " +
+         std::to_string(count) + "LL; " + var + " += (long long)(" + blocks + ") * blockDim.x)";
+}
+
 // A grid-stride loop over n elements run by `blocks` blocks starting at block `base`
 // (a multi_tensor chain; base 0 and all blocks for a pointwise kernel). Every output in
 // `outs` is written at the element with its own shape's row-major position.
-void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, int64_t n, const std::string& block,
-                 const std::string& blocks) {
-  const std::string N = std::to_string(n) + "LL";
-  e.openScope("for (long long i = (long long)(" + block + ") * blockDim.x + threadIdx.x; i < " + N +
-              "; i += (long long)(" + blocks + ") * blockDim.x)");
+void scalarLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, int64_t n, const std::string& block,
+                const std::string& blocks) {
+  e.openScope(gridStride("i", n, block, blocks));
   std::map<Shape, Index> idxOf;  // outputs of one shape share the index (and the values)
   for (int k : outs) {
     const Shape& s = body.outputs[size_t(k)]->type.shape;
@@ -44,17 +83,60 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   e.closeScope();
 }
 
+// The loop over n elements: with a vector plan, the vector path when every vectorised
+// pointer is 16-byte aligned and the scalar loop otherwise (one uniform branch). n is a
+// multiple of the width (the innermost extent is), so the vector path has no tail.
+void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, int64_t n,
+                 const std::string& block, const std::string& blocks) {
+  if (plan.width == 1) return scalarLoop(e, body, outs, n, block, blocks);
+  CodeWriter& w = e.writer();
+  const std::string V = std::to_string(plan.width);
+  const Shape& shape = body.outputs[size_t(outs[0])]->type.shape;
+  std::vector<std::string> pointers;
+  for (const Value* in : plan.inputs) pointers.push_back(inputPointer(body, in));
+  for (int k : plan.outputs) pointers.push_back("out" + std::to_string(k));
+  e.openScope("if (" + alignedTest(pointers) + ")");
+  w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
+  e.openScope(gridStride("v", n / plan.width, block, blocks));
+  w.line("const long long i = v * " + V + ";");
+  const Index first = delinearize(w, "i", shape, "o");
+  for (size_t a = 0; a < plan.inputs.size(); ++a) {
+    w.line("float a" + std::to_string(a) + "[" + V + "];");
+    w.line("fusec_vload<" + V + ">(a" + std::to_string(a) + ", " + pointers[a] + " + i);");
+  }
+  for (int k : plan.outputs) w.line("float s" + std::to_string(k) + "[" + V + "];");
+  w.line("#pragma unroll");
+  e.openScope("for (int j = 0; j < " + V + "; ++j)");
+  Index lane = first;
+  lane.back() = "(" + first.back() + " + j)";
+  const std::string linear = linearize(lane, shape);
+  for (size_t a = 0; a < plan.inputs.size(); ++a) e.bindElement(plan.inputs[a], linear, "a" + std::to_string(a) + "[j]");
+  for (int k : outs) {
+    const Value* o = body.outputs[size_t(k)];
+    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + e.eval(o, lane) + ";");
+    else e.store(o, "out" + std::to_string(k), lane);
+  }
+  e.closeScope();
+  for (int k : plan.outputs) w.line("fusec_vstore<" + V + ">(out" + std::to_string(k) + " + i, s" + std::to_string(k) + ");");
+  e.closeScope();
+  e.closeScope();
+  e.openScope("else");
+  scalarLoop(e, body, outs, n, block, blocks);
+  e.closeScope();
+}
+
 }  // namespace
 
 std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
   const int64_t n = k.body.outputs.at(0)->type.numel();
   std::vector<int> outs(k.body.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i] = int(i);
+  const VectorPlan plan = planVectors(k.body, outs);
   k.signature(w, k.name, kBlock);
   BodyEmitter e(k.body, w);
-  elementLoop(e, k.body, outs, n, "blockIdx.x", "gridDim.x");
+  elementLoop(e, k.body, outs, plan, n, "blockIdx.x", "gridDim.x");
   w.close();
-  return {Launch{k.name, {elementGrid(n), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
+  return {Launch{k.name, {elementGrid(n / plan.width), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
 }
 
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
@@ -64,79 +146,18 @@ std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   BodyEmitter e(k.body, w);
   int64_t first = 0;
   for (size_t c = 0; c < groups.size(); ++c) {
-    const int64_t blocks = elementGrid(groups[c].first), end = first + blocks;
+    const VectorPlan plan = planVectors(k.body, groups[c].second);
+    const int64_t blocks = elementGrid(groups[c].first / plan.width), end = first + blocks;
     w.line("// chain " + std::to_string(c) + ": " + std::to_string(groups[c].first) + " elements, blocks [" +
            std::to_string(first) + ", " + std::to_string(end) + ")");
     e.openScope(std::string(c ? "else " : "") + "if (blockIdx.x < " + std::to_string(end) + "u)");
-    elementLoop(e, k.body, groups[c].second, groups[c].first, "blockIdx.x - " + std::to_string(first) + "u",
+    elementLoop(e, k.body, groups[c].second, plan, groups[c].first, "blockIdx.x - " + std::to_string(first) + "u",
                 std::to_string(blocks));
     e.closeScope();
     first = end;
   }
   w.close();
   return {Launch{k.name, {uint32_t(first), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
-}
-
-std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
-  const Op* scatter = nullptr;
-  for (auto& op : k.body.ops)
-    if (op->kind == OpKind::ScatterAdd) scatter = op.get();
-  const Value* result = scatter->result();
-  const Value *base = scatter->operands[0], *index = scatter->operands[1], *src = scatter->operands[2];
-  std::vector<int> scatterOuts, srcOuts;
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
-    const Value* o = k.body.outputs[i];
-    if (o == result) scatterOuts.push_back(int(i));
-    else if (o->type.numel() == src->type.numel()) srcOuts.push_back(int(i));
-    else throw Error("codegen: scatter kernel '" + k.body.name + "' has an output that is neither the scatter nor of its source's size");
-  }
-  const int64_t nBase = result->type.numel(), nSrc = src->type.numel();
-  std::vector<Launch> launches;
-
-  // Launch 1: the result starts as the scatter base.
-  const std::string init = k.name + "_init";
-  k.signature(w, init, kBlock);
-  {
-    BodyEmitter e(k.body, w);
-    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nBase) +
-                "LL; i += (long long)gridDim.x * blockDim.x)");
-    Index idx = delinearize(w, "i", result->type.shape, "o");
-    for (int o : scatterOuts) {
-      w.line("// " + e.describe(*scatter) + ": base");
-      e.store(base, "out" + std::to_string(o), idx);
-    }
-    e.closeScope();
-  }
-  w.close();
-  launches.push_back(Launch{init, {elementGrid(nBase), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
-
-  // Launch 2: every source element added at its index. atomicAdd makes the order of the
-  // additions to one element (repeated token ids) nondeterministic: f32 sums may differ in
-  // the last bits between runs. Acceptable for the embedding gradient for now.
-  k.signature(w, k.name, kBlock);
-  {
-    BodyEmitter e(k.body, w);
-    const int ax = normalizeAxis(scatter->attrInt("axis"), result->type.rank(), "scatter_add");
-    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(nSrc) +
-                "LL; i += (long long)gridDim.x * blockDim.x)");
-    Index j = delinearize(w, "i", src->type.shape, "s");
-    Index dst = j;
-    dst[size_t(ax)] = "(long long)" + e.eval(index, j);
-    const std::string v = e.eval(src, j);
-    for (int o : scatterOuts) {
-      w.line("// " + e.describe(*scatter));
-      w.line("atomicAdd(&out" + std::to_string(o) + "[" + linearize(dst, result->type.shape) + "], " +
-             storeValue(result->type.dtype, v) + ");");
-    }
-    for (int o : srcOuts) {
-      Index oi = delinearize(w, "i", k.body.outputs[size_t(o)]->type.shape, "p" + std::to_string(o));
-      e.store(k.body.outputs[size_t(o)], "out" + std::to_string(o), oi);
-    }
-    e.closeScope();
-  }
-  w.close();
-  launches.push_back(Launch{k.name, {elementGrid(nSrc), 1, 1}, {uint32_t(kBlock), 1, 1}, 0});
-  return launches;
 }
 
 }  // namespace fusec::codegen

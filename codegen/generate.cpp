@@ -5,6 +5,7 @@
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
+#include "codegen/vector_io.h"
 
 namespace fusec::codegen {
 
@@ -78,14 +79,19 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
     case KernelFamily::Scatter: k.launches = emitScatter(in, fw); break;
     default: k.launches = emitReduction(in, k.family, fw); break;
   }
+  // The vector helpers only where a family used them, so other sources stay as they were.
+  if (fw.str().find("fusec_v") != std::string::npos) text += vectorPrelude();
   k.source = text + fw.str();
   return k;
 }
 
-std::vector<GeneratedKernel> generateModule(const Module& m) {
+namespace {
+
+// Every kernel of `graphs`, identical sources generated once (GeneratedKernel::image).
+std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs) {
   std::vector<GeneratedKernel> out;
   std::map<std::string, size_t> firstOf;  // source with the name replaced -> kernel
-  for (const auto& g : m.funcs)
+  for (const Graph* g : graphs)
     for (const auto& op : g->ops) {
       if (op->kind != OpKind::Kernel) continue;
       GeneratedKernel k = generateKernel(*op, *g);
@@ -102,5 +108,15 @@ std::vector<GeneratedKernel> generateModule(const Module& m) {
     }
   return out;
 }
+
+}  // namespace
+
+std::vector<GeneratedKernel> generateModule(const Module& m) {
+  std::vector<const Graph*> graphs;
+  for (const auto& g : m.funcs) graphs.push_back(g.get());
+  return generateGraphs(graphs);
+}
+
+std::vector<GeneratedKernel> generateFunction(const Graph& g) { return generateGraphs({&g}); }
 
 }  // namespace fusec::codegen

@@ -16,4 +16,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing);
 // the kernel name) generated once: later copies point at the first (GeneratedKernel::image).
 std::vector<GeneratedKernel> generateModule(const Module& m);
 
+// The same for one function (what the runtime loads).
+std::vector<GeneratedKernel> generateFunction(const Graph& g);
+
 }  // namespace fusec::codegen

@@ -3,10 +3,9 @@
 // GeneratedKernel; it never has to look inside the source.
 //
 // * One `extern "C" __global__` function per launch, named by the kernel's `name` attribute
-//   sanitised to a C identifier (sanitizeKernelName). A kernel is usually one launch; a
-//   scatter kernel is two (`<name>_init` copies the scatter base into the result, then
-//   `<name>` adds the source with atomicAdd), launched in the order of `launches` on one
-//   stream.
+//   sanitised to a C identifier (sanitizeKernelName). Every family is one launch today (a
+//   scatter included: codegen/scatter_kernel.cpp); a kernel of several is launched in the
+//   order of `launches` on one stream.
 // * Parameters, identical for every launch of a kernel: one pointer per kernel operand, in
 //   operand order (`const T* __restrict__`), then one pointer per kernel result, in result
 //   order (`T* __restrict__`). Scalars (AdamW's `step`) are f32[] tensors, so pointers too;

@@ -15,6 +15,7 @@
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
 #include "codegen/scalar_ops.h"
+#include "codegen/vector_io.h"
 #include "ir/type_rules.h"
 #include "passes/fusion/domain.h"
 
@@ -85,6 +86,58 @@ template <class T, class Op> __device__ T fusec_block_reduce(T v, Op op) {
 )";
 }
 
+// A row kept in registers (row_reduce with a short static row): each thread of a point's
+// group loads its elements of every input read in place once, C chunks of V consecutive
+// elements (chunk c at inner (c * L + lane) * V), into float arrays indexed only by unrolled
+// constants, so they stay in registers; every pass then reads those. V > 1 loads 16-byte
+// vectors when the pointers are aligned.
+struct RowRegisters {
+  int width = 1;
+  int64_t chunks = 0;                // 0: the row is re-read from memory in every pass
+  std::vector<const Value*> inputs;  // register array r<k> holds inputs[k]
+  std::vector<int> vectorOuts;       // full outputs stored as vectors
+};
+
+constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96;
+
+// The kept dims before the reduced ones: element `inner` of point `outer` is at row-major
+// position outer * r + inner of the reduction's operand.
+bool reducesSuffix(const Reduction& red) {
+  bool reduced = false;
+  for (size_t d = 0; d < red.kept.size(); ++d) {
+    if (red.reduced[d] != 1) reduced = true;
+    else if (reduced && red.kept[d] != 1) return false;
+  }
+  return true;
+}
+
+RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<int>& fullOuts, int lanes) {
+  RowRegisters plan;
+  std::vector<const Value*> roots;
+  for (const Reduction& red : reds) {
+    if (!reducesSuffix(red)) return plan;
+    roots.push_back(red.op->operands[0]);
+  }
+  for (int o : fullOuts) roots.push_back(body.outputs[size_t(o)]);
+  plan.inputs = inputsReadInPlace(body, roots);
+  if (plan.inputs.empty()) return plan;
+  std::vector<DType> dtypes;
+  for (const Value* in : plan.inputs) dtypes.push_back(in->type.dtype);
+  for (int o : fullOuts)
+    if (isFloat(body.outputs[size_t(o)]->type.dtype)) {
+      plan.vectorOuts.push_back(o);
+      dtypes.push_back(body.outputs[size_t(o)]->type.dtype);
+    }
+  const int64_t r = reds[0].r;
+  const int v = vectorWidth(dtypes);
+  plan.width = r % v == 0 ? v : 1;
+  if (plan.width == 1) plan.vectorOuts.clear();
+  const int64_t chunks = (r + lanes * plan.width - 1) / (lanes * plan.width), perThread = chunks * plan.width;
+  if (perThread <= kMaxRowElementsPerThread && perThread * int64_t(plan.inputs.size()) <= kMaxRowRegisters)
+    plan.chunks = chunks;
+  return plan;
+}
+
 }  // namespace
 
 std::string reductionPrelude() { return prelude(); }
@@ -120,35 +173,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     return std::string(lanes == 32 ? "fusec_warp_reduce(" : "fusec_block_reduce(") + v + ", " + combiner(kind) + "())";
   };
 
-  k.signature(w, k.name, block);
-  const std::string L = std::to_string(lanes);
-  w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
-         " thread(s) per point");
-  w.line("const long long lane = threadIdx.x % " + L + ";");
-  w.line("const long long group = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
-  w.line("const long long groups = (long long)gridDim.x * blockDim.x / " + L + ";");
-  BodyEmitter e(k.body, w);
-  e.openScope("for (long long outer = group; outer < " + std::to_string(n) + "LL; outer += groups)");
-  const std::string innerLoop =
-      "for (long long inner = lane; inner < " + std::to_string(r) + "LL; inner += " + L + ")";
-  for (const Reduction& red : reds) {
-    const Op& op = *red.op;
-    const DType dt = op.result()->type.dtype;
-    const std::string acc = e.fresh("acc"), rt = registerType(dt);
-    w.line("// " + e.describe(op));
-    w.line(rt + " " + acc + " = " + initValue(op.kind, dt) + ";");
-    Index kept = delinearize(w, "outer", red.kept, e.fresh("k"));
-    e.openScope(innerLoop);
-    Index idx = fullIndex(w, red, kept, "inner", e.fresh("e"));
-    w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + rt + ")" + e.eval(op.operands[0], idx) + ");");
-    e.closeScope();
-    std::string value = groupReduce(acc, op.kind);
-    if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
-    const std::string reg = e.fresh("red");
-    w.line("const " + rt + " " + reg + " = " + roundTo(dt, value) + ";");
-    e.bindReduction(op.result(), reg);
-  }
-
   std::vector<int> rowOuts, fullOuts;
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const int64_t c = k.body.outputs[i]->type.numel();
@@ -158,6 +182,101 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       throw Error("codegen: kernel '" + k.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
                   " elements, neither " + std::to_string(n) + " nor " + std::to_string(n * r));
   }
+  const RowRegisters regs =
+      family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, lanes) : RowRegisters{};
+
+  k.signature(w, k.name, block);
+  const std::string L = std::to_string(lanes);
+  w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
+         " thread(s) per point");
+  w.line("const long long lane = threadIdx.x % " + L + ";");
+  w.line("const long long group = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
+  w.line("const long long groups = (long long)gridDim.x * blockDim.x / " + L + ";");
+  BodyEmitter e(k.body, w);
+  const std::string V = std::to_string(regs.width), R = std::to_string(r) + "LL";
+  std::vector<std::string> vectorPointers;
+  for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));
+  for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
+  const bool vectors = regs.chunks > 0 && regs.width > 1;
+  if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
+  e.openScope("for (long long outer = group; outer < " + std::to_string(n) + "LL; outer += groups)");
+  const std::string innerLoop = "for (long long inner = lane; inner < " + R + "; inner += " + L + ")";
+  // In register mode a pass is two unrolled loops (chunks, then the elements of a chunk);
+  // `inner` is then the element's position in the row. Returns the scopes to close.
+  auto openPass = [&]() {
+    if (regs.chunks == 0) {
+      e.openScope(innerLoop);
+      return 1;
+    }
+    w.line("#pragma unroll");
+    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
+    w.line("const long long base = (c * " + L + "LL + lane) * " + V + ";");
+    e.openScope("if (base < " + R + ")");
+    w.line("#pragma unroll");
+    e.openScope("for (int j = 0; j < " + V + "; ++j)");
+    w.line("const long long inner = base + j;");
+    return 3;
+  };
+  auto closePass = [&](int scopes) {
+    for (int i = 0; i < scopes; ++i) e.closeScope();
+  };
+  // The elements of the current pass come from the registers (keyed by the position at
+  // which the body reads them in `shape`).
+  auto bindRow = [&](const Index& idx, const Shape& shape) {
+    for (size_t a = 0; a < regs.inputs.size(); ++a)
+      e.bindElement(regs.inputs[a], linearize(idx, shape), "r" + std::to_string(a) + "[c * " + V + " + j]");
+  };
+  if (regs.chunks > 0) {
+    const std::string E = std::to_string(regs.chunks * regs.width);
+    w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
+           " consecutive elements per thread, loaded once");
+    for (size_t a = 0; a < regs.inputs.size(); ++a) w.line("float r" + std::to_string(a) + "[" + E + "];");
+    w.line("#pragma unroll");
+    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
+    w.line("const long long base = (c * " + L + "LL + lane) * " + V + ";");
+    e.openScope("if (base < " + R + ")");
+    auto scalarLoads = [&] {
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + V + "; ++j)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a)
+        w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " +
+               loadExpr(regs.inputs[a]->type.dtype, vectorPointers[a], "outer * " + R + " + base + j") + ";");
+      e.closeScope();
+    };
+    if (vectors) {
+      e.openScope("if (aligned)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a)
+        w.line("fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V + ", " + vectorPointers[a] + " + outer * " +
+               R + " + base);");
+      e.closeScope();
+      e.openScope("else");
+      scalarLoads();
+      e.closeScope();
+    } else {
+      scalarLoads();
+    }
+    e.closeScope();
+    e.closeScope();
+  }
+  for (const Reduction& red : reds) {
+    const Op& op = *red.op;
+    const DType dt = op.result()->type.dtype;
+    const std::string acc = e.fresh("acc"), rt = registerType(dt);
+    w.line("// " + e.describe(op));
+    w.line(rt + " " + acc + " = " + initValue(op.kind, dt) + ";");
+    Index kept = delinearize(w, "outer", red.kept, e.fresh("k"));
+    const int scopes = openPass();
+    Index idx = fullIndex(w, red, kept, "inner", e.fresh("e"));
+    if (regs.chunks) bindRow(idx, op.operands[0]->type.shape);
+    w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + rt + ")" + e.eval(op.operands[0], idx) + ");");
+    closePass(scopes);
+    std::string value = groupReduce(acc, op.kind);
+    if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
+    const std::string reg = e.fresh("red");
+    w.line("const " + rt + " " + reg + " = " + roundTo(dt, value) + ";");
+    e.bindReduction(op.result(), reg);
+  }
+
   if (!rowOuts.empty()) {
     e.openScope("if (lane == 0)");
     for (int o : rowOuts) {
@@ -168,18 +287,40 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   if (!fullOuts.empty()) {
     Index kept = delinearize(w, "outer", ref.kept, e.fresh("k"));
-    e.openScope(innerLoop);
+    for (int o : regs.vectorOuts) w.line("float s" + std::to_string(o) + "[" + V + "];");
+    const int scopes = openPass();
     const Shape& s = ref.op->operands[0]->type.shape;
     Index full = fullIndex(w, ref, kept, "inner", e.fresh("f"));
+    if (regs.chunks) bindRow(full, s);
     for (int o : fullOuts) {
       const Value* v = k.body.outputs[size_t(o)];
       // Any bijection onto the output's elements will do; its own shape when it differs
       // from the reduced one (a reshape of it), through the row-major position.
       Index idx = v->type.shape == s ? full
                                      : delinearize(w, linearize(full, s), v->type.shape, "g" + std::to_string(o));
-      e.store(v, "out" + std::to_string(o), idx);
+      if (std::count(regs.vectorOuts.begin(), regs.vectorOuts.end(), o))
+        w.line("s" + std::to_string(o) + "[j] = " + e.eval(v, idx) + ";");
+      else
+        e.store(v, "out" + std::to_string(o), idx);
     }
-    e.closeScope();
+    if (!regs.vectorOuts.empty()) {
+      e.closeScope();  // the elements of a chunk: store it whole (at outer * r + base)
+      e.openScope("if (aligned)");
+      for (int o : regs.vectorOuts)
+        w.line("fusec_vstore<" + V + ">(out" + std::to_string(o) + " + outer * " + R + " + base, s" + std::to_string(o) + ");");
+      e.closeScope();
+      e.openScope("else");
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + V + "; ++j)");
+      for (int o : regs.vectorOuts)
+        w.line("out" + std::to_string(o) + "[outer * " + R + " + base + j] = " +
+               storeValue(k.body.outputs[size_t(o)]->type.dtype, "s" + std::to_string(o) + "[j]") + ";");
+      e.closeScope();
+      e.closeScope();
+      closePass(scopes - 1);
+    } else {
+      closePass(scopes);
+    }
   }
   e.closeScope();
   w.close();

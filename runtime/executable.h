@@ -34,6 +34,9 @@ struct ExecutableOptions {
   bool cudaGraph = true;                       // capture after warm-up and replay
   bool tf32 = false;                           // f32 GEMMs on TF32 tensor cores
   const codegen::CubinCache* cache = nullptr;  // NVRTC cubin cache (null: compile every time)
+  // Debugging: with cudaGraph off, synchronize after every launch so that a fault inside a
+  // kernel is reported with the launch that caused it (`FUSEC_SYNC_LAUNCHES=1` in the CLI).
+  bool syncEachLaunch = false;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.

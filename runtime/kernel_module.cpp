@@ -27,7 +27,7 @@ KernelModule::KernelModule(const std::vector<codegen::GeneratedKernel>& kernels,
                    "loading the cubin of " + k.image);
         lib = libraries_.emplace(k.image, l).first;
       }
-      Loaded& loaded = kernels_[k.name];
+      LoadedKernel& loaded = kernels_[k.name];
       loaded.arity = k.operands.size() + k.results.size();
       for (const auto& launch : k.launches) {
         cudaKernel_t fn = nullptr;
@@ -49,25 +49,33 @@ KernelModule::~KernelModule() {
   for (auto& [name, l] : libraries_) cudaLibraryUnload(l);  // errors would be an earlier fault's
 }
 
-void KernelModule::launch(const std::string& name, const std::vector<void*>& pointers, cudaStream_t stream) const {
+const LoadedKernel& KernelModule::find(const std::string& name) const {
   auto it = kernels_.find(name);
   if (it == kernels_.end()) throw Error("no loaded kernel '" + name + "'");
-  const Loaded& k = it->second;
+  return it->second;
+}
+
+void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream) {
+  for (const LoadedKernel::Step& s : k.steps) {
+    const auto& l = s.launch;
+    cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(s.fn), dim3(l.grid[0], l.grid[1], l.grid[2]),
+                                          dim3(l.block[0], l.block[1], l.block[2]), args, l.dynamicSmem, stream);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("CUDA launch of " + l.function + " failed: " + cudaGetErrorString(status));
+    }
+  }
+}
+
+void KernelModule::launch(const std::string& name, const std::vector<void*>& pointers, cudaStream_t stream) const {
+  const LoadedKernel& k = find(name);
   if (pointers.size() != k.arity)
     throw Error("kernel " + name + " takes " + std::to_string(k.arity) + " pointers, got " +
                 std::to_string(pointers.size()));
   // cudaLaunchKernel wants the address of each argument, here each device pointer.
   std::vector<void*> args(pointers.size());
   for (size_t i = 0; i < pointers.size(); ++i) args[i] = const_cast<void**>(&pointers[i]);
-  for (const Step& s : k.steps) {
-    const auto& l = s.launch;
-    cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(s.fn), dim3(l.grid[0], l.grid[1], l.grid[2]),
-                                          dim3(l.block[0], l.block[1], l.block[2]), args.data(), l.dynamicSmem, stream);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw Error("CUDA launch of " + l.function + " failed: " + cudaGetErrorString(status));
-    }
-  }
+  launchKernel(k, args.data(), stream);
 }
 
 std::map<std::string, codegen::Bytes> compileImages(const std::vector<codegen::GeneratedKernel>& kernels,

@@ -14,6 +14,21 @@
 
 namespace fusec::rt {
 
+// A kernel's launches with their function handles resolved: what a launch list holds.
+struct LoadedKernel {
+  struct Step {
+    cudaKernel_t fn;
+    codegen::Launch launch;
+  };
+  size_t arity = 0;  // pointers: operands then results
+  std::vector<Step> steps;
+};
+
+// Enqueues every launch of `k` on `stream` with `args` (the address of each of its `arity`
+// device pointers, as cudaLaunchKernel takes them). Throws
+// Error("CUDA launch of <function> failed: <message>").
+void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream);
+
 class KernelModule {
  public:
   // `cubins` maps an image name (GeneratedKernel::image) to its cubin; every kernel's image
@@ -29,19 +44,14 @@ class KernelModule {
   // Throws Error("CUDA launch of <function> failed: <message>").
   void launch(const std::string& name, const std::vector<void*>& pointers, cudaStream_t stream = nullptr) const;
 
+  // The loaded kernel `name` (valid while the module lives). Throws Error when absent.
+  const LoadedKernel& find(const std::string& name) const;
+
   size_t imageCount() const { return libraries_.size(); }
 
  private:
-  struct Step {
-    cudaKernel_t fn;
-    codegen::Launch launch;
-  };
-  struct Loaded {
-    size_t arity = 0;
-    std::vector<Step> steps;
-  };
   std::map<std::string, cudaLibrary_t> libraries_;  // by image
-  std::map<std::string, Loaded> kernels_;           // by kernel name
+  std::map<std::string, LoadedKernel> kernels_;     // by kernel name
 };
 
 // The cubins of every distinct image of `kernels`, compiled through NVRTC and `cache` (may

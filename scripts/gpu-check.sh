@@ -38,7 +38,57 @@ main() {
   fi
   run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}"
   run "$BUILD/fusec" device
-  (cd "$BUILD" && run ctest -L gpu --output-on-failure -V)
+  # GPU tests share the one GPU; their CPU-side references (the interpreter) are what take
+  # time, so they run in parallel.
+  local status=0
+  (cd "$BUILD" && run ctest -L gpu --output-on-failure -V -j"${FUSEC_CTEST_JOBS:-8}") || status=1
+  end_to_end || status=1
+  return $status
+}
+
+# The CLI on the device: compile time of medium train_step with an empty and a warm kernel
+# cache, and `fusec run --device cuda` with and without the CUDA graph.
+end_to_end() {
+  local fusec=$PWD/$BUILD/fusec tmp
+  tmp=$(mktemp -d)
+  echo "== compile time, medium train_step, cold cache then warm"
+  for pass in cold warm; do
+    /usr/bin/time -f "$pass: %e s wall, %M KB max RSS" env XDG_CACHE_HOME="$tmp/cache" "$fusec" compile --model medium \
+      --program train_step --batch 4 --ctx 256 --emit=cubin --out-dir "$tmp/cubin-$pass" || return 1
+  done
+  run "$fusec" run --init-weights "$tmp/w.safetensors" --model small --seed 3
+  python3 - "$tmp/in.safetensors" <<'PY'
+import json, random, struct, sys
+random.seed(1)
+ids = [random.randrange(10000) for _ in range(4 * 256)]
+tg = [random.randrange(10000) for _ in range(4 * 256)]
+hdr = {"ids": {"dtype": "I64", "shape": [4, 256], "data_offsets": [0, 8192]},
+       "targets": {"dtype": "I64", "shape": [4, 256], "data_offsets": [8192, 16384]}}
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + struct.pack("<2048q", *ids, *tg))
+PY
+  for graph in "" --no-cuda-graph; do
+    /usr/bin/time -f "run small train_step x5 $graph: %e s wall" "$fusec" run --device cuda --program train_step \
+      --model small --steps 5 --weights "$tmp/w.safetensors" --inputs "$tmp/in.safetensors" $graph \
+      --out "$tmp/out$graph.safetensors" || return 1
+  done
+  cmp "$tmp/out.safetensors" "$tmp/out--no-cuda-graph.safetensors" && echo "graph and direct runs: identical outputs"
+  # Whole steps under compute-sanitizer: tiny forward and train_step (graph replays included).
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run "$fusec" run --init-weights "$tmp/tw.safetensors" --model tiny --seed 3
+  python3 "$PWD/tests/lit/run/inputs/st.py" write "$tmp/tin.safetensors" 'ids=I64[2,5]:1,2,3,4,5,36,7,0,9,10' \
+    'targets=I64[2,5]:2,3,4,5,6,0,1,1,35,36'
+  for program in forward train_step; do
+    for dtype in fp32 bf16; do
+      run "$sanitizer" --tool memcheck --error-exitcode 3 "$fusec" run --device cuda --program $program --model tiny \
+        --dtype $dtype --weights "$tmp/tw.safetensors" --inputs "$tmp/tin.safetensors" --out "$tmp/t.safetensors" \
+        $([[ $program == train_step ]] && echo --steps 3) || return 1
+    done
+  done
+  rm -rf "$tmp"
 }
 
 set -o pipefail

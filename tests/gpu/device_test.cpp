@@ -30,6 +30,25 @@ TEST(Device, OpensAndReportsOutOfMemory) {
   EXPECT_NE(ok.data(), nullptr);
 }
 
+// Runs `command` (a shell command line); returns its exit code and combined output.
+std::pair<int, std::string> shell(const std::string& command) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::string out;
+  std::array<char, 256> buf;
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `fusec run --device cuda` fails fast, before reading its files, where there is no device.
+TEST(Device, RunOnCudaWithoutDevice) {
+  if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";
+  auto [rc, out] = shell(FUSEC_BINARY " run --device cuda --program forward --model tiny --inputs /nonexistent --out /dev/null");
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out, "error: no CUDA device\n");
+}
+
 // `fusec device` is the CLI's GPU entry point: where no device or driver exists the binary
 // still starts and the command fails with one line and exit code 1.
 TEST(Device, CliEntryPoint) {

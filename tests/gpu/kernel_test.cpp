@@ -217,13 +217,19 @@ struct Case {
   std::string model, program;
   DType dtype;
   int64_t layers, batch, ctx;
+  // Every pointer offset by this many elements from its allocation: 1 makes each one
+  // misaligned for 16-byte vectors, so the kernels must take their scalar paths.
+  int64_t misalign = 0;
 };
 
 std::string caseName(const ::testing::TestParamInfo<Case>& i) {
-  return i.param.model + "_" + i.param.program + "_" + std::string(dtypeName(i.param.dtype));
+  return i.param.model + "_" + i.param.program + "_" + std::string(dtypeName(i.param.dtype)) + "_ctx" +
+         std::to_string(i.param.ctx) + (i.param.misalign ? "_misaligned" : "");
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << c.program << " " << dtypeName(c.dtype); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << " " << c.program << " " << dtypeName(c.dtype) << " ctx " << c.ctx << (c.misalign ? " misaligned" : "");
+}
 
 class KernelRun : public ::testing::TestWithParam<Case> {};
 
@@ -279,11 +285,15 @@ TEST_P(KernelRun, EveryKernelMatchesTheInterpreter) {
       // aliased to an operand, which shares that operand's buffer (in-place update).
       std::vector<rt::DeviceBuffer> buffers;
       std::vector<void*> pointers;
+      auto shifted = [&](const Type& t) {
+        return static_cast<uint8_t*>(buffers.back().data()) + c.misalign * int64_t(elemBytes(t.dtype));
+      };
+      auto slack = [&](const Type& t) { return size_t(c.misalign) * elemBytes(t.dtype); };
       for (const HostTensor& h : operands) {
         std::vector<uint8_t> bytes = toStorage(h);
-        buffers.emplace_back(std::max<size_t>(bytes.size(), 1), "kernel operand");
-        FUSEC_CUDA(cudaMemcpy(buffers.back().data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), k.name);
-        pointers.push_back(buffers.back().data());
+        buffers.emplace_back(std::max<size_t>(bytes.size(), 1) + slack(h.type), "kernel operand");
+        FUSEC_CUDA(cudaMemcpy(shifted(h.type), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), k.name);
+        pointers.push_back(shifted(h.type));
       }
       for (size_t r = 0; r < k.results.size(); ++r) {
         auto alias = std::find_if(k.aliases.begin(), k.aliases.end(), [&](auto& a) { return a.second == int(r); });
@@ -293,13 +303,30 @@ TEST_P(KernelRun, EveryKernelMatchesTheInterpreter) {
         }
         const Type& t = k.results[r];
         const size_t bytes = size_t(t.numel()) * elemBytes(t.dtype);
-        buffers.emplace_back(std::max<size_t>(bytes, 1), "kernel result");
+        buffers.emplace_back(std::max<size_t>(bytes, 1) + slack(t), "kernel result");
         // 0xff bytes: NaN in every float dtype, -1 or 255 for integers.
-        FUSEC_CUDA(cudaMemset(buffers.back().data(), 0xff, bytes), k.name);
-        pointers.push_back(buffers.back().data());
+        FUSEC_CUDA(cudaMemset(shifted(t), 0xff, bytes), k.name);
+        pointers.push_back(shifted(t));
       }
+      auto resultBytes = [&](size_t r) {
+        const Type& t = k.results[r];
+        std::vector<uint8_t> bytes(size_t(t.numel()) * elemBytes(t.dtype));
+        FUSEC_CUDA(cudaMemcpy(bytes.data(), pointers[operands.size() + r], bytes.size(), cudaMemcpyDeviceToHost), k.name);
+        return bytes;
+      };
       module.launch(k.name, pointers);
       FUSEC_CUDA(cudaDeviceSynchronize(), "running " + k.name);
+      if (k.family == KernelFamily::Scatter && k.aliases.empty()) {
+        // Deterministic: a second run on re-poisoned results gives the same bits.
+        std::vector<std::vector<uint8_t>> first;
+        for (size_t r = 0; r < k.results.size(); ++r) first.push_back(resultBytes(r));
+        for (size_t r = 0; r < k.results.size(); ++r)
+          FUSEC_CUDA(cudaMemset(pointers[operands.size() + r], 0xff, first[r].size()), k.name);
+        module.launch(k.name, pointers);
+        FUSEC_CUDA(cudaDeviceSynchronize(), "running " + k.name);
+        for (size_t r = 0; r < k.results.size(); ++r)
+          EXPECT_TRUE(resultBytes(r) == first[r]) << k.name << " result " << r << " differs between two runs";
+      }
 
       const bool low = producesLowPrecision(body);
       const std::string key = std::string(familyName(k.family)) + " " + std::string(dtypeName(c.dtype));
@@ -307,9 +334,7 @@ TEST_P(KernelRun, EveryKernelMatchesTheInterpreter) {
       ++worst.kernels;
       for (size_t r = 0; r < k.results.size(); ++r) {
         const Type& t = k.results[r];
-        std::vector<uint8_t> bytes(size_t(t.numel()) * elemBytes(t.dtype));
-        FUSEC_CUDA(cudaMemcpy(bytes.data(), pointers[operands.size() + r], bytes.size(), cudaMemcpyDeviceToHost), k.name);
-        HostTensor got = fromStorage(t, bytes);
+        HostTensor got = fromStorage(t, resultBytes(r));
         double err = test::normRelError(got, want[r]);
         if (std::isnan(err)) err = INFINITY;
         const double tol = !isFloat(t.dtype) ? 0.0 : low ? 1e-2 : 1e-5;
@@ -363,7 +388,14 @@ INSTANTIATE_TEST_SUITE_P(Models, KernelRun,
                                            Case{"small", "forward", DType::f32, 2, 2, 64},
                                            Case{"small", "train_step", DType::f32, 2, 2, 64},
                                            Case{"small", "forward", DType::bf16, 2, 2, 64},
-                                           Case{"small", "train_step", DType::bf16, 2, 2, 64}),
+                                           Case{"small", "train_step", DType::bf16, 2, 2, 64},
+                                           // Sizes the vector widths divide (rows of 16), then
+                                           // every pointer misaligned: the scalar paths.
+                                           Case{"tiny", "train_step", DType::f32, 2, 2, 16},
+                                           Case{"tiny", "train_step", DType::bf16, 2, 2, 16},
+                                           Case{"tiny", "train_step", DType::f32, 2, 2, 16, 1},
+                                           Case{"tiny", "train_step", DType::bf16, 2, 2, 16, 1},
+                                           Case{"small", "train_step", DType::bf16, 2, 2, 64, 1}),
                          caseName);
 
 }  // namespace

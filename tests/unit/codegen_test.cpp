@@ -133,6 +133,70 @@ TEST(CodegenTest, InPlaceUpdatesDropRestrict) {
   EXPECT_GT(withAliases, 0) << "AdamW updates params in place";
 }
 
+// The fast paths (issue 5) are in the sources of real training steps: 16-byte vectors in
+// the element-wise families, the row in registers for row reductions, and a scatter_add
+// without atomics (deterministic).
+TEST(CodegenTest, TrainStepKernelsUseVectorsRegistersAndNoAtomics) {
+  for (const std::string model : {"tiny", "small"})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(model + " " + std::string(dtypeName(dt)));
+      auto m = compiled(model, "train_step", dt, 2, 16);
+      std::map<KernelFamily, int> vectorised, total;
+      int rowsInRegisters = 0;
+      for (const auto& k : generateModule(*m)) {
+        ++total[k.family];
+        const bool vec = k.source.find("fusec_vload<") != std::string::npos ||
+                         k.source.find("fusec_vstore<") != std::string::npos;
+        if (vec) {
+          ++vectorised[k.family];
+          // Never without the alignment test and the scalar path beside it.
+          EXPECT_NE(k.source.find("& 15ULL) == 0"), std::string::npos) << k.name;
+        }
+        if (k.family == KernelFamily::RowReduce && k.source.find("// the row in registers") != std::string::npos) {
+          ++rowsInRegisters;
+          EXPECT_NE(k.source.find("float r0["), std::string::npos) << k.name;
+        }
+        if (k.family == KernelFamily::Scatter) {
+          EXPECT_EQ(k.source.find("atomic"), std::string::npos) << k.name;
+          EXPECT_NE(k.source.find("__ballot_sync"), std::string::npos) << k.name;
+          EXPECT_EQ(k.launches.size(), 1u) << k.name;
+        }
+      }
+      EXPECT_EQ(vectorised[KernelFamily::MultiTensor], total[KernelFamily::MultiTensor]);
+      EXPECT_GT(vectorised[KernelFamily::Pointwise], 0);
+      // All but the first rmsnorm, which reads its rows through the embedding gather.
+      EXPECT_EQ(rowsInRegisters, total[KernelFamily::RowReduce] - 1);
+      EXPECT_GT(total[KernelFamily::Scatter], 0);
+    }
+}
+
+// Vector width per dtype: 4 floats or 8 bf16 in 16 bytes; mixed f32/bf16 takes 8 (two float4).
+TEST(CodegenTest, VectorWidthFillsSixteenBytes) {
+  auto kernels = [](const std::string& text) {
+    auto mod = parseModule(text, "test.fir");
+    PassManager pm;
+    pm.addPipeline("fuse");
+    pm.run(*mod);
+    return generateModule(*mod);
+  };
+  auto f32 = kernels("func @f {\n %x = input() {name = \"x\"} : f32[4,8]\n %y = exp(%x) : f32[4,8]\n return %y\n}\n");
+  ASSERT_EQ(f32.size(), 1u);
+  EXPECT_NE(f32[0].source.find("fusec_vload<4>(a0, in0 + i);"), std::string::npos) << f32[0].source;
+  EXPECT_EQ(f32[0].launches[0].grid[0], 1u);
+  auto bf16 = kernels("func @f {\n %x = input() {name = \"x\"} : bf16[4,8]\n %y = exp(%x) : bf16[4,8]\n return %y\n}\n");
+  EXPECT_NE(bf16[0].source.find("fusec_vload<8>(a0, in0 + i);"), std::string::npos) << bf16[0].source;
+  EXPECT_NE(bf16[0].source.find("fusec_vstore<8>(out0 + i, s0);"), std::string::npos);
+  // An innermost extent the width does not divide: scalar only.
+  auto odd = kernels("func @f {\n %x = input() {name = \"x\"} : f32[4,7]\n %y = exp(%x) : f32[4,7]\n return %y\n}\n");
+  EXPECT_EQ(odd[0].source.find("fusec_v"), std::string::npos) << odd[0].source;
+  // A broadcast operand stays a scalar load inside the vector loop.
+  auto bc = kernels(
+      "func @f {\n %x = input() {name = \"x\"} : f32[4,8]\n %w = input() {name = \"w\"} : f32[8]\n"
+      " %wb = broadcast(%w) : f32[4,8]\n %y = mul(%x, %wb) : f32[4,8]\n return %y\n}\n");
+  EXPECT_NE(bc[0].source.find("fusec_vload<4>(a0, in0 + i);"), std::string::npos) << bc[0].source;
+  EXPECT_EQ(bc[0].source.find("in1 + i"), std::string::npos) << bc[0].source;
+}
+
 TEST(CodegenTest, CompileErrorIsOneLineWithTheLogAttached) {
   SKIP_WITHOUT_NVRTC();
   try {

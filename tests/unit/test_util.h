@@ -1,5 +1,7 @@
 // Helpers shared by the unit tests.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <functional>
 #include <random>
@@ -74,6 +76,17 @@ struct GraphUnderTest {
     return b.param(name, t.type);
   }
 };
+
+// Runs `f`, which must throw fusec::Error whose one-line message contains `part`.
+inline void expectError(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "not one line: " << e.what();
+  }
+}
 
 }  // namespace fusec::test
 

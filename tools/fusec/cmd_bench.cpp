@@ -15,10 +15,8 @@
 #include "tools/fusec/commands.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/ceilings.h"
-#include "runtime/device.h"
-#endif
-#ifdef FUSEC_HAVE_EXECUTABLE
 #include "bench/compiled_runner.h"
+#include "runtime/device.h"
 #endif
 #ifdef FUSEC_HAVE_EAGER
 #include "bench/eager_runner.h"
@@ -166,14 +164,8 @@ Command addBenchCommand(CLI::App& app) {
     std::cerr << (line + 2) << "\n";
 
     std::map<std::string, bench::Runner> runners;
-#ifdef FUSEC_HAVE_EXECUTABLE
     auto cache = std::make_shared<codegen::CubinCache>(codegen::CubinCache::defaultDir());
     runners["compiled"] = [cache](const bench::BenchCase& c, Bindings& env) { return bench::runCompiled(c, env, cache.get()); };
-#else
-    runners["compiled"] = [](const bench::BenchCase&, Bindings&) -> bench::TimedRun {
-      throw Error("the GPU runtime (rt::Executable) is not built yet");
-    };
-#endif
 #ifdef FUSEC_HAVE_EAGER
     runners["eager"] = [](const bench::BenchCase& c, Bindings& env) { return bench::runEager(c, env); };
 #else

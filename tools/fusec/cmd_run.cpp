@@ -1,7 +1,7 @@
 // `fusec run`: runs a model program on real tensors, safetensors in and out.
 //
 //   fusec run --program forward|train_step --weights W.safetensors --inputs I.safetensors
-//             --out O.safetensors [--steps N] [--device cpu|cuda] [--dtype fp32|bf16]
+//             --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
 //             [--model NAME] [--vocab V --ctx C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
@@ -29,6 +29,7 @@
 #include "ir/interpreter.h"
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/device_run.h"
 
 namespace fusec::cli {
 
@@ -37,13 +38,14 @@ namespace {
 struct RunArgs {
   std::string program, weights, inputs, out, initWeights;
   int64_t steps = 1;
-  std::string device = "cpu", dtype = "fp32", model = "small", betas;
+  std::string device, dtype = "fp32", model = "small", betas;
   uint64_t seed = 0;
   // Config overrides; applied only when given.
   int64_t vocab = 0, ctx = 0, dModel = 0, layers = 0, heads = 0, dFF = 0;
   double ropeTheta = 0;
   CLI::Option *oVocab, *oCtx, *oDModel, *oLayers, *oHeads, *oDFF, *oRope, *oSteps, *oBetas;
   models::AdamWConfig adamw;
+  bool noCudaGraph = false, tf32 = false;
 };
 
 models::ModelConfig modelConfig(const RunArgs& a) {
@@ -150,7 +152,9 @@ int runProgram(RunArgs& a) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
   if (a.inputs.empty()) throw Error("run: --inputs is required");
   if (a.out.empty()) throw Error("run: --out is required");
-  if (a.device == "cuda") throw Error("--device cuda is not available yet: the GPU backend arrives with the GPU issue");
+  if (a.device.empty()) a.device = cudaDevicePresent() ? "cuda" : "cpu";
+  if (a.device == "cuda") requireCudaDevice();
+  if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
   if (a.steps < 1) throw Error("--steps must be at least 1, got " + std::to_string(a.steps));
   if (a.oBetas->count()) parseBetas(a.betas, a.adamw);
@@ -210,6 +214,22 @@ int runProgram(RunArgs& a) {
   bindProgramState(g, env);
   const SafetensorsMetadata meta = toy ? SafetensorsMetadata{{"format", "pt"}, {"fusec_model", "toy"}} : metadataFor(*cfg);
 
+  if (a.device == "cuda") {
+    std::vector<float> losses;
+    std::vector<HostTensor> outs = runOnDevice(module, env, train ? a.steps : 1, train ? &losses : nullptr,
+                                               DeviceRunOptions{!a.noCudaGraph, a.tf32});
+    Bindings result;
+    if (!train) {
+      result["logits"] = std::move(outs.at(0));
+    } else {
+      HostTensor l = HostTensor::zeros(Type{DType::f32, {a.steps}});
+      for (size_t k = 0; k < losses.size(); ++k) l.f[k] = losses[k];
+      result["loss"] = std::move(l);
+      for (auto& spec : specs) result[spec.name] = std::move(env.at(spec.name));
+    }
+    saveSafetensors(a.out, result, meta);
+    return 0;
+  }
   if (!train) {
     Bindings result;
     result["logits"] = std::move(interpret(g, env).at(0));
@@ -238,7 +258,7 @@ int runProgram(RunArgs& a) {
 Command addRunCommand(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run a model program (forward or train_step) on the CPU interpreter; tensors in and out as safetensors");
+      "run", "Run a model program (forward or train_step) on the GPU or the CPU interpreter; tensors in and out as safetensors");
   cmd->add_option("--program", a->program, "forward or train_step")->check(CLI::IsMember({"forward", "train_step"}));
   cmd->add_option("--weights", a->weights, "Parameters by state_dict name (default: initialise with --seed)")
       ->type_name("FILE");
@@ -247,7 +267,10 @@ Command addRunCommand(CLI::App& app) {
   cmd->add_option("--init-weights", a->initWeights, "Write freshly initialised weights of --model to FILE and exit")
       ->type_name("FILE");
   a->oSteps = cmd->add_option("--steps", a->steps, "train_step: number of AdamW steps (default 1)");
-  cmd->add_option("--device", a->device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", a->device, "cuda (the default when a GPU is present) or cpu (the interpreter)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-cuda-graph", a->noCudaGraph, "cuda: launch the step's kernels one by one instead of replaying a CUDA graph");
+  cmd->add_flag("--tf32", a->tf32, "cuda: run f32 GEMMs on TF32 tensor cores (default: strict f32)");
   cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--model", a->model,
                   "small (default), medium, large, xl, 2.7B, tiny, toy (the CS336 mixed-precision ToyModel)");

@@ -1,0 +1,88 @@
+#include "codegen/vector_io.h"
+
+#include <algorithm>
+#include <set>
+
+#include "codegen/scalar_ops.h"
+
+namespace fusec::codegen {
+
+std::string vectorPrelude() {
+  // One 16-byte access per fusec_ld16/fusec_st16; bf16 -> f32 is exact as a shift of the
+  // bits (NaN kept), so it needs no conversion intrinsic.
+  return R"(__device__ __forceinline__ void fusec_ld16(float* d, const float* p) {
+  const float4 u = *reinterpret_cast<const float4*>(p);
+  d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
+}
+__device__ __forceinline__ void fusec_unpack2(float* d, unsigned w, const __nv_bfloat16*) {
+  d[0] = __uint_as_float(w << 16); d[1] = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void fusec_unpack2(float* d, unsigned w, const __half*) {
+  d[0] = __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
+  d[1] = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+}
+template <class T> __device__ __forceinline__ void fusec_ld16(float* d, const T* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  fusec_unpack2(d, u.x, p); fusec_unpack2(d + 2, u.y, p); fusec_unpack2(d + 4, u.z, p); fusec_unpack2(d + 6, u.w, p);
+}
+__device__ __forceinline__ void fusec_st16(float* p, const float* s) {
+  *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
+}
+__device__ __forceinline__ unsigned fusec_pack2(const float* s, __nv_bfloat16*) {
+  return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(s[0])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(s[1])) << 16);
+}
+__device__ __forceinline__ unsigned fusec_pack2(const float* s, __half*) {
+  return (unsigned)__half_as_ushort(__float2half_rn(s[0])) | ((unsigned)__half_as_ushort(__float2half_rn(s[1])) << 16);
+}
+template <class T> __device__ __forceinline__ void fusec_st16(T* p, const float* s) {
+  *reinterpret_cast<uint4*>(p) = make_uint4(fusec_pack2(s, p), fusec_pack2(s + 2, p), fusec_pack2(s + 4, p), fusec_pack2(s + 6, p));
+}
+template <int V, class T> __device__ __forceinline__ void fusec_vload(float* d, const T* p) {
+  constexpr int E = 16 / sizeof(T);
+#pragma unroll
+  for (int q = 0; q < V / E; ++q) fusec_ld16(d + q * E, p + q * E);
+}
+template <int V, class T> __device__ __forceinline__ void fusec_vstore(T* p, const float* s) {
+  constexpr int E = 16 / sizeof(T);
+#pragma unroll
+  for (int q = 0; q < V / E; ++q) fusec_st16(p + q * E, s + q * E);
+}
+)";
+}
+
+std::vector<const Value*> inputsReadInPlace(const Graph& body, const std::vector<const Value*>& roots) {
+  std::set<const Value*> seen;
+  std::vector<const Value*> stack(roots.begin(), roots.end());
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second) continue;
+    const Op& op = *v->def;
+    if (op.kind == OpKind::Reshape || (hasScalarFormula(op.kind) && op.kind != OpKind::Gather))
+      for (const Value* o : op.operands) stack.push_back(o);
+  }
+  std::vector<const Value*> out;
+  for (const Op* in : body.inputs())
+    if (seen.count(in->result()) && isFloat(in->result()->type.dtype)) out.push_back(in->result());
+  return out;
+}
+
+int vectorWidth(const std::vector<DType>& dtypes) {
+  if (dtypes.empty()) return 0;
+  int smallest = 4;
+  for (DType d : dtypes) smallest = std::min(smallest, d == DType::f32 ? 4 : 2);
+  return 16 / smallest;
+}
+
+std::string alignedTest(const std::vector<std::string>& pointers) {
+  std::string s;
+  for (const auto& p : pointers) s += (s.empty() ? "" : " | ") + std::string("(unsigned long long)") + p;
+  return "((" + s + ") & 15ULL) == 0";
+}
+
+std::string inputPointer(const Graph& body, const Value* input) {
+  const auto ins = body.inputs();
+  return "in" + std::to_string(std::find(ins.begin(), ins.end(), input->def) - ins.begin());
+}
+
+}  // namespace fusec::codegen

@@ -1,0 +1,33 @@
+// 16-byte vector loads and stores of dense operands, shared by the element-wise and the
+// row-reduction kernels. A kernel's operands may be views at any element offset, so the
+// alignment of a pointer is only known at run time: kernels emit the vector path and the
+// scalar path and pick one with a single uniform test over every vectorised pointer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusec::codegen {
+
+// fusec_vload<V>(float* dst, const T* p) / fusec_vstore<V>(T* p, const float* src): V
+// consecutive elements (T = float, __nv_bfloat16, __half; p 16-byte aligned, V * sizeof(T)
+// a multiple of 16) to or from float registers; stores round to nearest even.
+std::string vectorPrelude();
+
+// Body inputs whose elements are read at the row-major position the roots are evaluated at:
+// reached from `roots` through pointwise ops and reshapes only (a broadcast, permute, slice,
+// concat or gather reads elsewhere). Float inputs only; in body input order.
+std::vector<const Value*> inputsReadInPlace(const Graph& body, const std::vector<const Value*>& roots);
+
+// The elements per thread that make every access a whole number of 16-byte vectors: 16 over
+// the smallest element size among `dtypes` (all float). 0 when `dtypes` is empty.
+int vectorWidth(const std::vector<DType>& dtypes);
+
+// `((unsigned long long)p | ...) & 15) == 0` over the named pointers.
+std::string alignedTest(const std::vector<std::string>& pointers);
+
+// The operand pointer (`in<k>`) of a body input.
+std::string inputPointer(const Graph& body, const Value* input);
+
+}  // namespace fusec::codegen

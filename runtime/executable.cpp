@@ -1,0 +1,338 @@
+#include "runtime/executable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "codegen/generate.h"
+#include "ir/strided_view.h"
+#include "runtime/cublaslt_gemm.h"
+#include "runtime/device.h"
+#include "runtime/gemm_plan.h"
+#include "runtime/host_storage.h"
+#include "runtime/kernel_module.h"
+
+namespace fusec::rt {
+
+namespace {
+
+constexpr size_t kAllocAlign = 256;
+
+size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+
+bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
+
+}  // namespace
+
+struct Executable::Impl {
+  const Graph& g;
+  ExecutableOptions opts;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<KernelModule> kernels;
+  std::unique_ptr<CublasLtGemm> gemm;
+  DeviceBuffer resident, arena;
+  size_t residentBytes = 0, arenaBytes = 0;
+
+  std::map<std::string, const Value*> sources;  // input/param values by name
+  std::set<std::string> unbound;
+  std::map<const Value*, const Value*> updates;  // in-place update output -> its param
+
+  // One launch-list entry: every address fixed at construction.
+  struct Entry {
+    LaunchInfo info;
+    const LoadedKernel* kernel = nullptr;
+    std::vector<void*> pointers;  // kernel arguments (operands then results)
+    GemmPlan plan;
+    void *a = nullptr, *b = nullptr, *c = nullptr;
+  };
+  std::vector<Entry> list;
+  std::vector<LaunchInfo> infos;
+
+  int calls = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graphExec = nullptr;
+
+  Impl(const Graph& graph_, ExecutableOptions o) : g(graph_), opts(o) {}
+
+  ~Impl() {
+    if (graphExec) cudaGraphExecDestroy(graphExec);
+    if (graph) cudaGraphDestroy(graph);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  // The device address of a value that owns storage: a source (resident), an in-place
+  // update (its param's storage) or an arena value.
+  char* storageAddress(const Value* v) const {
+    if (auto u = updates.find(v); u != updates.end()) v = u->second;
+    if (v->offset < 0) {
+      std::string what = v->def ? std::string(v->def->info().name) : "value";
+      throw Error("cannot run this graph: a " + what + " result of type " + v->type.str() +
+                  " has no planned storage (run the memory-plan pass)");
+    }
+    char* base = static_cast<char*>(isSource(v) ? resident.data() : arena.data());
+    return base + v->offset;
+  }
+
+  // The device address of `v`'s first element; views resolve to their base's storage.
+  char* addressOf(const Value* v, bool mustBeContiguous) const {
+    auto view = resolveView(v);
+    if (!view) throw Error("cannot run this graph: value of type " + v->type.str() + " is a view that needs a copy");
+    if (mustBeContiguous && !isContiguousView(*view, v->type.shape))
+      throw Error("cannot run this graph: a kernel operand or output of type " + v->type.str() + " is strided");
+    const Value* base = storageOf(view->base);
+    return storageAddress(base) + view->offset * dtypeBytes(base->type.dtype);
+  }
+
+  void collectSources() {
+    for (const auto& op : g.ops)
+      if (op->kind == OpKind::Input || op->kind == OpKind::Param) {
+        const Value* v = op->result();
+        const std::string& name = op->attrStr("name");
+        sources[name] = v;
+        unbound.insert(name);
+        if (v->offset < 0) throw Error("cannot run this graph: source '" + name + "' has no planned storage (run the memory-plan pass)");
+        residentBytes = std::max(residentBytes, size_t(v->offset) + storageBytes(v->type));
+      }
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (!g.updateOf(i).empty()) updates[g.outputs[i]] = sources.at(g.updateOf(i));
+    for (const auto& op : g.ops) {
+      if (op->kind == OpKind::Input || op->kind == OpKind::Param) continue;
+      for (const auto& r : op->results)
+        if (r->offset >= 0) arenaBytes = std::max(arenaBytes, size_t(r->offset) + storageBytes(r->type));
+    }
+    residentBytes = roundUp(residentBytes, kAllocAlign);
+    arenaBytes = roundUp(arenaBytes, kAllocAlign);
+  }
+
+  // Top-level ops that launch nothing must be views or resident concats.
+  void checkTopLevel() const {
+    for (const auto& op : g.ops) {
+      switch (op->kind) {
+        case OpKind::Input:
+        case OpKind::Param:
+        case OpKind::Matmul:
+        case OpKind::Kernel: continue;
+        case OpKind::Concat:
+          if (op->result()->offset < 0) continue;  // a resident concat: a view of adjacent params
+          throw Error("cannot run this graph: a concat of type " + op->result()->type.str() +
+                      " needs a copy the runtime does not make (its params are not adjacent)");
+        default:
+          if (isViewOp(op->kind)) continue;
+          throw Error("cannot run this graph: top-level op '" + std::string(op->info().name) +
+                      "' is neither a view, a GEMM nor a kernel (run the fuse pass)");
+      }
+    }
+  }
+
+  void buildLaunchList(const std::vector<codegen::GeneratedKernel>& generated) {
+    std::map<const Op*, const codegen::GeneratedKernel*> genOf;
+    {
+      size_t k = 0;
+      for (const auto& op : g.ops)
+        if (op->kind == OpKind::Kernel) genOf[op.get()] = &generated.at(k++);
+    }
+    int gemmCount = 0;
+    for (const auto& op : g.ops) {
+      if (op->kind == OpKind::Kernel) {
+        const codegen::GeneratedKernel& gk = *genOf.at(op.get());
+        Entry e;
+        e.info = {LaunchInfo::Kind::Kernel, gk.name, gk.family, 0};
+        e.kernel = &kernels->find(gk.name);
+        for (const Value* v : op->operands) e.pointers.push_back(addressOf(v, true));
+        for (const auto& r : op->results) e.pointers.push_back(storageAddress(r.get()));
+        if (e.pointers.size() != e.kernel->arity)
+          throw Error("internal: kernel " + gk.name + " takes " + std::to_string(e.kernel->arity) + " pointers, has " +
+                      std::to_string(e.pointers.size()));
+        list.push_back(std::move(e));
+      } else if (op->kind == OpKind::Matmul) {
+        Entry e;
+        e.plan = planGemm(*op);
+        const Value* r = op->result();
+        std::string name = r->name.empty() ? "matmul" + std::to_string(gemmCount) : "%" + r->name;
+        ++gemmCount;
+        e.info = {LaunchInfo::Kind::Gemm, name + " (" + std::to_string(e.plan.M) + "x" + std::to_string(e.plan.N) + "x" +
+                                              std::to_string(e.plan.K) + (e.plan.batch * int64_t(e.plan.launches.size()) > 1
+                                                                              ? " x" + std::to_string(e.plan.batch * int64_t(e.plan.launches.size()))
+                                                                              : "") + ")",
+                  KernelFamily::Pointwise, e.plan.flops()};
+        e.a = storageAddress(storageOf(e.plan.a.base));
+        e.b = storageAddress(storageOf(e.plan.b.base));
+        e.c = storageAddress(storageOf(e.plan.c.base));
+        list.push_back(std::move(e));
+      }
+    }
+    for (const Entry& e : list) infos.push_back(e.info);
+  }
+
+  void launch(Entry& e, bool check) {
+    if (e.kernel) {
+      void* args[64];
+      std::vector<void*> many;
+      void** argv = args;
+      if (e.pointers.size() > 64) {
+        many.resize(e.pointers.size());
+        argv = many.data();
+      }
+      for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
+      launchKernel(*e.kernel, argv, stream);
+    } else {
+      gemm->run(e.plan, e.a, e.b, e.c, stream, "GEMM " + e.info.name);
+    }
+    if (check) {
+      cudaError_t s = opts.syncEachLaunch ? cudaStreamSynchronize(stream) : cudaGetLastError();
+      if (s != cudaSuccess) {
+        cudaGetLastError();
+        throw Error("CUDA error in " + e.info.name + ": " + cudaGetErrorString(s));
+      }
+    }
+  }
+
+  void launchAll(bool check) {
+    for (Entry& e : list) launch(e, check);
+  }
+
+  void capture() {
+    FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
+    try {
+      launchAll(false);
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    FUSEC_CUDA(cudaStreamEndCapture(stream, &graph), "capturing the step as a CUDA graph");
+    FUSEC_CUDA(cudaGraphInstantiate(&graphExec, graph, 0), "instantiating the step's CUDA graph");
+  }
+};
+
+Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make_unique<Impl>(g, opts)) {
+  Impl& m = *impl_;
+  DeviceInfo dev = openDevice();
+  if (dev.major != 9)
+    throw Error("fusec generates sm_90 (Hopper) kernels; device 0 (" + dev.name + ") is sm_" + std::to_string(dev.major) +
+                std::to_string(dev.minor));
+  m.checkTopLevel();
+  m.collectSources();
+
+  // Memory first: a step that cannot fit fails before any compile or allocation.
+  const GemmOptions gemmOpts{opts.tf32};
+  const size_t need = m.residentBytes + m.arenaBytes + gemmOpts.workspaceBytes;
+  if (need > dev.freeBytes) throw Error(outOfMemoryMessage(need, dev.freeBytes));
+  m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
+  m.arena = DeviceBuffer(m.arenaBytes, "arena");
+  // Zeroed once: a plan bug then reads zeros, not stale data from another process.
+  if (m.residentBytes) FUSEC_CUDA(cudaMemset(m.resident.data(), 0, m.residentBytes), "clearing the resident region");
+  if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");
+
+  FUSEC_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the step's stream");
+  m.gemm = std::make_unique<CublasLtGemm>(gemmOpts);
+  std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g);
+  m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
+  m.buildLaunchList(generated);
+}
+
+Executable::~Executable() = default;
+
+size_t Executable::bind(const Bindings& values) {
+  size_t n = 0;
+  for (const auto& [name, t] : values)
+    if (impl_->sources.count(name)) {
+      bind(name, t);
+      ++n;
+    }
+  return n;
+}
+
+void Executable::bind(const std::string& name, const HostTensor& value) {
+  Impl& m = *impl_;
+  auto it = m.sources.find(name);
+  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
+  const Type& want = it->second->type;
+  const bool convertible = value.type.dtype == want.dtype ||
+                           (value.type.dtype == DType::f32 && (want.dtype == DType::bf16 || want.dtype == DType::f16));
+  if (value.type.shape != want.shape || !convertible)
+    throw Error("'" + name + "' is " + value.type.str() + ", expected " + want.str());
+  std::vector<uint8_t> bytes = toStorage(value, want.dtype);
+  FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(it->second), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, m.stream),
+             "uploading '" + name + "'");
+  // `bytes` dies here: wait for the copy (binding is not on the per-step hot path).
+  FUSEC_CUDA(cudaStreamSynchronize(m.stream), "uploading '" + name + "'");
+  m.unbound.erase(name);
+}
+
+void Executable::run() {
+  Impl& m = *impl_;
+  if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
+  if (!m.opts.cudaGraph || m.calls == 0) {
+    m.launchAll(true);  // warm-up (or every call without a graph): checked launch by launch
+  } else {
+    if (!m.graphExec) m.capture();
+    FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
+  }
+  ++m.calls;
+}
+
+void Executable::synchronize() {
+  cudaError_t s = cudaStreamSynchronize(impl_->stream);
+  if (s != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("CUDA error while running the step: ") + cudaGetErrorString(s) +
+                " (rerun with --no-cuda-graph and FUSEC_SYNC_LAUNCHES=1 to name the launch)");
+  }
+}
+
+HostTensor Executable::output(size_t i) {
+  Impl& m = *impl_;
+  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
+  synchronize();
+  const Value* v = m.g.outputs[i];
+  std::vector<uint8_t> bytes(storageBytes(v->type));
+  FUSEC_CUDA(cudaMemcpy(bytes.data(), m.addressOf(v, true), bytes.size(), cudaMemcpyDeviceToHost), "reading output " + std::to_string(i));
+  return fromStorage(v->type, bytes);
+}
+
+HostTensor Executable::read(const std::string& name) {
+  Impl& m = *impl_;
+  auto it = m.sources.find(name);
+  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
+  synchronize();
+  std::vector<uint8_t> bytes(storageBytes(it->second->type));
+  FUSEC_CUDA(cudaMemcpy(bytes.data(), m.storageAddress(it->second), bytes.size(), cudaMemcpyDeviceToHost), "reading '" + name + "'");
+  return fromStorage(it->second->type, bytes);
+}
+
+const std::vector<LaunchInfo>& Executable::launches() const { return impl_->infos; }
+
+std::vector<float> Executable::timeLaunches() {
+  Impl& m = *impl_;
+  if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
+  std::vector<cudaEvent_t> events(m.list.size() + 1);
+  for (auto& e : events) FUSEC_CUDA(cudaEventCreate(&e), "creating timing events");
+  std::vector<float> ms(m.list.size());
+  try {
+    FUSEC_CUDA(cudaEventRecord(events[0], m.stream), "timing launches");
+    for (size_t i = 0; i < m.list.size(); ++i) {
+      m.launch(m.list[i], true);
+      FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
+    }
+    synchronize();
+    for (size_t i = 0; i < m.list.size(); ++i)
+      FUSEC_CUDA(cudaEventElapsedTime(&ms[i], events[i], events[i + 1]), "timing launches");
+  } catch (...) {
+    for (auto& e : events) cudaEventDestroy(e);
+    throw;
+  }
+  for (auto& e : events) cudaEventDestroy(e);
+  return ms;
+}
+
+size_t Executable::arenaBytes() const { return impl_->arenaBytes; }
+size_t Executable::residentBytes() const { return impl_->residentBytes; }
+bool Executable::graphCaptured() const { return impl_->graphExec != nullptr; }
+void* Executable::stream() const { return impl_->stream; }
+
+}  // namespace fusec::rt

@@ -1,0 +1,215 @@
+// The runtime's Executable: whole programs (tiny and a 2-layer small; forward and 3 training
+// steps; fp32 and bf16) on the GPU against the CPU interpreter running the unoptimised
+// program, with and without the CUDA graph; and its errors (unbound inputs, wrong types,
+// out of memory). Skips without a device.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "frontend/init.h"
+#include "frontend/models/transformer.h"
+#include "frontend/program_state.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+#include "runtime/device.h"
+#include "runtime/executable.h"
+#include "runtime/host_storage.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+struct Case {
+  std::string model;
+  int64_t layers;
+  std::string program;
+  DType dtype;
+  int64_t batch, ctx;
+};
+
+std::string label(const Case& c) {
+  return c.model + "/" + std::to_string(c.layers) + "L/" + c.program + "/" + std::string(dtypeName(c.dtype));
+}
+
+// The traced program after its program passes (what the interpreter runs).
+void buildProgram(Module& m, const Case& c) {
+  models::ModelConfig cfg = models::namedConfig(c.model);
+  cfg.layers = c.layers;
+  if (c.program == "forward") models::buildForward(m, cfg, c.batch, c.ctx);
+  else models::buildTrainLoss(m, cfg, c.batch, c.ctx);
+  PassManager pm;
+  for (auto& p : programPasses(c.program, c.dtype, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.run(m);
+}
+
+void optimise(Module& m) {
+  PassManager pm;
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(m);
+}
+
+// Weights, ids, targets and the program's own state for `g`.
+Bindings bindings(const Case& c, const Graph& g) {
+  models::ModelConfig cfg = models::namedConfig(c.model);
+  cfg.layers = c.layers;
+  Bindings env = initParameters(cfg, 11);
+  std::mt19937 rng(5);
+  env["ids"] = test::randomIndex(Type{DType::i64, {c.batch, c.ctx}}, rng, 0, cfg.vocab);
+  env["targets"] = test::randomIndex(Type{DType::i64, {c.batch, c.ctx}}, rng, 0, cfg.vocab);
+  bindProgramState(g, env);
+  return env;
+}
+
+HostTensor stepTensor(int64_t step) {
+  HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
+  t.f[0] = float(step);
+  return t;
+}
+
+class ExecutableTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  }
+};
+
+// Interpreter (unoptimised program) vs the Executable (optimised, planned), graph on and off:
+// forward logits, or 3 steps' losses and every param after them. The graph and the direct
+// launches run the same kernels in the same order: they must agree bit for bit.
+TEST_P(ExecutableTest, MatchesInterpreter) {
+  const Case& c = GetParam();
+  const bool train = c.program == "train_step";
+  const int steps = train ? 3 : 1;
+  Module ref;
+  buildProgram(ref, c);
+  const Graph& rg = *ref.funcs.at(0);
+  Bindings env = bindings(c, rg);
+
+  // The reference: the interpreter, state carried through the updates.
+  std::vector<float> refLoss;
+  HostTensor refLogits;
+  Bindings refEnv = env;
+  for (int s = 1; s <= steps; ++s) {
+    if (train) refEnv["step"] = stepTensor(s);
+    std::vector<HostTensor> outs = interpret(rg, refEnv);
+    if (!train) refLogits = outs.at(0);
+    else refLoss.push_back(outs.at(0).f.at(0));
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!rg.updateOf(i).empty()) refEnv[rg.updateOf(i)] = std::move(outs[i]);
+  }
+
+  Module m;
+  buildProgram(m, c);
+  optimise(m);
+  const Graph& g = *m.funcs.at(0);
+  const double bound = c.dtype == DType::f32 ? 1e-5 : 2e-2;
+  std::map<bool, Bindings> finals;
+  for (bool graph : {true, false}) {
+    rt::ExecutableOptions o;
+    o.cudaGraph = graph;
+    rt::Executable exe(g, o);
+    EXPECT_GT(exe.bind(env), 0u);
+    std::vector<float> loss;
+    HostTensor logits;
+    for (int s = 1; s <= steps; ++s) {
+      if (train) exe.bind("step", stepTensor(s));
+      exe.run();
+      if (train) loss.push_back(exe.output(0).f.at(0));
+      else logits = exe.output(0);
+    }
+    EXPECT_EQ(exe.graphCaptured(), graph && steps > 1);
+    const char* mode = graph ? "graph" : "direct";
+    if (!train) {
+      double e = test::normRelError(logits, refLogits);
+      std::printf("%s %s logits: %.3g\n", label(c).c_str(), mode, e);
+      EXPECT_LE(e, bound);
+      finals[graph]["logits"] = logits;
+      continue;
+    }
+    for (int s = 0; s < steps; ++s) {
+      double e = std::abs(loss[size_t(s)] - refLoss[size_t(s)]) / std::abs(refLoss[size_t(s)]);
+      std::printf("%s %s loss[%d] %.7g vs %.7g: %.3g\n", label(c).c_str(), mode, s + 1, loss[size_t(s)], refLoss[size_t(s)], e);
+      EXPECT_LE(e, bound);
+    }
+    double worst = 0;
+    std::string worstName;
+    for (Op* p : g.params()) {
+      const std::string& name = p->attrStr("name");
+      HostTensor got = exe.read(name);
+      double e = test::normRelError(got, refEnv.at(name));
+      if (e > worst) worst = e, worstName = name;
+      finals[graph][name] = std::move(got);
+    }
+    std::printf("%s %s params after %d steps: worst %.3g (%s)\n", label(c).c_str(), mode, steps, worst, worstName.c_str());
+    EXPECT_LE(worst, bound) << worstName;
+  }
+  for (auto& [name, t] : finals[true]) {
+    EXPECT_EQ(t.f, finals[false].at(name).f) << name << ": graph vs direct differ";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, ExecutableTest,
+                         ::testing::Values(Case{"tiny", 2, "forward", DType::f32, 2, 13},
+                                           Case{"tiny", 2, "train_step", DType::f32, 2, 13},
+                                           Case{"tiny", 2, "forward", DType::bf16, 2, 13},
+                                           Case{"tiny", 2, "train_step", DType::bf16, 2, 13},
+                                           Case{"small", 2, "forward", DType::f32, 2, 32},
+                                           Case{"small", 2, "train_step", DType::f32, 2, 32},
+                                           Case{"small", 2, "train_step", DType::bf16, 2, 32}),
+                         [](const auto& info) {
+                           const Case& c = info.param;
+                           return c.model + "_" + c.program + "_" + std::string(dtypeName(c.dtype));
+                         });
+
+class ExecutableErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  }
+};
+
+TEST_F(ExecutableErrors, UnboundAndMistypedSources) {
+  Case c{"tiny", 1, "train_step", DType::f32, 1, 4};
+  Module m;
+  buildProgram(m, c);
+  optimise(m);
+  rt::Executable exe(*m.funcs.at(0));
+  test::expectError([&] { exe.run(); }, "was never bound");
+  test::expectError([&] { exe.bind("ids", HostTensor::zeros(Type{DType::i64, {1, 5}})); }, "'ids' is i64[1,5], expected i64[1,4]");
+  test::expectError([&] { exe.bind("nope", HostTensor::zeros(Type{DType::f32, {}})); }, "no input or parameter 'nope'");
+}
+
+TEST_F(ExecutableErrors, OutOfMemoryIsOneLine) {
+  Module m;
+  models::buildAttention(m, 64, 1 << 17, 64);  // scores alone: 64 * 2^34 * 4 bytes = 4 TiB
+  PassManager pm;
+  for (auto& p : programPasses("attention", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(m);
+  test::expectError([&] { rt::Executable exe(*m.funcs.at(0)); }, "out of GPU memory: needs ");
+}
+
+TEST_F(ExecutableErrors, TimesEveryLaunch) {
+  Case c{"tiny", 2, "train_step", DType::f32, 2, 8};
+  Module m;
+  buildProgram(m, c);
+  optimise(m);
+  const Graph& g = *m.funcs.at(0);
+  rt::Executable exe(g);
+  exe.bind(bindings(c, g));
+  exe.bind("step", stepTensor(1));
+  std::vector<float> ms = exe.timeLaunches();
+  ASSERT_EQ(ms.size(), exe.launches().size());
+  size_t gemms = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    EXPECT_GT(ms[i], 0.f) << exe.launches()[i].name;
+    gemms += exe.launches()[i].kind == rt::LaunchInfo::Kind::Gemm;
+  }
+  EXPECT_GT(gemms, 0u);
+}
+
+}  // namespace
+}  // namespace fusec
