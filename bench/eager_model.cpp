@@ -3,10 +3,19 @@
 // [out, in]; RMSNorm upcasts to f32, x * rsqrt(mean(x^2) + eps) * g; RoPE rotates adjacent
 // pairs (x[2i], x[2i+1]) by pos * theta^(-2i/d) with the angles in f32; attention is
 // softmax(QK^T / sqrt(d) with a causal -inf mask) V; SwiGLU is w2(silu(w1 x) * w3 x).
-// Only API common to LibTorch 1.13 and 2.x is used.
+// Under bf16 the forward and the loss run inside LibTorch's CUDA autocast, which applies the
+// policy fusec's autocast pass copies (GEMMs in bf16 with f32 accumulation; softmax,
+// cross-entropy and the explicitly upcast RMSNorm in f32; pointwise ops at their operands'
+// widest dtype). Only API common to LibTorch 1.13 and 2.x is used, except autocast's switches,
+// which CudaAutocast picks by version.
 #include "bench/eager_model.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <torch/version.h>
+#ifdef FUSEC_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -33,14 +42,14 @@ std::vector<int64_t> dims(const Shape& s) { return std::vector<int64_t>(s.begin(
 
 torch::Tensor toTorch(const HostTensor& t, const torch::Device& dev) {
   const auto shape = dims(t.type.shape);
-  torch::Tensor cpu;
+  torch::Tensor view;  // aliases the host vector: copied below, onto the device or in place
   if (t.type.dtype == DType::f32)
-    cpu = torch::from_blob(const_cast<float*>(t.f.data()), shape, torch::kFloat32).clone();
+    view = torch::from_blob(const_cast<float*>(t.f.data()), shape, torch::kFloat32);
   else if (t.type.dtype == DType::i64)
-    cpu = torch::from_blob(const_cast<int64_t*>(t.i.data()), shape, torch::kInt64).clone();
+    view = torch::from_blob(const_cast<int64_t*>(t.i.data()), shape, torch::kInt64);
   else
     throw Error("eager model: " + t.type.str() + " tensors are not supported (f32 and i64 only)");
-  return cpu.to(dev);
+  return dev.is_cpu() ? view.clone() : view.to(dev);
 }
 
 HostTensor toHost(const torch::Tensor& t) {
@@ -60,7 +69,64 @@ torch::Tensor rmsNormF32(const torch::Tensor& x, const torch::Tensor& g, double 
   return (r * g).to(in);
 }
 
+// `with torch.autocast("cuda", dtype=torch.bfloat16):` as a scope. Leaving the outermost one
+// clears autocast's cache of weight casts, as Python's __exit__ does: the cached bf16 copies
+// would be stale after the optimizer step. LibTorch 2.4 replaced the CUDA-only switches
+// (set_enabled, set_autocast_gpu_dtype) by per-device ones.
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(bool on) : on_(on) {
+    if (!on_) return;
+    wasEnabled_ = enabled();
+    oldDType_ = dtype();
+    set(true, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~CudaAutocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set(wasEnabled_, oldDType_);
+  }
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  static bool enabled() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+  static at::ScalarType dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
+  static void set(bool on, at::ScalarType d) {
+    at::autocast::set_autocast_dtype(at::kCUDA, d);
+    at::autocast::set_autocast_enabled(at::kCUDA, on);
+  }
+#else
+  static bool enabled() { return at::autocast::is_enabled(); }
+  static at::ScalarType dtype() { return at::autocast::get_autocast_gpu_dtype(); }
+  static void set(bool on, at::ScalarType d) {
+    at::autocast::set_autocast_gpu_dtype(d);
+    at::autocast::set_enabled(on);
+  }
+#endif
+  bool on_, wasEnabled_ = false;
+  at::ScalarType oldDType_ = at::kBFloat16;
+};
+
+// Hands the blocks LibTorch's caching allocator keeps back to the driver (a no-op for a
+// LibTorch built without CUDA, where nothing was allocated on a device).
+void releaseCachedCudaMemory() {
+#ifdef FUSEC_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
 }  // namespace
+
+bool torchCudaAvailable(std::string* why) {
+  const bool ok = torch::cuda::is_available();
+  if (!ok && why)
+    *why = std::string("LibTorch ") + TORCH_VERSION + " sees no CUDA device" +
+           (torch::cuda::device_count() == 0 ? "" : " (devices counted but unusable)");
+  return ok;
+}
 
 struct EagerModel::Impl {
   models::ModelConfig cfg;
@@ -71,6 +137,7 @@ struct EagerModel::Impl {
   torch::Tensor ropeCos, ropeSin;  // [ctx, d_head / 2], f32
   std::unique_ptr<torch::optim::AdamW> optimizer;
   models::AdamWConfig adamw;
+  bool bf16 = false;  // forward and loss under CUDA autocast
   torch::Tensor stagedIds, stagedTargets;  // stageTokens()
 
   const torch::Tensor& p(const std::string& n) const { return byName.at(n); }
@@ -104,7 +171,10 @@ struct EagerModel::Impl {
     return proj(rmsNormF32(x, p("ln_final.weight"), cfg.eps), p("lm_head.weight"));
   }
 
+  // The forward and the loss inside the autocast scope (under bf16); backward runs after
+  // the scope is left, as in a PyTorch training loop.
   torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets) const {
+    CudaAutocast autocast(bf16);
     auto lg = logits(ids);
     return F::cross_entropy(lg.view({-1, cfg.vocab}), targets.reshape({-1}));
   }
@@ -123,8 +193,13 @@ EagerModel::EagerModel(const models::ModelConfig& cfg, const Bindings& weights, 
     : impl_(std::make_unique<Impl>()) {
   models::validate(cfg);
   impl_->cfg = cfg;
+  if (opts.dtype != DType::f32 && opts.dtype != DType::bf16)
+    throw Error("eager model: dtype " + std::string(dtypeName(opts.dtype)) + " is not supported (f32 or bf16)");
+  impl_->bf16 = opts.dtype == DType::bf16;
   guarded("setup", [&] {
     impl_->device = torch::Device(opts.device);
+    if (impl_->bf16 && !impl_->device.is_cuda())
+      throw Error("eager model: bf16 eager needs CUDA (it runs under CUDA autocast), got device '" + opts.device + "'");
     for (const auto& spec : models::parameterSpecs(cfg)) {
       auto it = weights.find(spec.name);
       Type want{DType::f32, spec.shape};
@@ -146,13 +221,24 @@ EagerModel::EagerModel(const models::ModelConfig& cfg, const Bindings& weights, 
   });
 }
 
-EagerModel::~EagerModel() = default;
+EagerModel::~EagerModel() {
+  const bool cuda = impl_->device.is_cuda();
+  impl_.reset();  // the tensors and the optimizer state first, so their blocks are free
+  if (cuda) {
+    try {
+      releaseCachedCudaMemory();
+    } catch (const c10::Error&) {
+      // Only costs memory that the caching allocator keeps; a destructor must not throw.
+    }
+  }
+}
 
 const models::ModelConfig& EagerModel::config() const { return impl_->cfg; }
 
 HostTensor EagerModel::forward(const HostTensor& ids) {
   return guarded("forward", [&] {
     torch::NoGradGuard noGrad;
+    CudaAutocast autocast(impl_->bf16);
     return toHost(impl_->logits(impl_->tokens(ids, "ids")));
   });
 }
@@ -215,6 +301,7 @@ const torch::Tensor& staged(const torch::Tensor& t) {
 void EagerModel::forwardStaged() {
   guarded("forward", [&] {
     torch::NoGradGuard noGrad;
+    CudaAutocast autocast(impl_->bf16);
     impl_->logits(staged(impl_->stagedIds));
   });
 }

@@ -15,17 +15,27 @@ namespace fusec::bench {
 
 struct EagerOptions {
   std::string device = "cpu";  // any torch device string: "cpu", "cuda", "cuda:1"
+  // f32, or bf16: forward and loss under LibTorch's CUDA autocast (bf16), as a PyTorch user
+  // trains in mixed precision; parameters, gradients and AdamW state stay f32. bf16 needs a
+  // CUDA device (CPU autocast has another op policy than the one fusec's autocast follows).
+  DType dtype = DType::f32;
 };
+
+// True when LibTorch sees a CUDA device; otherwise `why` (if given) says why not.
+bool torchCudaAvailable(std::string* why = nullptr);
 
 class EagerModel {
  public:
-  // `weights` must hold every parameter of `cfg` (f32, exact shapes); throws Error otherwise.
+  // `weights` must hold every parameter of `cfg` (f32, exact shapes); throws Error otherwise,
+  // and for a dtype other than f32 and bf16 or bf16 on a non-CUDA device. Destruction hands
+  // the CUDA memory it used back to the driver (LibTorch's caching allocator would keep it),
+  // so a program that runs next on the same GPU finds it free.
   EagerModel(const models::ModelConfig& cfg, const Bindings& weights, const EagerOptions& opts = {});
   ~EagerModel();
   EagerModel(const EagerModel&) = delete;
   EagerModel& operator=(const EagerModel&) = delete;
 
-  // logits f32[B,T,V] for ids i64[B,T].
+  // logits [B,T,V] for ids i64[B,T], as f32 values (under bf16 the logits are bf16 values).
   HostTensor forward(const HostTensor& ids);
 
   // The mean cross-entropy loss and d(loss)/d(param) for every parameter, by name; the

@@ -39,12 +39,10 @@ void readPeaks(TimedRun& r) {
 }  // namespace
 
 TimedRun runEager(const BenchCase& c, const Bindings& env) {
-  if (c.dtype != DType::f32)
-    throw Error("eager bf16 autocast is not in bench/eager_model yet");
   resetAllocator();
   TimedRun r;
   try {
-    EagerModel model(c.cfg, env, EagerOptions{"cuda"});
+    EagerModel model(c.cfg, env, EagerOptions{"cuda", c.dtype});
     model.stageTokens(env.at("ids"), env.at("targets"));
     auto call = [&] {
       switch (c.pass) {
