@@ -1,15 +1,30 @@
 #include "passes/pipeline.h"
 
+#include <algorithm>
+
 namespace fusec {
+
+const std::vector<std::string>& programNames() {
+  static const std::vector<std::string> names = {"forward", "train_step", "attention", "attention_backward"};
+  return names;
+}
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype) {
   // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
-  // loss.backward() computes; `fusec bench --passes fwd_bwd` times it).
+  // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
+  // programs `fusec compile` traces.
   const bool train = program == "train_step", grads = train || program == "fwd_bwd";
-  if (!grads && program != "forward" && program != "attention")
-    throw Error("unknown program '" + program + "' (known: forward, train_step, fwd_bwd, attention)");
+  if (program != "fwd_bwd" && std::find(programNames().begin(), programNames().end(), program) == programNames().end()) {
+    std::string known;
+    for (const std::string& n : programNames()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown program '" + program + "' (known: " + known + ")");
+  }
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
+  // attention_backward's gradient is traced (frontend/models/attention.h), so autocast
+  // would run after differentiation and not give autocast's backward dtypes: f32 only.
+  if (program == "attention_backward" && dtype != DType::f32)
+    throw Error("program attention_backward computes in fp32 only");
   const bool bf16 = dtype == DType::bf16;
   // Attention first becomes matmuls around a softmax op: autocast must see those GEMMs (bf16)
   // apart from the softmax (f32). autocast reads the forward graph only, so the backward's

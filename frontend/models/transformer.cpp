@@ -183,16 +183,4 @@ Graph& buildTrainStep(Module& m, const ModelConfig& cfg, int64_t batch, int64_t 
   return g;
 }
 
-Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d) {
-  if (batch <= 0 || seq <= 0 || d <= 0)
-    throw Error("attention sizes must be positive, got batch " + std::to_string(batch) + ", seq " + std::to_string(seq) +
-                ", d " + std::to_string(d));
-  Graph& g = m.add("attention");
-  Builder b(g);
-  const Type t{DType::f32, {batch, seq, d}};
-  Tensor q = fe::input(b, "q", t).named("q"), k = fe::input(b, "k", t).named("k"), v = fe::input(b, "v", t).named("v");
-  b.output(fe::attention(q, k, v, /*causal=*/true, 1.0 / std::sqrt(double(d))).named("out").value());
-  return g;
-}
-
 }  // namespace fusec::models

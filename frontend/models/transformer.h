@@ -61,7 +61,5 @@ Graph& buildTrainLoss(Module&, const ModelConfig&, int64_t batch, int64_t seq);
 // weight, new exp_avg, new exp_avg_sq, each marked as the in-place update of its param
 // (`-> "name"`). buildTrainLoss, then the autodiff and adamw passes on that function.
 Graph& buildTrainStep(Module&, const ModelConfig&, int64_t batch, int64_t seq, const AdamWConfig&);
-// @attention: inputs "q","k","v" f32[B,N,d] -> causal softmax(QK^T/sqrt(d)) V.
-Graph& buildAttention(Module&, int64_t batch, int64_t seq, int64_t d);
 
 }  // namespace fusec::models

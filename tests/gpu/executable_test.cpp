@@ -8,6 +8,7 @@
 #include <random>
 
 #include "frontend/init.h"
+#include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "frontend/program_state.h"
 #include "passes/pass_manager.h"

@@ -201,19 +201,20 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
   return r;
 }
 
-LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner) {
+LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner, int batchCount) {
   LossCurves curves;
   const Bindings initial = stage(curves.seconds, "init weights", [&] { return initWeights(c.cfg, c.seed); });
-  const Batch batch = batches(c, 1).at(0);
+  const std::vector<Batch> data = batches(c, batchCount);
   stage(curves.seconds, "eager", [&] {
     bench::EagerModel eager(c.cfg, initial, bench::EagerOptions{c.eagerDevice, c.dtype});
-    for (int s = 0; s < c.steps; ++s) curves.eager.push_back(eager.trainStep(batch.ids, batch.targets, c.adamw));
+    for (int s = 0; s < c.steps; ++s)
+      curves.eager.push_back(eager.trainStep(data[size_t(s % batchCount)].ids, data[size_t(s % batchCount)].targets, c.adamw));
   });
   auto trainer = stage(curves.seconds, "compiled train_step build", [&] {
     return std::make_unique<CompiledTrainer>(c, initial, makeRunner);
   });
   stage(curves.seconds, "compiled train_step steps", [&] {
-    for (int s = 0; s < c.steps; ++s) curves.compiled.push_back(trainer->step(s == 0 ? &batch : nullptr));
+    for (int s = 0; s < c.steps; ++s) curves.compiled.push_back(trainer->step(&data[size_t(s % batchCount)]));
   });
   return curves;
 }

@@ -49,14 +49,15 @@ struct ComparisonResult {
 
 ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& runner);
 
-// `c.steps` training steps on one fixed batch (the model learns it, so the loss falls and
-// the curve has a shape to track): the loss of each step, eager and compiled.
+// `c.steps` training steps on fixed random data, the same for both: `batchCount` random
+// batches cycled (1: one batch repeated, which the model memorises; c.steps: a fresh batch
+// every step). The loss of each step, eager and compiled.
 struct LossCurves {
   std::vector<float> eager, compiled;
   ComparisonTimes seconds;
   double maxAbsDiff() const;
 };
-LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner);
+LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner, int batchCount);
 
 // ||got - want|| / ||want|| over the values (either may be bf16); the absolute norm when want
 // is zero. Throws Error naming `what` when the shapes differ.

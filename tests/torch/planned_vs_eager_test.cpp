@@ -91,7 +91,7 @@ TEST(PlannedVsEager, ErrorsNameTheirStage) {
 TEST(PlannedVsEager, TinyLossCurveFp32) {
   ComparisonCase c = tinyCase();
   c.steps = 20;
-  LossCurves curves = lossCurves(c, interpreter());
+  LossCurves curves = lossCurves(c, interpreter(), /*batchCount=*/1);
   ASSERT_EQ(curves.compiled.size(), 20u);
   std::printf("tiny 20 steps: loss %.5f -> %.5f, max |compiled - eager| %.3g\n", curves.eager.front(),
               curves.eager.back(), curves.maxAbsDiff());

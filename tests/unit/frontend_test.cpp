@@ -9,6 +9,7 @@
 #include <random>
 
 #include "frontend/init.h"
+#include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "frontend/optim.h"
 #include "frontend/tensor.h"

@@ -1,4 +1,4 @@
-// `fusec compile --model NAME --program forward|train_step|attention`: traces a model program
+// `fusec compile --model NAME --program forward|train_step|attention|attention_backward`: traces a model program
 // into IR, runs the program's own passes (passes/pipeline.h: decompose, autocast for bf16,
 // autodiff and adamw for train_step, ...) and then --passes (default: the optimisation
 // pipeline), and prints the module (or, with --stats, one JSON object describing it; with
@@ -11,6 +11,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "frontend/models/attention.h"
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/printer.h"
@@ -152,7 +153,8 @@ models::AdamWConfig adamwConfig(const CompileArgs& a) {
 // Traces the program the program passes start from (train_step: the loss only).
 void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m) {
   if (a.model == "toy") {
-    if (a.program == "attention") throw Error("compile --model toy has the programs forward and train_step");
+    if (models::isAttentionProgram(a.program))
+      throw Error("compile --model toy has the programs forward and train_step");
     if (a.program == "forward") models::buildToyForward(m, models::ToyConfig{}, a.batch);
     else models::buildToyTrainLoss(m, models::ToyConfig{}, a.batch);
   } else if (a.program == "forward") {
@@ -161,8 +163,8 @@ void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m) {
     models::buildTrainLoss(m, *cfg, a.batch, a.ctx);
   } else {
     int64_t d = a.dHead ? *a.dHead : cfg ? cfg->dModel / cfg->heads : 0;
-    if (d <= 0) throw Error("compile --program attention needs --d-head or --model");
-    models::buildAttention(m, a.batch, a.ctx, d);
+    if (d <= 0) throw Error("compile --program " + a.program + " needs --d-head or --model");
+    models::buildAttentionProgram(m, a.program, a.batch, a.ctx, d);
   }
 }
 
@@ -177,7 +179,7 @@ Command addCompileCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compile", "Trace a model program into IR, run passes on it and print it");
   cmd->add_option("--model", a->model, "Model: " + known)->type_name("NAME");
   cmd->add_option("--program", a->program, "Program to trace (default: forward)")
-      ->check(CLI::IsMember({"forward", "train_step", "attention"}))
+      ->check(CLI::IsMember(programNames()))
       ->type_name("PROGRAM");
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
   cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256)")->type_name("T");
@@ -192,7 +194,7 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--heads", a->heads, "Override the number of heads")->type_name("N");
   cmd->add_option("--d-ff", a->dFF, "Override d_ff")->type_name("N");
   cmd->add_option("--rope-theta", a->ropeTheta, "Override the RoPE theta")->type_name("X");
-  cmd->add_option("--d-head", a->dHead, "Head size of --program attention (default: the model's d_model/heads)")
+  cmd->add_option("--d-head", a->dHead, "Head size of --program attention and attention_backward (default: the model's d_model/heads)")
       ->type_name("N");
   cmd->add_option("--lr", a->lr, "AdamW learning rate (default: 1e-3)")->type_name("X");
   cmd->add_option("--betas", a->betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
@@ -210,7 +212,7 @@ Command addCompileCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     using Clock = std::chrono::steady_clock;
-    if (a->model.empty() && a->program != "attention") throw Error("compile --program " + a->program + " needs --model");
+    if (a->model.empty() && !models::isAttentionProgram(a->program)) throw Error("compile --program " + a->program + " needs --model");
     if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
     std::optional<models::ModelConfig> cfg;

@@ -1,0 +1,59 @@
+// Private to bench/*.cpp (it includes torch): HostTensor <-> torch::Tensor, LibTorch errors
+// as one-line fusec::Errors, and handing LibTorch's cached CUDA memory back.
+#pragma once
+#include <torch/torch.h>
+#ifdef FUSEC_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ir/interpreter.h"
+
+namespace fusec::bench {
+
+// Runs `fn`, turning LibTorch's multi-line c10::Error into a one-line fusec::Error.
+template <class Fn>
+auto guarded(const char* what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    msg = msg.substr(0, msg.find('\n'));
+    throw Error(std::string("libtorch (") + what + "): " + msg);
+  }
+}
+
+inline std::vector<int64_t> dims(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+inline torch::Tensor toTorch(const HostTensor& t, const torch::Device& dev) {
+  const auto shape = dims(t.type.shape);
+  torch::Tensor view;  // aliases the host vector: copied below, onto the device or in place
+  if (t.type.dtype == DType::f32)
+    view = torch::from_blob(const_cast<float*>(t.f.data()), shape, torch::kFloat32);
+  else if (t.type.dtype == DType::i64)
+    view = torch::from_blob(const_cast<int64_t*>(t.i.data()), shape, torch::kInt64);
+  else
+    throw Error("eager model: " + t.type.str() + " tensors are not supported (f32 and i64 only)");
+  return dev.is_cpu() ? view.clone() : view.to(dev);
+}
+
+inline HostTensor toHost(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  Shape shape(c.sizes().begin(), c.sizes().end());
+  HostTensor h = HostTensor::zeros(Type{DType::f32, shape});
+  if (!h.f.empty()) std::memcpy(h.f.data(), c.data_ptr<float>(), h.f.size() * sizeof(float));
+  return h;
+}
+
+// Hands the blocks LibTorch's caching allocator keeps back to the driver (a no-op for a
+// LibTorch built without CUDA, where nothing was allocated on a device).
+inline void releaseCachedCudaMemory() {
+#ifdef FUSEC_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+}  // namespace fusec::bench
