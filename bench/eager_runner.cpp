@@ -26,11 +26,11 @@ void resetAllocator() {
 
 void readPeaks(TimedRun& r) {
 #ifdef FUSEC_TORCH_CUDA_STATS
-  using namespace c10::cuda::CUDACachingAllocator;
-  const auto s = getDeviceStats(0);
-  const size_t all = size_t(StatType::AGGREGATE);
-  r.allocatedBytes = int64_t(s.allocated_bytes[all].peak);
-  r.reservedBytes = int64_t(s.reserved_bytes[all].peak);
+  // Index 0 is StatType::AGGREGATE (all pools); the enum moved namespaces across 2.x
+  // releases (c10::CachingAllocator, c10::CachingDeviceAllocator), the index did not.
+  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  r.allocatedBytes = int64_t(s.allocated_bytes[0].peak);
+  r.reservedBytes = int64_t(s.reserved_bytes[0].peak);
 #else
   (void)r;
 #endif
