@@ -94,6 +94,7 @@ struct EagerModel::Impl {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   models::AdamWConfig adamw;
   bool bf16 = false;  // forward and loss under CUDA autocast
+  torch::Tensor stagedIds, stagedTargets;  // stageTokens()
 
   const torch::Tensor& p(const std::string& n) const { return byName.at(n); }
 
@@ -133,6 +134,9 @@ struct EagerModel::Impl {
     auto lg = logits(ids);
     return F::cross_entropy(lg.view({-1, cfg.vocab}), targets.reshape({-1}));
   }
+
+  // The optimizer, created by the first step; later steps must pass the same config.
+  torch::optim::AdamW& optimizerFor(const models::AdamWConfig& c);
 
   torch::Tensor tokens(const HostTensor& t, const char* what) const {
     if (t.type.dtype != DType::i64 || t.type.rank() != 2)
@@ -211,24 +215,66 @@ EagerModel::LossAndGrads EagerModel::lossAndGradients(const HostTensor& ids, con
   });
 }
 
+torch::optim::AdamW& EagerModel::Impl::optimizerFor(const models::AdamWConfig& c) {
+  if (!optimizer) {
+    adamw = c;
+    optimizer = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
+                                                                  .betas(std::make_tuple(c.beta1, c.beta2))
+                                                                  .eps(c.eps)
+                                                                  .weight_decay(c.weightDecay));
+  } else if (c.lr != adamw.lr || c.beta1 != adamw.beta1 || c.beta2 != adamw.beta2 || c.eps != adamw.eps ||
+             c.weightDecay != adamw.weightDecay) {
+    throw Error("eager model: the AdamW config cannot change between steps");
+  }
+  return *optimizer;
+}
+
 float EagerModel::trainStep(const HostTensor& ids, const HostTensor& targets, const models::AdamWConfig& c) {
   return guarded("train step", [&] {
-    if (!impl_->optimizer) {
-      impl_->adamw = c;
-      impl_->optimizer = std::make_unique<torch::optim::AdamW>(
-          impl_->params, torch::optim::AdamWOptions(c.lr)
-                             .betas(std::make_tuple(c.beta1, c.beta2))
-                             .eps(c.eps)
-                             .weight_decay(c.weightDecay));
-    } else if (c.lr != impl_->adamw.lr || c.beta1 != impl_->adamw.beta1 || c.beta2 != impl_->adamw.beta2 ||
-               c.eps != impl_->adamw.eps || c.weightDecay != impl_->adamw.weightDecay) {
-      throw Error("eager model: the AdamW config cannot change between steps");
-    }
-    impl_->optimizer->zero_grad();
+    auto& opt = impl_->optimizerFor(c);
+    opt.zero_grad();
     auto loss = impl_->loss(impl_->tokens(ids, "ids"), impl_->tokens(targets, "targets"));
     loss.backward();
-    impl_->optimizer->step();
+    opt.step();
     return loss.item<float>();
+  });
+}
+
+void EagerModel::stageTokens(const HostTensor& ids, const HostTensor& targets) {
+  guarded("stage tokens", [&] {
+    impl_->stagedIds = impl_->tokens(ids, "ids");
+    impl_->stagedTargets = impl_->tokens(targets, "targets");
+  });
+}
+
+namespace {
+const torch::Tensor& staged(const torch::Tensor& t) {
+  if (!t.defined()) throw Error("eager model: stageTokens() was not called");
+  return t;
+}
+}  // namespace
+
+void EagerModel::forwardStaged() {
+  guarded("forward", [&] {
+    torch::NoGradGuard noGrad;
+    CudaAutocast autocast(impl_->bf16);
+    impl_->logits(staged(impl_->stagedIds));
+  });
+}
+
+void EagerModel::lossAndGradientsStaged() {
+  guarded("backward", [&] {
+    for (auto& t : impl_->params) t.mutable_grad() = torch::Tensor();
+    impl_->loss(staged(impl_->stagedIds), staged(impl_->stagedTargets)).backward();
+  });
+}
+
+void EagerModel::trainStepStaged(const models::AdamWConfig& c) {
+  guarded("train step", [&] {
+    auto& opt = impl_->optimizerFor(c);
+    opt.zero_grad();
+    impl_->loss(staged(impl_->stagedIds), staged(impl_->stagedTargets)).backward();
+    opt.step();
   });
 }
 

@@ -50,6 +50,15 @@ class EagerModel {
   // returns the loss computed before the update.
   float trainStep(const HostTensor& ids, const HostTensor& targets, const models::AdamWConfig& adamw);
 
+  // Benchmark entry points (bench/eager_runner.*): the work of forward, lossAndGradients
+  // and trainStep on tokens uploaded once by stageTokens(), with every result left on the
+  // device and no host synchronisation (no .item(), no copies), so CUDA events around a call
+  // time the model alone. lossAndGradientsStaged() leaves each parameter's .grad set.
+  void stageTokens(const HostTensor& ids, const HostTensor& targets);
+  void forwardStaged();
+  void lossAndGradientsStaged();
+  void trainStepStaged(const models::AdamWConfig& adamw);
+
   // The current parameters, by state_dict name.
   Bindings parameters() const;
 

@@ -10,8 +10,11 @@ const std::vector<std::string>& programNames() {
 }
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype) {
-  const bool train = program == "train_step";
-  if (std::find(programNames().begin(), programNames().end(), program) == programNames().end()) {
+  // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
+  // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
+  // programs `fusec compile` traces.
+  const bool train = program == "train_step", grads = train || program == "fwd_bwd";
+  if (program != "fwd_bwd" && std::find(programNames().begin(), programNames().end(), program) == programNames().end()) {
     std::string known;
     for (const std::string& n : programNames()) known += (known.empty() ? "" : ", ") + n;
     throw Error("unknown program '" + program + "' (known: " + known + ")");
@@ -31,10 +34,8 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   // Then everything is decomposed for fusion.
   std::vector<std::string> names = {"decompose-attention"};
   if (bf16) names.push_back("autocast");
-  if (train) {
-    names.push_back("autodiff");
-    names.push_back("adamw");
-  }
+  if (grads) names.push_back("autodiff");
+  if (train) names.push_back("adamw");
   // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
   // load for inference), so no step casts a weight.
   if (bf16) names.push_back("cache-weight-casts");

@@ -17,8 +17,9 @@ const std::vector<std::string>& programNames();
 
 // The program passes for `program` ("forward", "attention", "attention_backward": the traced
 // function is the program; "train_step": the traced loss becomes a training step) at compute
-// dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only). Throws Error for
-// another program or dtype.
+// dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only). "fwd_bwd" (fusec bench) is
+// "train_step" without adamw: it returns the loss and every gradient. Throws Error for another
+// program or dtype.
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw);
 
 // Their names, in order (for messages and tests).

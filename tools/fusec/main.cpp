@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<fusec::cli::Command> commands = {fusec::cli::addOptCommand(app), fusec::cli::addCompileCommand(app),
                                                fusec::cli::addRunCommand(app), fusec::cli::addCodegenCommand(app),
-                                               fusec::cli::addDeviceCommand(app)};
+                                               fusec::cli::addDeviceCommand(app),
+                                               fusec::cli::addBenchCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

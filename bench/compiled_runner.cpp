@@ -1,0 +1,37 @@
+#include "bench/compiled_runner.h"
+
+#include "bench/program.h"
+#include "bench/timer.h"
+#include "frontend/program_state.h"
+#include "runtime/executable.h"
+
+namespace fusec::bench {
+
+TimedRun runCompiled(const BenchCase& c, Bindings& env, const codegen::CubinCache* cache) {
+  Module m;
+  Graph& g = buildProgram(m, c.cfg, c.pass, c.dtype, c.batch, c.seq, c.adamw);
+  bindProgramState(g, env);
+  rt::ExecutableOptions opts;
+  opts.cache = cache;
+  rt::Executable exe(g, opts);
+  exe.bind(env);
+  // The step's in-place updates change the weights from one call to the next, as in
+  // training; the timing does not depend on their values.
+  float step = 0;
+  auto call = [&] {
+    if (c.pass == BenchPass::Step) {
+      HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
+      t.f[0] = ++step;
+      exe.bind("step", t);
+    }
+    exe.run();
+  };
+  TimedRun r;
+  r.ms = timeOnStream(call, exe.stream(), c.warmup, c.iters);
+  exe.synchronize();
+  r.arenaBytes = int64_t(exe.arenaBytes());
+  r.residentBytes = int64_t(exe.residentBytes());
+  return r;
+}
+
+}  // namespace fusec::bench

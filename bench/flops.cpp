@@ -1,0 +1,40 @@
+#include "bench/flops.h"
+
+#include "ir/graph.h"
+
+namespace fusec::bench {
+
+BenchPass parsePass(const std::string& name) {
+  if (name == "forward") return BenchPass::Forward;
+  if (name == "fwd_bwd") return BenchPass::FwdBwd;
+  if (name == "step") return BenchPass::Step;
+  throw Error("unknown pass '" + name + "' (known: forward, fwd_bwd, step)");
+}
+
+const char* passName(BenchPass p) {
+  switch (p) {
+    case BenchPass::Forward: return "forward";
+    case BenchPass::FwdBwd: return "fwd_bwd";
+    case BenchPass::Step: return "step";
+  }
+  return "?";
+}
+
+// The "6N plus attention" count (Kaplan et al.; PaLM appendix B), GEMMs only:
+//   per token, forward = 2 * N_gemm + L * 4 * T * d
+// where N_gemm = L * (4 d^2 + 3 d d_ff) + d * vocab are the weights that multiply activations
+// (q, k, v, output projections; SwiGLU's w1, w3, w2; the untied lm_head). The token embedding is
+// a gather and the RMSNorm gains are pointwise: neither counts. Attention adds Q K^T and P V,
+// 2 * T * d_head each per head, i.e. 4 * T * d per layer; the naive causal attention that both
+// eager and fusec run computes the full T x T scores (the mask is applied afterwards), so T
+// is not halved. Backward is twice forward (the gradient w.r.t. the input and w.r.t. the
+// weight of every GEMM; for attention dP, dV, dQ, dK), so fwd_bwd = 3 x forward. The AdamW
+// step is pointwise and memory-bound: it adds time but no model FLOPs, so step = fwd_bwd.
+double modelFlopsPerToken(const models::ModelConfig& c, int64_t seq, BenchPass pass) {
+  const double d = double(c.dModel), L = double(c.layers);
+  const double gemmWeights = L * (4 * d * d + 3 * d * double(c.dFF)) + d * double(c.vocab);
+  const double forward = 2 * gemmWeights + L * 4 * double(seq) * d;
+  return pass == BenchPass::Forward ? forward : 3 * forward;
+}
+
+}  // namespace fusec::bench

@@ -1,0 +1,23 @@
+// The compiled side's programs for one benchmark pass, traced and run through the same
+// pipeline as `fusec compile` (program passes, then the default optimisation pipeline):
+//   forward -> @forward;  step -> @train_step (autodiff + adamw);
+//   fwd_bwd -> @train_step with the program passes of "fwd_bwd" (autodiff, no adamw): it
+//              returns the loss and every gradient, which is what eager's loss.backward()
+//              computes, so the two sides time the same work.
+#pragma once
+#include <cstdint>
+
+#include "bench/flops.h"
+#include "frontend/models/transformer.h"
+#include "ir/graph.h"
+
+namespace fusec::bench {
+
+// The planned function of `pass` in `m` (its only function). dtype: f32 or bf16 (autocast).
+Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, DType dtype, int64_t batch,
+                    int64_t seq, const models::AdamWConfig& adamw);
+
+// Sum of 2*M*N*K*batch over the top-level GEMMs of a planned graph (runtime/gemm_plan.h).
+int64_t gemmFlops(const Graph& g);
+
+}  // namespace fusec::bench

@@ -1,0 +1,173 @@
+"""The torch side of bench/torch_compile_ref.py: the CS336 TransformerLM as an nn.Module and the
+CUDA-event timing of eager, torch.compile and torch.compile(mode="reduce-overhead") rows.
+Imported only once torch and a CUDA device are known to exist."""
+import json
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_compile_ref import CTX, EPS, SIZES, THETA, VOCAB
+
+
+def trunc_normal(shape, std):
+    w = torch.empty(shape)
+    nn.init.trunc_normal_(w, std=std, a=-3 * std, b=3 * std)
+    return nn.Parameter(w)
+
+
+class Linear(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.weight = trunc_normal((d_out, d_in), math.sqrt(2 / (d_in + d_out)))
+
+    def forward(self, x):
+        return x @ self.weight.t()
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        dtype = x.dtype
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * self.weight).to(dtype)
+
+
+def rope(x, cos, sin):  # x [B, H, T, dh]; adjacent pairs (x[2i], x[2i+1]) rotated
+    pairs = x.unflatten(-1, (-1, 2))
+    x1, x2 = pairs[..., 0], pairs[..., 1]
+    return torch.stack((cos * x1 - sin * x2, sin * x1 + cos * x2), -1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, d, dff, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = RMSNorm(d), RMSNorm(d)
+        self.q_proj, self.k_proj, self.v_proj, self.output_proj = (Linear(d, d) for _ in range(4))
+        self.w1, self.w2, self.w3 = Linear(d, dff), Linear(dff, d), Linear(d, dff)
+
+    def forward(self, x, cos, sin, causal):
+        B, T, D = x.shape
+        h = self.ln1(x)
+        heads = lambda proj: proj(h).view(B, T, self.heads, D // self.heads).transpose(1, 2)
+        q, k, v = rope(heads(self.q_proj), cos, sin), rope(heads(self.k_proj), cos, sin), heads(self.v_proj)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(D // self.heads)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        attn = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, D)
+        x = x + self.output_proj(attn)
+        h2 = self.ln2(x)
+        return x + self.w2(F.silu(self.w1(h2)) * self.w3(h2))
+
+
+class TransformerLM(nn.Module):
+    def __init__(self, d, dff, layers, heads):
+        super().__init__()
+        self.token_embeddings = nn.Embedding(VOCAB, d)
+        nn.init.trunc_normal_(self.token_embeddings.weight, std=1, a=-3, b=3)
+        self.layers = nn.ModuleList(Block(d, dff, heads) for _ in range(layers))
+        self.ln_final = RMSNorm(d)
+        self.lm_head = Linear(d, VOCAB)
+        dh = d // heads
+        freqs = THETA ** -(torch.arange(0, dh, 2, dtype=torch.float32) / dh)
+        angles = torch.outer(torch.arange(CTX, dtype=torch.float32), freqs)
+        self.register_buffer("cos", torch.cos(angles), persistent=False)
+        self.register_buffer("sin", torch.sin(angles), persistent=False)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
+        cos, sin = self.cos[:T], self.sin[:T]
+        x = self.token_embeddings(ids)
+        for block in self.layers:
+            x = block(x, cos, sin, causal)
+        return self.lm_head(self.ln_final(x))
+
+
+def gemm_tflops(dtype, n=8192, iters=10):
+    a = torch.full((n, n), 0.0115, device="cuda", dtype=dtype)
+    b = torch.full((n, n), 0.0115, device="cuda", dtype=dtype)
+    ms = time_calls(lambda: a @ b, 3, iters)
+    return 2 * n ** 3 / (sorted(ms)[len(ms) // 2] * 1e-3) / 1e12
+
+
+def time_calls(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+        torch.cuda.synchronize()
+    ms = []
+    for _ in range(iters):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        ms.append(start.elapsed_time(stop))
+    return ms
+
+
+def make_call(model, opt, impl, pass_, dtype, ids, targets):
+    """The callable one timed iteration runs."""
+    mode = {"eager": None, "torch.compile": "default", "torch.compile-ro": "reduce-overhead"}[impl]
+    fwd = model if mode is None else torch.compile(model, mode=mode)
+    step = opt.step if mode is None else torch.compile(opt.step, mode=mode)
+    autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16")
+
+    def loss_backward():
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            logits = fwd(ids)
+        F.cross_entropy(logits.view(-1, VOCAB).float(), targets.view(-1)).backward()
+
+    if pass_ == "forward":
+        def forward():
+            with torch.no_grad(), autocast():
+                fwd(ids)
+        return forward
+    if pass_ == "fwd_bwd":
+        return loss_backward
+
+    def train_step():
+        loss_backward()
+        step()
+    return train_step
+
+
+def run(a, grid, make_row, finish_row, fill_speedups):
+    torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as fusec's fp32 GEMMs
+    torch.backends.cudnn.allow_tf32 = False
+    ceilings = {"bf16": gemm_tflops(torch.bfloat16), "fp32": gemm_tflops(torch.float32)}
+    rows = []
+    for model_name, ctx, batch, dtype, pass_, impl, warmup in grid(a):
+        row = make_row(model_name, ctx, batch, dtype, pass_, impl, warmup, a.iters, ceilings[dtype])
+        torch._dynamo.reset()  # every row compiles afresh: warm-up rows must see the compile
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        model = opt = None
+        try:
+            torch.manual_seed(a.seed)
+            model = TransformerLM(*SIZES[model_name]).cuda()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+            gen = torch.Generator().manual_seed(a.seed + 1)
+            ids = torch.randint(0, VOCAB, (batch, ctx), generator=gen).cuda()
+            targets = torch.randint(0, VOCAB, (batch, ctx), generator=gen).cuda()
+            ms = time_calls(make_call(model, opt, impl, pass_, dtype, ids, targets), warmup, a.iters)
+            finish_row(row, ms, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
+        except torch.cuda.OutOfMemoryError:
+            row["status"] = "OOM"
+        except Exception as e:  # one row's failure (a compile error) must not end the sweep
+            row["status"] = (str(e).splitlines() or [type(e).__name__])[0]
+        del model, opt
+        print("%s ctx=%d batch=%d %s %s %s warmup=%d: %s" % (model_name, ctx, batch, dtype, pass_, impl, warmup,
+              row["status"] if row["status"] != "OK" else "median %.3f ms" % row["median_ms"]),
+              file=sys.stderr, flush=True)
+        rows.append(row)
+    fill_speedups(rows)
+    for row in rows:
+        print(json.dumps(row))
+    return 0

@@ -1,0 +1,198 @@
+// `fusec bench`: eager LibTorch against compiled fusec on the CS336 model sizes, every
+// (model, batch, ctx, dtype, pass, warm-up) a row per implementation, timed with CUDA events
+// after warm-up, with the GEMM and copy ceilings measured in the same run (MFU). Rows that do
+// not fit print OOM and the sweep goes on; a progress line per row goes to stderr.
+// `--vs-torch` adds bench/torch_compile_ref.py's torch.compile rows to the same table.
+// LibTorch stays out of this file (bench/eager_runner.h), so it compiles in seconds.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sys/wait.h>
+
+#include "bench/sweep.h"
+#include "frontend/models/transformer.h"
+#include "tools/fusec/commands.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "bench/ceilings.h"
+#include "bench/compiled_runner.h"
+#include "runtime/device.h"
+#endif
+#ifdef FUSEC_HAVE_EAGER
+#include "bench/eager_runner.h"
+#endif
+
+namespace fusec::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> models = {"small"}, dtypes = {"fp32", "bf16"}, passes = {"forward", "fwd_bwd", "step"};
+  std::vector<std::string> impls = {"eager", "compiled"};
+  std::vector<int64_t> ctxs = {256}, batches = {4};
+  std::vector<int> warmups = {5};
+  int iters = 10;
+  uint64_t seed = 0;
+  std::string format = "table", out = "-", torchScript;
+  bool vsTorch = false;
+};
+
+std::vector<models::ModelConfig> modelConfigs(const std::vector<std::string>& names) {
+  std::vector<models::ModelConfig> out;
+  for (const auto& n : names) {
+    if (n == "all") {
+      for (const char* s : {"small", "medium", "large", "xl", "2.7B"}) out.push_back(models::namedConfig(s));
+    } else {
+      out.push_back(models::namedConfig(n));
+    }
+  }
+  return out;
+}
+
+template <class T>
+void requirePositive(const std::vector<T>& v, const char* flag, T min) {
+  for (T x : v)
+    if (x < min) throw Error(std::string(flag) + " must be at least " + std::to_string(min) + ", got " + std::to_string(x));
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+template <class T>
+std::string joinNumbers(const std::vector<T>& v) {
+  std::vector<std::string> s;
+  for (T x : v) s.push_back(std::to_string(x));
+  return join(s);
+}
+
+// The torch.compile rows: runs the reference script on the same grid and parses its JSON
+// rows. Its own eager rows are not asked for: speedups are against LibTorch eager here.
+std::vector<bench::BenchRow> torchCompileRows(const BenchArgs& a) {
+  const std::string cmd = "python3 '" + a.torchScript + "' --model " + join(a.models) + " --ctx " + joinNumbers(a.ctxs) +
+                          " --batch " + joinNumbers(a.batches) + " --dtype " + join(a.dtypes) + " --passes " +
+                          join(a.passes) + " --warmup " + joinNumbers(a.warmups) + " --iters " + std::to_string(a.iters) +
+                          " --impl torch.compile,torch.compile-ro --format json";
+  std::cerr << "running " << cmd << "\n";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw Error("cannot run python3 for --vs-torch");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0)
+    throw Error("--vs-torch: " + a.torchScript + " failed (exit " + std::to_string(WEXITSTATUS(status)) + ")");
+  std::vector<bench::BenchRow> rows;
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    if (end > at) rows.push_back(bench::parseJsonRow(out.substr(at, end - at)));
+    at = end + 1;
+  }
+  return rows;
+}
+
+}  // namespace
+
+Command addBenchCommand(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+#ifdef FUSEC_TORCH_REF
+  a->torchScript = FUSEC_TORCH_REF;
+#endif
+  std::string known;
+  for (auto& n : models::modelNames()) known += n + ", ";
+  CLI::App* cmd = app.add_subcommand("bench", "Time eager LibTorch against compiled fusec on the GPU");
+  cmd->add_option("--model", a->models, "Models, comma-separated: " + known + "all (small..2.7B); default small")
+      ->delimiter(',')
+      ->type_name("LIST");
+  cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
+  cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
+  cmd->add_option("--dtype", a->dtypes, "Precisions: fp32, bf16 (autocast) (default: fp32,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->type_name("LIST");
+  cmd->add_option("--passes", a->passes, "forward, fwd_bwd, step (default: all three)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"forward", "fwd_bwd", "step"}))
+      ->type_name("LIST");
+  cmd->add_option("--impl", a->impls, "Implementations: eager, compiled (default: both)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"eager", "compiled"}))
+      ->type_name("LIST");
+  cmd->add_option("--warmup", a->warmups, "Warm-up calls before timing; a list sweeps them, e.g. 0,1,5 (default: 5)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  cmd->add_option("--iters", a->iters, "Timed iterations per row (default: 10)")->type_name("N");
+  cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
+  cmd->add_option("--format", a->format, "table (default), json (one object per row) or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->type_name("FORMAT");
+  cmd->add_option("--out", a->out, "Output file (default: stdout)")->type_name("FILE");
+  cmd->add_flag("--vs-torch", a->vsTorch, "Add torch.compile rows from bench/torch_compile_ref.py (python3 with torch)");
+  cmd->add_option("--torch-script", a->torchScript, "Path of torch_compile_ref.py (default: the source tree's)")
+      ->type_name("FILE");
+
+  return [cmd, a]() -> int {
+    if (!cmd->parsed()) return -1;
+    // Everything the flags can get wrong fails before the device is touched.
+    bench::SweepConfig sweep;
+    sweep.models = modelConfigs(a->models);
+    requirePositive(a->ctxs, "--ctx", int64_t(1));
+    requirePositive(a->batches, "--batch", int64_t(1));
+    requirePositive(a->warmups, "--warmup", 0);
+    requirePositive(std::vector<int>{a->iters}, "--iters", 1);
+    sweep.ctxs = a->ctxs, sweep.batches = a->batches, sweep.dtypes = a->dtypes, sweep.warmups = a->warmups;
+    sweep.iters = a->iters, sweep.impls = a->impls, sweep.seed = a->seed;
+    sweep.passes.clear();
+    for (const auto& p : a->passes) sweep.passes.push_back(bench::parsePass(p));
+    const bench::Format format = bench::parseFormat(a->format);
+    if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
+
+#ifndef FUSEC_HAVE_CUDA
+    throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
+#else
+    const rt::DeviceInfo device = rt::openDevice();
+    std::cerr << "device: " << device.name << "; measuring the GEMM and copy ceilings\n";
+    const bench::Ceilings ceil = bench::measureCeilings();
+    sweep.bf16Tflops = ceil.bf16Tflops, sweep.f32Tflops = ceil.f32Tflops;
+    char line[256];
+    std::snprintf(line, sizeof line, "# %s: GEMM bf16 %.1f TFLOP/s, f32 %.1f TFLOP/s; copy %.0f GB/s", device.name.c_str(),
+                  ceil.bf16Tflops, ceil.f32Tflops, ceil.copyGBps);
+    std::cerr << (line + 2) << "\n";
+
+    std::map<std::string, bench::Runner> runners;
+    auto cache = std::make_shared<codegen::CubinCache>(codegen::CubinCache::defaultDir());
+    runners["compiled"] = [cache](const bench::BenchCase& c, Bindings& env) { return bench::runCompiled(c, env, cache.get()); };
+#ifdef FUSEC_HAVE_EAGER
+    runners["eager"] = [](const bench::BenchCase& c, Bindings& env) { return bench::runEager(c, env); };
+#else
+    runners["eager"] = [](const bench::BenchCase&, Bindings&) -> bench::TimedRun {
+      throw Error("fusec was built without LibTorch");
+    };
+#endif
+    std::vector<bench::BenchRow> rows = bench::runSweep(sweep, runners, &std::cerr);
+    if (a->vsTorch) {
+      for (auto& r : torchCompileRows(*a)) {
+        r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
+        rows.push_back(std::move(r));
+      }
+      bench::fillSpeedups(rows);
+    }
+
+    std::string text = bench::formatRows(rows, format);
+    if (format == bench::Format::Table) text = std::string(line) + "\n" + text;
+    if (a->out == "-") {
+      std::cout << text;
+    } else {
+      std::ofstream f(a->out);
+      if (!(f << text)) throw Error("cannot write '" + a->out + "'");
+    }
+    return 0;
+#endif
+  };
+}
+
+}  // namespace fusec::cli
