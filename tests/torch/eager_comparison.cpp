@@ -1,7 +1,6 @@
 #include "eager_comparison.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -35,32 +34,6 @@ std::vector<Batch> batches(const ComparisonCase& c, int n) {
   for (int s = 0; s < n; ++s)
     out.push_back({randomTokens(c.batch, c.seq, c.cfg.vocab, c.seed + 1 + 2 * uint64_t(s)),
                    randomTokens(c.batch, c.seq, c.cfg.vocab, c.seed + 2 + 2 * uint64_t(s))});
-  return out;
-}
-
-// `n` batches of a random bigram chain over the first 512 token ids: every token has 4
-// successors drawn once; each sequence starts at a random token and walks the chain; the
-// targets are the ids shifted by one. A model learns first which tokens occur (loss from
-// ln vocab towards ln 512), then the chain (towards ln 4).
-std::vector<Batch> markovBatches(const ComparisonCase& c, int n) {
-  const int64_t V = std::min<int64_t>(c.cfg.vocab, 512);
-  std::mt19937_64 rng(c.seed + 7);
-  std::vector<std::array<int64_t, 4>> next(static_cast<size_t>(V));
-  for (auto& succ : next)
-    for (auto& v : succ) v = int64_t(rng() % uint64_t(V));
-  std::vector<Batch> out;
-  for (int s = 0; s < n; ++s) {
-    Batch b{HostTensor::zeros(Type{DType::i64, {c.batch, c.seq}}), HostTensor::zeros(Type{DType::i64, {c.batch, c.seq}})};
-    for (int64_t r = 0; r < c.batch; ++r) {
-      int64_t tok = int64_t(rng() % uint64_t(V));
-      for (int64_t t = 0; t < c.seq; ++t) {
-        b.ids.i[size_t(r * c.seq + t)] = tok;
-        tok = next[size_t(tok)][rng() % 4];
-        b.targets.i[size_t(r * c.seq + t)] = tok;
-      }
-    }
-    out.push_back(std::move(b));
-  }
   return out;
 }
 
@@ -231,7 +204,7 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
 LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner, CurveData kind) {
   LossCurves curves;
   const Bindings initial = stage(curves.seconds, "init weights", [&] { return initWeights(c.cfg, c.seed); });
-  const std::vector<Batch> data = kind == CurveData::MarkovStream ? markovBatches(c, c.steps) : batches(c, 1);
+  const std::vector<Batch> data = kind == CurveData::UniformStream ? batches(c, c.steps) : batches(c, 1);
   const size_t batchCount = data.size();
   stage(curves.seconds, "eager", [&] {
     bench::EagerModel eager(c.cfg, initial, bench::EagerOptions{c.eagerDevice, c.dtype});

@@ -52,9 +52,8 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
 // The data of a loss curve, fixed by the case's seed and the same for both implementations.
 enum class CurveData {
   OneBatchRepeated,  // one uniform random batch every step: the model memorises it
-  MarkovStream,      // a fresh batch every step from a fixed random bigram chain over 512
-                     // tokens (4 successors each), targets the next token: learnable, never
-                     // repeated
+  UniformStream,     // a fresh uniform random batch every step: nothing to learn but the
+                     // unigram distribution, so training stays stable (no memorisation phase)
 };
 
 // `c.steps` training steps on `data`: the loss of each step, eager and compiled.
