@@ -29,6 +29,15 @@ std::vector<uint8_t> toStorage(const HostTensor& t, DType storage) {
     throw Error("cannot store a " + t.type.str() + " tensor as " + std::string(dtypeName(storage)));
   const size_t w = size_t(dtypeBytes(storage));
   std::vector<uint8_t> out(t.size() * w);
+  // Same layout on both sides: one copy (billions of weights go through here).
+  if (storage == DType::f32) {
+    if (t.size()) std::memcpy(out.data(), t.f.data(), out.size());
+    return out;
+  }
+  if (storage == DType::i64) {
+    if (t.size()) std::memcpy(out.data(), t.i.data(), out.size());
+    return out;
+  }
   for (size_t k = 0; k < t.size(); ++k) {
     uint8_t* p = out.data() + k * w;
     switch (storage) {
@@ -62,6 +71,10 @@ HostTensor fromStorage(const Type& type, const std::vector<uint8_t>& bytes) {
   HostTensor t = HostTensor::zeros(type);
   const size_t w = size_t(dtypeBytes(type.dtype));
   if (bytes.size() != t.size() * w) throw Error("internal: " + std::to_string(bytes.size()) + " bytes for " + type.str());
+  if (type.dtype == DType::f32) {
+    if (t.size()) std::memcpy(t.f.data(), bytes.data(), bytes.size());
+    return t;
+  }
   for (size_t k = 0; k < t.size(); ++k) {
     const uint8_t* p = bytes.data() + k * w;
     switch (type.dtype) {
