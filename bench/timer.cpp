@@ -19,15 +19,18 @@ struct Event {
 
 }  // namespace
 
-std::vector<double> timeOnStream(const std::function<void()>& fn, void* streamPtr, int warmup, int iters) {
+std::vector<double> timeOnStream(const std::function<void()>& fn, void* streamPtr, int warmup, int iters,
+                                 const std::function<void()>& before) {
   auto stream = static_cast<cudaStream_t>(streamPtr);
   for (int i = 0; i < warmup; ++i) {
+    if (before) before();
     fn();
     FUSEC_CUDA(cudaStreamSynchronize(stream), "benchmark warm-up");
   }
   Event start, stop;
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
+    if (before) before();
     FUSEC_CUDA(cudaEventRecord(start.e, stream), "benchmark timer");
     fn();
     FUSEC_CUDA(cudaEventRecord(stop.e, stream), "benchmark timer");

@@ -15,6 +15,9 @@ namespace fusec::bench {
 
 // Milliseconds per timed iteration. Throws Error (naming the CUDA call) on a CUDA failure;
 // exceptions from `fn` propagate.
-std::vector<double> timeOnStream(const std::function<void()>& fn, void* stream, int warmup, int iters);
+// `before` (optional) runs ahead of each call outside the timed region (e.g. a training
+// loop's host-side step-counter upload, which synchronizes).
+std::vector<double> timeOnStream(const std::function<void()>& fn, void* stream, int warmup, int iters,
+                                 const std::function<void()>& before = {});
 
 }  // namespace fusec::bench
