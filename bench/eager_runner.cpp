@@ -19,6 +19,9 @@ namespace {
 
 void resetAllocator() {
 #ifdef FUSEC_TORCH_CUDA_STATS
+  // The caching allocator sets up its per-device state on the first CUDA allocation; its
+  // statistics calls reject every device ("Invalid device argument") before that.
+  (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA));
   c10::cuda::CUDACachingAllocator::emptyCache();
   c10::cuda::CUDACachingAllocator::resetPeakStats(0);
 #endif
