@@ -82,7 +82,8 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
     s = head + "\n";
     for (const auto& r : rows) {
       std::string line;
-      for (const auto& [k, v] : toJson(r).items())
+      const Json j = toJson(r);  // items() refers into it
+      for (const auto& [k, v] : j.items())
         line += (line.empty() ? "" : ",") + (v.is_null() ? std::string() : v.is_string() ? v.get<std::string>() : v.dump());
       s += line + "\n";
     }
