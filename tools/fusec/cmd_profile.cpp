@@ -13,6 +13,7 @@
 #include "tools/fusec/commands.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/program.h"
+#include "codegen/kernel_abi.h"
 #include "bench/stats.h"
 #include "bench/timer.h"
 #include "frontend/program_state.h"
@@ -51,7 +52,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelCo
   for (size_t i = 0; i < p.launches.size(); ++i) {
     const auto& info = exe.launches()[i];
     if ((info.kind == rt::LaunchInfo::Kind::Gemm) != p.launches[i].gemm ||
-        (!p.launches[i].gemm && info.name != p.launches[i].name))
+        (!p.launches[i].gemm && info.name != codegen::sanitizeKernelName(p.launches[i].name)))
       throw Error("internal: launch " + std::to_string(i) + " is '" + info.name + "' in the runtime, '" +
                   p.launches[i].name + "' in the profile");
     p.launches[i].name = info.name;  // GEMMs: the runtime's name carries the shape
