@@ -134,9 +134,11 @@ Command addBenchCommand(CLI::App& app) {
   cmd->add_flag("--vs-torch", a->vsTorch, "Add torch.compile rows from bench/torch_compile_ref.py (python3 with torch)");
   cmd->add_option("--torch-script", a->torchScript, "Path of torch_compile_ref.py (default: the source tree's)")
       ->type_name("FILE");
+  Command attention = addBenchAttention(*cmd);
 
-  return [cmd, a]() -> int {
+  return [cmd, a, attention]() -> int {
     if (!cmd->parsed()) return -1;
+    if (int rc = attention(); rc >= 0) return rc;
     // Everything the flags can get wrong fails before the device is touched.
     bench::SweepConfig sweep;
     sweep.models = modelConfigs(a->models);

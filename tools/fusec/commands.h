@@ -16,6 +16,9 @@ Command addRunCommand(CLI::App& app);
 Command addCodegenCommand(CLI::App& app);
 Command addDeviceCommand(CLI::App& app);
 Command addBenchCommand(CLI::App& app);
+Command addProfileCommand(CLI::App& app);
+// `fusec bench attention`, a subcommand of `bench` (its Command runs when it was given).
+Command addBenchAttention(CLI::App& bench);
 
 // The pass-manager flags shared by every command that runs a pipeline.
 void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& opts);

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   std::vector<fusec::cli::Command> commands = {fusec::cli::addOptCommand(app), fusec::cli::addCompileCommand(app),
                                                fusec::cli::addRunCommand(app), fusec::cli::addCodegenCommand(app),
                                                fusec::cli::addDeviceCommand(app),
-                                               fusec::cli::addBenchCommand(app)};
+                                               fusec::cli::addBenchCommand(app), fusec::cli::addProfileCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

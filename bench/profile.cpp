@@ -1,0 +1,338 @@
+#include "bench/profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "ir/strided_view.h"
+#include "passes/fusion/kernel_family.h"
+#include "runtime/gemm_plan.h"
+
+namespace fusec::bench {
+
+const char* categoryName(LaunchCategory c) {
+  switch (c) {
+    case LaunchCategory::Gemm: return "gemm";
+    case LaunchCategory::Pointwise: return "pointwise";
+    case LaunchCategory::RowReduce: return "row_reduce";
+    case LaunchCategory::ColReduce: return "col_reduce";
+    case LaunchCategory::Attention: return "attention";
+    case LaunchCategory::Optimizer: return "optimizer";
+    case LaunchCategory::Other: return "other";
+  }
+  return "?";
+}
+
+std::string kernelGroupName(const std::string& kernelName) {
+  size_t start = 0;
+  while (start <= kernelName.size()) {
+    size_t end = kernelName.find('_', start);
+    if (end == std::string::npos) end = kernelName.size();
+    const bool digits = end > start && std::all_of(kernelName.begin() + long(start), kernelName.begin() + long(end),
+                                                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    if (digits) return kernelName.substr(0, start) + "*" + kernelName.substr(end);
+    start = end + 1;
+  }
+  return kernelName;
+}
+
+namespace {
+
+// The value that owns `v`'s data: views share their source's storage, so a kernel reading a
+// transpose of P reads P.
+const Value* root(const Value* v) {
+  while (v->def && isViewOp(v->def->kind) && !v->def->operands.empty()) v = v->def->operands[0];
+  return v;
+}
+
+bool isLaunch(const Op& op) { return op.kind == OpKind::Kernel || op.kind == OpKind::Matmul; }
+
+// Ops that an ordinary (non-update) output depends on: the forward pass.
+std::set<const Op*> forwardOps(const Graph& g) {
+  std::set<const Op*> seen;
+  std::vector<const Op*> stack;
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (i >= g.outputUpdates.size() || g.outputUpdates[i].empty())
+      if (g.outputs[i]->def) stack.push_back(g.outputs[i]->def);
+  while (!stack.empty()) {
+    const Op* op = stack.back();
+    stack.pop_back();
+    if (!seen.insert(op).second) continue;
+    for (const Value* v : op->operands)
+      if (v->def) stack.push_back(v->def);
+  }
+  return seen;
+}
+
+std::string gemmGroup(const Op& mm) {
+  const rt::GemmPlan p = rt::planGemm(mm);
+  const int64_t batch = p.batch * int64_t(p.launches.size());
+  return "gemm " + std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
+         (batch > 1 ? " x" + std::to_string(batch) : "");
+}
+
+}  // namespace
+
+std::vector<LaunchClass> classifyLaunches(const Graph& g) {
+  // Pass 1: the attention kernels (softmax, and whatever reads its result).
+  std::set<const Value*> softmaxOut, attnKernelOut, attnKernelIn;
+  std::map<const Op*, KernelFamily> family;
+  std::map<const Op*, std::string> hint;
+  for (const auto& op : g.ops) {
+    if (op->kind != OpKind::Kernel) continue;
+    family[op.get()] = classifyKernel(*op->body);
+    hint[op.get()] = kernelHint(*op->body, family[op.get()]);
+    if (family[op.get()] == KernelFamily::RowReduce && hint[op.get()] == "softmax")
+      for (const auto& r : op->results) softmaxOut.insert(r.get());
+  }
+  std::set<const Op*> attnKernels;
+  for (const auto& op : g.ops) {
+    if (op->kind != OpKind::Kernel) continue;
+    bool attn = softmaxOut.count(op->result()) != 0;
+    for (const Value* v : op->operands) attn |= softmaxOut.count(root(v)) != 0;
+    if (!attn) continue;
+    attnKernels.insert(op.get());
+    for (const auto& r : op->results) attnKernelOut.insert(r.get());
+    for (const Value* v : op->operands) attnKernelIn.insert(root(v));
+  }
+
+  const std::set<const Op*> fwd = forwardOps(g);
+  std::vector<LaunchClass> out;
+  for (const auto& op : g.ops) {
+    if (!isLaunch(*op)) continue;
+    LaunchClass c;
+    c.backward = !fwd.count(op.get());
+    if (op->kind == OpKind::Matmul) {
+      c.gemm = true;
+      const Value* r = op->result();
+      // The runtime's name for a GEMM is its result value; unnamed ones are numbered there,
+      // so the profile matches launches by position and keeps the runtime's name.
+      c.name = r->name.empty() ? "matmul" : "%" + r->name;
+      c.group = gemmGroup(*op);
+      bool attn = attnKernelIn.count(r) != 0;
+      for (const Value* v : op->operands) attn |= attnKernelOut.count(root(v)) != 0;
+      c.category = attn ? LaunchCategory::Attention : LaunchCategory::Gemm;
+      if (attn) c.group = "attention " + c.group;
+    } else {
+      const KernelFamily f = family.at(op.get());
+      const std::string& h = hint.at(op.get());
+      c.name = op->attrStr("name");
+      c.group = kernelGroupName(c.name);
+      if (attnKernels.count(op.get())) c.category = LaunchCategory::Attention;
+      else if (f == KernelFamily::MultiTensor || h == "adamw") c.category = LaunchCategory::Optimizer;
+      else if (f == KernelFamily::Pointwise) c.category = LaunchCategory::Pointwise;
+      else if (f == KernelFamily::RowReduce) c.category = LaunchCategory::RowReduce;
+      else if (f == KernelFamily::ColReduce) c.category = LaunchCategory::ColReduce;
+      else c.category = LaunchCategory::Other;
+    }
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) throw Error("the program has no launches (no GEMM and no kernel)");
+  return out;
+}
+
+double ProgramProfile::totalMs() const {
+  double s = 0;
+  for (double x : ms) s += x;
+  return s;
+}
+
+double ProgramProfile::gemmMs() const {
+  double s = 0;
+  for (size_t i = 0; i < launches.size() && i < ms.size(); ++i)
+    if (launches[i].gemm) s += ms[i];
+  return s;
+}
+
+std::vector<double> medianPerLaunch(const std::vector<std::vector<float>>& runs) {
+  if (runs.empty()) throw Error("no timed runs");
+  std::vector<double> out(runs[0].size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> xs;
+    for (const auto& r : runs) {
+      if (r.size() != out.size()) throw Error("internal: timed runs of different lengths");
+      xs.push_back(r[i]);
+    }
+    std::sort(xs.begin(), xs.end());
+    const size_t n = xs.size();
+    out[i] = n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+  }
+  return out;
+}
+
+namespace {
+
+void checkAligned(const ProgramProfile& p) {
+  if (p.ms.size() != p.launches.size())
+    throw Error("internal: " + std::to_string(p.ms.size()) + " launch times for " + std::to_string(p.launches.size()) +
+                " launches");
+}
+
+// Rows keyed by `keyOf`, shares of the program's total, sorted by time unless `order` is given.
+template <class KeyOf>
+std::vector<ProfileRow> aggregate(const ProgramProfile& p, KeyOf keyOf) {
+  checkAligned(p);
+  std::map<std::string, ProfileRow> rows;
+  std::vector<std::string> firstSeen;
+  for (size_t i = 0; i < p.launches.size(); ++i) {
+    const std::string key = keyOf(p.launches[i]);
+    auto [it, fresh] = rows.try_emplace(key);
+    if (fresh) firstSeen.push_back(key);
+    it->second.key = key;
+    it->second.category = categoryName(p.launches[i].category);
+    it->second.count++;
+    it->second.ms += p.ms[i];
+  }
+  const double total = p.totalMs();
+  std::vector<ProfileRow> out;
+  for (const auto& k : firstSeen) {
+    ProfileRow r = rows.at(k);
+    r.share = total > 0 ? r.ms / total : 0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string groupKey(const LaunchClass& c) { return c.group + (c.backward ? " (bwd)" : ""); }
+
+void sortByTime(std::vector<ProfileRow>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const ProfileRow& a, const ProfileRow& b) { return a.ms > b.ms; });
+}
+
+}  // namespace
+
+std::vector<ProfileRow> byCategory(const ProgramProfile& p) {
+  std::vector<ProfileRow> seen = aggregate(p, [](const LaunchClass& c) { return std::string(categoryName(c.category)); });
+  std::vector<ProfileRow> out;
+  for (int i = 0; i < kNumCategories; ++i) {
+    const std::string name = categoryName(LaunchCategory(i));
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const ProfileRow& r) { return r.key == name; });
+    ProfileRow r;
+    r.key = r.category = name;
+    out.push_back(it == seen.end() ? r : *it);
+  }
+  return out;
+}
+
+std::vector<ProfileRow> byKernel(const ProgramProfile& p) {
+  std::vector<ProfileRow> rows = aggregate(p, groupKey);
+  sortByTime(rows);
+  return rows;
+}
+
+std::vector<ProfileRow> topNonGemm(const ProgramProfile& p, size_t n) {
+  ProgramProfile kernels;
+  for (size_t i = 0; i < p.launches.size() && i < p.ms.size(); ++i)
+    if (!p.launches[i].gemm) kernels.launches.push_back(p.launches[i]), kernels.ms.push_back(p.ms[i]);
+  if (kernels.launches.empty()) return {};
+  std::vector<ProfileRow> rows = aggregate(kernels, groupKey);
+  // Shares stay of the whole program, not of its kernels.
+  const double total = p.totalMs();
+  for (auto& r : rows) r.share = total > 0 ? r.ms / total : 0;
+  sortByTime(rows);
+  if (rows.size() > n) rows.resize(n);
+  return rows;
+}
+
+namespace {
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+// A markdown table with columns padded to their widest cell, as the seeds print them.
+std::string markdown(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    w[c] = head[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
+    return s + "\n";
+  };
+  std::string s = line(head);
+  std::vector<std::string> rule;
+  for (size_t c = 0; c < w.size(); ++c) rule.push_back(std::string(w[c], '-'));
+  s += line(rule);
+  for (const auto& r : rows) s += line(r);
+  return s;
+}
+
+std::string rowsTable(const char* keyHead, const std::vector<ProfileRow>& rows, bool withCategory) {
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& r : rows) {
+    std::vector<std::string> c = {r.key};
+    if (withCategory) c.push_back(r.category);
+    c.insert(c.end(), {std::to_string(r.count), fmt("%.3f", r.ms), fmt("%.1f%%", 100 * r.share)});
+    cells.push_back(c);
+  }
+  std::vector<std::string> head = {keyHead};
+  if (withCategory) head.push_back("Category");
+  head.insert(head.end(), {"Launches", "Total (ms)", "Share"});
+  return markdown(head, cells);
+}
+
+nlohmann::ordered_json rowsJson(const std::vector<ProfileRow>& rows) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"name", r.key}, {"category", r.category}, {"count", r.count}, {"ms", r.ms}, {"share", r.share}});
+  return a;
+}
+
+double gemmShare(const ProgramProfile& p) { return p.totalMs() > 0 ? p.gemmMs() / p.totalMs() : 0; }
+
+std::string shareLine(const std::vector<ProgramProfile>& programs) {
+  std::string s = "GEMM share of launch time (all GEMMs, attention's included):";
+  for (const auto& p : programs) s += " " + p.program + " " + fmt("%.1f%%", 100 * gemmShare(p)) + ";";
+  if (programs.size() == 1) s += " (only " + programs[0].program + " was profiled)";
+  else s.pop_back();
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string formatProfile(const std::string& header, const std::vector<ProgramProfile>& programs, Format format) {
+  if (format == Format::Csv) throw Error("fusec profile prints table or json, not csv");
+  for (const auto& p : programs) checkAligned(p);
+  if (format == Format::Json) {
+    nlohmann::ordered_json j;
+    j["header"] = header;
+    j["programs"] = nlohmann::ordered_json::array();
+    for (const auto& p : programs) {
+      nlohmann::ordered_json o;
+      o["program"] = p.program;
+      o["launches"] = p.launches.size();
+      o["launch_sum_ms"] = p.totalMs();
+      o["graph_ms"] = p.graphMs ? nlohmann::ordered_json(*p.graphMs) : nlohmann::ordered_json(nullptr);
+      o["gemm_share"] = gemmShare(p);
+      o["categories"] = rowsJson(byCategory(p));
+      o["kernels"] = rowsJson(byKernel(p));
+      o["top_non_gemm"] = rowsJson(topNonGemm(p));
+      j["programs"].push_back(o);
+    }
+    return j.dump() + "\n";
+  }
+  std::string s = "# " + header + "\n";
+  for (const auto& p : programs) {
+    s += "\n## " + p.program + ": " + std::to_string(p.launches.size()) + " launches\n\n";
+    s += "### By category\n\n" + rowsTable("Category", byCategory(p), false);
+    s += "\n### By kernel (same kernel across layers; (bwd): backward launches)\n\n" + rowsTable("Kernel", byKernel(p), true);
+    s += "\n### Top 10 non-GEMM kernels\n\n" + rowsTable("Kernel", topNonGemm(p), true);
+    s += "\nSum of per-launch times: " + fmt("%.3f ms", p.totalMs());
+    if (p.graphMs)
+      s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +
+           fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
+    s += "\n";
+  }
+  s += "\n" + shareLine(programs);
+  return s;
+}
+
+}  // namespace fusec::bench

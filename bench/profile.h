@@ -1,0 +1,85 @@
+// `fusec profile`'s breakdown: every launch of a planned graph put in a category and a kernel
+// group, decided from the Graph alone (so the grouping is tested on the CPU), then the
+// per-launch times the runtime measured (rt::Executable::timeLaunches, aligned with the same
+// top-level op order) summed into the tables the seed reports built by hand from nsys.
+//
+// Categories:
+//   attention    the naive attention core, recognised by data flow, not by names:
+//                  * softmax kernels: row reductions whose body exponentiates without a log
+//                    (kernelHint "softmax"; cross-entropy has the log);
+//                  * kernels that read a softmax kernel's result: the softmax backward
+//                    (dS = P * (dP - rowsum(dP * P))), or a cast of P under bf16;
+//                  * GEMMs with an operand produced by, or a result read by, one of those
+//                    kernels (through views): QK^T, PV, and backward dO V^T, P^T dO, dS K, dS^T Q;
+//   gemm         every other GEMM (projections, FFN, lm_head and their gradients);
+//   optimizer    AdamW kernels (multi_tensor family, or kernelHint "adamw");
+//   pointwise, row_reduce, col_reduce   the other fused kernels by family;
+//   other        reduce_all (the loss mean) and scatter (the embedding gradient).
+//
+// Kernel groups: launches with the same kernel across layers, i.e. the kernel's name without
+// its number ("row_reduce_7_softmax" -> "row_reduce_*_softmax"), GEMMs by shape
+// ("gemm 1024x768x768"), each split by phase: forward launches (ancestors of an ordinary
+// output, as passes/launch_stats.h counts them) apart from backward ones (the rest), since an
+// RMSNorm forward and its backward share a hint but not a body.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "ir/graph.h"
+
+namespace fusec::bench {
+
+enum class LaunchCategory { Gemm, Pointwise, RowReduce, ColReduce, Attention, Optimizer, Other };
+const char* categoryName(LaunchCategory c);  // "gemm", "pointwise", "row_reduce", ...
+constexpr int kNumCategories = 7;
+
+struct LaunchClass {
+  std::string name;   // the runtime's launch name: the kernel's name, or the GEMM's result value
+  std::string group;  // kernel group, e.g. "row_reduce_*_rmsnorm", "gemm 64x72x24"
+  LaunchCategory category = LaunchCategory::Other;
+  bool gemm = false;
+  bool backward = false;
+};
+
+// One entry per launch (top-level kernel or matmul) of the planned graph `g`, in program
+// order: the order of rt::Executable::launches(). Throws Error for a graph with no launches.
+std::vector<LaunchClass> classifyLaunches(const Graph& g);
+
+// "row_reduce_12_softmax" -> "row_reduce_*_softmax": the first all-digit '_' field becomes '*'.
+std::string kernelGroupName(const std::string& kernelName);
+
+// The measured profile of one program.
+struct ProgramProfile {
+  std::string program;               // forward | train_step
+  std::vector<LaunchClass> launches;
+  std::vector<double> ms;            // median milliseconds per launch, aligned with launches
+  std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
+  double totalMs() const;            // sum of ms
+  double gemmMs() const;             // GEMMs of both the gemm and attention categories
+};
+
+// Per-launch medians over `runs` (each aligned with the launches). Throws Error on ragged runs.
+std::vector<double> medianPerLaunch(const std::vector<std::vector<float>>& runs);
+
+struct ProfileRow {
+  std::string key;     // category, or group (with " (bwd)" for backward launches)
+  std::string category;
+  int64_t count = 0;
+  double ms = 0, share = 0;  // share of the program's summed launch time, a fraction
+};
+
+std::vector<ProfileRow> byCategory(const ProgramProfile& p);  // every category, in enum order
+std::vector<ProfileRow> byKernel(const ProgramProfile& p);    // by total time, descending
+// The `n` non-GEMM groups (attention GEMMs excluded too) with the most time.
+std::vector<ProfileRow> topNonGemm(const ProgramProfile& p, size_t n = 10);
+
+// The profile report: the header line (model, dtype, sizes, device) then, per program, the
+// category and kernel tables, the top-10 non-GEMM kernels, graph vs summed launch time, and
+// (with two programs) the GEMM share of forward against the full step. Table: markdown
+// tables as the seeds wrote them; JSON: one object. Csv is refused (Error).
+std::string formatProfile(const std::string& header, const std::vector<ProgramProfile>& programs, Format format);
+
+}  // namespace fusec::bench

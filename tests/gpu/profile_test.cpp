@@ -1,0 +1,100 @@
+// fusec profile and fusec bench attention on the device: tiny programs, few iterations; the
+// output's structure and that the category shares sum to 100%. Without a device, the
+// one-line "no CUDA device" and exit 1 (this part runs in CI).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+#include "runtime/device.h"
+
+namespace fusec {
+namespace {
+
+// stdout (and stderr when `withStderr`) of `fusec <args>`, and its exit code.
+std::pair<std::string, int> runFusec(const std::string& args, bool withStderr = true) {
+  FILE* p = popen((std::string(FUSEC_BINARY) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  if (!p) return {"<popen failed>", -1};
+  std::string out;
+  std::array<char, 4096> buf;
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  int status = pclose(p);
+  return {out, WEXITSTATUS(status)};
+}
+
+TEST(Profile, NoDeviceFailsFast) {
+  if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";
+  for (const char* args : {"profile --model small --program train_step", "bench attention --seq 256 --d 16"}) {
+    auto [out, rc] = runFusec(args);
+    EXPECT_EQ(out, "error: no CUDA device\n") << args;
+    EXPECT_EQ(rc, 1) << args;
+  }
+}
+
+class ProfileOnDevice : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ProfileOnDevice, TinyTrainStepSharesSumTo100) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  auto [out, rc] = runFusec(std::string("profile --model tiny --ctx 16 --batch 2 --iters 3 --format json --dtype ") +
+                                GetParam(),
+                            false);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["programs"].size(), 2u);
+  EXPECT_EQ(j["programs"][0]["program"], "forward");
+  EXPECT_EQ(j["programs"][1]["program"], "train_step");
+  for (const auto& p : j["programs"]) {
+    double share = 0, ms = 0;
+    int64_t launches = 0;
+    for (const auto& r : p["categories"]) share += r["share"].get<double>(), ms += r["ms"].get<double>(), launches += r["count"].get<int64_t>();
+    EXPECT_NEAR(share, 1, 1e-6);
+    EXPECT_NEAR(ms, p["launch_sum_ms"].get<double>(), 1e-6);
+    EXPECT_EQ(launches, p["launches"].get<int64_t>());
+    EXPECT_GT(p["launch_sum_ms"].get<double>(), 0);
+    EXPECT_GT(p["graph_ms"].get<double>(), 0);
+    EXPECT_GT(p["gemm_share"].get<double>(), 0);
+    EXPECT_LE(p["top_non_gemm"].size(), 10u);
+  }
+  // The backward's GEMMs are there: the step has more launches than the forward.
+  EXPECT_GT(j["programs"][1]["launches"].get<int64_t>(), j["programs"][0]["launches"].get<int64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ProfileOnDevice, ::testing::Values("fp32", "bf16"));
+
+TEST(Profile, TableOnDevice) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  auto [out, rc] = runFusec("profile --model tiny --ctx 16 --batch 2 --iters 2 --program forward", false);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* part : {"## forward: ", "### By category", "| attention ", "row_reduce_*_softmax", "whole step as one CUDA graph",
+                           "(only forward was profiled)"})
+    EXPECT_NE(out.find(part), std::string::npos) << part << "\n" << out;
+}
+
+TEST(BenchAttention, SmallSweepOnDevice) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  auto [out, rc] = runFusec("bench attention --batch 2 --d 16,32 --seq 64,256 --warmup 1 --iters 3 --format json", false);
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["status"], "OK") << line;  // "fusec was built without LibTorch" on eager rows fails here too
+    EXPECT_GT(j["forward_ms"].get<double>(), 0) << line;
+    EXPECT_GT(j["backward_ms"].get<double>(), 0) << line;
+    EXPECT_GT(j["saved_for_backward_bytes"].get<int64_t>(), 0) << line;
+    if (j["impl"] == "eager") EXPECT_EQ(j["saved_for_backward_bytes"].get<int64_t>(), 2 * j["seq"].get<int64_t>() * j["seq"].get<int64_t>() * 4);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 8);
+}
+
+}  // namespace
+}  // namespace fusec

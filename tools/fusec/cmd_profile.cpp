@@ -1,0 +1,140 @@
+// `fusec profile`: the per-kernel breakdown the seed reports got from nsys, from one command.
+// The program is built and bound as `fusec bench` does (bench/program.h, bench/bench_case.h),
+// warmed up, then every launch is timed with CUDA events over --iters direct runs (median per
+// launch) and the whole step over --iters CUDA-graph replays; bench/profile.h groups the
+// launches (by category and by kernel across layers) from the planned Graph itself.
+#include <iostream>
+#include <memory>
+
+#include "bench/bench_case.h"
+#include "bench/profile.h"
+#include "bench/sweep.h"
+#include "frontend/models/transformer.h"
+#include "tools/fusec/commands.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "bench/program.h"
+#include "codegen/kernel_abi.h"
+#include "bench/stats.h"
+#include "bench/timer.h"
+#include "frontend/program_state.h"
+#include "runtime/device.h"
+#include "runtime/executable.h"
+#endif
+
+namespace fusec::cli {
+
+namespace {
+
+struct ProfileArgs {
+  std::string model = "small", program = "train_step", dtype = "fp32", format = "table";
+  int64_t batch = 4, ctx = 256;
+  int iters = 10, warmup = 3;
+  uint64_t seed = 0;
+};
+
+#ifdef FUSEC_HAVE_CUDA
+// One program on the device: its launches classified from the planned graph, per-launch
+// medians, and the CUDA-graph step median.
+bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelConfig& cfg, bench::BenchPass pass,
+                                     Bindings env, const codegen::CubinCache* cache) {
+  Module m;
+  Graph& g = bench::buildProgram(m, cfg, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{});
+  bench::ProgramProfile p;
+  p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
+  p.launches = bench::classifyLaunches(g);
+  bindProgramState(g, env);
+  rt::ExecutableOptions opts;
+  opts.cache = cache;
+  rt::Executable exe(g, opts);
+  if (exe.launches().size() != p.launches.size())
+    throw Error("internal: the runtime has " + std::to_string(exe.launches().size()) + " launches, the profile " +
+                std::to_string(p.launches.size()));
+  for (size_t i = 0; i < p.launches.size(); ++i) {
+    const auto& info = exe.launches()[i];
+    if ((info.kind == rt::LaunchInfo::Kind::Gemm) != p.launches[i].gemm ||
+        (!p.launches[i].gemm && info.name != codegen::sanitizeKernelName(p.launches[i].name)))
+      throw Error("internal: launch " + std::to_string(i) + " is '" + info.name + "' in the runtime, '" +
+                  p.launches[i].name + "' in the profile");
+    p.launches[i].name = info.name;  // GEMMs: the runtime's name carries the shape
+  }
+  exe.bind(env);
+  float step = 0;
+  auto call = [&] {
+    if (pass == bench::BenchPass::Step) {
+      HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
+      t.f[0] = ++step;
+      exe.bind("step", t);
+    }
+    exe.run();
+  };
+  // Warm-up, the graph capture among it (run() captures on its second call), then the graph
+  // replays; then the per-launch runs, which launch the list directly.
+  p.graphMs = bench::summarize(bench::timeOnStream(call, exe.stream(), std::max(a.warmup, 2), a.iters)).median;
+  std::vector<std::vector<float>> runs;
+  for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeLaunches());
+  p.ms = bench::medianPerLaunch(runs);
+  return p;
+}
+#endif
+
+}  // namespace
+
+Command addProfileCommand(CLI::App& app) {
+  auto a = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "Per-launch GPU time of a compiled program, by category and by kernel");
+  cmd->add_option("--model", a->model, "Model (default: small)")->type_name("NAME");
+  cmd->add_option("--program", a->program, "forward or train_step (default; profiles forward too)")
+      ->check(CLI::IsMember({"forward", "train_step"}))
+      ->type_name("PROGRAM");
+  cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16 (autocast)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->type_name("DTYPE");
+  cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("N");
+  cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256)")->type_name("N");
+  cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");
+  cmd->add_option("--warmup", a->warmup, "Untimed runs first (default: 3; at least 2, the graph capture)")->type_name("N");
+  cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
+  cmd->add_option("--format", a->format, "table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->type_name("FORMAT");
+
+  return [cmd, a]() -> int {
+    if (!cmd->parsed()) return -1;
+    // Everything the flags can get wrong fails before the device is touched.
+    const models::ModelConfig cfg = models::namedConfig(a->model);
+    if (a->batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(a->batch));
+    if (a->ctx < 1) throw Error("--ctx must be at least 1, got " + std::to_string(a->ctx));
+    if (a->ctx > cfg.ctx)
+      throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg.ctx) +
+                  " of model '" + cfg.name + "'");
+    if (a->iters < 1) throw Error("--iters must be at least 1, got " + std::to_string(a->iters));
+    if (a->warmup < 0) throw Error("--warmup must be at least 0, got " + std::to_string(a->warmup));
+    const bench::Format format = bench::parseFormat(a->format);
+
+#ifndef FUSEC_HAVE_CUDA
+    (void)format;
+    throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
+#else
+    const rt::DeviceInfo device = rt::openDevice();
+    const Bindings env = bench::benchInputs(cfg, a->batch, a->ctx, a->seed);
+    codegen::CubinCache cache(codegen::CubinCache::defaultDir());
+    std::vector<bench::ProgramProfile> programs;
+    // A train_step profile shows the forward first: the GEMM share of each is the comparison
+    // the seeds made (forward vs full step).
+    if (a->program == "train_step") {
+      std::cerr << "profiling forward\n";
+      programs.push_back(profileProgram(*a, cfg, bench::BenchPass::Forward, env, &cache));
+    }
+    std::cerr << "profiling " << a->program << "\n";
+    programs.push_back(profileProgram(
+        *a, cfg, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache));
+    const std::string header = cfg.name + " " + a->dtype + " batch=" + std::to_string(a->batch) +
+                               " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
+                               device.name + " (median per launch, CUDA events)";
+    std::cout << bench::formatProfile(header, programs, format);
+    return 0;
+#endif
+  };
+}
+
+}  // namespace fusec::cli
