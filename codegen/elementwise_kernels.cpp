@@ -1,6 +1,7 @@
 // pointwise and multi_tensor: grid-stride loops over output elements.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
@@ -24,6 +25,44 @@ std::vector<std::pair<int64_t, std::vector<int>>> outputsByCount(const Graph& bo
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == n; });
     if (it == groups.end()) groups.push_back({n, {int(k)}});
     else it->second.push_back(int(k));
+  }
+  return groups;
+}
+
+// multi_tensor chains: outputs that read a common non-scalar kernel operand (one parameter's
+// p, grad, moments and bf16 copy) form one chain; chains sharing nothing but scalars (the
+// step) and constants are independent, each with its own block range. Splitting by
+// parameter rather than by shape keeps a vectorised chain's registers to one parameter's
+// arrays: Q, K and V's updates in one chain of 8-wide arrays spilled to local memory.
+std::vector<std::pair<int64_t, std::vector<int>>> independentChains(const Graph& body) {
+  std::map<const Value*, std::set<const Value*>> reads;  // value -> non-scalar inputs it reads
+  for (const auto& op : body.ops) {
+    std::set<const Value*> r;
+    if (op->kind == OpKind::Input && op->result()->type.numel() > 1) r.insert(op->result());
+    for (const Value* v : op->operands)
+      if (auto it = reads.find(v); it != reads.end()) r.insert(it->second.begin(), it->second.end());
+    for (const auto& res : op->results) reads[res.get()] = r;
+  }
+  const size_t n = body.outputs.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  auto root = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<const Value*, size_t> firstReader;
+  for (size_t k = 0; k < n; ++k)
+    for (const Value* in : reads[body.outputs[k]]) {
+      auto [it, fresh] = firstReader.emplace(in, k);
+      if (!fresh) parent[root(k)] = root(it->second);
+    }
+  std::vector<std::pair<int64_t, std::vector<int>>> groups;
+  std::map<std::pair<size_t, int64_t>, size_t> groupOf;  // (chain, element count) -> group
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t count = body.outputs[k]->type.numel();
+    auto [it, fresh] = groupOf.emplace(std::make_pair(root(k), count), groups.size());
+    if (fresh) groups.push_back({count, {}});
+    groups[it->second].second.push_back(int(k));
   }
   return groups;
 }
@@ -141,7 +180,7 @@ std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
 
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   // One launch for every chain: chain c owns the blocks [first_c, first_c + blocks_c).
-  auto groups = outputsByCount(k.body);
+  auto groups = independentChains(k.body);
   k.signature(w, k.name, kBlock);
   BodyEmitter e(k.body, w);
   int64_t first = 0;
