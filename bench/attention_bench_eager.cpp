@@ -12,30 +12,9 @@
 #include "bench/torch_convert.h"
 #include "frontend/models/attention.h"
 
-// The allocator statistics exist only in CUDA builds of LibTorch (see eager_runner.cpp).
-#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define FUSEC_TORCH_CUDA_STATS 1
-#endif
-
 namespace fusec::bench {
 
 namespace {
-
-void resetAllocator() {
-#ifdef FUSEC_TORCH_CUDA_STATS
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
-#endif
-}
-
-std::optional<int64_t> peakAllocated() {
-#ifdef FUSEC_TORCH_CUDA_STATS
-  return int64_t(c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak);
-#else
-  return std::nullopt;
-#endif
-}
 
 AttentionRun run(const AttentionCase& c) {
   const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
@@ -62,20 +41,20 @@ AttentionRun run(const AttentionCase& c) {
   }
   torch::cuda::synchronize();
   r.savedBytes = models::savedForBackwardBytes(c.batch, c.seq);
-  r.peakBytes = peakAllocated();
+  r.peakBytes = cudaAllocatorPeaks().allocated;
   return r;
 }
 
 }  // namespace
 
 AttentionRun runEagerAttention(const AttentionCase& c) {
-  resetAllocator();
+  resetCudaAllocator();
   try {
     AttentionRun r = guarded("attention", [&] { return run(c); });
-    resetAllocator();
+    resetCudaAllocator();
     return r;
   } catch (...) {
-    resetAllocator();  // an OOM leaves cached blocks behind; the next row must not inherit them
+    resetCudaAllocator();  // an OOM leaves cached blocks behind; the next row must not inherit them
     throw;
   }
 }

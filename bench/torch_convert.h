@@ -6,7 +6,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,33 @@ inline HostTensor toHost(const torch::Tensor& t) {
 inline void releaseCachedCudaMemory() {
 #ifdef FUSEC_TORCH_CUDA
   c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+// Empties LibTorch's CUDA cache and restarts its peak statistics, so a benchmark row starts
+// clean and measures its own peak. The caching allocator sets up its per-device state on the
+// first CUDA allocation and rejects every statistics call before that ("Invalid device
+// argument"), hence the one-element allocation first.
+inline void resetCudaAllocator() {
+#ifdef FUSEC_TORCH_CUDA
+  (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA));
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+#endif
+}
+
+// Peak allocated and reserved bytes since resetCudaAllocator() (nullopt without CUDA LibTorch).
+// Index 0 is StatType::AGGREGATE (all pools); the enum moved namespaces across 2.x releases
+// (c10::CachingAllocator, c10::CachingDeviceAllocator), the index did not.
+struct CudaAllocatorPeaks {
+  std::optional<int64_t> allocated, reserved;
+};
+inline CudaAllocatorPeaks cudaAllocatorPeaks() {
+#ifdef FUSEC_TORCH_CUDA
+  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return {int64_t(s.allocated_bytes[0].peak), int64_t(s.reserved_bytes[0].peak)};
+#else
+  return {};
 #endif
 }
 

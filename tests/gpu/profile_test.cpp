@@ -90,7 +90,9 @@ TEST(BenchAttention, SmallSweepOnDevice) {
     EXPECT_GT(j["forward_ms"].get<double>(), 0) << line;
     EXPECT_GT(j["backward_ms"].get<double>(), 0) << line;
     EXPECT_GT(j["saved_for_backward_bytes"].get<int64_t>(), 0) << line;
-    if (j["impl"] == "eager") EXPECT_EQ(j["saved_for_backward_bytes"].get<int64_t>(), 2 * j["seq"].get<int64_t>() * j["seq"].get<int64_t>() * 4);
+    if (j["impl"] == "eager") {
+      EXPECT_EQ(j["saved_for_backward_bytes"].get<int64_t>(), 2 * j["seq"].get<int64_t>() * j["seq"].get<int64_t>() * 4);
+    }
     ++rows;
   }
   EXPECT_EQ(rows, 8);
