@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "ir/graph.h"
@@ -135,7 +136,13 @@ std::string table(const std::vector<BenchRow>& rows) {
   std::vector<std::vector<std::string>> cells(rows.size() + 1);
   for (const Column* c : cols) cells[0].push_back(c->header);
   for (size_t i = 0; i < rows.size(); ++i)
-    for (const Column* c : cols) cells[i + 1].push_back(tableCell(*c, c->get(rows[i])));
+    for (const Column* c : cols) {
+      std::string cell = tableCell(*c, c->get(rows[i]));
+      // An error's full text is in the JSON and CSV rows and on stderr; the table keeps its start.
+      constexpr size_t kStatusWidth = 48;
+      if (std::string_view(c->key) == "status" && cell.size() > kStatusWidth) cell = cell.substr(0, kStatusWidth - 3) + "...";
+      cells[i + 1].push_back(std::move(cell));
+    }
   std::vector<size_t> width(cols.size(), 0);
   for (const auto& line : cells)
     for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());

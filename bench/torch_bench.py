@@ -117,8 +117,13 @@ def make_call(model, opt, impl, pass_, dtype, ids, targets):
     fwd = model if mode is None else torch.compile(model, mode=mode)
     step = opt.step if mode is None else torch.compile(opt.step, mode=mode)
     autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16")
+    # reduce-overhead replays CUDA graphs whose outputs the next replay overwrites: each
+    # iteration must say where it starts (else "accessing tensor output of CUDAGraphs that
+    # has been overwritten by a subsequent run").
+    new_iteration = torch.compiler.cudagraph_mark_step_begin if mode == "reduce-overhead" else (lambda: None)
 
     def loss_backward():
+        new_iteration()
         opt.zero_grad(set_to_none=True)
         with autocast():
             logits = fwd(ids)
@@ -126,6 +131,7 @@ def make_call(model, opt, impl, pass_, dtype, ids, targets):
 
     if pass_ == "forward":
         def forward():
+            new_iteration()
             with torch.no_grad(), autocast():
                 fwd(ids)
         return forward
