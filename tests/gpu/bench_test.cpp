@@ -14,20 +14,13 @@
 #include "bench/stats.h"
 #include "bench/timer.h"
 #include "runtime/device.h"
+#include "run_fusec.h"
 
 namespace fusec {
 namespace {
 
-// stdout and stderr of `fusec <args>`, and its exit code.
-std::pair<std::string, int> runFusec(const std::string& args) {
-  FILE* p = popen((std::string(FUSEC_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return {"<popen failed>", -1};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  int status = pclose(p);
-  return {out, WEXITSTATUS(status)};
-}
+using test::runFusec;
+
 
 TEST(Bench, NoDeviceFailsFast) {
   if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "runtime/device.h"
+#include "run_fusec.h"
 #include "test_util.h"
 
 namespace fusec {
@@ -30,21 +31,11 @@ TEST(Device, OpensAndReportsOutOfMemory) {
   EXPECT_NE(ok.data(), nullptr);
 }
 
-// Runs `command` (a shell command line); returns its exit code and combined output.
-std::pair<int, std::string> shell(const std::string& command) {
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 256> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 // `fusec run --device cuda` fails fast, before reading its files, where there is no device.
 TEST(Device, RunOnCudaWithoutDevice) {
   if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";
-  auto [rc, out] = shell(FUSEC_BINARY " run --device cuda --program forward --model tiny --inputs /nonexistent --out /dev/null");
+  auto [out, rc] = test::runFusec("run --device cuda --program forward --model tiny --inputs /nonexistent --out /dev/null");
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(out, "error: no CUDA device\n");
 }
@@ -52,13 +43,7 @@ TEST(Device, RunOnCudaWithoutDevice) {
 // `fusec device` is the CLI's GPU entry point: where no device or driver exists the binary
 // still starts and the command fails with one line and exit code 1.
 TEST(Device, CliEntryPoint) {
-  FILE* p = popen(FUSEC_BINARY " device 2>&1", "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 256> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  const int status = pclose(p);
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto [out, rc] = test::runFusec("device");
   if (rt::deviceAvailable()) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("(sm_"), std::string::npos) << out;

@@ -11,20 +11,13 @@
 #include <sys/wait.h>
 
 #include "runtime/device.h"
+#include "run_fusec.h"
 
 namespace fusec {
 namespace {
 
-// stdout (and stderr when `withStderr`) of `fusec <args>`, and its exit code.
-std::pair<std::string, int> runFusec(const std::string& args, bool withStderr = true) {
-  FILE* p = popen((std::string(FUSEC_BINARY) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!p) return {"<popen failed>", -1};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  int status = pclose(p);
-  return {out, WEXITSTATUS(status)};
-}
+using test::runFusec;
+
 
 TEST(Profile, NoDeviceFailsFast) {
   if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";

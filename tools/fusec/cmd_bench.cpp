@@ -13,6 +13,7 @@
 #include "bench/sweep.h"
 #include "frontend/models/transformer.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/ceilings.h"
 #include "bench/compiled_runner.h"
@@ -186,12 +187,7 @@ Command addBenchCommand(CLI::App& app) {
 
     std::string text = bench::formatRows(rows, format);
     if (format == bench::Format::Table) text = std::string(line) + "\n" + text;
-    if (a->out == "-") {
-      std::cout << text;
-    } else {
-      std::ofstream f(a->out);
-      if (!(f << text)) throw Error("cannot write '" + a->out + "'");
-    }
+    writeOutput(a->out, text);
     return 0;
 #endif
   };

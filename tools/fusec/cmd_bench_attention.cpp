@@ -7,6 +7,7 @@
 
 #include "bench/attention_bench.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "runtime/device.h"
 #endif
@@ -74,12 +75,7 @@ Command addBenchAttention(CLI::App& bench) {
 #endif
     std::string text = bench::formatAttentionRows(bench::runAttentionSweep(a->sweep, runners, &std::cerr), format);
     if (format == bench::Format::Table) text = "# naive causal attention, f32, on " + device.name + "\n" + text;
-    if (a->out == "-") {
-      std::cout << text;
-    } else {
-      std::ofstream f(a->out);
-      if (!(f << text)) throw Error("cannot write '" + a->out + "'");
-    }
+    writeOutput(a->out, text);
     return 0;
 #endif
   };
