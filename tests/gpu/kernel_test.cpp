@@ -18,6 +18,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "runtime/device.h"
+#include "runtime/host_storage.h"
 #include "runtime/kernel_module.h"
 #include "test_util.h"
 
@@ -26,95 +27,11 @@ namespace {
 
 using codegen::GeneratedKernel;
 
-// ---- host <-> device storage (codegen/kernel_abi.h: element types) ----
+// Host <-> device storage: runtime/host_storage.h (a poisoned bool byte reads as 255).
+using rt::fromStorage;
+using rt::toStorage;
 
-size_t elemBytes(DType d) {
-  switch (d) {
-    case DType::f32: return 4;
-    case DType::bf16:
-    case DType::f16: return 2;
-    case DType::i64: return 8;
-    case DType::i32: return 4;
-    case DType::boolean: return 1;
-  }
-  return 0;
-}
-
-uint16_t toHalfBits(float x) {
-  // The interpreter's f16 values are already rounded, so the conversion is exact.
-  _Float16 h = static_cast<_Float16>(x);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-float fromHalfBits(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return float(h);
-}
-
-std::vector<uint8_t> toStorage(const HostTensor& t) {
-  std::vector<uint8_t> out(t.size() * elemBytes(t.type.dtype));
-  for (size_t k = 0; k < t.size(); ++k) {
-    uint8_t* p = out.data() + k * elemBytes(t.type.dtype);
-    switch (t.type.dtype) {
-      case DType::f32: std::memcpy(p, &t.f[k], 4); break;
-      case DType::bf16: {  // already rounded to bf16: the top half of the f32 bits is exact
-        uint32_t b;
-        std::memcpy(&b, &t.f[k], 4);
-        uint16_t h = uint16_t(b >> 16);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::f16: {
-        uint16_t h = toHalfBits(t.f[k]);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::i64: std::memcpy(p, &t.i[k], 8); break;
-      case DType::i32: {
-        int32_t v = int32_t(t.i[k]);
-        std::memcpy(p, &v, 4);
-        break;
-      }
-      case DType::boolean: *p = t.i[k] ? 1 : 0; break;
-    }
-  }
-  return out;
-}
-
-HostTensor fromStorage(const Type& type, const std::vector<uint8_t>& bytes) {
-  HostTensor t = HostTensor::zeros(type);
-  for (size_t k = 0; k < t.size(); ++k) {
-    const uint8_t* p = bytes.data() + k * elemBytes(type.dtype);
-    switch (type.dtype) {
-      case DType::f32: std::memcpy(&t.f[k], p, 4); break;
-      case DType::bf16: {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        uint32_t b = uint32_t(h) << 16;
-        std::memcpy(&t.f[k], &b, 4);
-        break;
-      }
-      case DType::f16: {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        t.f[k] = fromHalfBits(h);
-        break;
-      }
-      case DType::i64: std::memcpy(&t.i[k], p, 8); break;
-      case DType::i32: {
-        int32_t v;
-        std::memcpy(&v, p, 4);
-        t.i[k] = v;
-        break;
-      }
-      case DType::boolean: t.i[k] = *p; break;  // a poisoned 0xff byte reads as 255, not a bool
-    }
-  }
-  return t;
-}
+size_t elemBytes(DType d) { return size_t(dtypeBytes(d)); }
 
 // ---- inputs ----
 
