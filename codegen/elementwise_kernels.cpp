@@ -17,18 +17,6 @@ uint32_t elementGrid(int64_t n) {
 
 namespace {
 
-// Output positions (result numbers) grouped by element count, in first-appearance order.
-std::vector<std::pair<int64_t, std::vector<int>>> outputsByCount(const Graph& body) {
-  std::vector<std::pair<int64_t, std::vector<int>>> groups;
-  for (size_t k = 0; k < body.outputs.size(); ++k) {
-    const int64_t n = body.outputs[k]->type.numel();
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == n; });
-    if (it == groups.end()) groups.push_back({n, {int(k)}});
-    else it->second.push_back(int(k));
-  }
-  return groups;
-}
-
 // multi_tensor chains: outputs that read a common non-scalar kernel operand (one parameter's
 // p, grad, moments and bf16 copy) form one chain; chains sharing nothing but scalars (the
 // step) and constants are independent, each with its own block range. Splitting by

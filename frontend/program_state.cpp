@@ -20,7 +20,7 @@ void bindProgramState(const Graph& g, Bindings& env) {
       env[name] = HostTensor::zeros(t);
     } else if (auto w = env.find(name.substr(0, name.size() - copySuffix.size()));
                endsWith(name, copySuffix) && w != env.end()) {
-      if (w->second.size() != t.numel() || !isFloat(t.dtype))
+      if (int64_t(w->second.size()) != t.numel() || !isFloat(t.dtype))
         throw Error("internal: the program's param '" + name + "' is " + t.str() + ", its weight " + w->second.type.str());
       HostTensor copy = HostTensor::zeros(t);
       // roundToDType on floats: the generic HostTensor::set path rounds through double and

@@ -1,7 +1,6 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -20,7 +19,6 @@ namespace {
 constexpr size_t kAllocAlign = 256;
 
 size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
 
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
@@ -46,6 +44,7 @@ struct Executable::Impl {
     std::vector<void*> pointers;  // kernel arguments (operands then results)
     GemmPlan plan;
     void *a = nullptr, *b = nullptr, *c = nullptr;
+    std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
@@ -157,6 +156,7 @@ struct Executable::Impl {
                                                                               ? " x" + std::to_string(e.plan.batch * int64_t(e.plan.launches.size()))
                                                                               : "") + ")",
                   KernelFamily::Pointwise, e.plan.flops()};
+        e.what = "GEMM " + e.info.name;
         e.a = storageAddress(storageOf(e.plan.a.base));
         e.b = storageAddress(storageOf(e.plan.b.base));
         e.c = storageAddress(storageOf(e.plan.c.base));
@@ -178,7 +178,7 @@ struct Executable::Impl {
       for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
       launchKernel(*e.kernel, argv, stream);
     } else {
-      gemm->run(e.plan, e.a, e.b, e.c, stream, "GEMM " + e.info.name);
+      gemm->run(e.plan, e.a, e.b, e.c, stream, e.what);
     }
     if (check) {
       cudaError_t s = opts.syncEachLaunch ? cudaStreamSynchronize(stream) : cudaGetLastError();
