@@ -105,6 +105,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
     if (!isLaunch(*op)) continue;
     LaunchClass c;
     c.backward = !fwd.count(op.get());
+    c.traffic = launchTraffic(*op);
     if (op->kind == OpKind::Matmul) {
       c.gemm = true;
       const Value* r = op->result();
@@ -185,6 +186,14 @@ std::vector<ProfileRow> aggregate(const ProgramProfile& p, KeyOf keyOf) {
     it->second.category = categoryName(p.launches[i].category);
     it->second.count++;
     it->second.ms += p.ms[i];
+    it->second.bytes += p.launches[i].traffic.bytes();
+    it->second.flops += p.launches[i].traffic.flops;
+    if (p.ceilings.bf16Tflops > 0 || p.ceilings.copyGBps > 0) {
+      const LaunchTraffic& t = p.launches[i].traffic;
+      const double rate = p.ceilings.tflops(t.gemmDtype == DType::bf16);
+      it->second.gemmFloorMs += floorMs(0, t.flops, 0, rate);
+      it->second.floorMs += floorMs(t.bytes(), t.flops, p.ceilings.copyGBps, rate);
+    }
   }
   const double total = p.totalMs();
   std::vector<ProfileRow> out;
@@ -203,6 +212,18 @@ void sortByTime(std::vector<ProfileRow>& rows) {
 }
 
 }  // namespace
+
+RooflineFigures rooflineFigures(const ProfileRow& r, const Ceilings& c) {
+  RooflineFigures f;
+  if (r.ms <= 0) return f;
+  const double seconds = r.ms * 1e-3;
+  f.gbps = double(r.bytes) / seconds / 1e9;
+  f.tflops = double(r.flops) / seconds / 1e12;
+  if (c.copyGBps > 0) f.copyPct = 100 * f.gbps / c.copyGBps;
+  f.gemmPct = 100 * r.gemmFloorMs / r.ms;
+  f.floorPct = 100 * r.floorMs / r.ms;
+  return f;
+}
 
 std::vector<ProfileRow> byCategory(const ProgramProfile& p) {
   std::vector<ProfileRow> seen = aggregate(p, [](const LaunchClass& c) { return std::string(categoryName(c.category)); });
@@ -225,6 +246,7 @@ std::vector<ProfileRow> byKernel(const ProgramProfile& p) {
 
 std::vector<ProfileRow> topNonGemm(const ProgramProfile& p, size_t n) {
   ProgramProfile kernels;
+  kernels.ceilings = p.ceilings;
   for (size_t i = 0; i < p.launches.size() && i < p.ms.size(); ++i)
     if (!p.launches[i].gemm) kernels.launches.push_back(p.launches[i]), kernels.ms.push_back(p.ms[i]);
   if (kernels.launches.empty()) return {};
@@ -265,24 +287,48 @@ std::string markdown(const std::vector<std::string>& head, const std::vector<std
   return s;
 }
 
-std::string rowsTable(const char* keyHead, const std::vector<ProfileRow>& rows, bool withCategory) {
+
+bool haveCeilings(const Ceilings& c) { return c.copyGBps > 0 && c.bf16Tflops > 0 && c.f32Tflops > 0; }
+
+std::string rowsTable(const char* keyHead, const std::vector<ProfileRow>& rows, bool withCategory, const Ceilings& ceil) {
+  const bool roof = haveCeilings(ceil);
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows) {
     std::vector<std::string> c = {r.key};
     if (withCategory) c.push_back(r.category);
     c.insert(c.end(), {std::to_string(r.count), fmt("%.3f", r.ms), fmt("%.1f%%", 100 * r.share)});
+    const RooflineFigures f = rooflineFigures(r, ceil);
+    c.insert(c.end(), {fmt("%.1f", double(r.bytes) / 1e6), fmt("%.0f", f.gbps)});
+    if (roof) c.push_back(fmt("%.0f%%", f.copyPct));
+    c.push_back(r.flops ? fmt("%.1f", f.tflops) : "");
+    if (roof) c.insert(c.end(), {r.flops ? fmt("%.0f%%", f.gemmPct) : "", fmt("%.0f%%", f.floorPct)});
     cells.push_back(c);
   }
   std::vector<std::string> head = {keyHead};
   if (withCategory) head.push_back("Category");
-  head.insert(head.end(), {"Launches", "Total (ms)", "Share"});
+  head.insert(head.end(), {"Launches", "Total (ms)", "Share", "MB moved", "GB/s"});
+  if (roof) head.push_back("% copy");
+  head.push_back("TFLOP/s");
+  if (roof) head.insert(head.end(), {"% GEMM", "% floor"});
   return markdown(head, cells);
 }
 
-nlohmann::ordered_json rowsJson(const std::vector<ProfileRow>& rows) {
+nlohmann::ordered_json rowsJson(const std::vector<ProfileRow>& rows, const Ceilings& ceil) {
   nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (const auto& r : rows)
-    a.push_back({{"name", r.key}, {"category", r.category}, {"count", r.count}, {"ms", r.ms}, {"share", r.share}});
+  const bool roof = haveCeilings(ceil);
+  for (const auto& r : rows) {
+    const RooflineFigures f = rooflineFigures(r, ceil);
+    nlohmann::ordered_json o = {{"name", r.key}, {"category", r.category}, {"count", r.count}, {"ms", r.ms},
+                                {"share", r.share}, {"bytes", r.bytes},   {"gbps", f.gbps},   {"flops", r.flops},
+                                {"tflops", f.tflops}};
+    if (roof) {
+      o["copy_pct"] = f.copyPct;
+      o["gemm_pct"] = r.flops ? nlohmann::ordered_json(f.gemmPct) : nlohmann::ordered_json(nullptr);
+      o["floor_ms"] = r.floorMs;
+      o["floor_pct"] = f.floorPct;
+    }
+    a.push_back(o);
+  }
   return a;
 }
 
@@ -312,9 +358,13 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
       o["launch_sum_ms"] = p.totalMs();
       o["graph_ms"] = p.graphMs ? nlohmann::ordered_json(*p.graphMs) : nlohmann::ordered_json(nullptr);
       o["gemm_share"] = gemmShare(p);
-      o["categories"] = rowsJson(byCategory(p));
-      o["kernels"] = rowsJson(byKernel(p));
-      o["top_non_gemm"] = rowsJson(topNonGemm(p));
+      if (haveCeilings(p.ceilings))
+        o["ceilings"] = {{"copy_gbps", p.ceilings.copyGBps},
+                         {"gemm_bf16_tflops", p.ceilings.bf16Tflops},
+                         {"gemm_f32_tflops", p.ceilings.f32Tflops}};
+      o["categories"] = rowsJson(byCategory(p), p.ceilings);
+      o["kernels"] = rowsJson(byKernel(p), p.ceilings);
+      o["top_non_gemm"] = rowsJson(topNonGemm(p), p.ceilings);
       j["programs"].push_back(o);
     }
     return j.dump() + "\n";
@@ -322,9 +372,15 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
   std::string s = "# " + header + "\n";
   for (const auto& p : programs) {
     s += "\n## " + p.program + ": " + std::to_string(p.launches.size()) + " launches\n\n";
-    s += "### By category\n\n" + rowsTable("Category", byCategory(p), false);
-    s += "\n### By kernel (same kernel across layers; (bwd): backward launches)\n\n" + rowsTable("Kernel", byKernel(p), true);
-    s += "\n### Top 10 non-GEMM kernels\n\n" + rowsTable("Kernel", topNonGemm(p), true);
+    if (haveCeilings(p.ceilings))
+      s += "Ceilings measured in this run: copy " + fmt("%.0f GB/s", p.ceilings.copyGBps) + ", GEMM bf16 " +
+           fmt("%.1f", p.ceilings.bf16Tflops) + " and f32 " + fmt("%.1f TFLOP/s", p.ceilings.f32Tflops) +
+           ". MB moved: each operand read once, each result written once (bench/roofline.h); % floor: the time "
+           "those bytes and FLOPs need at the ceilings over the time taken.\n\n";
+    s += "### By category\n\n" + rowsTable("Category", byCategory(p), false, p.ceilings);
+    s += "\n### By kernel (same kernel across layers; (bwd): backward launches)\n\n" +
+         rowsTable("Kernel", byKernel(p), true, p.ceilings);
+    s += "\n### Top 10 non-GEMM kernels\n\n" + rowsTable("Kernel", topNonGemm(p), true, p.ceilings);
     s += "\nSum of per-launch times: " + fmt("%.3f ms", p.totalMs());
     if (p.graphMs)
       s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +

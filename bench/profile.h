@@ -27,7 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/ceilings.h"
 #include "bench/report.h"
+#include "bench/roofline.h"
 #include "ir/graph.h"
 
 namespace fusec::bench {
@@ -42,6 +44,7 @@ struct LaunchClass {
   LaunchCategory category = LaunchCategory::Other;
   bool gemm = false;
   bool backward = false;
+  LaunchTraffic traffic;  // bytes and FLOPs the launch must move and do (bench/roofline.h)
 };
 
 // One entry per launch (top-level kernel or matmul) of the planned graph `g`, in program
@@ -57,6 +60,7 @@ struct ProgramProfile {
   std::vector<LaunchClass> launches;
   std::vector<double> ms;            // median milliseconds per launch, aligned with launches
   std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
+  Ceilings ceilings;                 // measured in the same run (zero: no roofline percentages)
   double totalMs() const;            // sum of ms
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };
@@ -69,7 +73,18 @@ struct ProfileRow {
   std::string category;
   int64_t count = 0;
   double ms = 0, share = 0;  // share of the program's summed launch time, a fraction
+  int64_t bytes = 0, flops = 0;  // summed LaunchTraffic of the row's launches
+  double gemmFloorMs = 0;        // the row's FLOPs at the GEMM ceiling of each launch's dtype
+  double floorMs = 0;            // summed per-launch floors (bench/roofline.h floorMs)
 };
+
+// A row's achieved rates: GB/s and its % of the copy ceiling, TFLOP/s and its % of the GEMM
+// ceiling (the FLOPs' time at the ceiling over the row's time), and its floor's % of the
+// row's time (100%: at the roofline). Percentages are 0 without ceilings.
+struct RooflineFigures {
+  double gbps = 0, copyPct = 0, tflops = 0, gemmPct = 0, floorPct = 0;
+};
+RooflineFigures rooflineFigures(const ProfileRow& r, const Ceilings& c);
 
 std::vector<ProfileRow> byCategory(const ProgramProfile& p);  // every category, in enum order
 std::vector<ProfileRow> byKernel(const ProgramProfile& p);    // by total time, descending
@@ -78,8 +93,11 @@ std::vector<ProfileRow> topNonGemm(const ProgramProfile& p, size_t n = 10);
 
 // The profile report: the header line (model, dtype, sizes, device) then, per program, the
 // category and kernel tables, the top-10 non-GEMM kernels, graph vs summed launch time, and
-// (with two programs) the GEMM share of forward against the full step. Table: markdown
-// tables as the seeds wrote them; JSON: one object. Csv is refused (Error).
+// (with two programs) the GEMM share of forward against the full step. Every row carries its
+// roofline: bytes moved, GB/s and % of the copy ceiling, TFLOP/s and % of the GEMM ceiling,
+// and % of its floor (the time its bytes and FLOPs need at the ceilings), against the
+// program's `ceilings` (all zero: the percentages are left out). Table: markdown tables as
+// the seeds wrote them; JSON: one object. Csv is refused (Error).
 std::string formatProfile(const std::string& header, const std::vector<ProgramProfile>& programs, Format format);
 
 }  // namespace fusec::bench

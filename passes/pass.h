@@ -56,5 +56,6 @@ std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createMemoryPlanPass();
 std::unique_ptr<Pass> createGemmLayoutPass();
 std::unique_ptr<Pass> createMergeGemmsPass();
+std::unique_ptr<Pass> createSplitReductionsPass();
 
 }  // namespace fusec

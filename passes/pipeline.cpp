@@ -52,8 +52,9 @@ std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DTy
 
 std::string defaultOptimizationPipeline() {
   // Clean up what the program passes left (stop_gradient, dead forward values, duplicate
-  // casts), fold layouts into GEMMs and merge them, clean up again, then fuse, order and plan.
-  return "canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,fuse,schedule,memory-plan";
+  // casts), fold layouts into GEMMs and merge them, clean up again, split the long column
+  // reductions in two (so they fill the GPU), then fuse, order and plan.
+  return "canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,schedule,memory-plan";
 }
 
 }  // namespace fusec

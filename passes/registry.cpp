@@ -25,6 +25,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"memory-plan", &createMemoryPlanPass},
       {"gemm-layout", &createGemmLayoutPass},
       {"merge-gemms", &createMergeGemmsPass},
+      {"split-reductions", &createSplitReductionsPass},
   };
   return r;
 }

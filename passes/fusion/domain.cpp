@@ -1,5 +1,7 @@
 #include "passes/fusion/domain.h"
 
+#include <algorithm>
+
 #include "ir/type_rules.h"
 
 namespace fusec::fusion {
@@ -27,6 +29,13 @@ Domain reductionDomain(const Shape& in, const std::vector<int64_t>& axes) {
     return true;
   };
   if (isSorted(/*reducedFirst=*/true)) return {DomainKind::Col, kept, red};
+  // One reduced block between kept dims ([S, R, C] over R: split-reductions' partials) is
+  // columns too: each outer index owns its own block of C-wide rows.
+  size_t i = 0;
+  while (i < pattern.size() && !pattern[i]) ++i;
+  while (i < pattern.size() && pattern[i]) ++i;
+  const bool middleBlock = i < pattern.size() && std::none_of(pattern.begin() + long(i), pattern.end(), [](bool p) { return p; });
+  if (middleBlock) return {DomainKind::Col, kept, red};
   return {DomainKind::Row, kept, red};  // trailing axes, or strided rows
 }
 

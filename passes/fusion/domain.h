@@ -25,8 +25,9 @@ struct Domain {
 };
 
 // How a reduction of `in` over `axes` iterates (size-1 dims ignored): over the trailing dims
-// a Row, over the leading dims a Col, over all an All; other axis sets are Rows whose
-// elements are gathered by index math. Reducing only size-1 dims is Pointwise.
+// a Row, over the leading dims (or one block of dims with kept dims after it) a Col, over
+// all an All; other axis sets are Rows whose elements are gathered by index math. Reducing
+// only size-1 dims is Pointwise.
 Domain reductionDomain(const Shape& in, const std::vector<int64_t>& axes);
 
 // The domain of a non-GEMM compute op.

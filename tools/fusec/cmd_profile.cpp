@@ -12,6 +12,7 @@
 #include "frontend/models/transformer.h"
 #include "tools/fusec/commands.h"
 #ifdef FUSEC_HAVE_CUDA
+#include "bench/ceilings.h"
 #include "bench/program.h"
 #include "codegen/kernel_abi.h"
 #include "bench/stats.h"
@@ -119,6 +120,9 @@ Command addProfileCommand(CLI::App& app) {
     const Bindings env = bench::benchInputs(cfg, a->batch, a->ctx, a->seed);
     codegen::CubinCache cache(codegen::CubinCache::defaultDir());
     std::vector<bench::ProgramProfile> programs;
+    // The two ceilings every row's roofline is judged against, measured in this run.
+    std::cerr << "measuring the copy and GEMM ceilings\n";
+    const bench::Ceilings ceilings = bench::measureCeilings();
     // A train_step profile shows the forward first: the GEMM share of each is the comparison
     // the seeds made (forward vs full step).
     if (a->program == "train_step") {
@@ -128,6 +132,7 @@ Command addProfileCommand(CLI::App& app) {
     std::cerr << "profiling " << a->program << "\n";
     programs.push_back(profileProgram(
         *a, cfg, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache));
+    for (auto& p : programs) p.ceilings = ceilings;
     const std::string header = cfg.name + " " + a->dtype + " batch=" + std::to_string(a->batch) +
                                " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
                                device.name + " (median per launch, CUDA events)";
