@@ -16,13 +16,21 @@ void CodeWriter::close(const std::string& s) {
   --depth_;
   line(s);
 }
+void CodeWriter::insertLines(size_t at, const std::vector<std::string>& lines) {
+  // The indentation of the line that starts at `at`.
+  size_t indent = 0;
+  while (at + indent < out_.size() && out_[at + indent] == ' ') ++indent;
+  std::string text;
+  for (const auto& l : lines) text += std::string(indent, ' ') + l + "\n";
+  out_.insert(at, text);
+}
 
 std::string linearize(const Index& idx, const Shape& shape) {
   std::string out;
   int64_t stride = 1;
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
     if (shape[size_t(d)] != 1 && idx[size_t(d)] != "0") {
-      std::string term = stride == 1 ? idx[size_t(d)] : idx[size_t(d)] + " * " + std::to_string(stride) + "LL";
+      std::string term = stride == 1 ? idx[size_t(d)] : idx[size_t(d)] + " * " + std::to_string(stride);
       out = out.empty() ? term : term + " + " + out;
     }
     stride *= shape[size_t(d)];
@@ -36,12 +44,12 @@ Index delinearize(CodeWriter& w, const std::string& linear, const Shape& shape, 
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
     const int64_t n = shape[size_t(d)];
     if (n != 1) {
-      std::string e = stride == 1 ? linear : "(" + linear + " / " + std::to_string(stride) + "LL)";
+      std::string e = stride == 1 ? linear : "(" + linear + " / " + std::to_string(stride) + ")";
       bool outermost = true;  // no dim above with size > 1: the quotient is already in range
       for (int u = 0; u < d; ++u) outermost &= shape[size_t(u)] == 1;
-      if (!outermost) e = e + " % " + std::to_string(n) + "LL";
+      if (!outermost) e = e + " % " + std::to_string(n);
       idx[size_t(d)] = prefix + "_" + std::to_string(d);
-      w.line("const long long " + idx[size_t(d)] + " = " + e + ";");
+      w.line("const fusec_idx " + idx[size_t(d)] + " = " + e + ";");
     }
     stride *= n;
   }
@@ -119,6 +127,52 @@ void BodyEmitter::store(const Value* v, const std::string& ptr, const Index& idx
   w_.line(ptr + "[" + linearize(idx, v->type.shape) + "] = " + storeValue(v->type.dtype, reg) + ";");
 }
 
+void BodyEmitter::beginLanes(int V, const std::string& laneVar) {
+  laneWidth_ = V;
+  laneVar_ = laneVar;
+  lanes_.clear();
+  laneDecls_.clear();
+}
+
+void BodyEmitter::endLanes() {
+  laneWidth_ = 0;
+  lanes_.clear();
+}
+
+std::string BodyEmitter::evalLanes(const Value* v, const Index& idx) {
+  lanes_.push_back(outputLanes(v->type.shape, laneWidth_));
+  std::string r = eval(v, idx);
+  lanes_.pop_back();
+  return r;
+}
+
+std::string BodyEmitter::evalOperand(const Op& op, size_t k, const Index& idx) {
+  if (laneWidth_ == 0 || lanes_.empty()) return eval(op.operands[k], idx);
+  lanes_.push_back(operandLanes(op, k, lanes_.back(), laneWidth_));
+  std::string r = eval(op.operands[k], idx);
+  lanes_.pop_back();
+  return r;
+}
+
+std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& idx) {
+  if (laneWidth_ == 0 || lanes_.empty() || !isFloat(v->type.dtype)) return std::nullopt;
+  const auto read = vectorRead(v->type.shape, lanes_.back(), laneWidth_);
+  if (!read) return std::nullopt;
+  const std::string V = std::to_string(laneWidth_), a = fresh("a"), o = fresh("vo");
+  std::string offsets;
+  for (int64_t x : read->voff) offsets += (offsets.empty() ? "" : ", ") + std::to_string(x);
+  laneDecls_.push_back("float " + a + "[" + V + "];");
+  laneDecls_.push_back("const int " + o + "[" + V + "] = {" + offsets + "};  // lane -> element of " + a);
+  // The first lane that reads this vector loads it: its element's position minus its offset
+  // in the vector is the vector's (aligned) start.
+  const std::string F = std::to_string(read->firstActive);
+  const int64_t back = read->voff[size_t(read->firstActive)];
+  w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + V + ">(" + a + ", in" + std::to_string(inputNumber_.at(v->def)) +
+          " + " + linearize(idx, v->type.shape) + (back ? " - " + std::to_string(back) : "") + ");  // " +
+          describe(*v->def));
+  return a + "[" + o + "[" + laneVar_ + "]]";
+}
+
 // The operand index that a layout op's result index reads (single-operand layout ops).
 std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Index& in) {
   const Shape& inShape = op.operands[0]->type.shape;
@@ -141,8 +195,8 @@ std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Inde
       const int ax = normalizeAxis(op.attrInt("axis"), int(inShape.size()), "slice");
       const int64_t start = op.attrInt("start"), step = op.attrInt("step");
       in = idx;
-      std::string e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] + " * " + std::to_string(step) + "LL";
-      if (start != 0) e = "(" + e + " + " + std::to_string(start) + "LL)";
+      std::string e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] + " * " + std::to_string(step);
+      if (start != 0) e = "(" + e + " + " + std::to_string(start) + ")";
       in[size_t(ax)] = e;
       break;
     }
@@ -159,6 +213,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   switch (op.kind) {
     case OpKind::Input: {
       if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
+      if (auto r = laneLoad(v, idx)) return *r;
       std::string reg = fresh("x");
       w_.line("const " + rt + " " + reg + " = " +
               loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape)) + ";" + comment);
@@ -181,7 +236,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     case OpKind::Slice: {
       Index in;
       layoutOperandIndex(op, idx, in);
-      return eval(op.operands[0], in);
+      return evalOperand(op, 0, in);
     }
     case OpKind::Concat: {
       // Each operand is read only inside its own branch: the others' indices are out of
@@ -193,11 +248,11 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       for (size_t k = 0; k < op.operands.size(); ++k) {
         const int64_t end = start + op.operands[k]->type.shape[size_t(ax)];
         const bool last = k + 1 == op.operands.size();
-        std::string cond = idx[size_t(ax)] + " < " + std::to_string(end) + "LL";
+        std::string cond = idx[size_t(ax)] + " < " + std::to_string(end);
         openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
         Index in = idx;
-        if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + "LL)";
-        w_.line(reg + " = " + eval(op.operands[k], in) + ";");
+        if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + ")";
+        w_.line(reg + " = " + evalOperand(op, k, in) + ";");
         closeScope();
         start = end;
       }
@@ -205,10 +260,10 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     }
     case OpKind::Gather: {
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "gather");
-      std::string at = eval(op.operands[1], idx);
+      std::string at = evalOperand(op, 1, idx);
       Index in = idx;
-      in[size_t(ax)] = "(long long)" + at;
-      return eval(op.operands[0], in);
+      in[size_t(ax)] = "(fusec_idx)" + at;
+      return evalOperand(op, 0, in);
     }
     case OpKind::Sum:
     case OpKind::Mean:
@@ -227,14 +282,14 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
         i.push_back(red[d] ? "0" : idx[next]);
         if (kept) ++next;
       }
-      return eval(op.operands[0], i);
+      return evalOperand(op, 0, i);
     }
     default: break;
   }
   if (!hasScalarFormula(op.kind))
     throw Error("codegen: cannot evaluate '" + std::string(op.info().name) + "' at a point in kernel '" + body_.name + "'");
   std::vector<std::string> args;
-  for (const Value* o : op.operands) args.push_back(eval(o, idx));
+  for (size_t k = 0; k < op.operands.size(); ++k) args.push_back(evalOperand(op, k, idx));
   std::string e = op.kind == OpKind::Cast ? "(" + rt + ")(" + args[0] + ")" : "(" + rt + ")(" + scalarFormula(op.kind, args) + ")";
   std::string reg = fresh("t");
   // bf16/f16 values are rounded where the IR produces them (see kernel_abi.h).

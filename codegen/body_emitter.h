@@ -7,9 +7,11 @@
 // twice at one point is one register.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codegen/lanes.h"
 #include "ir/graph.h"
 
 namespace fusec::codegen {
@@ -23,6 +25,9 @@ class CodeWriter {
   void open(const std::string& s);   // `s {` and indent
   void close(const std::string& s = "}");
   std::string str() const { return out_; }
+  // A place to insert lines later (declarations found while emitting what follows them).
+  size_t mark() const { return out_.size(); }
+  void insertLines(size_t at, const std::vector<std::string>& lines);
 
  private:
   std::string out_;
@@ -50,6 +55,17 @@ class BodyEmitter {
   // comes from there instead of memory. Scoped like the memo.
   void bindElement(const Value* input, const std::string& linear, const std::string& reg);
 
+  // Vector-loop mode (pointwise and multi_tensor kernels): `eval` runs inside an unrolled
+  // `for (int j = 0; j < V; ++j)` over the lanes of a vector, at an index whose last
+  // coordinate is lane 0's plus j, and reads a body input as one 16-byte-aligned vector per
+  // thread wherever codegen/lanes.h proves every lane's element lies in it. The vectors'
+  // register arrays are declared through `declarations()`, before the lane loop.
+  void beginLanes(int V, const std::string& laneVar);
+  void endLanes();
+  // `eval` of an output of the vector loop (its lanes: codegen/lanes.h outputLanes).
+  std::string evalLanes(const Value* v, const Index& idx);
+  const std::vector<std::string>& declarations() const { return laneDecls_; }
+
   void openScope(const std::string& header);  // a C++ block with its own memo
   void closeScope();
   std::string fresh(const std::string& prefix);
@@ -61,6 +77,10 @@ class BodyEmitter {
   std::string compute(const Value* v, const Index& idx);
   const std::string* boundElement(const Value* input, const std::string& linear) const;
   std::string layoutOperandIndex(const Op& op, const Index& idx, Index& in);
+  // eval of operand k of op at `idx`, with that operand's lanes in vector-loop mode.
+  std::string evalOperand(const Op& op, size_t k, const Index& idx);
+  // The lanes' vector load of body input `v` at `idx`, if its lanes allow one.
+  std::optional<std::string> laneLoad(const Value* v, const Index& idx);
 
   const Graph& body_;
   CodeWriter& w_;
@@ -68,6 +88,10 @@ class BodyEmitter {
   std::vector<std::map<std::string, std::string>> memo_;  // per scope: key -> register
   std::map<const Value*, std::string> bound_;
   int counter_ = 0;
+  int laneWidth_ = 0;  // 0: not in vector-loop mode
+  std::string laneVar_;
+  std::vector<LaneMap> lanes_;  // the lanes of the value being evaluated (innermost last)
+  std::vector<std::string> laneDecls_;
 };
 
 }  // namespace fusec::codegen

@@ -57,11 +57,13 @@ std::vector<std::pair<int64_t, std::vector<int>>> independentChains(const Graph&
 
 // How a loop over one group of outputs is vectorised: V consecutive elements per thread when
 // every output has one shape whose innermost extent V divides (so a vector never crosses a
-// row and shares the outer index), with 16-byte loads of the inputs read in place and
-// 16-byte stores of the float outputs. V = 1: scalar only.
+// row and shares the outer index), with 16-byte loads of the inputs whose lanes allow one
+// (codegen/lanes.h: read in place, or through slices, concats, permutes and reshapes that
+// keep each vector's elements in one aligned vector) and 16-byte stores of the float
+// outputs. V = 1: scalar only.
 struct VectorPlan {
   int width = 1;
-  std::vector<const Value*> inputs;  // loaded as vectors
+  std::vector<const Value*> inputs;  // loaded as vectors somewhere
   std::vector<int> outputs;          // stored as vectors (the others element by element)
 };
 
@@ -74,25 +76,25 @@ VectorPlan planVectors(const Graph& body, const std::vector<int>& outs) {
     roots.push_back(body.outputs[size_t(k)]);
   }
   std::vector<DType> dtypes;
-  for (const Value* in : inputsReadInPlace(body, roots))
-    if (in->type.shape == shape || in->type.numel() == Type{DType::f32, shape}.numel()) {
-      plan.inputs.push_back(in);
-      dtypes.push_back(in->type.dtype);
-    }
+  for (const Op* in : body.inputs())
+    if (isFloat(in->result()->type.dtype) && in->result()->type.numel() > 1) dtypes.push_back(in->result()->type.dtype);
   for (int k : outs)
     if (isFloat(body.outputs[size_t(k)]->type.dtype)) {
       plan.outputs.push_back(k);
       dtypes.push_back(body.outputs[size_t(k)]->type.dtype);
     }
   const int v = vectorWidth(dtypes);
-  if (v > 1 && !shape.empty() && shape.back() % v == 0) plan.width = v;
+  if (v > 1 && !shape.empty() && shape.back() % v == 0) {
+    plan.width = v;
+    plan.inputs = vectorInputs(body, roots, v);
+  }
   return plan;
 }
 
 // Grid-stride loop header over `count` items run by `blocks` blocks starting at `block`.
 std::string gridStride(const std::string& var, int64_t count, const std::string& block, const std::string& blocks) {
-  return "for (long long " + var + " = (long long)(" + block + ") * blockDim.x + threadIdx.x; " + var + " < " +
-         std::to_string(count) + "LL; " + var + " += (long long)(" + blocks + ") * blockDim.x)";
+  return "for (fusec_idx " + var + " = (fusec_idx)(" + block + ") * blockDim.x + threadIdx.x; " + var + " < " +
+         std::to_string(count) + "; " + var + " += (fusec_idx)(" + blocks + ") * blockDim.x)";
 }
 
 // A grid-stride loop over n elements run by `blocks` blocks starting at block `base`
@@ -125,25 +127,24 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   e.openScope("if (" + alignedTest(pointers) + ")");
   w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
   e.openScope(gridStride("v", n / plan.width, block, blocks));
-  w.line("const long long i = v * " + V + ";");
+  w.line("const fusec_idx i = v * " + V + ";");
   const Index first = delinearize(w, "i", shape, "o");
-  for (size_t a = 0; a < plan.inputs.size(); ++a) {
-    w.line("float a" + std::to_string(a) + "[" + V + "];");
-    w.line("fusec_vload<" + V + ">(a" + std::to_string(a) + ", " + pointers[a] + " + i);");
-  }
+  const size_t declarations = w.mark();
   for (int k : plan.outputs) w.line("float s" + std::to_string(k) + "[" + V + "];");
   w.line("#pragma unroll");
+  e.beginLanes(plan.width, "j");
   e.openScope("for (int j = 0; j < " + V + "; ++j)");
   Index lane = first;
   lane.back() = "(" + first.back() + " + j)";
-  const std::string linear = linearize(lane, shape);
-  for (size_t a = 0; a < plan.inputs.size(); ++a) e.bindElement(plan.inputs[a], linear, "a" + std::to_string(a) + "[j]");
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
-    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + e.eval(o, lane) + ";");
-    else e.store(o, "out" + std::to_string(k), lane);
+    const std::string value = e.evalLanes(o, lane);
+    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
+    else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape) + "] = " + storeValue(o->type.dtype, value) + ";");
   }
   e.closeScope();
+  w.insertLines(declarations, e.declarations());
+  e.endLanes();
   for (int k : plan.outputs) w.line("fusec_vstore<" + V + ">(out" + std::to_string(k) + " + i, s" + std::to_string(k) + ");");
   e.closeScope();
   e.closeScope();

@@ -32,6 +32,18 @@ std::vector<std::pair<int, int>> inPlaceAliases(const Op& kernel, const Graph& g
   return out;
 }
 
+// Whether every position the kernel computes fits a 32-bit int with room for a grid-stride
+// loop's last step: every value of the body and every operand below 2^30 elements.
+bool indexFitsInt(const Op& kernel) {
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  for (const Value* v : kernel.operands)
+    if (v->type.numel() >= kLimit) return false;
+  for (const auto& op : kernel.body->ops)
+    for (const auto& r : op->results)
+      if (r->type.numel() >= kLimit) return false;
+  return true;
+}
+
 }  // namespace
 
 GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
@@ -63,11 +75,18 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
 
   CodeWriter w;
   // Comments name body ops by position (#n), as `fusec opt` prints the kernel's body.
+  const bool narrow = indexFitsInt(kernel);
   w.line("// fusec kernel " + k.name + " (" + familyName(k.family) + "); #n in comments is the n-th op of its body.");
   for (size_t i = 0; i < k.operands.size(); ++i) w.line("//   in" + std::to_string(i) + ": " + k.operands[i].str());
   for (size_t i = 0; i < k.results.size(); ++i) w.line("//   out" + std::to_string(i) + ": " + k.results[i].str());
   w.line("#include <cuda_bf16.h>");
   w.line("#include <cuda_fp16.h>");
+  // Index arithmetic (positions, loop counters, div/mod by the static shapes) in 32 bits
+  // when every tensor of the kernel is small enough: a 64-bit division by a constant is
+  // several times the instructions of a 32-bit one, and the layout ops of a RoPE or head
+  // split kernel do a few per element.
+  w.line(std::string("typedef ") + (narrow ? "int" : "long long") + " fusec_idx;" +
+         (narrow ? "  // every tensor of this kernel has fewer than 2^30 elements" : ""));
   const bool reduces = k.family == KernelFamily::RowReduce || k.family == KernelFamily::ColReduce ||
                        k.family == KernelFamily::ReduceAll;
   std::string text = w.str() + (reduces ? reductionPrelude() : "");

@@ -208,47 +208,50 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
          " thread(s) per point");
   const bool columns = family == KernelFamily::ColReduce;
   if (columns) {
-    w.line("const long long lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
-    w.line("const long long group = (long long)blockIdx.x * 32;  // the tile's first column");
-    w.line("const long long groups = (long long)gridDim.x * 32;");
+    w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
+    w.line("const fusec_idx group = (fusec_idx)blockIdx.x * 32;  // the tile's first column");
+    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * 32;");
   } else {
-    w.line("const long long lane = threadIdx.x % " + L + ";");
-    w.line("const long long group = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
-    w.line("const long long groups = (long long)gridDim.x * blockDim.x / " + L + ";");
+    w.line("const fusec_idx lane = threadIdx.x % " + L + ";");
+    w.line("const fusec_idx group = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
+    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * blockDim.x / " + L + ";");
   }
   BodyEmitter e(k.body, w);
-  const std::string V = std::to_string(regs.width), R = std::to_string(r) + "LL";
+  const std::string V = std::to_string(regs.width), R = std::to_string(r);
   std::vector<std::string> vectorPointers;
   for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));
   for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
   const bool vectors = regs.chunks > 0 && regs.width > 1;
   if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
-  const std::string N = std::to_string(n) + "LL";
+  const std::string N = std::to_string(n);
   if (columns) {
     // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
     // columns past the end only skip their loads and stores.
-    e.openScope("for (long long tile = group; tile < " + N + "; tile += groups)");
-    w.line("const long long outer = tile + threadIdx.x % 32;");
+    e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
+    w.line("const fusec_idx outer = tile + threadIdx.x % 32;");
     w.line("const bool live = outer < " + N + ";");
   } else {
-    e.openScope("for (long long outer = group; outer < " + N + "; outer += groups)");
+    e.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
   }
   const std::string innerLoop =
-      "for (long long inner = lane; " + std::string(columns ? "live && " : "") + "inner < " + R + "; inner += " + L + ")";
+      "for (fusec_idx inner = lane; " + std::string(columns ? "live && " : "") + "inner < " + R + "; inner += " + L + ")";
   // In register mode a pass is two unrolled loops (chunks, then the elements of a chunk);
   // `inner` is then the element's position in the row. Returns the scopes to close.
   auto openPass = [&]() {
     if (regs.chunks == 0) {
+      // Columns: a few rows' loads in flight per thread (the loop is short and its only
+      // dependency is the accumulator).
+      if (columns) w.line("#pragma unroll 4");
       e.openScope(innerLoop);
       return 1;
     }
     w.line("#pragma unroll");
     e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const long long base = (c * " + L + "LL + lane) * " + V + ";");
+    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
     e.openScope("if (base < " + R + ")");
     w.line("#pragma unroll");
     e.openScope("for (int j = 0; j < " + V + "; ++j)");
-    w.line("const long long inner = base + j;");
+    w.line("const fusec_idx inner = base + j;");
     return 3;
   };
   auto closePass = [&](int scopes) {
@@ -267,7 +270,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     for (size_t a = 0; a < regs.inputs.size(); ++a) w.line("float r" + std::to_string(a) + "[" + E + "];");
     w.line("#pragma unroll");
     e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const long long base = (c * " + L + "LL + lane) * " + V + ";");
+    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
     e.openScope("if (base < " + R + ")");
     auto scalarLoads = [&] {
       w.line("#pragma unroll");

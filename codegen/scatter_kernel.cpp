@@ -78,23 +78,23 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   const int64_t passes = (B + kMaxColumnsPerPass - 1) / kMaxColumnsPerPass, perPass = (B + passes - 1) / passes;
   const int64_t Q = (perPass + 31) / 32;
   const bool ballot = indexIsPerRow(index, ax);
-  const std::string rt = registerType(result->type.dtype), sB = std::to_string(B) + "LL", sP = std::to_string(perPass) + "LL";
+  const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
 
   k.signature(w, k.name, kBlock);
   BodyEmitter e(k.body, w);
   w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
          std::to_string(S) + " source positions scanned in order");
   w.line("const int lane = threadIdx.x % 32;");
-  e.openScope("for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
-              std::to_string(rows) + "LL; row += (long long)gridDim.x * blockDim.x / 32)");
-  w.line("const long long v = row % " + std::to_string(D) + "LL;");
-  const Index a = delinearize(w, "(row / " + std::to_string(D) + "LL)", outer, "a");
-  if (passes > 1) e.openScope("for (long long b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
+  e.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
+              std::to_string(rows) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
+  w.line("const fusec_idx v = row % " + std::to_string(D) + ";");
+  const Index a = delinearize(w, "(row / " + std::to_string(D) + ")", outer, "a");
+  if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
   const std::string b0 = passes > 1 ? "b0 + " : "";
   // Column q of this lane, and whether it exists in this pass.
   auto column = [&](const std::string& q) {
-    w.line("const long long b = " + b0 + "lane + 32LL * " + q + ";");
-    return "b < " + sB + (passes > 1 && Q * 32 > perPass ? " && lane + 32LL * " + q + " < " + sP : "");
+    w.line("const fusec_idx b = " + b0 + "lane + 32 * " + q + ";");
+    return "b < " + sB + (passes > 1 && Q * 32 > perPass ? " && lane + 32 * " + q + " < " + sP : "");
   };
   w.line(rt + " acc[" + std::to_string(Q) + "];");
   w.line("// " + e.describe(*scatter) + ": base");
@@ -113,27 +113,27 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     const std::string in = column("q");
     const Index bi = delinearize(w, "b", inner, "sb");
     e.openScope("if (" + in + ")");
-    if (!ballot) e.openScope("if ((long long)" + e.eval(index, join(a, s, bi)) + " == v)");
+    if (!ballot) e.openScope("if ((fusec_idx)" + e.eval(index, join(a, s, bi)) + " == v)");
     w.line("acc[q] += " + e.eval(src, join(a, s, bi)) + ";");
     if (!ballot) e.closeScope();
     e.closeScope();
     e.closeScope();
   };
   if (ballot) {
-    e.openScope("for (long long s0 = 0; s0 < " + std::to_string(S) + "LL; s0 += 32)");
+    e.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S) + "; s0 += 32)");
     w.line("bool hit = false;");
-    e.openScope("if (s0 + lane < " + std::to_string(S) + "LL)");
-    w.line("const long long s = s0 + lane;");
-    w.line("hit = (long long)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + " == v;");
+    e.openScope("if (s0 + lane < " + std::to_string(S) + ")");
+    w.line("const fusec_idx s = s0 + lane;");
+    w.line("hit = (fusec_idx)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + " == v;");
     e.closeScope();
     w.line("// the matching positions in increasing order: a fixed order of the additions");
     e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
-    w.line("const long long s = s0 + __ffs(m) - 1;");
+    w.line("const fusec_idx s = s0 + __ffs(m) - 1;");
     addRow("s");
     e.closeScope();
     e.closeScope();
   } else {
-    e.openScope("for (long long s = 0; s < " + std::to_string(S) + "LL; ++s)");
+    e.openScope("for (fusec_idx s = 0; s < " + std::to_string(S) + "; ++s)");
     addRow("s");
     e.closeScope();
   }
@@ -152,8 +152,8 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   e.closeScope();
   if (!srcOuts.empty()) {
     w.line("// the source's own outputs, element by element");
-    e.openScope("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " +
-                std::to_string(src->type.numel()) + "LL; i += (long long)gridDim.x * blockDim.x)");
+    e.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " +
+                std::to_string(src->type.numel()) + "; i += (fusec_idx)gridDim.x * blockDim.x)");
     for (int o : srcOuts) {
       const Value* v = k.body.outputs[size_t(o)];
       e.store(v, "out" + std::to_string(o), delinearize(w, "i", v->type.shape, "p" + std::to_string(o)));

@@ -7,15 +7,16 @@
 // bandwidth. Here
 //     %g = sum(%x) {axes = [0, 1]} : f32[768]            x: f32[64,256,768]
 // becomes
-//     %p = sum(reshape(%x) : f32[16,1024,768]) {axes = [1]} : f32[16,768]   (16 x 24 tiles)
-//     %g = sum(%p) {axes = [0]} : f32[768]                                   (16 rows)
+//     %p = sum(reshape(%x) : f32[64,256,768]) {axes = [1]} : f32[64,768]   (64 x 24 tiles)
+//     %g = sum(%p) {axes = [0]} : f32[768]                                  (64 rows)
 // Both stages are column reductions (a reduced middle block is a Col domain too), each in a
 // fixed order, so the result is the same bits on every run; it differs from the one-stage
 // sum only by f32 reassociation. The split is chosen from the work, not the device: each
-// partial sums kRowsPerPartial rows (32 per row lane of a 1024-thread tile), so a block's
-// loop is short and there are as many blocks as the data has tiles of that size. Reductions
-// with fewer rows than two partials are left alone; only sum, reduce_max and reduce_min are
-// split (mean's scale would need a third op; none is this large).
+// partial sums kRowsPerPartial rows (8 per row lane of a 1024-thread tile), so a block's
+// loop is short and there are many blocks (1,536 for small at batch 64: several waves on
+// any GPU, so the last one's tail is small). Reductions with fewer rows than two partials
+// are left alone; only sum, reduce_max and reduce_min are split (mean's scale would need a
+// third op; none is this large).
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -25,14 +26,19 @@
 namespace fusec {
 namespace {
 
-constexpr int64_t kRowsPerPartial = 1024;
+constexpr int64_t kRowsPerPartial = 256;
+// Below this many rows one col_reduce kernel is short enough (a norm-weight gradient at batch
+// 4, 1024 rows: 27 us), and a second launch per gradient would cost more than it saves in a
+// step that is launch-bound.
+constexpr int64_t kMinRowsToSplit = 4096;
 
 bool splittable(OpKind k) { return k == OpKind::Sum || k == OpKind::RMax || k == OpKind::RMin; }
 
 // The number of partials for a column reduction of `r` rows: the largest divisor of r that
-// leaves at least kRowsPerPartial rows in each (1: do not split).
+// leaves at least kRowsPerPartial rows in each (1: do not split, below kMinRowsToSplit).
 int64_t partialsFor(int64_t r) {
   int64_t best = 1;
+  if (r < kMinRowsToSplit) return best;
   for (int64_t s = 2; s * kRowsPerPartial <= r; ++s)
     if (r % s == 0) best = s;
   return best;

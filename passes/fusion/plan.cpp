@@ -77,6 +77,7 @@ class Planner {
   }
 
   Plan run() {
+    findBroadcastTables();
     chooseInlined();
     placeHardUses();
     srcMemo_.clear();
@@ -107,6 +108,45 @@ class Planner {
       s.push_back(v);
     }
     return srcMemo_[v] = std::move(s);
+  }
+
+  // Transcendental ops whose result is read through a broadcast into a value at least
+  // kTableGrowth times larger: RoPE's cos/sin of position x frequency ([T, d/2]) read by every
+  // batch and head, the frequencies ([d/2]) read by every position. Recomputed inside their
+  // consumers, such an op runs once per element of the large value instead of once per
+  // element of its own (small pow/sin/cos per element made the RoPE kernels of small at batch
+  // 64 compute-bound at 7% of the copy bandwidth); materialised, it is a small table that the
+  // consumers load like a norm weight, and CSE makes it one table for every layer.
+  static constexpr int64_t kTableGrowth = 8;
+  static bool transcendental(OpKind k) {
+    switch (k) {
+      case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Pow:
+      case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: return true;
+      default: return false;
+    }
+  }
+  void findBroadcastTables() {
+    for (auto& owned : g_.ops) {
+      const Op* op = owned.get();
+      if (!transcendental(op->kind)) continue;
+      const int64_t n = op->result()->type.numel();
+      // Forward through the pointwise and layout ops that would be inlined with it.
+      std::vector<const Value*> stack = {op->result()};
+      std::unordered_set<const Value*> seen;
+      bool grows = false;
+      while (!stack.empty() && !grows && seen.size() < 256) {
+        const Value* v = stack.back();
+        stack.pop_back();
+        if (!seen.insert(v).second) continue;
+        grows = v->type.numel() >= kTableGrowth * n;
+        auto it = users_.find(const_cast<Value*>(v));
+        if (it == users_.end()) continue;
+        for (const Op* u : it->second)
+          if (u->info().category == OpCategory::Pointwise || isViewOp(u->kind))
+            for (const auto& r : u->results) stack.push_back(r.get());
+      }
+      if (grows) demoted_.insert(op);
+    }
   }
 
   void chooseInlined() {

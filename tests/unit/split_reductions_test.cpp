@@ -1,4 +1,4 @@
-// split-reductions: which reductions it splits and how (a partial per 1024 rows), that both
+// split-reductions: which reductions it splits and how (a partial per 256 rows), that both
 // stages are col_reduce kernels after fuse, and that the interpreter's result is unchanged up
 // to f32 reassociation on random non-zero inputs.
 #include <gtest/gtest.h>
@@ -57,17 +57,17 @@ TEST(SplitReductions, SplitsLongColumnSums) {
     verify(*m);
     const Graph& g = *m->funcs[0];
     EXPECT_EQ(countKind(g, op), 2);
-    // 4096 rows: four partials of 1024 rows, [4, 1024, 96] reduced over its middle axis.
+    // 4096 rows: 16 partials of 256 rows, [16, 256, 96] reduced over its middle axis.
     const Op* partial = nullptr;
     for (const auto& o : g.ops)
       if (o->kind == op && !partial) partial = o.get();
     ASSERT_TRUE(partial);
-    EXPECT_EQ(partial->operands[0]->type.shape, (Shape{4, 1024, 96}));
-    EXPECT_EQ(partial->result()->type.shape, (Shape{4, 96}));
+    EXPECT_EQ(partial->operands[0]->type.shape, (Shape{16, 256, 96}));
+    EXPECT_EQ(partial->result()->type.shape, (Shape{16, 96}));
     const fusion::Domain d = fusion::domainOf(*partial);
     EXPECT_EQ(d.kind, fusion::DomainKind::Col);
-    EXPECT_EQ(d.n, 4 * 96);
-    EXPECT_EQ(d.r, 1024);
+    EXPECT_EQ(d.n, 16 * 96);
+    EXPECT_EQ(d.r, 256);
     EXPECT_EQ(g.outputs[0]->type.shape, (Shape{96}));
     expectSameResults(*before, *m, op == OpKind::Sum ? 1e-6 : 0);
     EXPECT_FALSE(createPass("split-reductions")->run(*m)) << printModule(*m);  // the partials are short
@@ -75,7 +75,7 @@ TEST(SplitReductions, SplitsLongColumnSums) {
 }
 
 TEST(SplitReductions, KeepdimAndSizeOneDims) {
-  auto m = reductionModule(OpKind::Sum, {2048, 1, 40}, {0, 1}, DType::f32);
+  auto m = reductionModule(OpKind::Sum, {4096, 1, 40}, {0, 1}, DType::f32);
   auto before = cloneModule(*m);
   ASSERT_TRUE(createPass("split-reductions")->run(*m));
   verify(*m);
@@ -89,7 +89,7 @@ TEST(SplitReductions, LeavesOtherReductionsAlone) {
     std::unique_ptr<Module> m;
   };
   Case cases[] = {
-      {"short columns", reductionModule(OpKind::Sum, {1024, 96}, {0})},
+      {"short columns (2048 rows: one kernel is short enough)", reductionModule(OpKind::Sum, {2048, 96}, {0})},
       {"rows (trailing axis)", reductionModule(OpKind::Sum, {8192, 96}, {1})},
       {"all axes", reductionModule(OpKind::Sum, {8192, 96}, {0, 1})},
       {"mean", reductionModule(OpKind::Mean, {8192, 96}, {0})},

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On a GPU machine: build fusec (Release) into $FUSEC_BUILD (default build-gpu) and write
+# `fusec profile` of the large-batch train steps, bf16 (small batch 64, medium batch 16) and
+# any extra "model:batch" pairs in $FUSEC_PROFILE_EXTRA, to $OUT/profile-<model>-b<batch>.txt (and
+# .json with FUSEC_PROFILE_JSON=1).
+# FUSEC_PROFILE_TAG prefixes the file names (e.g. "before-").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${FUSEC_BUILD:-build-gpu}
+OUT=${OUT:-$PWD/$BUILD/out}
+TAG=${FUSEC_PROFILE_TAG:-}
+mkdir -p "$OUT"
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
+for pair in small:64 medium:16 ${FUSEC_PROFILE_EXTRA:-}; do
+  model=${pair%%:*} batch=${pair##*:}
+  formats=(table)
+  [[ ${FUSEC_PROFILE_JSON:-0} == 1 ]] && formats+=(json)
+  for format in "${formats[@]}"; do
+    "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --format "$format" \
+      >"$OUT/${TAG}profile-$model-b$batch.$( [[ $format == table ]] && echo txt || echo json)" 2>>"$OUT/${TAG}profile.err"
+  done
+done
