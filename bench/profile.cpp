@@ -315,6 +315,7 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
       o["categories"] = rowsJson(byCategory(p));
       o["kernels"] = rowsJson(byKernel(p));
       o["top_non_gemm"] = rowsJson(topNonGemm(p));
+      o["gemm_tuning"] = gemmTuningJson(p.gemmTuning);
       j["programs"].push_back(o);
     }
     return j.dump() + "\n";
@@ -329,7 +330,7 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
     if (p.graphMs)
       s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +
            fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
-    s += "\n";
+    s += "\n" + gemmTuningTable(p.gemmTuning);
   }
   s += "\n" + shareLine(programs);
   return s;

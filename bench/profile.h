@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gemm_tuning_report.h"
 #include "bench/report.h"
 #include "ir/graph.h"
 
@@ -57,6 +58,7 @@ struct ProgramProfile {
   std::vector<LaunchClass> launches;
   std::vector<double> ms;            // median milliseconds per launch, aligned with launches
   std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
+  std::vector<GemmTuningLaunch> gemmTuning;  // the GEMMs' algorithm choices (bench/gemm_tuning_report.h)
   double totalMs() const;            // sum of ms
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };
