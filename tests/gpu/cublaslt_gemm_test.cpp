@@ -141,7 +141,9 @@ TEST_P(CublasLtGemmProgram, TunedMatchesCpuReference) {
     EXPECT_LE(test::normRelError(got, want), tol) << what << " with " << t.algoDesc;
     EXPECT_TRUE(t.source == rt::GemmTuning::Source::Tuned || t.source == rt::GemmTuning::Source::Cached) << what;
     EXPECT_GE(t.candidates, 1) << what;
-    if (!std::isnan(t.heuristicMs)) EXPECT_LE(t.tunedMs, t.heuristicMs) << what;
+    if (!std::isnan(t.heuristicMs)) {
+      EXPECT_LE(t.tunedMs, t.heuristicMs) << what;
+    }
     widest = std::max(widest, t.candidates);
     changed += t.tunedMs < t.heuristicMs;
     ++n;

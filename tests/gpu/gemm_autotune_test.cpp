@@ -118,7 +118,9 @@ TEST_F(GemmAutotune, SecondExecutableLoadsTheCacheInsteadOfTuning) {
     EXPECT_EQ(l.gemmTuning->source, rt::GemmTuning::Source::Tuned) << l.name;
     EXPECT_GE(l.gemmTuning->candidates, 1) << l.name;
     EXPECT_GT(l.gemmTuning->tunedMs, 0) << l.name;
-    if (!std::isnan(l.gemmTuning->heuristicMs)) EXPECT_LE(l.gemmTuning->tunedMs, l.gemmTuning->heuristicMs) << l.name;
+    if (!std::isnan(l.gemmTuning->heuristicMs)) {
+      EXPECT_LE(l.gemmTuning->tunedMs, l.gemmTuning->heuristicMs) << l.name;
+    }
     widest = std::max(widest, l.gemmTuning->candidates);
   }
   EXPECT_GT(gemms, 10u);
@@ -160,7 +162,9 @@ TEST_F(GemmAutotune, SecondExecutableLoadsTheCacheInsteadOfTuning) {
   const StepResult heuristic = step(off);
   EXPECT_EQ(countGemms(heuristic, rt::GemmTuning::Source::Heuristic), gemms);
   for (const auto& l : heuristic.launches)
-    if (l.gemmTuning) EXPECT_EQ(l.gemmTuning->candidates, 0) << l.name;
+    if (l.gemmTuning) {
+      EXPECT_EQ(l.gemmTuning->candidates, 0) << l.name;
+    }
   EXPECT_NEAR(heuristic.loss, first.loss, 2e-2 * std::abs(first.loss));
   ASSERT_EQ(::setenv("FUSEC_GEMM_AUTOTUNE", "0", 1), 0);
   const StepResult envOff = step(opts);

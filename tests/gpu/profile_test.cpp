@@ -61,7 +61,9 @@ TEST_P(ProfileOnDevice, TinyTrainStepSharesSumTo100) {
       tunedLaunches += r["launches"].get<int64_t>();
       EXPECT_TRUE(r["source"] == "tuned" || r["source"] == "cached") << r;
       EXPECT_GE(r["candidates"].get<int>(), 1) << r;
-      if (!r["heuristic_ms"].is_null()) EXPECT_LE(r["chosen_ms"].get<double>(), r["heuristic_ms"].get<double>()) << r;
+      if (!r["heuristic_ms"].is_null()) {
+        EXPECT_LE(r["chosen_ms"].get<double>(), r["heuristic_ms"].get<double>()) << r;
+      }
     }
     int64_t gemmLaunches = 0;
     for (const auto& r : p["kernels"])
