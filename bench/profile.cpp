@@ -365,6 +365,7 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
       o["categories"] = rowsJson(byCategory(p), p.ceilings);
       o["kernels"] = rowsJson(byKernel(p), p.ceilings);
       o["top_non_gemm"] = rowsJson(topNonGemm(p), p.ceilings);
+      o["gemm_tuning"] = gemmTuningJson(p.gemmTuning);
       j["programs"].push_back(o);
     }
     return j.dump() + "\n";
@@ -385,7 +386,7 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
     if (p.graphMs)
       s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +
            fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
-    s += "\n";
+    s += "\n" + gemmTuningTable(p.gemmTuning);
   }
   s += "\n" + shareLine(programs);
   return s;

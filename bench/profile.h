@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench/ceilings.h"
+#include "bench/gemm_tuning_report.h"
 #include "bench/report.h"
 #include "bench/roofline.h"
 #include "ir/graph.h"
@@ -61,6 +62,7 @@ struct ProgramProfile {
   std::vector<double> ms;            // median milliseconds per launch, aligned with launches
   std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
   Ceilings ceilings;                 // measured in the same run (zero: no roofline percentages)
+  std::vector<GemmTuningLaunch> gemmTuning;  // the GEMMs' algorithm choices (bench/gemm_tuning_report.h)
   double totalMs() const;            // sum of ms
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };

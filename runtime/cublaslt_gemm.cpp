@@ -1,7 +1,11 @@
 #include "runtime/cublaslt_gemm.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <iostream>
 #include <string>
+#include <vector>
 
 namespace fusec::rt {
 namespace {
@@ -29,7 +33,11 @@ int alignmentOf(const void* base, const GemmPlan& p, int which, int64_t batchStr
 struct CublasLtGemm::Entry {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A, B, C(=D)
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;        // the heuristic's, best first
+  std::string key;                                                // gemmTuningKey
+  bool chosen = false;                                            // algo and tuning are set
   cublasLtMatmulAlgo_t algo{};
+  GemmTuning tuning;
   ~Entry() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -38,9 +46,72 @@ struct CublasLtGemm::Entry {
   }
 };
 
+namespace {
+
+std::array<uint64_t, 8> algoWords(const cublasLtMatmulAlgo_t& a) {
+  static_assert(sizeof(cublasLtMatmulAlgo_t) == 8 * sizeof(uint64_t));
+  std::array<uint64_t, 8> w;
+  std::memcpy(w.data(), &a, sizeof a);
+  return w;
+}
+
+// The algorithm's configuration as cuBLASLt reports it (enum values as numbers: see
+// cublasLtMatmulTile_t, cublasLtMatmulStages_t and cublasLtClusterShape_t in cublasLt.h).
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto zero) -> long long {
+    decltype(zero) v = zero;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return (long long)v;
+  };
+  std::string s = "algo " + std::to_string(get(CUBLASLT_ALGO_CONFIG_ID, int32_t(0))) + " tile " +
+                  std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(0))) + " stages " +
+                  std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t(0)));
+  const long long splitK = get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t(0));
+  s += " split-k " + std::to_string(splitK);
+  if (splitK > 1) s += " reduction " + std::to_string(get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t(0)));
+  s += " swizzle " + std::to_string(get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(0))) + " custom " +
+       std::to_string(get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(0))) + " cluster " +
+       std::to_string(get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(0)));
+  return s;
+}
+
+// Bytes from a launch's first element of `m` (rows x cols, batched) to one past its last.
+int64_t extentBytes(const GemmMatrix& m, int64_t rows, int64_t cols, int64_t batch, int64_t eb) {
+  const int64_t last = (m.colMajor ? (rows - 1) + (cols - 1) * m.ld : (rows - 1) * m.ld + (cols - 1)) +
+                       (batch - 1) * m.batchStride;
+  return (last + 1) * eb;
+}
+
+bool overlaps(const char* x, int64_t xn, const char* y, int64_t yn) { return x < y + yn && y < x + xn; }
+
+double median(std::vector<float> xs) {
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : 0.5 * (double(xs[n / 2 - 1]) + xs[n / 2]);
+}
+
+struct Events {
+  std::vector<cudaEvent_t> ev;
+  explicit Events(size_t n) : ev(n, nullptr) {
+    for (auto& e : ev) FUSEC_CUDA(cudaEventCreate(&e), "creating GEMM tuning events");
+  }
+  ~Events() {
+    for (auto& e : ev)
+      if (e) cudaEventDestroy(e);
+  }
+};
+
+}  // namespace
+
 CublasLtGemm::CublasLtGemm(GemmOptions opts) : opts_(opts) {
   FUSEC_LT(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
   workspace_ = DeviceBuffer(opts_.workspaceBytes, "cuBLASLt workspace");
+  tuning_ = opts_.tuningCache;
+  if (!tuning_) {
+    ownTuning_ = std::make_unique<GemmTuningCache>("", "", 0, 0);
+    tuning_ = ownTuning_.get();
+  }
 }
 
 CublasLtGemm::~CublasLtGemm() {
@@ -53,6 +124,7 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
   auto key = std::make_tuple(shapeKey(p), alignA, alignB, alignC);
   if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
   auto e = std::make_unique<Entry>();
+  e->key = gemmTuningKey(p, opts_.tf32, alignA, alignB, alignC);
   const cublasComputeType_t compute =
       p.dtype == DType::f32 && opts_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FUSEC_LT(cublasLtMatmulDescCreate(&e->desc, compute, CUDA_R_32F), what);
@@ -94,21 +166,131 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
     s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]);
-  cublasLtMatmulHeuristicResult_t result{};
+  // Without autotuning only the first is ever used: ask for one, as cuBLASLt is cheaper then.
+  const int wanted = opts_.autotune ? kMaxGemmCandidates : 1;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(wanted));
   int found = 0;
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulAlgoGetHeuristic(handle_, e->desc, e->a, e->b, e->c, e->c, pref, 1, &result, &found);
+    s = cublasLtMatmulAlgoGetHeuristic(handle_, e->desc, e->a, e->b, e->c, e->c, pref, wanted, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   FUSEC_LT(s, what);
-  if (found == 0) throw Error("cuBLASLt has no algorithm for " + what);
-  e->algo = result.algo;
+  for (int i = 0; i < found; ++i)
+    if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS && results[size_t(i)].workspaceSize <= ws)
+      e->candidates.push_back(results[size_t(i)]);
+  if (e->candidates.empty()) throw Error("cuBLASLt has no algorithm for " + what);
   return *cache_.emplace(key, std::move(e)).first->second;
 }
 
-void CublasLtGemm::run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
-                       const std::string& what) {
+bool CublasLtGemm::stillValid(Entry& e, const std::array<uint64_t, 8>& words) {
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, words.data(), sizeof algo);
+  cublasLtMatmulHeuristicResult_t r{};
+  return cublasLtMatmulAlgoCheck(handle_, e.desc, e.a, e.b, e.c, e.c, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
+         r.workspaceSize <= opts_.workspaceBytes;
+}
+
+void CublasLtGemm::choose(Entry& e, const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
+                          const std::string& what) {
+  e.chosen = true;
+  auto heuristic = [&] {
+    e.algo = e.candidates[0].algo;
+    e.tuning = GemmTuning{};
+    e.tuning.algo = algoWords(e.algo);
+    e.tuning.algoDesc = describe(e.algo);
+  };
+  if (!opts_.autotune) return heuristic();
+  if (const std::optional<GemmTuning> t = tuning_->find(e.key)) {
+    if (stillValid(e, t->algo)) {
+      std::memcpy(&e.algo, t->algo.data(), sizeof e.algo);
+      e.tuning = *t;
+      e.tuning.source = GemmTuning::Source::Cached;
+      return;
+    }
+    std::cerr << "fusec: warning: the cached GEMM algorithm for " << what << " (" << t->algoDesc
+              << ") is not valid here any more; tuning again\n";
+  }
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  FUSEC_CUDA(cudaStreamIsCapturing(stream, &capturing), what);
+  if (capturing != cudaStreamCaptureStatusNone) return heuristic();  // timing would break the capture
+  if (!tune(e, p, a, b, c, stream, what)) heuristic();
+}
+
+bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
+                        const std::string& what) {
+  // One cuBLASLt call, the plan's first launch, on the real operands: the algorithm is the
+  // same for every launch of the plan, and the times stay per call whatever the launch count.
+  const int64_t eb = dtypeBytes(p.dtype);
+  const auto& l0 = p.launches.at(0);
+  const char* pa = static_cast<const char*>(a) + l0[0] * eb;
+  const char* pb = static_cast<const char*>(b) + l0[1] * eb;
+  char* pc = static_cast<char*>(c) + l0[2] * eb;
+  const int64_t aBytes = extentBytes(p.a, p.M, p.K, p.batch, eb), bBytes = extentBytes(p.b, p.K, p.N, p.batch, eb);
+  const int64_t cBytes = extentBytes(p.c, p.M, p.N, p.batch, eb);
+  // Repeated calls must leave C as one call does: true for beta = 0 and C apart from A and B.
+  // Otherwise the candidates write a scratch copy of C (the real call comes after them).
+  DeviceBuffer scratch;
+  if (p.beta != 0 || overlaps(pc, cBytes, pa, aBytes) || overlaps(pc, cBytes, pb, bBytes)) {
+    try {
+      scratch = DeviceBuffer(size_t(cBytes), "GEMM tuning scratch");
+    } catch (const Error&) {
+      return false;  // no room for a scratch C: the heuristic's choice, untimed
+    }
+    FUSEC_CUDA(cudaMemcpyAsync(scratch.data(), pc, size_t(cBytes), cudaMemcpyDeviceToDevice, stream), what);
+    pc = static_cast<char*>(scratch.data());
+  }
+
+  constexpr int kMaxReps = 9;
+  Events events(2 * (kMaxReps + 1));
+  auto sync = [&](cudaEvent_t ev) { FUSEC_CUDA(cudaEventSynchronize(ev), "timing the GEMM candidates of " + what); };
+  auto ms = [&](int i) {
+    float t = 0;
+    FUSEC_CUDA(cudaEventElapsedTime(&t, events.ev[size_t(2 * i)], events.ev[size_t(2 * i + 1)]), what);
+    return t;
+  };
+  int ran = 0, best = -1;
+  double bestMs = 0, firstMs = NAN;
+  for (size_t i = 0; i < e.candidates.size(); ++i) {
+    const cublasLtMatmulAlgo_t* algo = &e.candidates[i].algo;
+    auto call = [&] {
+      return cublasLtMatmul(handle_, e.desc, &p.alpha, pb, e.a, pa, e.b, &p.beta, pc, e.c, pc, e.c, algo,
+                            workspace_.data(), workspace_.bytes(), stream);
+    };
+    if (call() != CUBLAS_STATUS_SUCCESS) {  // an algorithm that does not run is skipped
+      cudaGetLastError();
+      continue;
+    }
+    // The first timed call decides how many follow: slow GEMMs (strict f32 at large M) need
+    // fewer calls for a stable median, and tuning them must not take seconds.
+    FUSEC_CUDA(cudaEventRecord(events.ev[0], stream), what);
+    FUSEC_LT(call(), what);
+    FUSEC_CUDA(cudaEventRecord(events.ev[1], stream), what);
+    sync(events.ev[1]);
+    std::vector<float> times{ms(0)};
+    const int reps = times[0] > 2.0f ? 2 : times[0] > 0.25f ? 4 : kMaxReps - 1;
+    for (int r = 1; r <= reps; ++r) {
+      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r)], stream), what);
+      FUSEC_LT(call(), what);
+      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r + 1)], stream), what);
+    }
+    sync(events.ev[size_t(2 * reps + 1)]);
+    for (int r = 1; r <= reps; ++r) times.push_back(ms(r));
+    const double m = median(times);
+    if (i == 0) firstMs = m;
+    if (best < 0 || m < bestMs) best = int(i), bestMs = m;
+    ++ran;
+  }
+  if (best < 0) throw Error("cuBLASLt: none of the " + std::to_string(e.candidates.size()) + " algorithms ran for " + what);
+  e.algo = e.candidates[size_t(best)].algo;
+  e.tuning = GemmTuning{algoWords(e.algo), describe(e.algo), ran, firstMs, bestMs, GemmTuning::Source::Tuned};
+  tuning_->put(e.key, e.tuning);
+  return true;
+}
+
+const GemmTuning& CublasLtGemm::run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
+                                    const std::string& what) {
   Entry& e = entryFor(p, alignmentOf(a, p, 0, p.a.batchStride), alignmentOf(b, p, 1, p.b.batchStride),
                       alignmentOf(c, p, 2, p.c.batchStride), what);
+  if (!e.chosen) choose(e, p, a, b, c, stream, what);
   const int64_t eb = dtypeBytes(p.dtype);
   for (const auto& l : p.launches) {
     const char* pa = static_cast<const char*>(a) + l[0] * eb;
@@ -118,6 +300,7 @@ void CublasLtGemm::run(const GemmPlan& p, const void* a, const void* b, void* c,
                             workspace_.data(), workspace_.bytes(), stream),
              what);
   }
+  return e.tuning;
 }
 
 }  // namespace fusec::rt

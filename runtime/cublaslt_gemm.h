@@ -10,7 +10,17 @@
 //
 // Numerics: f32 GEMMs are strict f32 (CUBLAS_COMPUTE_32F, no TF32) unless `tf32` is set
 // (CUBLAS_COMPUTE_32F_FAST_TF32); bf16 GEMMs read and write bf16 and accumulate in f32.
-// The heuristic's algorithm is chosen once per (shape, operand alignment) and cached.
+//
+// Algorithms are chosen once per (shape, operand alignment), at the plan's first run:
+//   * autotune off: cuBLASLt's heuristic's first algorithm, as before;
+//   * autotune on: the heuristic's top kMaxCandidates algorithms are each timed (CUDA
+//     events, median of a few calls on the real operands) and the fastest is kept and
+//     recorded in the GemmTuningCache (runtime/gemm_tuning_cache.h), from which a later
+//     process loads it instead of timing again (re-checked with cublasLtMatmulAlgoCheck).
+//     Timing needs synchronisation, so it never happens under stream capture: a plan first
+//     met while capturing gets the heuristic's choice. Plans write C with beta = 0 and C
+//     disjoint from A and B, so the timing calls leave C as one call would (the real call
+//     follows them); otherwise the candidates are timed on a scratch copy of C.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -21,13 +31,19 @@
 
 #include "runtime/device.h"
 #include "runtime/gemm_plan.h"
+#include "runtime/gemm_tuning_cache.h"
 
 namespace fusec::rt {
 
 struct GemmOptions {
   bool tf32 = false;
   size_t workspaceBytes = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
+  bool autotune = false;                     // time the heuristic's candidates at first use
+  GemmTuningCache* tuningCache = nullptr;    // autotuned choices (null: this object's own)
 };
+
+// cuBLASLt's heuristic is asked for this many algorithms when autotuning.
+constexpr int kMaxGemmCandidates = 16;
 
 class CublasLtGemm {
  public:
@@ -38,18 +54,28 @@ class CublasLtGemm {
 
   // Runs `p` with A, B, C stored at the device addresses `a`, `b`, `c` (the storage of the
   // plan's bases; launches add their offsets). `what` names the GEMM in error messages.
-  void run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream, const std::string& what);
+  // Returns the choice made for the plan (stable while this object lives).
+  const GemmTuning& run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream, const std::string& what);
 
   size_t cachedAlgorithms() const { return cache_.size(); }
 
  private:
   struct Entry;
   Entry& entryFor(const GemmPlan& p, int alignA, int alignB, int alignC, const std::string& what);
+  // Picks e's algorithm at its first run: from the cache, by timing, or the heuristic's.
+  void choose(Entry& e, const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
+              const std::string& what);
+  // False when it cannot time (no memory for a scratch C): the caller falls back.
+  bool tune(Entry& e, const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
+            const std::string& what);
+  bool stillValid(Entry& e, const std::array<uint64_t, 8>& algo);
 
   GemmOptions opts_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   std::map<std::tuple<GemmShapeKey, int, int, int>, std::unique_ptr<Entry>> cache_;
+  std::unique_ptr<GemmTuningCache> ownTuning_;  // when opts_.tuningCache is null
+  GemmTuningCache* tuning_ = nullptr;
 };
 
 }  // namespace fusec::rt

@@ -1,6 +1,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -22,6 +23,14 @@ size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
+// FUSEC_GEMM_AUTOTUNE: unset or 1 keeps autotuning on, 0 turns it off.
+bool autotuneAllowedByEnv() {
+  const char* v = std::getenv("FUSEC_GEMM_AUTOTUNE");
+  if (!v || !*v || std::string(v) == "1") return true;
+  if (std::string(v) == "0") return false;
+  throw Error("FUSEC_GEMM_AUTOTUNE must be 0 or 1, got '" + std::string(v) + "'");
+}
+
 }  // namespace
 
 struct Executable::Impl {
@@ -29,7 +38,9 @@ struct Executable::Impl {
   ExecutableOptions opts;
   cudaStream_t stream = nullptr;
   std::unique_ptr<KernelModule> kernels;
+  GemmTuningCache* gemmTuning = nullptr;  // the process's cache for this device and directory
   std::unique_ptr<CublasLtGemm> gemm;
+  bool tuningPublished = false;
   DeviceBuffer resident, arena;
   size_t residentBytes = 0, arenaBytes = 0;
 
@@ -45,6 +56,7 @@ struct Executable::Impl {
     GemmPlan plan;
     void *a = nullptr, *b = nullptr, *c = nullptr;
     std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
+    const GemmTuning* tuning = nullptr;  // set by the GEMM's first run
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
@@ -137,7 +149,7 @@ struct Executable::Impl {
       if (op->kind == OpKind::Kernel) {
         const codegen::GeneratedKernel& gk = *genOf.at(op.get());
         Entry e;
-        e.info = {LaunchInfo::Kind::Kernel, gk.name, gk.family, 0};
+        e.info = {LaunchInfo::Kind::Kernel, gk.name, gk.family, 0, 0, std::nullopt};
         e.kernel = &kernels->find(gk.name);
         for (const Value* v : op->operands) e.pointers.push_back(addressOf(v, true));
         for (const auto& r : op->results) e.pointers.push_back(storageAddress(r.get()));
@@ -155,7 +167,7 @@ struct Executable::Impl {
                                               std::to_string(e.plan.K) + (e.plan.batch * int64_t(e.plan.launches.size()) > 1
                                                                               ? " x" + std::to_string(e.plan.batch * int64_t(e.plan.launches.size()))
                                                                               : "") + ")",
-                  KernelFamily::Pointwise, e.plan.flops()};
+                  KernelFamily::Pointwise, e.plan.flops(), int64_t(e.plan.launches.size()), std::nullopt};
         e.what = "GEMM " + e.info.name;
         e.a = storageAddress(storageOf(e.plan.a.base));
         e.b = storageAddress(storageOf(e.plan.b.base));
@@ -178,7 +190,7 @@ struct Executable::Impl {
       for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
       launchKernel(*e.kernel, argv, stream);
     } else {
-      gemm->run(e.plan, e.a, e.b, e.c, stream, e.what);
+      e.tuning = &gemm->run(e.plan, e.a, e.b, e.c, stream, e.what);
     }
     if (check) {
       cudaError_t s = opts.syncEachLaunch ? cudaStreamSynchronize(stream) : cudaGetLastError();
@@ -191,6 +203,16 @@ struct Executable::Impl {
 
   void launchAll(bool check) {
     for (Entry& e : list) launch(e, check);
+  }
+
+  // After the first direct run every GEMM has its algorithm: show the choices in launches()
+  // and save what was tuned (best effort; the warm-up is never inside a capture).
+  void publishTuning() {
+    if (tuningPublished) return;
+    tuningPublished = true;
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].tuning) infos[i].gemmTuning = *list[i].tuning;
+    gemmTuning->save();
   }
 
   void capture() {
@@ -211,6 +233,7 @@ struct Executable::Impl {
 
 Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make_unique<Impl>(g, opts)) {
   Impl& m = *impl_;
+  const bool autotune = opts.gemmAutotune && autotuneAllowedByEnv();
   DeviceInfo dev = openDevice();
   if (dev.major != 9)
     throw Error("fusec generates sm_90 (Hopper) kernels; device 0 (" + dev.name + ") is sm_" + std::to_string(dev.major) +
@@ -219,7 +242,9 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   m.collectSources();
 
   // Memory first: a step that cannot fit fails before any compile or allocation.
-  const GemmOptions gemmOpts{opts.tf32};
+  GemmOptions gemmOpts;
+  gemmOpts.tf32 = opts.tf32;
+  gemmOpts.autotune = autotune;
   const size_t need = m.residentBytes + m.arenaBytes + gemmOpts.workspaceBytes;
   if (need > dev.freeBytes) throw Error(outOfMemoryMessage(need, dev.freeBytes));
   m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
@@ -229,6 +254,12 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");
 
   FUSEC_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the step's stream");
+  // The tuning cache sits beside the cubin cache: one file per device and cuBLASLt version.
+  // Shared by the process's Executables (one choice per GEMM key); without a cubin cache, in
+  // memory only.
+  m.gemmTuning = &GemmTuningCache::shared(autotune && opts.cache ? opts.cache->dir() : std::string(), dev.name,
+                                          dev.major * 10 + dev.minor, uint64_t(cublasLtGetVersion()));
+  gemmOpts.tuningCache = m.gemmTuning;
   m.gemm = std::make_unique<CublasLtGemm>(gemmOpts);
   std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g);
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
@@ -269,6 +300,7 @@ void Executable::run() {
   if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
   if (!m.opts.cudaGraph || m.calls == 0) {
     m.launchAll(true);  // warm-up (or every call without a graph): checked launch by launch
+    m.publishTuning();
   } else {
     if (!m.graphExec) m.capture();
     FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
@@ -320,6 +352,7 @@ std::vector<float> Executable::timeLaunches() {
       FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
     }
     synchronize();
+    m.publishTuning();
     for (size_t i = 0; i < m.list.size(); ++i)
       FUSEC_CUDA(cudaEventElapsedTime(&ms[i], events[i], events[i + 1]), "timing launches");
   } catch (...) {

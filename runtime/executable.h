@@ -7,8 +7,8 @@
 //     addresses come from ir/strided_view.h and Graph::outputUpdates, resolved once here;
 //   * a launch list in program order: generated kernels (NVRTC cubins, handles resolved at
 //     construction) and cuBLASLt GEMMs (runtime/gemm_plan.h), every device address fixed;
-//   * run(): the first call (warm-up: cuBLASLt picks its algorithms) launches the list
-//     directly; the second captures it once as a CUDA graph and every later call replays that
+//   * run(): the first call (warm-up: cuBLASLt picks its algorithms, autotuned unless
+//     turned off, see ExecutableOptions::gemmAutotune) launches the list directly; the second captures it once as a CUDA graph and every later call replays that
 //     graph, so a step is one graph launch (ExecutableOptions::cudaGraph = false launches the
 //     list every time, checking each launch).
 //
@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 #include "passes/fusion/kernel_family.h"
+#include "runtime/gemm_tuning_cache.h"
 
 namespace fusec::rt {
 
@@ -37,6 +39,11 @@ struct ExecutableOptions {
   // Debugging: with cudaGraph off, synchronize after every launch so that a fault inside a
   // kernel is reported with the launch that caused it (`FUSEC_SYNC_LAUNCHES=1` in the CLI).
   bool syncEachLaunch = false;
+  // GEMMs: time cuBLASLt's candidate algorithms at the first run (never under capture) and
+  // keep the fastest, cached on disk beside the cubin cache (`cache`'s directory; in memory
+  // only without one), so later processes load the choice instead of timing again.
+  // FUSEC_GEMM_AUTOTUNE=0 in the environment turns it off as well (A/B measurements).
+  bool gemmAutotune = true;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.
@@ -46,6 +53,9 @@ struct LaunchInfo {
   std::string name;                            // kernel name, or the GEMM's result value ("%logits", "%12")
   KernelFamily family = KernelFamily::Pointwise;  // kernels only
   int64_t flops = 0;                           // GEMMs: 2*M*N*K*batch; kernels: 0
+  int64_t gemmCalls = 0;                       // GEMMs: cuBLASLt calls per launch (the plan's launches)
+  // GEMMs, after the first run (or timeLaunches): the algorithm chosen and how.
+  std::optional<GemmTuning> gemmTuning;
 };
 
 class Executable {

@@ -3,6 +3,7 @@
 // interpreter: f32 (strict, no TF32) within 1e-5 norm-wise relative, bf16 within 2e-2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -55,8 +56,10 @@ rt::DeviceBuffer upload(const HostTensor& h) {
 }
 
 // Runs a case's plan on the device over uploads of `env`'s storage, the result poisoned with
-// NaN first (0xFF bytes are NaN in f32 and bf16), and returns the result.
-HostTensor runOnDevice(const test::GemmCase& c, const Bindings& env, rt::CublasLtGemm& gemm) {
+// NaN first (0xFF bytes are NaN in f32 and bf16), and returns the result (and the algorithm
+// choice in `chosen`).
+HostTensor runOnDevice(const test::GemmCase& c, const Bindings& env, rt::CublasLtGemm& gemm,
+                       rt::GemmTuning* chosen = nullptr) {
   std::vector<rt::DeviceBuffer> bases;
   for (size_t i = 0; i < c.bases.size(); ++i) bases.push_back(upload(env.at("base" + std::to_string(i))));
   auto device = [&](const Value* base) {
@@ -69,7 +72,8 @@ HostTensor runOnDevice(const test::GemmCase& c, const Bindings& env, rt::CublasL
   rt::DeviceBuffer out(cBytes, "test result");
   FUSEC_CUDA(cudaMemset(out.data(), 0xFF, cBytes), "poisoning the result");
   const std::string what = "matmul " + ct.str();
-  gemm.run(c.plan, device(c.plan.a.base), device(c.plan.b.base), out.data(), nullptr, what);
+  const rt::GemmTuning& t = gemm.run(c.plan, device(c.plan.a.base), device(c.plan.b.base), out.data(), nullptr, what);
+  if (chosen) *chosen = t;
   FUSEC_CUDA(cudaDeviceSynchronize(), what);
   std::vector<uint8_t> bytes(cBytes);
   FUSEC_CUDA(cudaMemcpy(bytes.data(), out.data(), cBytes, cudaMemcpyDeviceToHost), "downloading the result");
@@ -116,6 +120,38 @@ TEST_P(CublasLtGemmProgram, MatchesCpuReference) {
   std::printf("%s %s: %d distinct GEMMs, worst norm-wise relative error %.3g (tolerance %.0e), %zu algorithms cached\n",
               pc.model, std::string(dtypeName(pc.dtype)).c_str(), n, worst, tol, gemm.cachedAlgorithms());
   EXPECT_GT(n, 5);
+}
+
+// Autotuned: every candidate is timed on the real operands, the result written by the chosen
+// one after them; it must match the reference as the heuristic's does, and the choice must be
+// no slower than the heuristic's first algorithm (the times come from the same timing loop).
+TEST_P(CublasLtGemmProgram, TunedMatchesCpuReference) {
+  const ProgramCase& pc = GetParam();
+  const double tol = pc.dtype == DType::f32 ? 1e-5 : 2e-2;
+  auto m = test::compiledTrainStep(pc.model, pc.dtype, pc.layers, 2, pc.seq);
+  rt::CublasLtGemm gemm(rt::GemmOptions{.autotune = true});
+  std::mt19937 rng(12);
+  int n = 0, widest = 0, changed = 0;
+  for (const auto& c : test::gemmCases(*m->funcs[0], false)) {
+    Bindings env = test::randomBases(*c, rng);
+    HostTensor want = interpret(*c->sub.funcs[0], env).at(0);
+    rt::GemmTuning t;
+    HostTensor got = runOnDevice(*c, env, gemm, &t);
+    const std::string what = "matmul " + c->mm->result()->type.str();
+    EXPECT_LE(test::normRelError(got, want), tol) << what << " with " << t.algoDesc;
+    EXPECT_TRUE(t.source == rt::GemmTuning::Source::Tuned || t.source == rt::GemmTuning::Source::Cached) << what;
+    EXPECT_GE(t.candidates, 1) << what;
+    if (!std::isnan(t.heuristicMs)) {
+      EXPECT_LE(t.tunedMs, t.heuristicMs) << what;
+    }
+    widest = std::max(widest, t.candidates);
+    changed += t.tunedMs < t.heuristicMs;
+    ++n;
+  }
+  std::printf("%s %s: %d distinct GEMMs tuned, up to %d candidates, %d faster than the heuristic's first\n", pc.model,
+              std::string(dtypeName(pc.dtype)).c_str(), n, widest, changed);
+  EXPECT_GT(n, 5);
+  EXPECT_GT(widest, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(TrainStep, CublasLtGemmProgram,

@@ -5,10 +5,13 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "runtime/device.h"
 #include "run_fusec.h"
@@ -52,6 +55,21 @@ TEST_P(ProfileOnDevice, TinyTrainStepSharesSumTo100) {
     EXPECT_GT(p["graph_ms"].get<double>(), 0);
     EXPECT_GT(p["gemm_share"].get<double>(), 0);
     EXPECT_LE(p["top_non_gemm"].size(), 10u);
+    // Every GEMM launch has its algorithm choice, tuned now or loaded from the user's cache.
+    int64_t tunedLaunches = 0;
+    for (const auto& r : p["gemm_tuning"]) {
+      tunedLaunches += r["launches"].get<int64_t>();
+      EXPECT_TRUE(r["source"] == "tuned" || r["source"] == "cached") << r;
+      EXPECT_GE(r["candidates"].get<int>(), 1) << r;
+      if (!r["heuristic_ms"].is_null()) {
+        EXPECT_LE(r["chosen_ms"].get<double>(), r["heuristic_ms"].get<double>()) << r;
+      }
+    }
+    int64_t gemmLaunches = 0;
+    for (const auto& r : p["kernels"])
+      if (r["category"] == "gemm" || r["name"].get<std::string>().find("gemm ") != std::string::npos)
+        gemmLaunches += r["count"].get<int64_t>();
+    EXPECT_EQ(tunedLaunches, gemmLaunches);
   }
   // The backward's GEMMs are there: the step has more launches than the forward.
   EXPECT_GT(j["programs"][1]["launches"].get<int64_t>(), j["programs"][0]["launches"].get<int64_t>());
@@ -65,8 +83,38 @@ TEST(Profile, TableOnDevice) {
   auto [out, rc] = runFusec("profile --model tiny --ctx 16 --batch 2 --iters 2 --program forward", false);
   ASSERT_EQ(rc, 0) << out;
   for (const char* part : {"## forward: ", "### By category", "| attention ", "row_reduce_*_softmax", "whole step as one CUDA graph",
-                           "(only forward was profiled)"})
+                           "(only forward was profiled)", "### GEMM autotuning", "Estimated time saved per step"})
     EXPECT_NE(out.find(part), std::string::npos) << part << "\n" << out;
+}
+
+// The GEMM choices outlive the process: a second `fusec profile` with the same cache
+// directory loads every algorithm the first one tuned (no GEMM is timed again).
+TEST(Profile, SecondProcessLoadsTheGemmTuning) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  const std::string dir = std::filesystem::temp_directory_path() / ("fusec_profile_tuning_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  const std::string args = "profile --model tiny --ctx 16 --batch 2 --iters 2 --program forward --format json";
+  auto [first, rc1] = runFusec(args, false);
+  auto [second, rc2] = runFusec(args, false);
+  if (old) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else ::unsetenv("XDG_CACHE_HOME");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(rc1, 0) << first;
+  ASSERT_EQ(rc2, 0) << second;
+  const auto a = nlohmann::json::parse(first)["programs"][0]["gemm_tuning"];
+  const auto b = nlohmann::json::parse(second)["programs"][0]["gemm_tuning"];
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["source"], "tuned") << a[i];
+    EXPECT_EQ(b[i]["source"], "cached") << b[i];
+    EXPECT_EQ(b[i]["algo"], a[i]["algo"]) << b[i];
+    EXPECT_EQ(b[i]["chosen_ms"], a[i]["chosen_ms"]) << b[i];
+  }
 }
 
 TEST(BenchAttention, SmallSweepOnDevice) {

@@ -74,6 +74,10 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelCo
   std::vector<std::vector<float>> runs;
   for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeLaunches());
   p.ms = bench::medianPerLaunch(runs);
+  for (size_t i = 0; i < p.launches.size(); ++i)  // the GEMMs' algorithms, chosen at the first run
+    if (const auto& t = exe.launches()[i].gemmTuning)
+      p.gemmTuning.push_back({p.launches[i].group + (p.launches[i].backward ? " (bwd)" : ""),
+                              exe.launches()[i].gemmCalls, *t});
   return p;
 }
 #endif

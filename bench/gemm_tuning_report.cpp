@@ -1,0 +1,107 @@
+#include "bench/gemm_tuning_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+namespace fusec::bench {
+namespace {
+
+std::string num(const char* f, double x) {
+  if (std::isnan(x)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+nlohmann::ordered_json numJson(double x) { return std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x); }
+
+std::string markdown(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    w[c] = head[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
+    return s + "\n";
+  };
+  std::string s = line(head);
+  std::vector<std::string> rule;
+  for (size_t c = 0; c < w.size(); ++c) rule.push_back(std::string(w[c], '-'));
+  s += line(rule);
+  for (const auto& r : rows) s += line(r);
+  return s;
+}
+
+}  // namespace
+
+std::vector<GemmTuningRow> gemmTuningRows(const std::vector<GemmTuningLaunch>& launches) {
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  std::vector<GemmTuningRow> rows;
+  for (const auto& l : launches) {
+    const rt::GemmTuning& t = l.tuning;
+    auto [it, fresh] = index.try_emplace({l.group, t.algoDesc, rt::sourceName(t.source)}, rows.size());
+    if (fresh) {
+      GemmTuningRow r;
+      r.gemm = l.group;
+      r.source = rt::sourceName(t.source);
+      r.algo = t.algoDesc;
+      r.candidates = t.candidates;
+      r.heuristicMs = t.heuristicMs;
+      r.tunedMs = t.tunedMs;
+      rows.push_back(r);
+    }
+    GemmTuningRow& r = rows[it->second];
+    r.launches++;
+    r.calls += l.calls;
+  }
+  auto saved = [](const GemmTuningRow& r) { return std::isnan(r.savedMs()) ? -1e300 : r.savedMs(); };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return saved(a) > saved(b); });
+  return rows;
+}
+
+std::string gemmTuningTable(const std::vector<GemmTuningLaunch>& launches) {
+  const std::vector<GemmTuningRow> rows = gemmTuningRows(launches);
+  if (rows.empty()) return "";
+  std::vector<std::vector<std::string>> cells;
+  double saved = 0;
+  int timed = 0;
+  for (const auto& r : rows) {
+    cells.push_back({r.gemm, std::to_string(r.launches), r.source, std::to_string(r.candidates),
+                     num("%.4f", r.heuristicMs), num("%.4f", r.tunedMs), num("%.2fx", r.gain()),
+                     num("%.3f", r.savedMs()), r.algo});
+    if (!std::isnan(r.savedMs())) saved += r.savedMs(), ++timed;
+  }
+  std::string s = "\n### GEMM autotuning (median ms per cuBLASLt call, measured when tuned)\n\n";
+  s += markdown({"GEMM", "Launches", "Choice", "Candidates", "Heuristic (ms)", "Chosen (ms)", "Gain", "Saved/step (ms)",
+                 "Algorithm"},
+                cells);
+  if (timed == 0)
+    s += "\nNo GEMM was timed: autotuning is off (FUSEC_GEMM_AUTOTUNE=0) or every choice was made under capture.\n";
+  else
+    s += "\nEstimated time saved per step by autotuning: " + num("%.3f ms", saved) + " (" + std::to_string(timed) + " of " +
+         std::to_string(rows.size()) + " GEMM groups timed)\n";
+  return s;
+}
+
+nlohmann::ordered_json gemmTuningJson(const std::vector<GemmTuningLaunch>& launches) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& r : gemmTuningRows(launches))
+    a.push_back({{"gemm", r.gemm},
+                 {"launches", r.launches},
+                 {"calls", r.calls},
+                 {"source", r.source},
+                 {"candidates", r.candidates},
+                 {"heuristic_ms", numJson(r.heuristicMs)},
+                 {"chosen_ms", numJson(r.tunedMs)},
+                 {"gain", numJson(r.gain())},
+                 {"saved_ms_per_step", numJson(r.savedMs())},
+                 {"algo", r.algo}});
+  return a;
+}
+
+}  // namespace fusec::bench
