@@ -9,6 +9,7 @@
 
 #include "bench/profile.h"
 #include "bench/program.h"
+#include "ir/parser.h"
 #include "frontend/models/attention.h"
 #include "passes/launch_stats.h"
 #include "test_util.h"
@@ -62,7 +63,9 @@ TEST_P(ProfileDtype, TinyTrainStepAndForward) {
   for (const auto& l : step) {
     softmax += l.group == "row_reduce_*_softmax" && !l.backward;  // bf16 backward recomputes P: a softmax too
     backward += l.backward;
-    if (l.gemm) EXPECT_EQ(l.group.rfind(l.category == LaunchCategory::Attention ? "attention gemm " : "gemm ", 0), 0u) << l.group;
+    if (l.gemm) {
+      EXPECT_EQ(l.group.rfind(l.category == LaunchCategory::Attention ? "attention gemm " : "gemm ", 0), 0u) << l.group;
+    }
   }
   EXPECT_EQ(softmax, L);
   EXPECT_GT(backward, int(step.size()) / 2);
@@ -147,6 +150,83 @@ TEST(ProfileReport, Formats) {
   test::expectError([&] { bench::formatProfile("x", ps, bench::Format::Csv); }, "not csv");
   ps[0].ms.pop_back();
   test::expectError([&] { bench::formatProfile("x", ps, bench::Format::Table); }, "launch times for");
+}
+
+// Roofline accounting: a GEMM moves A, B and C once and does 2*M*N*K FLOPs; a kernel moves
+// its distinct operands and its results; rates and percentages follow from the ceilings.
+TEST(ProfileRoofline, TrafficOfLaunches) {
+  auto m = parseModule(
+      "func @f {\n"
+      "  %a = input() {name = \"a\"} : bf16[64,32]\n"
+      "  %w = param() {name = \"w\"} : bf16[16,32]\n"
+      "  %y = matmul(%a, %w) {transpose_b = true} : bf16[64,16]\n"
+      "  %k = kernel(%y, %y) {name = \"k0\"} : f32[64,16] {\n"
+      "    %p = input() {name = \"p\"} : bf16[64,16]\n"
+      "    %q = input() {name = \"q\"} : bf16[64,16]\n"
+      "    %s = add(%p, %q) : bf16[64,16]\n"
+      "    %c = cast(%s) : f32[64,16]\n"
+      "    return %c\n"
+      "  }\n"
+      "  return %k\n"
+      "}\n",
+      "roofline.fir");
+  const Graph& g = *m->funcs[0];
+  const Op& mm = *g.ops[2];
+  const Op& k = *g.ops[3];
+  const bench::LaunchTraffic t = bench::launchTraffic(mm);
+  EXPECT_EQ(t.bytesRead, (64 * 32 + 16 * 32) * 2);
+  EXPECT_EQ(t.bytesWritten, 64 * 16 * 2);
+  EXPECT_EQ(t.flops, 2 * 64 * 16 * 32);
+  EXPECT_EQ(t.gemmDtype, DType::bf16);
+  const bench::LaunchTraffic u = bench::launchTraffic(k);
+  EXPECT_EQ(u.bytesRead, 64 * 16 * 2) << "one operand passed twice is read once";
+  EXPECT_EQ(u.bytesWritten, 64 * 16 * 4);
+  EXPECT_EQ(u.flops, 0);
+  test::expectError([&] { bench::launchTraffic(*g.ops[0]); }, "is not a launch");
+
+  // 1 GB in 1 ms is 1000 GB/s: 25% of a 4000 GB/s copy ceiling; 1 TFLOP in 2 ms at a
+  // 1000 TFLOP/s ceiling is 500 TFLOP/s, 50% of it.
+  bench::ProfileRow r;
+  r.ms = 2;
+  r.bytes = 2'000'000'000;
+  r.flops = 1'000'000'000'000;
+  r.gemmFloorMs = bench::floorMs(0, r.flops, 0, 1000);
+  r.floorMs = bench::floorMs(r.bytes, r.flops, 4000, 1000);
+  const bench::Ceilings c{1000, 50, 4000};
+  const bench::RooflineFigures f = bench::rooflineFigures(r, c);
+  EXPECT_NEAR(f.gbps, 1000, 1e-9);
+  EXPECT_NEAR(f.copyPct, 25, 1e-9);
+  EXPECT_NEAR(f.tflops, 500, 1e-9);
+  EXPECT_NEAR(f.gemmPct, 50, 1e-9);
+  EXPECT_NEAR(f.floorPct, 50, 1e-9);  // max(0.5 ms of bytes, 1 ms of FLOPs) over 2 ms
+}
+
+// With ceilings, every row of the table and the JSON carries the roofline columns.
+TEST(ProfileRoofline, ReportColumns) {
+  std::mt19937 rng(3);
+  bench::ProgramProfile p = randomProfile("train_step", bench::BenchPass::Step, rng);
+  p.ceilings = bench::Ceilings{800, 50, 4000};
+  const std::string table = bench::formatProfile("tiny fp32", {p}, bench::Format::Table);
+  for (const char* part : {"Ceilings measured in this run: copy 4000 GB/s", "| MB moved |", "| % copy |", "| % floor |"})
+    EXPECT_NE(table.find(part), std::string::npos) << part;
+  auto j = nlohmann::json::parse(bench::formatProfile("tiny fp32", {p}, bench::Format::Json));
+  EXPECT_EQ(j["programs"][0]["ceilings"]["copy_gbps"].get<double>(), 4000);
+  int64_t bytes = 0;
+  for (const auto& r : j["programs"][0]["categories"]) {
+    bytes += r["bytes"].get<int64_t>();
+    EXPECT_TRUE(r.contains("floor_pct"));
+    if (r["ms"].get<double>() > 0) {
+      EXPECT_GT(r["floor_pct"].get<double>(), 0) << r.dump();
+    }
+  }
+  int64_t want = 0;
+  for (const auto& l : p.launches) want += l.traffic.bytes();
+  EXPECT_EQ(bytes, want);
+  // Without ceilings: rates but no percentages.
+  p.ceilings = {};
+  auto k = nlohmann::json::parse(bench::formatProfile("tiny fp32", {p}, bench::Format::Json));
+  EXPECT_FALSE(k["programs"][0].contains("ceilings"));
+  EXPECT_FALSE(k["programs"][0]["categories"][0].contains("copy_pct"));
 }
 
 TEST(ProfileReport, MedianPerLaunch) {
