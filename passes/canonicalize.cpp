@@ -305,6 +305,24 @@ Rewrite rewrite(const Op& op) {
       bool unit = true;
       for (int64_t ax : op.attrInts("axes")) unit = unit && a->type.shape[size_t(normalizeAxis(ax, a->type.rank(), "reduce"))] == 1;
       if (unit && a->type.dtype == t.dtype) return a->type == t ? useExisting(a) : useNew(newOp(OpKind::Reshape, {a}, t));
+      // keepdim = true is a view of keepdim = false: one form, so that CSE meets the two
+      // spellings of one reduction (cross-entropy's forward log-sum-exp and its backward's
+      // softmax denominator, one pass over the logits each otherwise).
+      if (op.attrBool("keepdim")) {
+        Shape kept;
+        const auto& axes = op.attrInts("axes");
+        for (int d = 0; d < a->type.rank(); ++d)
+          if (std::none_of(axes.begin(), axes.end(), [&](int64_t x) { return normalizeAxis(x, a->type.rank(), "reduce") == d; }))
+            kept.push_back(a->type.shape[size_t(d)]);
+        auto flat = newOp(op.kind, {a}, Type{t.dtype, kept});
+        flat->setAttr("axes", axes);
+        if (!typeChecks(*flat)) break;
+        Rewrite rw;
+        rw.replacement = newOp(OpKind::Reshape, {flat->result()}, t);
+        if (!typeChecks(*rw.replacement)) break;
+        rw.before.push_back(std::move(flat));
+        return rw;
+      }
       break;
     }
     case OpKind::Concat: {
