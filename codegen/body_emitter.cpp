@@ -178,7 +178,26 @@ std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Inde
   const Shape& inShape = op.operands[0]->type.shape;
   const Shape& outShape = op.result()->type.shape;
   switch (op.kind) {
-    case OpKind::Reshape: in = delinearize(w_, linearize(idx, outShape), inShape, fresh("r")); break;
+    case OpKind::Reshape: {
+      // Dims that a reshape keeps at both ends (equal extents: [B*T, D] <-> [B, T, D] keeps D,
+      // [B, T, H*d] <-> [B, T, H, d] keeps B and T) pass their index through; only the
+      // block between them is linearised and split again. Besides fewer divisions, a vector
+      // loop's lane offset on a kept last dim stays out of every division (codegen/lanes.h),
+      // so the rest of the index is the same in every lane and computed once.
+      size_t pre = 0, suf = 0;
+      while (pre < inShape.size() && pre < outShape.size() && inShape[pre] == outShape[pre]) ++pre;
+      while (suf < inShape.size() - pre && suf < outShape.size() - pre &&
+             inShape[inShape.size() - 1 - suf] == outShape[outShape.size() - 1 - suf])
+        ++suf;
+      const Shape outMid(outShape.begin() + long(pre), outShape.end() - long(suf));
+      const Shape inMid(inShape.begin() + long(pre), inShape.end() - long(suf));
+      const Index idxMid(idx.begin() + long(pre), idx.end() - long(suf));
+      in.assign(idx.begin(), idx.begin() + long(pre));
+      const Index mid = inMid.empty() ? Index{} : delinearize(w_, linearize(idxMid, outMid), inMid, fresh("r"));
+      in.insert(in.end(), mid.begin(), mid.end());
+      in.insert(in.end(), idx.end() - long(suf), idx.end());
+      break;
+    }
     case OpKind::Permute: {
       const auto& perm = op.attrInts("perm");
       in.assign(inShape.size(), "0");
