@@ -107,6 +107,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
          (att->attrBool("causal") ? ", causal" : ""));
+  w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
   w.line("typedef " + storageType(q.dtype) + " fa_t;");
   w.line("#define FA_D " + std::to_string(D));
   w.line("#define FA_DV " + std::to_string(DV));

@@ -1,6 +1,6 @@
 // The CUDA C++ of the SIMT flash-attention kernels (f32 FFMA arithmetic, any element type):
 // forward, and the backward's dQ and dK/dV passes. The text is a template over constants the
-// generator defines first (codegen/attention_kernel.cpp): the element type fa_t, the widths
+// generator defines first (codegen/attention_kernel.cpp): FA_BACKWARD (which functions), the element type fa_t, the widths
 // FA_D, FA_DV, the lengths FA_TQ, FA_TK, FA_CAUSAL, the scale, and per operand its batch
 // offset fa_<x>_batch(z) and row stride FA_<X>_RS (strides are static, so views such as q,
 // k, v straight from the fused QKV GEMM's output need no copy).
@@ -138,6 +138,7 @@ __device__ __forceinline__ int keyTiles(int q0) {
   return (keys + BC - 1) / BC;
 }
 
+#if FA_BACKWARD
 // D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] * log2(e) for rows [q0, q0 + BR):
 // two threads per row, each half the columns.
 __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, const fa_t* dO, const float* lse, int q0) {
@@ -152,8 +153,11 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, con
   }
 }
 
+#endif  // FA_BACKWARD
+
 }  // namespace fa
 
+#if !FA_BACKWARD
 // ---- forward: o = softmax(q k^T scale) v, lse ----
 __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                            const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
@@ -234,6 +238,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   }
 }
 
+#else  // FA_BACKWARD
 // ---- backward, pass 1: dq for a block of 64 query rows ----
 __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                const fa_t* __restrict__ v, const fa_t* __restrict__ o,
@@ -387,6 +392,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
         dv[(ob + kj) * FA_DV + VECV * tx + 8 * VECV * j + e] = cvt<fa_t>(gv[i][j * VECV + e]);
   }
 }
+#endif  // FA_BACKWARD
 )CUDA";
 }
 
