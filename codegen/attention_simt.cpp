@@ -25,6 +25,9 @@ const char* attentionSimtSource() {
   return R"CUDA(
 namespace fa {
 
+// NVRTC has no math.h, so no INFINITY.
+#define FA_NEG_INF (-__int_as_float(0x7f800000))
+
 constexpr int BR = 64, BC = 64, NT = 128;
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 constexpr int PAD = 4;
@@ -178,7 +181,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   float m[4], l[4], acc[4][CHV * VECV];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    m[i] = -INFINITY, l[i] = 0.f;
+    m[i] = FA_NEG_INF, l[i] = 0.f;
 #pragma unroll
     for (int c = 0; c < CHV * VECV; ++c) acc[i][c] = 0.f;
   }
@@ -198,14 +201,14 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int qi = q0 + ty * 4 + i;
-      float mx = -INFINITY;
+      float mx = FA_NEG_INF;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        s[i][j] = visible(qi, k0 + tx + 8 * j) ? s[i][j] * FA_SCALE_LOG2 : -INFINITY;
+        s[i][j] = visible(qi, k0 + tx + 8 * j) ? s[i][j] * FA_SCALE_LOG2 : FA_NEG_INF;
         mx = fmaxf(mx, s[i][j]);
       }
       const float mNew = fmaxf(m[i], rowMax8(mx));
-      const float base = mNew == -INFINITY ? 0.f : mNew;  // a row with nothing visible yet
+      const float base = mNew == FA_NEG_INF ? 0.f : mNew;  // a row with nothing visible yet
       const float alpha = exp2f(m[i] - base);
       float sum = 0.f;
 #pragma unroll
@@ -234,7 +237,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
 #pragma unroll
         for (int e = 0; e < VECV; ++e)
           o[(ob + qi) * FA_DV + VECV * tx + 8 * VECV * j + e] = cvt<fa_t>(acc[i][j * VECV + e] * inv);
-    if (lse && tx == 0) lse[ob + qi] = l[i] == 0.f ? -INFINITY : (m[i] + log2f(l[i])) * LN2;
+    if (lse && tx == 0) lse[ob + qi] = l[i] == 0.f ? FA_NEG_INF : (m[i] + log2f(l[i])) * LN2;
   }
 }
 
