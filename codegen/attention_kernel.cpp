@@ -87,9 +87,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const int64_t Tq = q.shape[size_t(r - 2)], Tk = kt.shape[size_t(r - 2)], D = q.shape[size_t(r - 1)],
                 DV = vt.shape[size_t(r - 1)];
   const int64_t batch = Tq * D == 0 ? 0 : q.numel() / (Tq * D);
-  if (D % 16 != 0 || DV % 16 != 0 || D > 256 || DV > 256)
-    throw Error(where + "head dims must be multiples of 16 up to 256, got " + std::to_string(D) + " and " +
-                std::to_string(DV));
+  if (D % 8 != 0 || DV % 8 != 0 || D > 256 || DV > 256)
+    throw Error(where + "head dims must be multiples of 8 up to 256, got " + std::to_string(D) + " and " +
+                std::to_string(DV) + " (use --attention=naive)");
   if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
   if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
 

@@ -33,10 +33,10 @@ constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 constexpr int PAD = 4;
 constexpr int LD = FA_D + PAD, LDV = FA_DV + PAD, LDT = BC + PAD;  // row pitches (floats)
 // Output columns a thread owns: VEC-wide chunks at VEC * tx + 8 * VEC * j.
-constexpr int VEC = FA_D % 32 == 0 ? 4 : 2;
-constexpr int VECV = FA_DV % 32 == 0 ? 4 : 2;
+constexpr int VEC = FA_D % 32 == 0 ? 4 : FA_D % 16 == 0 ? 2 : 1;
+constexpr int VECV = FA_DV % 32 == 0 ? 4 : FA_DV % 16 == 0 ? 2 : 1;
 constexpr int CH = FA_D / (8 * VEC), CHV = FA_DV / (8 * VECV);
-static_assert(FA_D % 16 == 0 && FA_DV % 16 == 0, "head dims are multiples of 16");
+static_assert(FA_D % 8 == 0 && FA_DV % 8 == 0, "head dims are multiples of 8");
 
 __device__ __forceinline__ float ld(float x) { return x; }
 __device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -100,6 +100,8 @@ __device__ __forceinline__ void tileAB(float (&acc)[4][CW * VW], const float* P,
         if constexpr (VW == 4) {
           float4 t = *reinterpret_cast<const float4*>(src);
           v[j * 4] = t.x, v[j * 4 + 1] = t.y, v[j * 4 + 2] = t.z, v[j * 4 + 3] = t.w;
+        } else if constexpr (VW == 1) {
+          v[j] = *src;
         } else {
           float2 t = *reinterpret_cast<const float2*>(src);
           v[j * 2] = t.x, v[j * 2 + 1] = t.y;

@@ -24,9 +24,8 @@ const char* attentionLoweringName(AttentionLowering l) {
 }
 
 AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested) {
-  if (requested != AttentionLowering::Default) return requested;
-  const bool seedProgram = program == "attention" || program == "attention_backward";
-  return seedProgram ? AttentionLowering::Naive : AttentionLowering::Fused;
+  (void)program;
+  return requested == AttentionLowering::Default ? AttentionLowering::Naive : requested;
 }
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention) {

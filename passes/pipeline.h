@@ -16,8 +16,10 @@ namespace fusec {
 //          one kernel of the `attention` family (a generated flash-attention kernel);
 //   naive: decompose-attention makes them GEMMs around a softmax before autocast (the
 //          seeds' naive attention: S and P exist in memory).
-// Default: fused for the model programs (forward, train_step, fwd_bwd), naive for the
-// attention programs (the seed benchmark of naive attention).
+// Default: naive here (fusec compile/opt and the CPU tests keep the structure they check);
+// the GPU commands (fusec run on cuda, bench, profile) ask for fused for the model programs
+// unless --attention says otherwise. The attention programs stay naive unless asked: they
+// are the seed benchmark of naive attention.
 enum class AttentionLowering { Default, Fused, Naive };
 AttentionLowering parseAttentionLowering(const std::string& text);  // "fused" | "naive"
 const char* attentionLoweringName(AttentionLowering l);             // "fused" | "naive" | "default"

@@ -38,7 +38,8 @@ struct ProfileArgs {
 bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelConfig& cfg, bench::BenchPass pass,
                                      Bindings env, const codegen::CubinCache* cache) {
   Module m;
-  const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Default : parseAttentionLowering(a.attention);
+  // On the GPU the models' attention is fused unless --attention=naive.
+  const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
   Graph& g = bench::buildProgram(m, cfg, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering);
   bench::ProgramProfile p;
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";

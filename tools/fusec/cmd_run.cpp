@@ -208,7 +208,10 @@ int runProgram(RunArgs& a) {
   for (auto& [name, t] : weights) env[name] = std::move(t);
 
   PassManager pm;
-  const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Default : parseAttentionLowering(a.attention);
+  // On the GPU the models' attention is fused unless --attention=naive.
+  const AttentionLowering lowering = !a.attention.empty() ? parseAttentionLowering(a.attention)
+                                     : a.device == "cuda" ? AttentionLowering::Fused
+                                                          : AttentionLowering::Default;
   for (auto& p : programPasses(a.program, a.dtype == "bf16" ? DType::bf16 : DType::f32, a.adamw, lowering))
     pm.add(std::move(p));
   pm.run(module);
