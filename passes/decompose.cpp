@@ -16,6 +16,7 @@
 #include <limits>
 #include <numbers>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/builder.h"
 #include "ir/type_rules.h"
@@ -33,11 +34,12 @@ class Expander {
   // The primitives computing `op`'s result from its operands, appended to the graph. Every
   // op is created in its own statement: argument evaluation order is unspecified in C++,
   // and the printed IR must not depend on the compiler.
-  std::vector<Value*> expandAll(const Op& op) {
+  // `used`: whether each result is read (attention's lse is expanded only then).
+  std::vector<Value*> expandAll(const Op& op, const std::vector<bool>& used) {
     const std::vector<Value*>& in = op.operands;
     switch (op.kind) {
       case OpKind::Attention:
-        return attention(in[0], in[1], in[2], op.attrBool("causal"), op.attrFloat("scale"));
+        return attention(in[0], in[1], in[2], op.attrBool("causal"), op.attrFloat("scale"), used.at(1));
       case OpKind::AttentionBackward: return attentionBackward(op);
       default: return {expand(op)};
     }
@@ -221,11 +223,12 @@ class Expander {
   }
 
   // o = softmax over the keys, times v; lse = m + log(sum exp(S - m)) in f32 (its type).
-  // Nothing reads lse unless attention_backward was expanded too: dce removes it.
-  std::vector<Value*> attention(Value* q, Value* k, Value* v, bool causal, double scale) {
+  // lse only where something reads it (attention_backward, before its own expansion).
+  std::vector<Value*> attention(Value* q, Value* k, Value* v, bool causal, double scale, bool wantLse) {
     Value* S = maskedScores(q, k, causal, scale);
     Value* P = softmaxComposite_ ? b_.create1(OpKind::Softmax, {S}, {{"axis", int64_t(-1)}}) : softmax(S, last(S));
     Value* o = b_.matmul(P, v);
+    if (!wantLse) return {o, nullptr};
     Value* S32 = S->type.dtype == DType::f32 ? S : b_.cast(S, DType::f32);
     Value* m = nullptr;
     Value* e = un(OpKind::Exp, minusRowMax(S32, last(S32), &m));
@@ -282,6 +285,9 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
   std::vector<std::unique_ptr<Op>> graveyard;
   Builder b(g);
   Expander ex(b, softmaxComposite);
+  std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+  for (auto& op : old)
+    for (Value* v : op->operands) read.insert(v);
   for (auto& op : old) {
     for (Value*& v : op->operands)
       if (auto it = repl.find(v); it != repl.end()) v = it->second;
@@ -291,9 +297,12 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
       continue;
     }
     const size_t first = g.ops.size();
-    std::vector<Value*> rs = ex.expandAll(*op);
+    std::vector<bool> used;
+    for (auto& r : op->results) used.push_back(read.count(r.get()) != 0);
+    std::vector<Value*> rs = ex.expandAll(*op, used);
     for (size_t k = first; k < g.ops.size(); ++k) g.ops[k]->loc = op->loc;
     for (size_t r = 0; r < rs.size(); ++r) {
+      if (!rs[r]) continue;  // unread
       rs[r]->name = op->result(int(r))->name;
       repl[op->result(int(r))] = rs[r];
     }
