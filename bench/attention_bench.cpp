@@ -10,18 +10,19 @@ std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::
                                             std::ostream* progress) {
   for (const auto& impl : s.impls)
     if (!runners.count(impl)) throw Error("internal: no attention runner '" + impl + "'");
-  const size_t total = s.ds.size() * s.seqs.size() * s.impls.size();
+  const size_t total = s.dtypes.size() * s.ds.size() * s.seqs.size() * s.impls.size();
   std::vector<AttentionRow> rows;
+  for (const auto& dtype : s.dtypes)
   for (int64_t d : s.ds)
     for (int64_t seq : s.seqs)
       for (const auto& impl : s.impls) {
         AttentionRow row;
-        row.batch = s.batch, row.d = d, row.seq = seq, row.impl = impl;
+        row.batch = s.batch, row.d = d, row.seq = seq, row.impl = impl, row.dtype = dtype;
         if (progress)
           *progress << "[" << rows.size() + 1 << "/" << total << "] attention batch=" << s.batch << " d=" << d
-                    << " seq=" << seq << " " << impl << std::flush;
+                    << " seq=" << seq << " " << dtype << " " << impl << std::flush;
         try {
-          AttentionRun r = runners.at(impl)(AttentionCase{s.batch, d, seq, s.warmup, s.iters});
+          AttentionRun r = runners.at(impl)(AttentionCase{s.batch, d, seq, s.warmup, s.iters, dtype});
           row.forwardMs = summarize(r.forwardMs);
           row.backwardMs = summarize(r.backwardMs);
           row.savedBytes = r.savedBytes, row.peakBytes = r.peakBytes;
@@ -34,6 +35,10 @@ std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::
   return rows;
 }
 
+double causalForwardFlops(int64_t batch, int64_t seq, int64_t d) {
+  return 4.0 * double(batch) * double(seq) * double(seq) * double(d) / 2;
+}
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -43,16 +48,33 @@ Json orNull(const std::optional<int64_t>& x) { return x ? Json(*x) : Json(nullpt
 std::optional<double> median(const std::optional<Stats>& s) { return s ? std::optional<double>(s->median) : std::nullopt; }
 
 // The fixed key order of every format.
+// fwd+bwd: eager's forward plus its backward; a compiled backward program runs its own
+// forward (o and lse, or S and P), so its time is the whole.
+std::optional<double> fwdBwdMs(const AttentionRow& r) {
+  if (!r.forwardMs || !r.backwardMs) return std::nullopt;
+  return r.impl == "eager" ? r.forwardMs->median + r.backwardMs->median : r.backwardMs->median;
+}
+
+std::optional<double> tflops(double flops, const std::optional<double>& ms) {
+  if (!ms || !(*ms > 0)) return std::nullopt;
+  return flops / (*ms * 1e-3) / 1e12;
+}
+
 Json toJson(const AttentionRow& r) {
+  const double fwd = causalForwardFlops(r.batch, r.seq, r.d);
   return Json{{"batch", r.batch},
               {"d", r.d},
               {"seq", r.seq},
+              {"dtype", r.dtype},
               {"impl", r.impl},
               {"status", r.status},
               {"forward_ms", orNull(median(r.forwardMs))},
               {"forward_std_ms", orNull(r.forwardMs ? std::optional<double>(r.forwardMs->std) : std::nullopt)},
               {"backward_ms", orNull(median(r.backwardMs))},
               {"backward_std_ms", orNull(r.backwardMs ? std::optional<double>(r.backwardMs->std) : std::nullopt)},
+              {"fwd_bwd_ms", orNull(fwdBwdMs(r))},
+              {"forward_tflops", orNull(tflops(fwd, median(r.forwardMs)))},
+              {"fwd_bwd_tflops", orNull(tflops(3.5 * fwd, fwdBwdMs(r)))},
               {"saved_for_backward_bytes", orNull(r.savedBytes)},
               {"peak_bytes", orNull(r.peakBytes)}};
 }
@@ -89,14 +111,16 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
     }
     return s;
   }
-  const std::vector<std::string> head = {"batch", "d", "seq", "impl", "status", "fwd ms", "bwd ms (1)", "saved for bwd (2)",
+  const std::vector<std::string> head = {"batch", "d", "seq", "dtype", "impl", "status", "fwd ms", "bwd ms (1)",
+                                         "fwd+bwd ms (1)", "fwd TFLOP/s (3)", "fwd+bwd TFLOP/s (3)", "saved for bwd (2)",
                                          "peak mem"};
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows) {
     const Json j = toJson(r);
-    cells.push_back({cell(j["batch"], false), cell(j["d"], false), cell(j["seq"], false), r.impl, r.status,
-                     cell(j["forward_ms"], false), cell(j["backward_ms"], false), cell(j["saved_for_backward_bytes"], true),
-                     cell(j["peak_bytes"], true)});
+    cells.push_back({cell(j["batch"], false), cell(j["d"], false), cell(j["seq"], false), r.dtype, r.impl, r.status,
+                     cell(j["forward_ms"], false), cell(j["backward_ms"], false), cell(j["fwd_bwd_ms"], false),
+                     cell(j["forward_tflops"], false), cell(j["fwd_bwd_tflops"], false),
+                     cell(j["saved_for_backward_bytes"], true), cell(j["peak_bytes"], true)});
   }
   std::vector<size_t> w(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -113,10 +137,12 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
   for (size_t x : w) rule.push_back(std::string(x, '-'));
   s += line(rule);
   for (const auto& r : cells) s += line(r);
-  s += "\n(1) Medians. Eager: autograd's backward of a fresh forward. Compiled: the @attention_backward program, which "
-       "recomputes S and P from q and k instead of reading a saved P.\n"
-       "(2) Eager: the P matrix [B, N, N] f32 autograd keeps; compiled: the forward program's arena (nothing is kept for "
-       "its backward).\n";
+  s += "\n(1) Medians. Eager: autograd's backward of a fresh forward; fwd+bwd is their sum. Compiled (naive) and fused: "
+       "the @attention_backward program, which runs its own forward (naive: S and P from q and k; fused: o and the lse) "
+       "and then the backward, so its time is the fwd+bwd time too.\n"
+       "(2) Eager: the P matrix [B, N, N] autograd keeps; compiled and fused: the forward program's arena (fused: o and "
+       "the lse, O(N)).\n"
+       "(3) FlashAttention's count: causal forward 4 B N^2 d / 2 FLOPs, fwd+bwd 3.5 times that.\n";
   return s;
 }
 

@@ -25,6 +25,7 @@ namespace fusec::bench {
 struct AttentionCase {
   int64_t batch = 8, d = 64, seq = 1024;
   int warmup = 5, iters = 10;
+  std::string dtype = "fp32";  // fp32 | bf16 (q, k, v and the outputs in bf16, softmax statistics f32)
 };
 
 // What one implementation measured for one shape.
@@ -42,7 +43,8 @@ using AttentionRunner = std::function<AttentionRun(const AttentionCase&)>;
 
 struct AttentionRow {
   int64_t batch = 0, d = 0, seq = 0;
-  std::string impl;           // eager | compiled
+  std::string dtype = "fp32";
+  std::string impl;           // eager | compiled (naive) | fused
   std::string status = "OK";  // OK | OOM | the error's text (statusFromError)
   std::optional<Stats> forwardMs, backwardMs;
   std::optional<int64_t> savedBytes, peakBytes;
@@ -53,9 +55,14 @@ struct AttentionSweep {
   std::vector<int64_t> ds = {16, 32, 64, 128}, seqs = {256, 1024, 4096, 8192, 16384};
   int warmup = 5, iters = 10;
   std::vector<std::string> impls = {"eager", "compiled"};  // keys of the runners, in row order
+  std::vector<std::string> dtypes = {"fp32"};
 };
 
-// Every (d, seq, impl) in that nesting order. A runner that throws gives its row the status
+// FlashAttention's FLOP count of causal attention: forward 4 B N^2 d / 2 (two GEMMs, half
+// the scores masked), backward 2.5 times the forward.
+double causalForwardFlops(int64_t batch, int64_t seq, int64_t d);
+
+// Every (dtype, d, seq, impl) in that nesting order. A runner that throws gives its row the status
 // statusFromError(message) and the sweep goes on. `progress` (may be null) gets a line per row.
 std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::map<std::string, AttentionRunner>& runners,
                                             std::ostream* progress);
@@ -66,6 +73,7 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
 
 // The real runners (GPU; both throw Error, "out of memory" ones becoming OOM rows).
 AttentionRun runEagerAttention(const AttentionCase& c);
-AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCache* cache);
+// `fused`: the fused lowering (flash-attention kernels), else the naive one (the seeds').
+AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCache* cache, bool fused = false);
 
 }  // namespace fusec::bench

@@ -22,7 +22,10 @@ HostTensor randomTensor(const Type& t, std::mt19937& rng) {
 
 }  // namespace
 
-AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCache* cache) {
+AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCache* cache, bool fused) {
+  const AttentionLowering lowering = fused ? AttentionLowering::Fused : AttentionLowering::Naive;
+  const DType dtype = c.dtype == "bf16" ? DType::bf16 : DType::f32;
+  if (!fused && dtype != DType::f32) throw Error("naive compiled attention runs in fp32 only");
   const Type t{DType::f32, {c.batch, c.seq, c.d}};
   std::mt19937 rng(0);
   Bindings env;
@@ -32,7 +35,7 @@ AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCa
   AttentionRun r;
   int64_t peak = 0;
   for (const auto& program : models::attentionProgramNames()) {
-    auto m = models::compileAttentionProgram(program, c.batch, c.seq, c.d);
+    auto m = models::compileAttentionProgram(program, c.batch, c.seq, c.d, lowering, dtype);
     rt::Executable exe(*m->funcs.front(), opts);
     exe.bind(env);
     const bool forward = program == "attention";

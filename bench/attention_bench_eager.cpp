@@ -17,7 +17,8 @@ namespace fusec::bench {
 namespace {
 
 AttentionRun run(const AttentionCase& c) {
-  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  const bool bf16 = c.dtype == "bf16";
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(bf16 ? torch::kBFloat16 : torch::kFloat32);
   torch::manual_seed(0);
   torch::Tensor q = torch::randn({c.batch, c.seq, c.d}, opts).requires_grad_(true);
   torch::Tensor k = torch::randn({c.batch, c.seq, c.d}, opts).requires_grad_(true);
@@ -40,7 +41,7 @@ AttentionRun run(const AttentionCase& c) {
     if (i >= c.warmup) r.backwardMs.push_back(ms.at(0));
   }
   torch::cuda::synchronize();
-  r.savedBytes = models::savedForBackwardBytes(c.batch, c.seq);
+  r.savedBytes = models::savedForBackwardBytes(c.batch, c.seq, bf16 ? 2 : 4);
   r.peakBytes = cudaAllocatorPeaks().allocated;
   return r;
 }

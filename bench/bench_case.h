@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/flops.h"
+#include "passes/pipeline.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
 
@@ -19,6 +20,7 @@ struct BenchCase {
   BenchPass pass = BenchPass::Forward;
   int warmup = 5, iters = 10;
   models::AdamWConfig adamw;
+  AttentionLowering attention = AttentionLowering::Fused;  // the GPU default (passes/pipeline.h)
 };
 
 // Weights by state_dict name plus "ids" and "targets" (i64[batch, seq], uniform over the

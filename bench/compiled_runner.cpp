@@ -9,7 +9,7 @@ namespace fusec::bench {
 
 TimedRun runCompiled(const BenchCase& c, Bindings& env, const codegen::CubinCache* cache) {
   Module m;
-  Graph& g = buildProgram(m, c.cfg, c.pass, c.dtype, c.batch, c.seq, c.adamw);
+  Graph& g = buildProgram(m, c.cfg, c.pass, c.dtype, c.batch, c.seq, c.adamw, c.attention);
   bindProgramState(g, env);
   rt::ExecutableOptions opts;
   opts.cache = cache;

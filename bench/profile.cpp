@@ -122,7 +122,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
       const std::string& h = hint.at(op.get());
       c.name = op->attrStr("name");
       c.group = kernelGroupName(c.name);
-      if (attnKernels.count(op.get())) c.category = LaunchCategory::Attention;
+      if (attnKernels.count(op.get()) || f == KernelFamily::Attention) c.category = LaunchCategory::Attention;
       else if (f == KernelFamily::MultiTensor || h == "adamw") c.category = LaunchCategory::Optimizer;
       else if (f == KernelFamily::Pointwise) c.category = LaunchCategory::Pointwise;
       else if (f == KernelFamily::RowReduce) c.category = LaunchCategory::RowReduce;

@@ -7,7 +7,7 @@
 namespace fusec::bench {
 
 Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, DType dtype, int64_t batch,
-                    int64_t seq, const models::AdamWConfig& adamw) {
+                    int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention) {
   if (!m.funcs.empty()) throw Error("internal: buildProgram needs an empty module");
   if (seq > cfg.ctx)
     throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(cfg.ctx) + " of model '" +
@@ -16,7 +16,7 @@ Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, D
   const char* program = pass == BenchPass::Forward ? "forward" : pass == BenchPass::FwdBwd ? "fwd_bwd" : "train_step";
   Graph& g = pass == BenchPass::Forward ? models::buildForward(m, cfg, batch, seq) : models::buildTrainLoss(m, cfg, batch, seq);
   PassManager pm(PassManagerOptions{});
-  for (auto& p : programPasses(program, dtype, adamw)) pm.add(std::move(p));
+  for (auto& p : programPasses(program, dtype, adamw, attention)) pm.add(std::move(p));
   pm.addPipeline(defaultOptimizationPipeline());
   pm.run(m);
   return g;

@@ -10,12 +10,14 @@
 #include "bench/flops.h"
 #include "frontend/models/transformer.h"
 #include "ir/graph.h"
+#include "passes/pipeline.h"
 
 namespace fusec::bench {
 
 // The planned function of `pass` in `m` (its only function). dtype: f32 or bf16 (autocast).
 Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, DType dtype, int64_t batch,
-                    int64_t seq, const models::AdamWConfig& adamw);
+                    int64_t seq, const models::AdamWConfig& adamw,
+                    AttentionLowering attention = AttentionLowering::Default);
 
 // Sum of 2*M*N*K*batch over the top-level GEMMs of a planned graph (runtime/gemm_plan.h).
 int64_t gemmFlops(const Graph& g);

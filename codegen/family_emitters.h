@@ -23,6 +23,8 @@ struct FamilyInput {
 std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w);
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w);
 std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w);
+// attention: a generated flash-attention kernel (codegen/attention_kernel.cpp).
+std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w);
 // row_reduce, col_reduce and reduce_all: one parametrised emitter.
 std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w);
 

@@ -96,6 +96,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
     case KernelFamily::Pointwise: k.launches = emitPointwise(in, fw); break;
     case KernelFamily::MultiTensor: k.launches = emitMultiTensor(in, fw); break;
     case KernelFamily::Scatter: k.launches = emitScatter(in, fw); break;
+    case KernelFamily::Attention: k.launches = emitAttention(in, fw); break;
     default: k.launches = emitReduction(in, k.family, fw); break;
   }
   // The vector helpers only where a family used them, so other sources stay as they were.

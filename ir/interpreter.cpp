@@ -706,44 +706,114 @@ HostTensor crossEntropy(const Op& op, const HostTensor& logits, const HostTensor
   return out;
 }
 
-// softmax(q k^T * scale, causal mask) v. The scores are dot-product accumulators, so the
+// The shapes of attention's operands: `batch` independent problems of Tq queries and Tk
+// keys, widths d (q, k) and dv (v, o).
+struct AttentionDims {
+  int64_t batch, Tq, Tk, d, dv;
+  explicit AttentionDims(const Op& op) {
+    const Type &q = op.operands[0]->type, &k = op.operands[1]->type, &v = op.operands[2]->type;
+    const int r = q.rank();
+    Tq = q.shape[size_t(r - 2)], d = q.shape[size_t(r - 1)];
+    Tk = k.shape[size_t(r - 2)], dv = v.shape[size_t(r - 1)];
+    batch = Tq * d == 0 ? 0 : q.numel() / (Tq * d);
+  }
+  // Keys query i sees: j < visible(i). Causal: the queries are the last Tq of Tk positions.
+  int64_t visible(int64_t i, bool causal) const { return causal ? std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk) : Tk; }
+};
+
+// Row i's scores q_i . k_j * scale over its visible keys, in double.
+void attentionScores(const float* Q, const float* K, int64_t i, int64_t visible, int64_t d, double scale,
+                     std::vector<double>& score) {
+  for (int64_t j = 0; j < visible; ++j) {
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += double(Q[i * d + c]) * double(K[j * d + c]);
+    score[size_t(j)] = dot * scale;
+  }
+}
+
+// o = softmax(q k^T * scale, causal mask) v and lse = log of each row's softmax denominator
+// (with the row max: m + log(sum exp(s - m))). The scores are dot-product accumulators, so the
 // softmax and the weighted sum stay in double. A row whose keys are all masked (only
-// possible when Tq > Tk) is NaN, as softmax over all -inf is.
-HostTensor attention(const Op& op, const HostTensor& q, const HostTensor& k, const HostTensor& v) {
+// possible when Tq > Tk) is NaN in o and -inf in lse, as softmax over all -inf is.
+std::vector<HostTensor> attention(const Op& op, const HostTensor& q, const HostTensor& k, const HostTensor& v) {
   const Type& rt = op.result()->type;
-  HostTensor out = HostTensor::zeros(rt);
-  const int r = q.type.rank();
-  const int64_t Tq = q.type.shape[size_t(r - 2)], d = q.type.shape[size_t(r - 1)];
-  const int64_t Tk = k.type.shape[size_t(r - 2)], dv = v.type.shape[size_t(r - 1)];
-  const int64_t batch = Tq * d == 0 ? 0 : q.type.numel() / (Tq * d);
+  HostTensor out = HostTensor::zeros(rt), lse = HostTensor::zeros(op.result(1)->type);
+  const AttentionDims n(op);
   const bool causal = op.attrBool("causal");
   const double scale = op.attrFloat("scale");
-  std::vector<double> score(static_cast<size_t>(Tk)), acc(static_cast<size_t>(dv));
-  for (int64_t s = 0; s < batch; ++s) {
-    const float* Q = q.f.data() + s * Tq * d;
-    const float* K = k.f.data() + s * Tk * d;
-    const float* V = v.f.data() + s * Tk * dv;
-    float* O = out.f.data() + s * Tq * dv;
-    for (int64_t i = 0; i < Tq; ++i) {
-      // Query i sees keys j <= i + (Tk - Tq): the queries are the last Tq of Tk positions.
-      const int64_t visible = causal ? std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk) : Tk;
+  std::vector<double> score(static_cast<size_t>(n.Tk)), acc(static_cast<size_t>(n.dv));
+  for (int64_t s = 0; s < n.batch; ++s) {
+    const float* Q = q.f.data() + s * n.Tq * n.d;
+    const float* K = k.f.data() + s * n.Tk * n.d;
+    const float* V = v.f.data() + s * n.Tk * n.dv;
+    float* O = out.f.data() + s * n.Tq * n.dv;
+    for (int64_t i = 0; i < n.Tq; ++i) {
+      const int64_t visible = n.visible(i, causal);
+      attentionScores(Q, K, i, visible, n.d, scale, score);
       double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < visible; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += double(Q[i * d + c]) * double(K[j * d + c]);
-        score[size_t(j)] = dot * scale;
+      for (int64_t j = 0; j < visible; ++j)
         if (score[size_t(j)] != score[size_t(j)] || score[size_t(j)] > m) m = score[size_t(j)];
-      }
       std::fill(acc.begin(), acc.end(), 0.0);
       double sum = 0;
       for (int64_t j = 0; j < visible; ++j) {
         double p = std::exp(score[size_t(j)] - m);
         sum += p;
-        for (int64_t c = 0; c < dv; ++c) acc[size_t(c)] += p * double(V[j * dv + c]);
+        for (int64_t c = 0; c < n.dv; ++c) acc[size_t(c)] += p * double(V[j * n.dv + c]);
       }
-      for (int64_t c = 0; c < dv; ++c)
-        O[i * dv + c] = visible == 0 ? std::numeric_limits<float>::quiet_NaN() : roundDouble(acc[size_t(c)] / sum, rt.dtype);
+      for (int64_t c = 0; c < n.dv; ++c)
+        O[i * n.dv + c] = visible == 0 ? std::numeric_limits<float>::quiet_NaN() : roundDouble(acc[size_t(c)] / sum, rt.dtype);
+      lse.f[size_t(s * n.Tq + i)] = visible == 0 ? kNegInf : float(m + std::log(sum));
     }
+  }
+  return {std::move(out), std::move(lse)};
+}
+
+// attention_backward(q, k, v, o, do, lse): P = exp(s - lse) over the visible keys (s the
+// scaled scores), D = rowsum(do * o), dv = P^T do, dS = P (do v^T - D),
+// dq = dS k scale, dk = dS^T q scale; all accumulated in double, rounded once.
+std::vector<HostTensor> attentionBackward(const Op& op, const std::vector<const HostTensor*>& in) {
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &o = *in[3], &dO = *in[4], &lse = *in[5];
+  const AttentionDims n(op);
+  const bool causal = op.attrBool("causal");
+  const double scale = op.attrFloat("scale");
+  std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<double> score(static_cast<size_t>(n.Tk));
+  for (int64_t s = 0; s < n.batch; ++s) {
+    const float* Q = q.f.data() + s * n.Tq * n.d;
+    const float* K = k.f.data() + s * n.Tk * n.d;
+    const float* V = v.f.data() + s * n.Tk * n.dv;
+    const float* O = o.f.data() + s * n.Tq * n.dv;
+    const float* G = dO.f.data() + s * n.Tq * n.dv;
+    double* DQ = dq.data() + s * n.Tq * n.d;
+    double* DK = dk.data() + s * n.Tk * n.d;
+    double* DV = dv.data() + s * n.Tk * n.dv;
+    for (int64_t i = 0; i < n.Tq; ++i) {
+      const int64_t visible = n.visible(i, causal);
+      attentionScores(Q, K, i, visible, n.d, scale, score);
+      double D = 0;
+      for (int64_t c = 0; c < n.dv; ++c) D += double(G[i * n.dv + c]) * double(O[i * n.dv + c]);
+      const double L = double(lse.f[size_t(s * n.Tq + i)]);
+      for (int64_t j = 0; j < visible; ++j) {
+        const double p = std::exp(score[size_t(j)] - L);
+        double dp = 0;
+        for (int64_t c = 0; c < n.dv; ++c) {
+          dp += double(G[i * n.dv + c]) * double(V[j * n.dv + c]);
+          DV[j * n.dv + c] += p * double(G[i * n.dv + c]);
+        }
+        const double ds = p * (dp - D) * scale;
+        for (int64_t c = 0; c < n.d; ++c) {
+          DQ[i * n.d + c] += ds * double(K[j * n.d + c]);
+          DK[j * n.d + c] += ds * double(Q[i * n.d + c]);
+        }
+      }
+    }
+  }
+  std::vector<HostTensor> out;
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<double>& acc = r == 0 ? dq : r == 1 ? dk : dv;
+    HostTensor t = HostTensor::zeros(op.result(r)->type);
+    for (size_t x = 0; x < acc.size(); ++x) t.f[x] = roundDouble(acc[x], t.type.dtype);
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -786,7 +856,15 @@ class Evaluator {
         }
         continue;
       }
-      if (op.numResults() != 1) internal(op, "expected one result");
+      if (op.numResults() != 1) {  // attention (o, lse), attention_backward (dq, dk, dv)
+        std::vector<HostTensor> outs = evalMulti(op, ins);
+        if (outs.size() != op.results.size()) internal(op, "wrong number of results");
+        for (size_t k = 0; k < outs.size(); ++k) {
+          if (outs[k].type != op.result(int(k))->type) internal(op, "computed a result of the wrong type");
+          vals.insert_or_assign(op.result(int(k)), std::move(outs[k]));
+        }
+        continue;
+      }
       HostTensor t;
       if (op.kind == OpKind::Input && positional) {
         size_t n = nextInput++;
@@ -845,8 +923,16 @@ class Evaluator {
       case OpKind::LayerNorm: return layernorm(op, *in[0], *in[1], *in[2]);
       case OpKind::Rope: return rope(op, *in[0], *in[1]);
       case OpKind::CrossEntropy: return crossEntropy(op, *in[0], *in[1]);
-      case OpKind::Attention: return attention(op, *in[0], *in[1], *in[2]);
       default: internal(op, "no evaluation rule");
+    }
+  }
+
+  std::vector<HostTensor> evalMulti(const Op& op, const std::vector<const HostTensor*>& in) {
+    if (in.size() != size_t(op.info().arity)) internal(op, "wrong number of operands");
+    switch (op.kind) {
+      case OpKind::Attention: return attention(op, *in[0], *in[1], *in[2]);
+      case OpKind::AttentionBackward: return attentionBackward(op, in);
+      default: internal(op, "no evaluation rule for several results");
     }
   }
 

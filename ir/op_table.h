@@ -21,7 +21,7 @@ enum class OpCategory : uint8_t { Source, Pointwise, Reduction, Layout, Matmul, 
 enum class TypeRule : uint8_t {
   Declared, Iota, UnaryNumeric, UnaryFloat, UnaryBool, BinaryNumeric, BinaryFloat, BinaryBool,
   Compare, Select, Cast, ReduceNumeric, ReduceFloat, Reshape, Permute, Broadcast, Slice, Concat,
-  Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, LayerNorm,
+  Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, AttentionBackward, LayerNorm,
   Kernel
 };
 

@@ -129,7 +129,33 @@ std::vector<Type> kernel(const OpInfo& info, const std::vector<Type>& ops, const
   return declared;
 }
 
+// attention's o for operands q, k, v ([..., T, d] of one float dtype, equal batch dims).
+Type attentionOutput(const OpInfo& info, const Type& q, const Type& k, const Type& v) {
+  const std::vector<Type> ops = {q, k, v};
+  requireFloat(q, info, "query");
+  if (k.dtype != q.dtype || v.dtype != q.dtype) fail("attention operands must share a dtype: " + typesStr(ops));
+  if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
+    fail("attention operands must be [..., T, d] of equal rank: " + typesStr(ops));
+  int r = q.rank();
+  if (!std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+    fail("attention batch dimensions differ: " + typesStr(ops));
+  if (q.shape[size_t(r - 1)] != k.shape[size_t(r - 1)]) fail("attention query and key widths differ: " + typesStr(ops));
+  if (k.shape[size_t(r - 2)] != v.shape[size_t(r - 2)]) fail("attention key and value lengths differ: " + typesStr(ops));
+  Type t = q;
+  t.shape[size_t(r - 1)] = v.shape[size_t(r - 1)];
+  return t;
+}
+
 }  // namespace
+
+size_t resultCount(const OpInfo& info) {
+  switch (info.rule) {
+    case TypeRule::Attention: return 2;          // o, lse
+    case TypeRule::AttentionBackward: return 3;  // dq, dk, dv
+    default: return 1;
+  }
+}
 
 int normalizeAxis(int64_t axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank)
@@ -144,8 +170,10 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
   if (info.arity >= 0 && ops.size() != size_t(info.arity))
     fail(name + " takes " + std::to_string(info.arity) + " operand" + (info.arity == 1 ? "" : "s") + ", got " +
          std::to_string(ops.size()));
-  if (info.kind != OpKind::Kernel && !declared.empty() && declared.size() != 1)
-    fail(name + " has one result, got " + std::to_string(declared.size()) + " result types");
+  const size_t results = resultCount(info);
+  if (info.kind != OpKind::Kernel && !declared.empty() && declared.size() != results)
+    fail(name + " has " + (results == 1 ? std::string("one result") : std::to_string(results) + " results") + ", got " +
+         std::to_string(declared.size()) + " result types");
   if (info.kind != OpKind::Kernel && body) fail(name + " cannot have a body");
   Attrs a{info, attrValues};
 
@@ -332,20 +360,19 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       return {Type{logits.dtype, {}}};
     }
     case TypeRule::Attention: {
-      const Type &q = ops[0], &k = ops[1], &v = ops[2];
-      requireFloat(q, info, "query");
-      if (k.dtype != q.dtype || v.dtype != q.dtype) fail("attention operands must share a dtype: " + typesStr(ops));
-      if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
-        fail("attention operands must be [..., T, d] of equal rank: " + typesStr(ops));
-      int r = q.rank();
-      if (!std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-          !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
-        fail("attention batch dimensions differ: " + typesStr(ops));
-      if (q.shape[size_t(r - 1)] != k.shape[size_t(r - 1)]) fail("attention query and key widths differ: " + typesStr(ops));
-      if (k.shape[size_t(r - 2)] != v.shape[size_t(r - 2)]) fail("attention key and value lengths differ: " + typesStr(ops));
-      Type t = q;
-      t.shape[size_t(r - 1)] = v.shape[size_t(r - 1)];
-      return {t};
+      const Type& q = ops[0];
+      Type o = attentionOutput(info, ops[0], ops[1], ops[2]);
+      Type lse{DType::f32, Shape(q.shape.begin(), q.shape.end() - 1)};
+      return {o, lse};
+    }
+    case TypeRule::AttentionBackward: {
+      const Type &q = ops[0], &k = ops[1], &v = ops[2], &o = ops[3], &dO = ops[4], &lse = ops[5];
+      const Type want = attentionOutput(info, q, k, v);
+      if (o != want) fail("attention_backward output must be " + want.str() + ", got " + o.str());
+      if (dO != want) fail("attention_backward output gradient must be " + want.str() + ", got " + dO.str());
+      const Type wantLse{DType::f32, Shape(q.shape.begin(), q.shape.end() - 1)};
+      if (lse != wantLse) fail("attention_backward lse must be " + wantLse.str() + ", got " + lse.str());
+      return {q, k, v};
     }
     case TypeRule::Kernel: return kernel(info, ops, declared, body);
   }

@@ -2,8 +2,9 @@
 // before autodiff, so that the backward's dtypes follow from the VJPs (the VJP of a cast is
 // a cast back) exactly as torch's autograd records them.
 //
-//   matmul (and the attention composite)  operands cast to bf16, result bf16; accumulating
-//                                         in f32 is the GEMM's business.
+//   matmul (and the attention composites) operands cast to bf16, result bf16; accumulating
+//                                         in f32 is the GEMM's business (attention's lse
+//                                         and attention_backward's lse operand stay f32).
 //   sum, mean, reduce_max, reduce_min     computed in f32 (the operand is cast up).
 //   softmax, log_softmax, rmsnorm,        torch's fp32 list: float operands cast to f32,
 //   layernorm, cross_entropy, rope        result f32 (rope: the CS336 rope multiplies by f32
@@ -111,6 +112,9 @@ class Autocast {
       case OpKind::CrossEntropy:
       case OpKind::Rope: return castFloatOperands(op, DType::f32);
       case OpKind::Attention: return castFloatOperands(op, kLow);
+      case OpKind::AttentionBackward:  // q, k, v, o, do in bf16; the lse stays f32
+        for (size_t i = 0; i < 5; ++i) op.operands[i] = as(op.operands[i], kLow);
+        return;
       default: return promote(op);  // silu, gelu: unary, they follow their operand
     }
   }

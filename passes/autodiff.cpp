@@ -450,31 +450,18 @@ class Autodiff {
     });
   }
 
-  // P = softmax(mask(q k^T scale)); dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(dP P));
-  // dQ = dS K scale; dK = dS^T Q scale. Query i sees keys j <= i + (Tk - Tq) when causal.
+  // The attention_backward composite (ops.def) at dO: it reads the forward's o and lse (the
+  // row log-sum-exp), so the forward saves only those, never P. Unwanted gradients are
+  // computed anyway (one kernel gives all three) and left unused.
   void attention(const Op& op, Value* dO) {
-    Value *q = op.operands[0], *k = op.operands[1], *v = op.operands[2];
-    const int R = q->type.rank();
-    const int64_t Tq = q->type.shape[size_t(R - 2)], Tk = k->type.shape[size_t(R - 2)];
-    const double scale = op.attrFloat("scale");
-    Value* S = mm(q, k, false, true);
-    S = mul(S, c(scale, S));
-    const Shape& ss = S->type.shape;
-    if (op.attrBool("causal")) {
-      Type it{DType::i64, {Tq, Tk}};
-      Value* i = b_.iota(0, it);
-      Value* j = b_.iota(1, it);
-      Value* visible = bcast(b_.binary(OpKind::Le, j, add(i, b_.constant(double(Tk - Tq), it))), ss);
-      S = sel(visible, S, c(-std::numeric_limits<double>::infinity(), S));
-    }
-    Value* P = softmaxLast(S);
-    give(op, 2, [&] { return mm(P, dO, true, false); });
-    if (!wants(op, 0) && !wants(op, 1)) return;
-    Value* dP = mm(dO, v, false, true);
-    Value* dS = mul(P, sub(dP, rowSum(mul(dP, P))));
-    dS = mul(dS, c(scale, dS));
-    give(op, 0, [&] { return mm(dS, k, false, false); });
-    give(op, 1, [&] { return mm(dS, q, true, false); });
+    if (!wants(op, 0) && !wants(op, 1) && !wants(op, 2)) return;
+    std::vector<Value*> operands = op.operands;
+    operands.push_back(op.result(0));
+    operands.push_back(dO);
+    operands.push_back(op.result(1));
+    std::vector<Value*> d = b_.create(OpKind::AttentionBackward, operands,
+                                      {{"causal", op.attrBool("causal")}, {"scale", op.attrFloat("scale")}});
+    for (size_t i = 0; i < 3; ++i) give(op, i, [&] { return d[i]; });
   }
 
   Builder b_;

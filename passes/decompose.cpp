@@ -16,6 +16,7 @@
 #include <limits>
 #include <numbers>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/builder.h"
 #include "ir/type_rules.h"
@@ -33,6 +34,18 @@ class Expander {
   // The primitives computing `op`'s result from its operands, appended to the graph. Every
   // op is created in its own statement: argument evaluation order is unspecified in C++,
   // and the printed IR must not depend on the compiler.
+  // `used`: whether each result is read (attention's lse is expanded only then).
+  std::vector<Value*> expandAll(const Op& op, const std::vector<bool>& used) {
+    const std::vector<Value*>& in = op.operands;
+    switch (op.kind) {
+      case OpKind::Attention:
+        return attention(in[0], in[1], in[2], op.attrBool("causal"), op.attrFloat("scale"), used.at(1));
+      case OpKind::AttentionBackward: return attentionBackward(op);
+      default: return {expand(op)};
+    }
+  }
+
+ private:
   Value* expand(const Op& op) {
     const std::vector<Value*>& in = op.operands;
     Value* x = in[0];
@@ -61,13 +74,11 @@ class Expander {
       }
       case OpKind::Rope: return rope(x, in[1], op.attrFloat("theta"));
       case OpKind::CrossEntropy: return crossEntropy(x, in[1]);
-      case OpKind::Attention: return attention(x, in[1], in[2], op.attrBool("causal"), op.attrFloat("scale"));
       default: break;
     }
     throw Error("decompose: no decomposition for '" + std::string(op.info().name) + "'");
   }
 
- private:
   Value* c(double v, const Value* like) { return b_.constant(v, like->type); }
   Value* un(OpKind k, Value* a) { return b_.unary(k, a); }
   Value* add(Value* a, Value* b) { return b_.binary(OpKind::Add, a, b); }
@@ -196,23 +207,64 @@ class Expander {
     return b_.reduce(OpKind::Mean, perRow, all, false);
   }
 
-  // S = q k^T scale; causal: query i sees keys j <= i + (Tk - Tq), others are -inf;
-  // softmax over the keys; P v.
-  Value* attention(Value* q, Value* k, Value* v, bool causal, double scale) {
+  // S = q k^T scale; causal: query i sees keys j <= i + (Tk - Tq), others are -inf.
+  Value* maskedScores(Value* q, Value* k, bool causal, double scale) {
     Value* S = mulC(b_.matmul(q, k, false, true), scale);
-    if (causal) {
-      const int R = q->type.rank();
-      const int64_t Tq = q->type.shape[size_t(R - 2)], Tk = k->type.shape[size_t(R - 2)];
-      const Type it{DType::i64, {Tq, Tk}};
-      Value* i = b_.iota(0, it);
-      Value* j = b_.iota(1, it);
-      Value* shift = b_.constant(double(Tk - Tq), it);
-      Value* visible = bcast(b_.binary(OpKind::Le, j, add(i, shift)), S);
-      Value* masked = c(-std::numeric_limits<double>::infinity(), S);
-      S = b_.select(visible, S, masked);
-    }
+    if (!causal) return S;
+    const int R = q->type.rank();
+    const int64_t Tq = q->type.shape[size_t(R - 2)], Tk = k->type.shape[size_t(R - 2)];
+    const Type it{DType::i64, {Tq, Tk}};
+    Value* i = b_.iota(0, it);
+    Value* j = b_.iota(1, it);
+    Value* shift = b_.constant(double(Tk - Tq), it);
+    Value* visible = bcast(b_.binary(OpKind::Le, j, add(i, shift)), S);
+    Value* masked = c(-std::numeric_limits<double>::infinity(), S);
+    return b_.select(visible, S, masked);
+  }
+
+  // o = softmax over the keys, times v; lse = m + log(sum exp(S - m)) in f32 (its type).
+  // lse only where something reads it (attention_backward, before its own expansion).
+  std::vector<Value*> attention(Value* q, Value* k, Value* v, bool causal, double scale, bool wantLse) {
+    Value* S = maskedScores(q, k, causal, scale);
     Value* P = softmaxComposite_ ? b_.create1(OpKind::Softmax, {S}, {{"axis", int64_t(-1)}}) : softmax(S, last(S));
-    return b_.matmul(P, v);
+    Value* o = b_.matmul(P, v);
+    if (!wantLse) return {o, nullptr};
+    Value* S32 = S->type.dtype == DType::f32 ? S : b_.cast(S, DType::f32);
+    Value* m = nullptr;
+    Value* e = un(OpKind::Exp, minusRowMax(S32, last(S32), &m));
+    Value* logSum = un(OpKind::Log, b_.reduce(OpKind::Sum, e, {last(e)}, true));
+    Value* lse = add(m, logSum);
+    Shape rows = lse->type.shape;
+    rows.pop_back();
+    return {o, b_.reshape(lse, rows)};
+  }
+
+  // The formula of the op (ops.def): P = exp(S - lse) (masked scores are -inf, so 0),
+  // D = rowsum(do o) in f32, dv = P^T do, dS = P (do v^T - D) scale, dq = dS k, dk = dS^T q.
+  // The [.., Tq, Tk] intermediates keep the operands' dtype, as the naive lowering's do.
+  std::vector<Value*> attentionBackward(const Op& op) {
+    Value *q = op.operands[0], *k = op.operands[1], *v = op.operands[2], *o = op.operands[3], *dO = op.operands[4],
+          *lse = op.operands[5];
+    const DType dt = q->type.dtype;
+    Value* S = maskedScores(q, k, op.attrBool("causal"), op.attrFloat("scale"));
+    Shape keep = lse->type.shape;
+    keep.push_back(1);
+    Value* L = bcast(b_.reshape(lse, keep), S->type.shape);
+    Value* S32 = dt == DType::f32 ? S : b_.cast(S, DType::f32);
+    Value* P = un(OpKind::Exp, sub(S32, L));
+    if (dt != DType::f32) P = b_.cast(P, dt);
+    Value* o32 = dt == DType::f32 ? o : b_.cast(o, DType::f32);
+    Value* dO32 = dt == DType::f32 ? dO : b_.cast(dO, DType::f32);
+    Value* D = b_.reduce(OpKind::Sum, mul(dO32, o32), {last(o32)}, true);
+    Value* dv = b_.matmul(P, dO, true, false);
+    Value* dP = b_.matmul(dO, v, false, true);
+    Value* dP32 = dt == DType::f32 ? dP : b_.cast(dP, DType::f32);
+    Value* P32 = dt == DType::f32 ? P : b_.cast(P, DType::f32);
+    Value* dS = mulC(mul(P32, sub(dP32, bcast(D, dP32))), op.attrFloat("scale"));
+    if (dt != DType::f32) dS = b_.cast(dS, dt);
+    Value* dq = b_.matmul(dS, k);
+    Value* dk = b_.matmul(dS, q, true, false);
+    return {dq, dk, dv};
   }
 
   Builder& b_;
@@ -233,6 +285,9 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
   std::vector<std::unique_ptr<Op>> graveyard;
   Builder b(g);
   Expander ex(b, softmaxComposite);
+  std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+  for (auto& op : old)
+    for (Value* v : op->operands) read.insert(v);
   for (auto& op : old) {
     for (Value*& v : op->operands)
       if (auto it = repl.find(v); it != repl.end()) v = it->second;
@@ -242,10 +297,15 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
       continue;
     }
     const size_t first = g.ops.size();
-    Value* r = ex.expand(*op);
+    std::vector<bool> used;
+    for (auto& r : op->results) used.push_back(read.count(r.get()) != 0);
+    std::vector<Value*> rs = ex.expandAll(*op, used);
     for (size_t k = first; k < g.ops.size(); ++k) g.ops[k]->loc = op->loc;
-    r->name = op->result()->name;
-    repl[op->result()] = r;
+    for (size_t r = 0; r < rs.size(); ++r) {
+      if (!rs[r]) continue;  // unread
+      rs[r]->name = op->result(int(r))->name;
+      repl[op->result(int(r))] = rs[r];
+    }
     graveyard.push_back(std::move(op));
     changed = true;
   }
@@ -255,14 +315,20 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
 }
 
 bool anyComposite(OpKind) { return true; }
-bool attentionOnly(OpKind k) { return k == OpKind::Attention; }
+bool isAttention(OpKind k) { return k == OpKind::Attention || k == OpKind::AttentionBackward; }
+bool attentionOnly(OpKind k) { return isAttention(k); }
+bool allButAttention(OpKind k) { return !isAttention(k); }
 
 }  // namespace
 
 bool decomposeGraph(Graph& g) { return expandComposites(g, &anyComposite, false); }
 bool decomposeAttention(Graph& g) { return expandComposites(g, &attentionOnly, true); }
+bool decomposeKeepingAttention(Graph& g) { return expandComposites(g, &allButAttention, false); }
 
 std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<FunctionPass>("decompose", &decomposeGraph); }
+std::unique_ptr<Pass> createDecomposeKeepAttentionPass() {
+  return std::make_unique<FunctionPass>("decompose-keep-attention", &decomposeKeepingAttention);
+}
 std::unique_ptr<Pass> createDecomposeAttentionPass() {
   return std::make_unique<FunctionPass>("decompose-attention", &decomposeAttention);
 }

@@ -13,6 +13,11 @@ bool decomposeGraph(Graph& g);
 // program's first pass, so that autocast sees attention's GEMMs while autodiff still uses
 // the hand-written VJPs of the other composites (softmax's backward reads only its output;
 // rmsnorm's recomputes its row statistics), which keep the saved activations lean.
+// attention_backward (autodiff's VJP of attention) likewise, by its formula in ops.def.
 bool decomposeAttention(Graph& g);
+
+// Every composite except attention and attention_backward (the fused lowering: fuse makes
+// each of them one kernel of the `attention` family).
+bool decomposeKeepingAttention(Graph& g);
 
 }  // namespace fusec

@@ -46,6 +46,9 @@ std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDecomposePass();
 std::unique_ptr<Pass> createDecomposeAttentionPass();
+// decompose for the fused attention lowering: every composite but attention and
+// attention_backward, which fuse turns into kernels of the `attention` family.
+std::unique_ptr<Pass> createDecomposeKeepAttentionPass();
 std::unique_ptr<Pass> createAutodiffPass();
 std::unique_ptr<Pass> createAdamWPass();  // fe::AdamWConfig's defaults
 std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg);

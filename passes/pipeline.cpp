@@ -9,7 +9,26 @@ const std::vector<std::string>& programNames() {
   return names;
 }
 
-std::vector<std::string> programPassNames(const std::string& program, DType dtype) {
+AttentionLowering parseAttentionLowering(const std::string& text) {
+  if (text == "fused") return AttentionLowering::Fused;
+  if (text == "naive") return AttentionLowering::Naive;
+  throw Error("unknown attention lowering '" + text + "' (known: fused, naive)");
+}
+
+const char* attentionLoweringName(AttentionLowering l) {
+  switch (l) {
+    case AttentionLowering::Fused: return "fused";
+    case AttentionLowering::Naive: return "naive";
+    default: return "default";
+  }
+}
+
+AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested) {
+  (void)program;
+  return requested == AttentionLowering::Default ? AttentionLowering::Naive : requested;
+}
+
+std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention) {
   // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
   // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
   // programs `fusec compile` traces.
@@ -21,10 +40,13 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   }
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
+  const bool fused = resolveAttentionLowering(program, attention) == AttentionLowering::Fused;
   // attention_backward's gradient is traced (frontend/models/attention.h), so autocast
-  // would run after differentiation and not give autocast's backward dtypes: f32 only.
-  if (program == "attention_backward" && dtype != DType::f32)
-    throw Error("program attention_backward computes in fp32 only");
+  // runs after differentiation: naive, it would not give autocast's backward dtypes (f32
+  // only); fused, the traced gradient is one attention_backward composite, which autocast
+  // casts like the forward.
+  if (program == "attention_backward" && dtype != DType::f32 && !fused)
+    throw Error("program attention_backward computes in fp32 only with --attention=naive");
   const bool bf16 = dtype == DType::bf16;
   // Attention first becomes matmuls around a softmax op: autocast must see those GEMMs (bf16)
   // apart from the softmax (f32). autocast reads the forward graph only, so the backward's
@@ -32,20 +54,24 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   // their hand-written VJPs save less than differentiating their primitives would (softmax's
   // backward reads only its output; the max subtraction and the row sums are not kept).
   // Then everything is decomposed for fusion.
-  std::vector<std::string> names = {"decompose-attention"};
+  // Fused, attention stays one composite to the end (autocast casts its operands to bf16 and
+  // keeps its lse in f32; autodiff's VJP is attention_backward).
+  std::vector<std::string> names;
+  if (!fused) names.push_back("decompose-attention");
   if (bf16) names.push_back("autocast");
   if (grads) names.push_back("autodiff");
   if (train) names.push_back("adamw");
   // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
   // load for inference), so no step casts a weight.
   if (bf16) names.push_back("cache-weight-casts");
-  names.push_back("decompose");
+  names.push_back(fused ? "decompose-keep-attention" : "decompose");
   return names;
 }
 
-std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw) {
+std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw,
+                                                 AttentionLowering attention) {
   std::vector<std::unique_ptr<Pass>> passes;
-  for (const std::string& name : programPassNames(program, dtype))
+  for (const std::string& name : programPassNames(program, dtype, attention))
     passes.push_back(name == "adamw" ? createAdamWPass(adamw) : createPass(name));
   return passes;
 }

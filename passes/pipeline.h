@@ -11,19 +11,36 @@
 
 namespace fusec {
 
+// How the `attention` composite is lowered (`--attention=fused|naive`):
+//   fused: attention and its VJP attention_backward survive decomposition and each becomes
+//          one kernel of the `attention` family (a generated flash-attention kernel);
+//   naive: decompose-attention makes them GEMMs around a softmax before autocast (the
+//          seeds' naive attention: S and P exist in memory).
+// Default: naive here (fusec compile/opt and the CPU tests keep the structure they check);
+// the GPU commands (fusec run on cuda, bench, profile) ask for fused for the model programs
+// unless --attention says otherwise. The attention programs stay naive unless asked: they
+// are the seed benchmark of naive attention.
+enum class AttentionLowering { Default, Fused, Naive };
+AttentionLowering parseAttentionLowering(const std::string& text);  // "fused" | "naive"
+const char* attentionLoweringName(AttentionLowering l);             // "fused" | "naive" | "default"
+// `requested` with Default resolved for `program`.
+AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested);
+
 // The programs `fusec compile --program` traces: forward, train_step, attention,
 // attention_backward.
 const std::vector<std::string>& programNames();
 
 // The program passes for `program` ("forward", "attention", "attention_backward": the traced
 // function is the program; "train_step": the traced loss becomes a training step) at compute
-// dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only). "fwd_bwd" (fusec bench) is
+// dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only when naive). "fwd_bwd" (fusec bench) is
 // "train_step" without adamw: it returns the loss and every gradient. Throws Error for another
 // program or dtype.
-std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw);
+std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw,
+                                                 AttentionLowering attention = AttentionLowering::Default);
 
 // Their names, in order (for messages and tests).
-std::vector<std::string> programPassNames(const std::string& program, DType dtype);
+std::vector<std::string> programPassNames(const std::string& program, DType dtype,
+                                          AttentionLowering attention = AttentionLowering::Default);
 
 // The default optimisation pipeline as a --passes list.
 std::string defaultOptimizationPipeline();

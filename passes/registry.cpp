@@ -16,6 +16,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"dce", &createDCEPass},
       {"decompose", &createDecomposePass},
       {"decompose-attention", &createDecomposeAttentionPass},
+      {"decompose-keep-attention", &createDecomposeKeepAttentionPass},
       {"autodiff", &createAutodiffPass},
       {"adamw", static_cast<Factory>(&createAdamWPass)},
       {"autocast", &createAutocastPass},

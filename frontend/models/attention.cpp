@@ -5,6 +5,7 @@
 #include "frontend/tensor.h"
 #include "frontend/optim.h"
 #include "passes/autodiff.h"
+#include "passes/decompose.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 
@@ -43,9 +44,10 @@ bool isAttentionProgram(const std::string& program) {
   return false;
 }
 
-Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d) {
+Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d,
+                             AttentionLowering lowering) {
   if (program == "attention") return buildAttention(m, batch, seq, d);
-  if (program == "attention_backward") return buildAttentionBackward(m, batch, seq, d);
+  if (program == "attention_backward") return buildAttentionBackward(m, batch, seq, d, lowering);
   throw Error("unknown attention program '" + program + "' (known: attention, attention_backward)");
 }
 
@@ -60,13 +62,16 @@ Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d) {
 // The gradient is traced here, w.r.t. the inputs q, k, v, rather than by the autodiff pass,
 // which differentiates a scalar loss w.r.t. params (a training step's weights). The loss
 // sum(out * grad_out) has d loss / d out = grad_out, so its gradient is the VJP at grad_out.
-// autodiff's VJP of the attention composite recomputes S and P from q and k (see the header).
-Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d) {
+// Naive, the attention is decomposed first, so the gradient recomputes S and P = softmax(S)
+// from q and k; fused, it is one attention_backward composite (see the header).
+Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d, AttentionLowering lowering) {
   Graph& g = m.add("attention_backward");
   Builder b(g);
   Qkv x = declareQkv(b, batch, seq, d);
   Tensor gradOut = fe::input(b, "grad_out", x.q.type()).named("grad_out");
-  Tensor loss = (causalAttention(x) * gradOut).sum({0, 1, 2});
+  Tensor prod = causalAttention(x) * gradOut;
+  if (resolveAttentionLowering("attention_backward", lowering) == AttentionLowering::Naive) decomposeAttention(g);
+  Tensor loss = prod.sum({0, 1, 2});
   std::vector<Value*> grads = appendGradients(g, loss.value(), {x.q.value(), x.k.value(), x.v.value()});
   const char* names[] = {"dq", "dk", "dv"};
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -76,11 +81,12 @@ Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d) 
   return g;
 }
 
-std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d) {
+std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d,
+                                                AttentionLowering lowering, DType dtype) {
   auto m = std::make_unique<Module>();
-  buildAttentionProgram(*m, program, batch, seq, d);
+  buildAttentionProgram(*m, program, batch, seq, d, lowering);
   PassManager pm;  // verifies after every pass by default
-  for (auto& p : programPasses(program, DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  for (auto& p : programPasses(program, dtype, fe::AdamWConfig{}, lowering)) pm.add(std::move(p));
   pm.addPipeline(defaultOptimizationPipeline());
   pm.run(*m);
   return m;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pipeline.h"
 
 namespace fusec::models {
 
@@ -28,14 +29,22 @@ bool isAttentionProgram(const std::string& program);
 
 // Adds the function `program` (one of attentionProgramNames(), also the function's name) to
 // `m`. Throws Error for another name or a non-positive size.
-Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d);
+// `lowering` (resolved: fused or naive) matters to the backward only: naive, the gradient
+// is traced through decompose-attention's primitives (so the backward recomputes P with a
+// softmax and never needs o); fused, it is autodiff's attention_backward composite, which
+// reads the forward's o and lse.
+Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d,
+                             AttentionLowering lowering = AttentionLowering::Naive);
 Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d);
-Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d);
+Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d,
+                              AttentionLowering lowering = AttentionLowering::Naive);
 
-// `program` as `fusec compile --program <program>` gives it by default: traced, its program
-// passes, then the default optimisation pipeline (GEMMs and fused kernels over a planned
-// arena), verified after every pass. f32. The module is the function's only owner.
-std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d);
+// `program` as `fusec compile --program <program>` gives it: traced, its program passes at
+// `dtype` with `lowering`, then the default optimisation pipeline (GEMMs and fused kernels
+// over a planned arena), verified after every pass. The module is the function's only owner.
+std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d,
+                                                AttentionLowering lowering = AttentionLowering::Naive,
+                                                DType dtype = DType::f32);
 
 // Bytes of the attention probabilities P [B, N, N] that naive eager attention keeps from its
 // forward for its backward, at `elementBytes` per element (4 for f32): the dominant memory

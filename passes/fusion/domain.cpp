@@ -45,6 +45,8 @@ Domain domainOf(const Op& op) {
     default: break;
   }
   if (op.kind == OpKind::ScatterAdd) return {DomainKind::Scatter, op.operands[2]->type.numel(), 1};
+  if (op.kind == OpKind::Attention || op.kind == OpKind::AttentionBackward)
+    return {DomainKind::Attention, op.result()->type.numel(), 1};
   return {DomainKind::Pointwise, op.result()->type.numel(), 1};
 }
 
@@ -57,12 +59,15 @@ bool pointwiseFits(int64_t points, const Domain& red, bool asEpilogue) {
   return !asEpilogue && points == red.n * red.r;
 }
 
-bool isReduction(DomainKind k) { return k != DomainKind::Pointwise && k != DomainKind::Multi; }
+bool isReduction(DomainKind k) {
+  return k != DomainKind::Pointwise && k != DomainKind::Multi && k != DomainKind::Attention;
+}
 
 }  // namespace
 
 std::optional<Domain> fuseDomains(const Domain& producer, const Domain& consumer, bool edge) {
-  if (producer.kind == DomainKind::Multi || consumer.kind == DomainKind::Multi) return std::nullopt;
+  for (DomainKind alone : {DomainKind::Multi, DomainKind::Attention})
+    if (producer.kind == alone || consumer.kind == alone) return std::nullopt;
   const bool pp = producer.kind == DomainKind::Pointwise, cp = consumer.kind == DomainKind::Pointwise;
   if (pp && cp) return producer.n == consumer.n ? std::optional(producer) : std::nullopt;
   if (pp && isReduction(consumer.kind))

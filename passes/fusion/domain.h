@@ -16,6 +16,7 @@ enum class DomainKind {
   All,        // one scalar from r elements
   Scatter,    // n source elements scattered into a table
   Multi,      // several independent shapes (AdamW of one layer): never fused further
+  Attention,  // one attention / attention_backward composite: a flash kernel of its own
 };
 
 struct Domain {

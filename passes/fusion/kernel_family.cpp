@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ir/strided_view.h"
 #include "passes/fusion/domain.h"
 
 namespace fusec {
@@ -16,6 +17,7 @@ const char* familyName(KernelFamily f) {
     case KernelFamily::ReduceAll: return "reduce_all";
     case KernelFamily::Scatter: return "scatter";
     case KernelFamily::MultiTensor: return "multi_tensor";
+    case KernelFamily::Attention: return "attention";
   }
   return "?";
 }
@@ -25,7 +27,21 @@ KernelFamily classifyKernel(const Graph& body) {
     throw Error("kernel '" + body.name + "' fits no kernel family: " + why);
   };
   std::set<DomainKind> reductions;
-  int scatters = 0;
+  int scatters = 0, attentions = 0;
+  for (auto& op : body.ops)
+    attentions += op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
+  if (attentions > 0) {
+    if (attentions > 1) return fail("it holds more than one attention");
+    for (auto& op : body.ops) {
+      const bool attention = op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
+      if (!attention && op->kind != OpKind::Input && !isViewOp(op->kind))
+        return fail("an attention kernel holds only views of its inputs, not " + std::string(op->info().name));
+    }
+    for (Value* v : body.outputs)
+      if (v->def->kind != OpKind::Attention && v->def->kind != OpKind::AttentionBackward)
+        return fail("an attention kernel returns only the attention's results");
+    return KernelFamily::Attention;
+  }
   for (auto& op : body.ops) {
     if (op->kind == OpKind::ScatterAdd) ++scatters;
     const OpCategory c = op->info().category;
@@ -64,6 +80,7 @@ std::string kernelHint(const Graph& body, KernelFamily family) {
   }
   auto has = [&](OpKind o) { return k.count(o) != 0; };
   switch (family) {
+    case KernelFamily::Attention: return has(OpKind::AttentionBackward) ? "flash_bwd" : "flash_fwd";
     case KernelFamily::Scatter: return "embedding_grad";
     case KernelFamily::ColReduce: return "colsum";
     case KernelFamily::ReduceAll: return "mean";

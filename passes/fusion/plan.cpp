@@ -50,6 +50,9 @@ bool isResidentConcat(const Op& op) {
   return true;
 }
 
+// attention and attention_backward: each becomes a kernel of its own (the `attention` family).
+bool isAttention(const Op& op) { return op.kind == OpKind::Attention || op.kind == OpKind::AttentionBackward; }
+
 // Ops that stay at top level as they are and never join a group.
 bool isFixed(const Op& op) {
   return isSource(op) || op.kind == OpKind::Matmul || op.kind == OpKind::Kernel || isResidentConcat(op);
@@ -68,7 +71,7 @@ class Planner {
  public:
   explicit Planner(const Graph& g) : g_(g) {
     for (auto& op : g.ops) {
-      if (op->info().category == OpCategory::Composite)
+      if (op->info().category == OpCategory::Composite && !isAttention(*op))
         throw Error("fuse: " + std::string(op->info().name) + " is a composite op; run decompose before fuse");
       pos_[op.get()] = int64_t(pos_.size());
       for (Value* v : op->operands) users_[v].push_back(op.get());
@@ -185,6 +188,29 @@ class Planner {
       if (op->kind == OpKind::Matmul)
         for (Value* v : op->operands) hardUse(v, /*gemm=*/true);
     for (Value* v : g_.outputs) hardUse(v, /*gemm=*/false);
+    for (auto& op : g_.ops)
+      if (isAttention(*op))
+        for (Value* v : op->operands) attentionUse(v);
+  }
+
+  // An attention kernel reads each operand as [..., T, d] rows with unit stride along d and
+  // any other strides (baked into its source): a view chain with that layout is cloned into
+  // the kernel's body (no copy, e.g. q, k, v straight from the fused QKV GEMM's output);
+  // anything else inlined (a cast, a rope) is materialised first, by its own kernel.
+  void attentionUse(Value* v) {
+    Op* d = v->def;
+    if (!inlined(d)) return;
+    if (!isViewOp(d->kind)) {
+      demoted_.insert(d);
+      return;
+    }
+    auto view = resolveView(v);
+    if (!view || view->strides.empty() || (view->strides.back() != 1 && v->type.shape.back() != 1)) {
+      demoted_.insert(d);
+      return;
+    }
+    const Value* x = view->base;
+    if (inlined(x->def)) demoted_.insert(x->def);  // the base itself must exist in memory
   }
 
   void hardUse(Value* v, bool gemm) {
@@ -227,6 +253,7 @@ class Planner {
       grp.members = {op};
       grp.rank = pos_[op];
       grp.fixed = isFixed(*op);
+      grp.frozen = isAttention(*op);  // complete as it is: one flash kernel
       if (!grp.fixed) grp.domain = domainOf(*op);
       groupOf_[size_t(pos_[op])] = int(groups_.size());
       groups_.push_back(std::move(grp));

@@ -50,7 +50,8 @@ TEST(AttentionBench, SweepRowsAndOom) {
   EXPECT_EQ(rows[5].status, "kernel launch failed");
   EXPECT_EQ(rows[0].forwardMs->n, 4);
   EXPECT_EQ(*rows[0].savedBytes, 2 * 256 * 256 * 4);
-  EXPECT_NE(progress.str().find("[3/8] attention batch=2 d=16 seq=4096 eager: OOM\n"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("[3/8] attention batch=2 d=16 seq=4096 fp32 eager: OOM\n"), std::string::npos)
+      << progress.str();
 
   s.impls = {"flash"};
   test::expectError([&] { bench::runAttentionSweep(s, standIns(rng), nullptr); }, "no attention runner 'flash'");
@@ -62,7 +63,7 @@ TEST(AttentionBench, Formats) {
   s.batch = 2, s.ds = {32}, s.seqs = {256, 8192}, s.iters = 3;
   auto rows = bench::runAttentionSweep(s, standIns(rng), nullptr);
   const std::string table = bench::formatAttentionRows(rows, bench::Format::Table);
-  for (const char* part : {"| batch | d  | seq  | impl", "| OOM ", "recomputes S and P", "0.5 MiB"})
+  for (const char* part : {"| batch | d  | seq  | dtype | impl", "| OOM ", "S and P from q and k", "0.5 MiB", "fwd+bwd TFLOP/s"})
     EXPECT_NE(table.find(part), std::string::npos) << part << "\n" << table;
 
   std::istringstream json(bench::formatAttentionRows(rows, bench::Format::Json));
@@ -70,7 +71,12 @@ TEST(AttentionBench, Formats) {
   int n = 0;
   while (std::getline(json, line)) {
     auto j = nlohmann::json::parse(line);
-    EXPECT_EQ(j.size(), 11u);
+    EXPECT_EQ(j.size(), 15u);
+    // FlashAttention's count: 4 B N^2 d / 2 FLOPs over the median forward time.
+    if (j["status"] == "OK")
+      EXPECT_NEAR(j["forward_tflops"].get<double>(),
+                  4.0 * 2 * double(j["seq"]) * double(j["seq"]) * 32 / 2 / (j["forward_ms"].get<double>() * 1e-3) / 1e12,
+                  1e-9);
     EXPECT_EQ(j["status"] == "OK", !j["forward_ms"].is_null());
     ++n;
   }
@@ -78,8 +84,9 @@ TEST(AttentionBench, Formats) {
 
   const std::string csv = bench::formatAttentionRows(rows, bench::Format::Csv);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "batch,d,seq,impl,status,forward_ms,forward_std_ms,backward_ms,backward_std_ms,saved_for_backward_bytes,peak_bytes");
-  EXPECT_NE(csv.find("\n2,32,8192,eager,OOM,,,,,,\n"), std::string::npos) << csv;
+            "batch,d,seq,dtype,impl,status,forward_ms,forward_std_ms,backward_ms,backward_std_ms,fwd_bwd_ms,forward_tflops,"
+            "fwd_bwd_tflops,saved_for_backward_bytes,peak_bytes");
+  EXPECT_NE(csv.find("\n2,32,8192,fp32,eager,OOM,,,,,,,,,\n"), std::string::npos) << csv;
 }
 
 }  // namespace

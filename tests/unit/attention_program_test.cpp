@@ -153,7 +153,8 @@ TEST(AttentionProgram, CompiledBackwardIsFiveGemmsAndTwoRowKernels) {
 
 TEST(AttentionProgram, Errors) {
   EXPECT_EQ(test::errorOf([] { programPassNames("attention_backward", DType::bf16); }),
-            "program attention_backward computes in fp32 only");
+            "program attention_backward computes in fp32 only with --attention=naive");
+  EXPECT_NO_THROW(programPassNames("attention_backward", DType::bf16, AttentionLowering::Fused));
   EXPECT_EQ(test::errorOf([] { programPassNames("attention_fwd", DType::f32); }),
             "unknown program 'attention_fwd' (known: forward, train_step, attention, attention_backward)");
   Module m;

@@ -561,6 +561,36 @@ TEST(AutodiffComposite, Attention) {
   }
 }
 
+// The VJP of attention is one attention_backward composite reading the forward's o and lse
+// (no P); attention_backward itself has no derivative (no double backward).
+COVERS(OpKind::AttentionBackward);
+TEST(AutodiffComposite, AttentionVjpIsTheBackwardComposite) {
+  std::mt19937 rng(545);
+  Fn f;
+  const Type t{F, {2, 4, 8}};
+  Value* q = f.in("q", test::randomNonZero(t, rng));
+  Value* k = f.in("k", test::randomNonZero(t, rng));
+  Value* v = f.in("v", test::randomNonZero(t, rng));
+  std::vector<Value*> o = f.b.create(OpKind::Attention, {q, k, v}, {{"causal", true}, {"scale", 0.5}});
+  Value* loss = f.weightedLoss(o[0], rng);
+  appendGradients(f.g, loss, {q, k, v});
+  EXPECT_EQ(countKind(f.g, OpKind::AttentionBackward), 1u);
+  EXPECT_EQ(countKind(f.g, OpKind::Matmul), 0u);
+  for (auto& op : f.g.ops)
+    if (op->kind == OpKind::AttentionBackward) {
+      EXPECT_EQ(op->operands[3], o[0]);
+      EXPECT_EQ(op->operands[5], o[1]);
+    }
+  Fn g;
+  Value* q2 = g.in("q", test::randomNonZero(t, rng));
+  std::vector<Value*> o2 = g.b.create(OpKind::Attention, {q2, q2, q2}, {{"causal", true}, {"scale", 0.5}});
+  std::vector<Value*> d = g.b.create(OpKind::AttentionBackward, {q2, q2, q2, o2[0], o2[0], o2[1]},
+                                     {{"causal", true}, {"scale", 0.5}});
+  Value* l2 = g.weightedLoss(d[0], rng);
+  EXPECT_NE(test::errorOf([&] { appendGradients(g.g, l2, {q2}); }).find("'attention_backward' has no derivative"),
+            std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------
 // Graph-level behaviour
 

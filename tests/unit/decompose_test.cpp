@@ -106,6 +106,21 @@ Value* attentionCase(test::GraphUnderTest& f, std::mt19937& rng, Shape batch, in
   return f.b.create1(OpKind::Attention, {q, k, v}, {{"causal", causal}, {"scale", 0.45}});
 }
 
+// attention's lse (result 1), or result `which` of attention_backward on random inputs
+// (its formula holds for any o, do, lse, so they need not come from a forward).
+Value* attentionResultCase(test::GraphUnderTest& f, std::mt19937& rng, bool backward, int which) {
+  const Type t{DType::f32, {2, 5, 8}}, rows{DType::f32, {2, 5}};
+  Value* q = f.in("q", test::randomNonZero(t, rng));
+  Value* k = f.in("k", test::randomNonZero(t, rng));
+  Value* v = f.in("v", test::randomNonZero(t, rng));
+  const NamedAttrs at = {{"causal", true}, {"scale", 0.4}};
+  if (!backward) return f.b.create(OpKind::Attention, {q, k, v}, at).at(size_t(which));
+  Value* o = f.in("o", test::randomNonZero(t, rng));
+  Value* dO = f.in("do", test::randomNonZero(t, rng));
+  Value* lse = f.in("lse", test::randomNonZero(rows, rng));
+  return f.b.create(OpKind::AttentionBackward, {q, k, v, o, dO, lse}, at).at(size_t(which));
+}
+
 const Type kX{DType::f32, {3, 4, 7}};
 
 const std::vector<Case>& cases() {
@@ -134,6 +149,10 @@ const std::vector<Case>& cases() {
       {OpKind::Attention, "causal Tq < Tk", [](F& f, R& r) { return attentionCase(f, r, {2}, 3, 6, true); }},
       {OpKind::Attention, "full, no batch", [](F& f, R& r) { return attentionCase(f, r, {}, 4, 7, false); }},
       {OpKind::Attention, "heads", [](F& f, R& r) { return attentionCase(f, r, {2, 3}, 5, 5, true); }},
+      {OpKind::Attention, "lse", [](F& f, R& r) { return attentionResultCase(f, r, false, 1); }},
+      {OpKind::AttentionBackward, "dq", [](F& f, R& r) { return attentionResultCase(f, r, true, 0); }},
+      {OpKind::AttentionBackward, "dk", [](F& f, R& r) { return attentionResultCase(f, r, true, 1); }},
+      {OpKind::AttentionBackward, "dv", [](F& f, R& r) { return attentionResultCase(f, r, true, 2); }},
   };
   return c;
 }

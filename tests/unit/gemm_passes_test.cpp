@@ -18,6 +18,8 @@
 #include "passes/decompose.h"
 #include "passes/gemm_layout.h"
 #include "passes/pass.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
 #include "test_util.h"
 
 namespace fusec {
@@ -169,10 +171,14 @@ const std::vector<std::string> kChain = {"canonicalize", "cse", "dce", "gemm-lay
                                          "canonicalize", "cse", "dce"};
 
 std::unique_ptr<Module> trainStep(const std::string& model, int64_t batch, int64_t seq) {
+  // As the (naive) pipeline builds it: decompose-attention on the loss before autodiff (the
+  // builder's buildTrainStep would differentiate the composite: attention_backward), then
+  // autodiff, AdamW and decompose.
   auto m = std::make_unique<Module>();
-  models::buildTrainStep(*m, models::namedConfig(model), batch, seq, models::AdamWConfig{});
-  // The compile pipeline decomposes before autodiff; where the builder has not, decompose
-  // now (the attention VJP's recomputed QK^T then merges into the forward one by CSE).
+  models::buildTrainLoss(*m, models::namedConfig(model), batch, seq);
+  PassManager pm;
+  for (auto& p : programPasses("train_step", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
+  pm.run(*m);
   decomposeGraph(*m->funcs[0]);
   EXPECT_EQ(countKind(*m->funcs[0], OpKind::Attention), 0);
   return m;

@@ -1142,6 +1142,56 @@ TEST(InterpErrors, CrossEntropyTargetOutOfRange) {
   EXPECT_EQ(errorOf([&] { interpret(f.g, f.env); }), "cross_entropy target index 7 out of range [0, 7)");
 }
 
+// attention_backward at (o, lse) of the forward: its dq, dk, dv are the gradients of
+// sum(attention(q, k, v) * do), checked by central differences; lse is log sum exp of the
+// scaled, masked scores.
+COVERS(OpKind::AttentionBackward);
+TEST(InterpComposite, AttentionBackwardIsTheGradient) {
+  std::mt19937 rng(23);
+  const Type t{DType::f32, {2, 5, 4}};
+  HostTensor qv = randF(t, rng), kv = randF(t, rng), vv = randF(t, rng), gv = randF(t, rng);
+  auto forward = [&](const HostTensor& q, const HostTensor& k, const HostTensor& v) {
+    Fn f;
+    std::vector<Value*> o = f.b.create(OpKind::Attention, {f.in("q", q), f.in("k", k), f.in("v", v)},
+                                       {{"causal", true}, {"scale", 0.6}});
+    f.b.output(o[0]);
+    f.b.output(o[1]);
+    return interpret(f.g, f.env);
+  };
+  std::vector<HostTensor> fwd = forward(qv, kv, vv);
+  // lse of row (0, 2): keys 0..2 visible.
+  double m = -INFINITY, s = 0, dots[3];
+  for (int j = 0; j < 3; ++j) {
+    dots[j] = 0;
+    for (int c = 0; c < 4; ++c) dots[j] += double(qv.f[size_t(2 * 4 + c)]) * kv.f[size_t(j * 4 + c)] * 0.6;
+    m = std::max(m, dots[j]);
+  }
+  for (double x : dots) s += std::exp(x - m);
+  EXPECT_NEAR(fwd[1].f[2], m + std::log(s), 1e-5);
+  Fn f;
+  std::vector<Value*> d = f.b.create(OpKind::AttentionBackward,
+                                     {f.in("q", qv), f.in("k", kv), f.in("v", vv), f.in("o", fwd[0]), f.in("do", gv),
+                                      f.in("lse", fwd[1])},
+                                     {{"causal", true}, {"scale", 0.6}});
+  for (Value* x : d) f.b.output(x);
+  std::vector<HostTensor> grads = interpret(f.g, f.env);
+  auto loss = [&](const HostTensor& q, const HostTensor& k, const HostTensor& v) {
+    HostTensor o = forward(q, k, v)[0];
+    double l = 0;
+    for (size_t i = 0; i < o.size(); ++i) l += double(o.f[i]) * gv.f[i];
+    return l;
+  };
+  for (int which = 0; which < 3; ++which)
+    for (size_t e : {size_t(0), size_t(13), size_t(39)}) {
+      HostTensor p[3] = {qv, kv, vv}, m2[3] = {qv, kv, vv};
+      const float h = 1e-2f;
+      p[which].f[e] += h;
+      m2[which].f[e] -= h;
+      const double fd = (loss(p[0], p[1], p[2]) - loss(m2[0], m2[1], m2[2])) / (2 * double(h));
+      EXPECT_NEAR(grads[size_t(which)].f[e], fd, 2e-3) << "gradient " << which << " element " << e;
+    }
+}
+
 COVERS(OpKind::Attention);
 TEST(InterpComposite, Attention) {
   struct Case {

@@ -34,7 +34,7 @@ struct BenchArgs {
   std::vector<int> warmups = {5};
   int iters = 10;
   uint64_t seed = 0;
-  std::string format = "table", out = "-", torchScript;
+  std::string format = "table", out = "-", torchScript, attention = "fused";
   bool vsTorch = false;
 };
 
@@ -111,6 +111,9 @@ Command addBenchCommand(CLI::App& app) {
       ->type_name("LIST");
   cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
   cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
+  cmd->add_option("--attention", a->attention, "Attention lowering of the compiled side: fused (default) or naive")
+      ->check(CLI::IsMember({"fused", "naive"}))
+      ->type_name("LOWERING");
   cmd->add_option("--dtype", a->dtypes, "Precisions: fp32, bf16 (autocast) (default: fp32,bf16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16"}))
@@ -168,7 +171,12 @@ Command addBenchCommand(CLI::App& app) {
 
     std::map<std::string, bench::Runner> runners;
     auto cache = std::make_shared<codegen::CubinCache>(codegen::CubinCache::defaultDir());
-    runners["compiled"] = [cache](const bench::BenchCase& c, Bindings& env) { return bench::runCompiled(c, env, cache.get()); };
+    const AttentionLowering lowering = parseAttentionLowering(a->attention);
+    runners["compiled"] = [cache, lowering](const bench::BenchCase& c, Bindings& env) {
+      bench::BenchCase with = c;
+      with.attention = lowering;
+      return bench::runCompiled(with, env, cache.get());
+    };
 #ifdef FUSEC_HAVE_EAGER
     runners["eager"] = [](const bench::BenchCase& c, Bindings& env) { return bench::runEager(c, env); };
 #else

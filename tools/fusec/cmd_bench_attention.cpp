@@ -40,9 +40,13 @@ Command addBenchAttention(CLI::App& bench) {
       ->type_name("LIST");
   cmd->add_option("--warmup", a->sweep.warmup, "Warm-up calls before timing (default: 5)")->type_name("N");
   cmd->add_option("--iters", a->sweep.iters, "Timed iterations (default: 10)")->type_name("N");
-  cmd->add_option("--impl", a->sweep.impls, "eager, compiled (default: both)")
+  cmd->add_option("--impl", a->sweep.impls, "eager, compiled (naive attention), fused (flash attention) (default: eager,compiled)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"eager", "compiled"}))
+      ->check(CLI::IsMember({"eager", "compiled", "fused"}))
+      ->type_name("LIST");
+  cmd->add_option("--dtype", a->sweep.dtypes, "fp32, bf16 (default: fp32)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->type_name("LIST");
   cmd->add_option("--format", a->format, "table (default), json (one object per row) or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}))
@@ -66,6 +70,7 @@ Command addBenchAttention(CLI::App& bench) {
     auto cache = std::make_shared<codegen::CubinCache>(codegen::CubinCache::defaultDir());
     std::map<std::string, bench::AttentionRunner> runners;
     runners["compiled"] = [cache](const bench::AttentionCase& c) { return bench::runCompiledAttention(c, cache.get()); };
+    runners["fused"] = [cache](const bench::AttentionCase& c) { return bench::runCompiledAttention(c, cache.get(), true); };
 #ifdef FUSEC_HAVE_EAGER
     runners["eager"] = bench::runEagerAttention;
 #else
@@ -74,7 +79,7 @@ Command addBenchAttention(CLI::App& bench) {
     };
 #endif
     std::string text = bench::formatAttentionRows(bench::runAttentionSweep(a->sweep, runners, &std::cerr), format);
-    if (format == bench::Format::Table) text = "# naive causal attention, f32, on " + device.name + "\n" + text;
+    if (format == bench::Format::Table) text = "# causal attention on " + device.name + "\n" + text;
     writeOutput(a->out, text);
     return 0;
 #endif

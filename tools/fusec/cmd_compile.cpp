@@ -28,7 +28,7 @@ namespace fusec::cli {
 namespace {
 
 struct CompileArgs {
-  std::string model, program = "forward", dtype = "fp32", passes, output = "-";
+  std::string model, program = "forward", dtype = "fp32", passes, output = "-", attention;
   int64_t batch = 4, ctx = 256;
   bool stats = false, printDTypes = false;
   CLI::Option* passesOpt = nullptr;
@@ -41,6 +41,10 @@ struct CompileArgs {
   PassManagerOptions pm;
   EmitArgs emit;
 };
+
+AttentionLowering loweringOf(const CompileArgs& a) {
+  return a.attention.empty() ? AttentionLowering::Default : parseAttentionLowering(a.attention);
+}
 
 int64_t countOps(const Graph& g) {
   int64_t n = 0;
@@ -164,7 +168,7 @@ void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m) {
   } else {
     int64_t d = a.dHead ? *a.dHead : cfg ? cfg->dModel / cfg->heads : 0;
     if (d <= 0) throw Error("compile --program " + a.program + " needs --d-head or --model");
-    models::buildAttentionProgram(m, a.program, a.batch, a.ctx, d);
+    models::buildAttentionProgram(m, a.program, a.batch, a.ctx, d, loweringOf(a));
   }
 }
 
@@ -185,6 +189,9 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256)")->type_name("T");
   cmd->add_option("--dtype", a->dtype, "Precision: fp32 (default) or bf16 (PyTorch autocast's policy)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
+  cmd->add_option("--attention", a->attention, "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax); default: fused for the models, naive for the attention programs")
+      ->check(CLI::IsMember({"fused", "naive"}))
+      ->type_name("LOWERING");
   cmd->add_flag("--print-dtypes", a->printDTypes,
                 "Print the dtype of the params, every named traced value and the gradients after the program "
                 "passes, instead of the IR (the optimisation passes do not run)");
@@ -238,7 +245,7 @@ Command addCompileCommand(CLI::App& app) {
     // One pass manager for the program passes and the rest, so that --print-ir-after-all,
     // --dump-dir and --time-passes cover all of them.
     PassManager pm(a->pm);
-    for (auto& p : programPasses(a->program, a->dtype == "bf16" ? DType::bf16 : DType::f32, adamwConfig(*a)))
+    for (auto& p : programPasses(a->program, a->dtype == "bf16" ? DType::bf16 : DType::f32, adamwConfig(*a), loweringOf(*a)))
       pm.add(std::move(p));
     if (!a->printDTypes) {
       std::string rest = a->passesOpt->count() ? a->passes : defaultOptimizationPipeline();

@@ -27,7 +27,7 @@ namespace fusec::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model = "small", program = "train_step", dtype = "fp32", format = "table";
+  std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention;
   int64_t batch = 4, ctx = 256;
   int iters = 10, warmup = 3;
   uint64_t seed = 0;
@@ -39,7 +39,9 @@ struct ProfileArgs {
 bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelConfig& cfg, bench::BenchPass pass,
                                      Bindings env, const codegen::CubinCache* cache) {
   Module m;
-  Graph& g = bench::buildProgram(m, cfg, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{});
+  // On the GPU the models' attention is fused unless --attention=naive.
+  const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
+  Graph& g = bench::buildProgram(m, cfg, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering);
   bench::ProgramProfile p;
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
   p.launches = bench::classifyLaunches(g);
@@ -94,6 +96,9 @@ Command addProfileCommand(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16 (autocast)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->type_name("DTYPE");
+  cmd->add_option("--attention", a->attention, "Attention lowering: fused (default) or naive")
+      ->check(CLI::IsMember({"fused", "naive"}))
+      ->type_name("LOWERING");
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("N");
   cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256)")->type_name("N");
   cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");

@@ -38,7 +38,7 @@ namespace {
 struct RunArgs {
   std::string program, weights, inputs, out, initWeights;
   int64_t steps = 1;
-  std::string device, dtype = "fp32", model = "small", betas;
+  std::string device, dtype = "fp32", model = "small", betas, attention;
   uint64_t seed = 0;
   // Config overrides; applied only when given.
   int64_t vocab = 0, ctx = 0, dModel = 0, layers = 0, heads = 0, dFF = 0;
@@ -208,7 +208,12 @@ int runProgram(RunArgs& a) {
   for (auto& [name, t] : weights) env[name] = std::move(t);
 
   PassManager pm;
-  for (auto& p : programPasses(a.program, a.dtype == "bf16" ? DType::bf16 : DType::f32, a.adamw)) pm.add(std::move(p));
+  // On the GPU the models' attention is fused unless --attention=naive.
+  const AttentionLowering lowering = !a.attention.empty() ? parseAttentionLowering(a.attention)
+                                     : a.device == "cuda" ? AttentionLowering::Fused
+                                                          : AttentionLowering::Default;
+  for (auto& p : programPasses(a.program, a.dtype == "bf16" ? DType::bf16 : DType::f32, a.adamw, lowering))
+    pm.add(std::move(p));
   pm.run(module);
   const Graph& g = *module.funcs.at(0);
   bindProgramState(g, env);
@@ -272,6 +277,9 @@ Command addRunCommand(CLI::App& app) {
   cmd->add_flag("--no-cuda-graph", a->noCudaGraph, "cuda: launch the step's kernels one by one instead of replaying a CUDA graph");
   cmd->add_flag("--tf32", a->tf32, "cuda: run f32 GEMMs on TF32 tensor cores (default: strict f32)");
   cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--attention", a->attention, "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax); default: fused for the models, naive for the attention programs")
+      ->check(CLI::IsMember({"fused", "naive"}))
+      ->type_name("LOWERING");
   cmd->add_option("--model", a->model,
                   "small (default), medium, large, xl, 2.7B, tiny, toy (the CS336 mixed-precision ToyModel)");
   a->oVocab = cmd->add_option("--vocab", a->vocab, "Override the vocabulary size");

@@ -1,0 +1,154 @@
+// The `attention` family: a kernel whose body is one attention (forward) or
+// attention_backward composite over views of its inputs becomes a flash-attention kernel
+// (codegen/attention_sources.h), specialised at generation time:
+//   * shapes, the scale and causality are constants of the source;
+//   * operands are read in place through their views: each view's offset and strides are
+//     baked into the source as a per-(batch index) offset and a row stride (the head dim
+//     must have unit stride, which fuse guarantees: passes/fusion/plan.cpp attentionUse).
+//     So q, k, v come straight from the fused QKV GEMM's output or a RoPE kernel, in any
+//     [B, T, H, d] / [B, H, T, d] arrangement, with no permute copy. The kernel ABI stays as
+//     it is (one pointer per operand, kernel_abi.h): the strides live in the source, which
+//     is possible because every shape is static;
+//   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
+// Forward: one launch, a block per (64 query rows, batch index). Backward: two launches, dq
+// (a block per 64 query rows) and then dk, dv (a block per 64 key rows): deterministic, no
+// atomics.
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "codegen/attention_sources.h"
+#include "codegen/cuda_types.h"
+#include "codegen/family_emitters.h"
+#include "ir/strided_view.h"
+
+namespace fusec::codegen {
+
+namespace {
+
+constexpr int kThreads = 128, kRows = 64, kPad = 4;
+
+std::string ll(int64_t v) { return std::to_string(v) + "LL"; }
+
+// A float literal that reads back as the nearest float to `v`.
+std::string fmtFloat(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9ef", v);
+  return buf;
+}
+
+// How an attention operand is read: which kernel operand, and its offset per batch index
+// and row stride (elements).
+struct OperandAccess {
+  int input = -1;
+  std::string batchOffset;  // C++ expression in `z`
+  int64_t rowStride = 0;
+};
+
+OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast) {
+  auto view = resolveView(v);
+  const auto inputs = body.inputs();
+  OperandAccess a;
+  if (view)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i]->result() == view->base) a.input = int(i);
+  const std::string where = "codegen: attention kernel '" + body.name + "': ";
+  if (!view || a.input < 0) throw Error(where + what + " is not a view of a kernel operand");
+  const Shape& s = v->type.shape;
+  const int r = v->type.rank();
+  // [batch..., T, W] (or [batch..., T] for lse): the batch dims are all but the last one or two.
+  const int batchDims = rowsAreLast ? r - 1 : r - 2;
+  const int64_t unit = view->strides[size_t(r - 1)];
+  if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
+  a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
+  std::string e = ll(view->offset);
+  int64_t inner = 1;
+  for (int d = batchDims - 1; d >= 0; --d) {
+    const int64_t n = s[size_t(d)], st = view->strides[size_t(d)];
+    if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
+    inner *= n;
+  }
+  a.batchOffset = e;
+  return a;
+}
+
+}  // namespace
+
+std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
+  const Op* att = nullptr;
+  for (auto& op : k.body.ops)
+    if (op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward) att = op.get();
+  const std::string where = "codegen: attention kernel '" + k.body.name + "': ";
+  if (!att) throw Error(where + "no attention op");
+  const bool backward = att->kind == OpKind::AttentionBackward;
+  const Type &q = att->operands[0]->type, &kt = att->operands[1]->type, &vt = att->operands[2]->type;
+  const int r = q.rank();
+  const int64_t Tq = q.shape[size_t(r - 2)], Tk = kt.shape[size_t(r - 2)], D = q.shape[size_t(r - 1)],
+                DV = vt.shape[size_t(r - 1)];
+  const int64_t batch = Tq * D == 0 ? 0 : q.numel() / (Tq * D);
+  if (D % 8 != 0 || DV % 8 != 0 || D > 256 || DV > 256)
+    throw Error(where + "head dims must be multiples of 8 up to 256, got " + std::to_string(D) + " and " +
+                std::to_string(DV) + " (use --attention=naive)");
+  if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
+  if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
+
+  // Result index of the attention op -> kernel result `out<i>`.
+  std::map<int, int> outOf;
+  for (size_t i = 0; i < k.body.outputs.size(); ++i) outOf[k.body.outputs[i]->index] = int(i);
+  auto out = [&](int result) { return outOf.count(result) ? "out" + std::to_string(outOf.at(result)) : std::string("nullptr"); };
+
+  const char* names[] = {"q", "k", "v", "o", "do", "lse"};
+  const int operands = backward ? 6 : 3;
+  std::vector<OperandAccess> acc;
+  for (int i = 0; i < operands; ++i) acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5));
+
+  const double scale = att->attrFloat("scale");
+  w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
+         std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
+         (att->attrBool("causal") ? ", causal" : ""));
+  w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
+  w.line("typedef " + storageType(q.dtype) + " fa_t;");
+  w.line("#define FA_D " + std::to_string(D));
+  w.line("#define FA_DV " + std::to_string(DV));
+  w.line("#define FA_TQ " + std::to_string(Tq));
+  w.line("#define FA_TK " + std::to_string(Tk));
+  w.line(std::string("#define FA_CAUSAL ") + (att->attrBool("causal") ? "true" : "false"));
+  w.line("#define FA_SCALE " + fmtFloat(scale));
+  w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
+  for (int i = 0; i < operands; ++i) {
+    std::string up = names[i];
+    for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+    w.line("#define FA_" + up + "_RS " + ll(acc[size_t(i)].rowStride));
+    w.line("__device__ __forceinline__ long long fa_" + std::string(names[i]) + "_batch(int z) { return " +
+           acc[size_t(i)].batchOffset + "; }");
+  }
+  w.line(attentionSimtSource());
+
+  auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
+  const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;
+  const uint32_t qTiles = uint32_t((Tq + kRows - 1) / kRows), kTiles = uint32_t((Tk + kRows - 1) / kRows);
+  const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1));
+  std::vector<Launch> launches;
+  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t floats, const std::string& call) {
+    k.signature(w, fn, kThreads);
+    w.line(call);
+    w.close();
+    launches.push_back(Launch{fn, {std::max<uint32_t>(tiles, 1), zs, 1}, {kThreads, 1, 1}, uint32_t(floats * 4)});
+  };
+  if (!backward) {
+    launch(k.name, qTiles, kRows * LD * 2 + kRows * LDV + kRows * LDT,
+           "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");
+    return launches;
+  }
+  const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
+  if (outOf.count(0))
+    launch(k.name + "_dq", qTiles, kRows * (LD + LDV) * 2 + kRows * LDT + 2 * kRows,
+           "fa_backward_dq(" + common + ", " + out(0) + ");");
+  if (outOf.count(1) || outOf.count(2))
+    launch(k.name + "_dkdv", kTiles, kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows,
+           "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");");
+  return launches;
+}
+
+}  // namespace fusec::codegen

@@ -1,0 +1,148 @@
+// The fused attention kernels (codegen/attention_kernel.cpp) on the GPU against the CPU
+// interpreter's reference of the attention composites (double accumulation): the
+// @attention and @attention_backward programs compiled with --attention=fused, fp32 and
+// bf16, causal, d 16, 32, 64, 128, N 1, 17, 256, 1000 (and 4096 at d 64 and 128), batch 2.
+// Tolerances, norm-wise relative: fp32 1e-4, bf16 2e-2 (the reference is the bf16 program:
+// q, k, v rounded to bf16 as autocast does). Each program runs twice on different random
+// inputs, so an element a kernel never writes shows the first run's value and fails the
+// second comparison. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "frontend/models/attention.h"
+#include "frontend/models/transformer.h"
+#include "frontend/program_state.h"
+#include "passes/pipeline.h"
+#include "ir/interpreter.h"
+#include "passes/pass_manager.h"
+#include "runtime/device.h"
+#include "runtime/executable.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+struct Shape3 {
+  int64_t d, n;
+};
+
+class FusedAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  }
+};
+
+void check(const std::string& program, DType dt, int64_t batch, int64_t n, int64_t d, uint32_t seed) {
+  auto fused = models::compileAttentionProgram(program, batch, n, d, AttentionLowering::Fused, dt);
+  const Graph& g = *fused->funcs.front();
+  int attentionKernels = 0;
+  for (const auto& op : g.ops) attentionKernels += op->kind == OpKind::Kernel && op->attrStr("name").find("attention_") == 0;
+  // The backward program runs its forward (o, lse) too.
+  ASSERT_EQ(attentionKernels, program == "attention" ? 1 : 2) << program;
+  // The reference: the traced program through its program passes only (autocast for bf16),
+  // attention composites evaluated by the interpreter.
+  Module ref;
+  Graph& rg = models::buildAttentionProgram(ref, program, batch, n, d, AttentionLowering::Fused);
+  if (dt == DType::bf16) {
+    PassManager pm;
+    pm.add(createPass("autocast"));
+    pm.run(ref);
+  }
+  rt::Executable exe(g);
+  std::mt19937 rng(seed);
+  for (int round = 0; round < (n >= 4096 ? 1 : 2); ++round) {
+    Bindings env;
+    for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+    exe.bind(env);
+    exe.run();
+    std::vector<HostTensor> want = interpret(rg, env);
+    const double tol = dt == DType::f32 ? 1e-4 : 2e-2;
+    for (size_t i = 0; i < want.size(); ++i) {
+      HostTensor got = exe.output(i);
+      const double err = test::normRelError(got, want[i]);
+      std::printf("%-18s %s d=%-3lld N=%-5lld output %zu round %d: rel err %.2e\n", program.c_str(),
+                  std::string(dtypeName(dt)).c_str(), (long long)d, (long long)n, i, round, err);
+      EXPECT_LE(err, tol) << program << " " << dtypeName(dt) << " d=" << d << " N=" << n << " output " << i;
+    }
+  }
+}
+
+TEST_F(FusedAttention, MatchesTheInterpreter) {
+  std::vector<Shape3> shapes;
+  for (int64_t d : {16, 32, 64, 128})
+    for (int64_t n : {1, 17, 256, 1000}) shapes.push_back({d, n});
+  shapes.push_back({64, 4096});
+  shapes.push_back({128, 4096});
+  uint32_t seed = 1;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Shape3& s : shapes)
+      for (const char* program : {"attention", "attention_backward"}) {
+        const int64_t batch = s.n >= 4096 ? 1 : 2;
+        check(program, dt, batch, s.n, s.d, seed++);
+      }
+}
+
+// A model's loss and gradients (fwd_bwd) with fused attention against the same program with
+// naive attention, both on the GPU: q, k, v are read through their views of the QKV GEMM's
+// output and the RoPE kernel's (strided, several heads), o feeds the output projection.
+std::vector<HostTensor> modelRun(const std::string& model, DType dt, AttentionLowering lowering, int64_t B, int64_t T,
+                                 std::mt19937::result_type seed, int* attentionKernels) {
+  Module m;
+  models::buildTrainLoss(m, models::namedConfig(model), B, T);
+  PassManager pm;
+  for (auto& p : programPasses("fwd_bwd", dt, fe::AdamWConfig{}, lowering)) pm.add(std::move(p));
+  pm.addPipeline(defaultOptimizationPipeline());
+  pm.run(m);
+  const Graph& g = *m.funcs.front();
+  *attentionKernels = 0;
+  for (const auto& op : g.ops) *attentionKernels += op->kind == OpKind::Kernel && op->attrStr("name").find("attention_") == 0;
+  // The same values for both lowerings: drawn in name order, the bf16 weight copies made
+  // from them by bindProgramState.
+  std::map<std::string, Type> sources;
+  for (Op* in : g.inputs()) sources[in->attrStr("name")] = in->result()->type;
+  for (Op* p : g.params()) {
+    const std::string& n = p->attrStr("name");
+    if (n.size() <= 5 || n.compare(n.size() - 5, 5, ".bf16") != 0) sources[n] = p->result()->type;
+  }
+  std::mt19937 rng(seed);
+  Bindings env;
+  const int64_t vocab = models::namedConfig(model).vocab;
+  for (auto& [name, t] : sources)
+    env[name] = !isFloat(t.dtype) ? test::randomIndex(t, rng, 0, vocab)
+                : g.findInput(name)  ? test::randomNonZero(t, rng)
+                                     : test::randomNonZero(t, rng, 0.05);
+  bindProgramState(g, env);
+  rt::Executable exe(g);
+  exe.bind(env);
+  exe.run();
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < g.outputs.size(); ++i) out.push_back(exe.output(i));
+  return out;
+}
+
+TEST_F(FusedAttention, ModelGradientsMatchNaive) {
+  for (const char* model : {"tiny", "small"})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      int fusedKernels = 0, naiveKernels = 0;
+      const int64_t T = std::min<int64_t>(64, models::namedConfig(model).ctx);
+      auto fused = modelRun(model, dt, AttentionLowering::Fused, 2, T, 7, &fusedKernels);
+      auto naive = modelRun(model, dt, AttentionLowering::Naive, 2, T, 7, &naiveKernels);
+      EXPECT_EQ(naiveKernels, 0);
+      EXPECT_EQ(fusedKernels, 2 * int(models::namedConfig(model).layers)) << model;
+      ASSERT_EQ(fused.size(), naive.size());
+      double worst = 0;
+      for (size_t i = 0; i < fused.size(); ++i) worst = std::max(worst, test::normRelError(fused[i], naive[i]));
+      std::printf("%s %s fwd_bwd: fused vs naive, worst rel err over loss and %zu gradients %.2e\n", model,
+                  std::string(dtypeName(dt)).c_str(), fused.size() - 1, worst);
+      EXPECT_LE(worst, dt == DType::f32 ? 1e-4 : 5e-2) << model;
+    }
+}
+
+}  // namespace
+}  // namespace fusec
