@@ -3,7 +3,8 @@
 # `fusec profile` of the large-batch train steps, bf16 (small batch 64, medium batch 16) and
 # any extra "model:batch" pairs in $FUSEC_PROFILE_EXTRA, to $OUT/profile-<model>-b<batch>.txt (and
 # .json with FUSEC_PROFILE_JSON=1).
-# FUSEC_PROFILE_TAG prefixes the file names (e.g. "before-").
+# FUSEC_PROFILE_TAG prefixes the file names (e.g. "before-"); FUSEC_PROFILE_NAIVE=1 adds small
+# batch 64 with --attention=naive (profile-small-b64-naive.txt) for the fused/naive comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUSEC_BUILD:-build-gpu}
@@ -12,7 +13,7 @@ TAG=${FUSEC_PROFILE_TAG:-}
 mkdir -p "$OUT"
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
+cmake --build "$BUILD" -j"$(nproc)" --target ${FUSEC_PROFILE_TARGETS:-fusec} | tail -1
 for pair in small:64 medium:16 ${FUSEC_PROFILE_EXTRA:-}; do
   model=${pair%%:*} batch=${pair##*:}
   formats=(table)
@@ -22,3 +23,7 @@ for pair in small:64 medium:16 ${FUSEC_PROFILE_EXTRA:-}; do
       >"$OUT/${TAG}profile-$model-b$batch.$( [[ $format == table ]] && echo txt || echo json)" 2>>"$OUT/${TAG}profile.err"
   done
 done
+if [[ ${FUSEC_PROFILE_NAIVE:-0} == 1 ]]; then
+  "$BUILD/fusec" profile --model small --program train_step --dtype bf16 --batch 64 --attention=naive \
+    >"$OUT/${TAG}profile-small-b64-naive.txt" 2>>"$OUT/${TAG}profile.err"
+fi
