@@ -2,40 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <tuple>
+
+#include "bench/markdown.h"
 
 namespace fusec::bench {
 namespace {
 
-std::string num(const char* f, double x) {
-  if (std::isnan(x)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
+std::string num(const char* f, double x) { return std::isnan(x) ? "-" : formatNumber(f, x); }
 
 nlohmann::ordered_json numJson(double x) { return std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x); }
-
-std::string markdown(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> w(head.size());
-  for (size_t c = 0; c < head.size(); ++c) {
-    w[c] = head[c].size();
-    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string s = "|";
-    for (size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
-    return s + "\n";
-  };
-  std::string s = line(head);
-  std::vector<std::string> rule;
-  for (size_t c = 0; c < w.size(); ++c) rule.push_back(std::string(w[c], '-'));
-  s += line(rule);
-  for (const auto& r : rows) s += line(r);
-  return s;
-}
 
 }  // namespace
 
@@ -77,7 +54,7 @@ std::string gemmTuningTable(const std::vector<GemmTuningLaunch>& launches) {
     if (!std::isnan(r.savedMs())) saved += r.savedMs(), ++timed;
   }
   std::string s = "\n### GEMM autotuning (median ms per cuBLASLt call, measured when tuned)\n\n";
-  s += markdown({"GEMM", "Launches", "Choice", "Candidates", "Heuristic (ms)", "Chosen (ms)", "Gain", "Saved/step (ms)",
+  s += markdownTable({"GEMM", "Launches", "Choice", "Candidates", "Heuristic (ms)", "Chosen (ms)", "Gain", "Saved/step (ms)",
                  "Algorithm"},
                 cells);
   if (timed == 0)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bench/markdown.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/kernel_family.h"
 #include "runtime/gemm_plan.h"
@@ -261,31 +262,8 @@ std::vector<ProfileRow> topNonGemm(const ProgramProfile& p, size_t n) {
 
 namespace {
 
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
+std::string fmt(const char* f, double x) { return formatNumber(f, x); }
 
-// A markdown table with columns padded to their widest cell, as the seeds print them.
-std::string markdown(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> w(head.size());
-  for (size_t c = 0; c < head.size(); ++c) {
-    w[c] = head[c].size();
-    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string s = "|";
-    for (size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
-    return s + "\n";
-  };
-  std::string s = line(head);
-  std::vector<std::string> rule;
-  for (size_t c = 0; c < w.size(); ++c) rule.push_back(std::string(w[c], '-'));
-  s += line(rule);
-  for (const auto& r : rows) s += line(r);
-  return s;
-}
 
 
 bool haveCeilings(const Ceilings& c) { return c.copyGBps > 0 && c.bf16Tflops > 0 && c.f32Tflops > 0; }
@@ -310,7 +288,7 @@ std::string rowsTable(const char* keyHead, const std::vector<ProfileRow>& rows, 
   if (roof) head.push_back("% copy");
   head.push_back("TFLOP/s");
   if (roof) head.insert(head.end(), {"% GEMM", "% floor"});
-  return markdown(head, cells);
+  return markdownTable(head, cells);
 }
 
 nlohmann::ordered_json rowsJson(const std::vector<ProfileRow>& rows, const Ceilings& ceil) {
