@@ -91,25 +91,41 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-// acc (16 x N) += A (16 x W) B^T: A the 16 rows of a shared tile at `a` (pitch LA), B = [N][W]
-// row-major in shared memory (pitch LB).
-template <int N, int W, int LA, int LB>
-__device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const fa_t* a, const fa_t* b) {
+// The A fragments (16 x W, by k16 chunk) of the 16 rows of a shared tile at `a` (pitch LA).
+// ldmatrix.x4 row addresses: a 16 x 16 block at (lane & 15, 8 (lane >> 4)).
+template <int W, int LA>
+__device__ __forceinline__ void loadA(unsigned (&af)[W / 16][4], const fa_t* a) {
   const int lane = threadIdx.x & 31;
-  // ldmatrix.x4 row addresses: A 16 x 16 at (lane & 15, 8 (lane >> 4)); B two n8 x k16
-  // blocks at (n: (lane & 7) + 8 (lane >> 4), k: 8 ((lane >> 3) & 1)).
+  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
+#pragma unroll
+  for (int kc = 0; kc < W / 16; ++kc) ldsm4(af[kc], pa + kc * 16);
+}
+
+// acc (16 x N) += A (16 x W) B^T, B = [N][W] row-major in shared memory (pitch LB); A is given
+// either as fragments in registers (af) or, when af is null, as the 16 rows of a shared tile
+// at `a` (pitch LA) read chunk by chunk (fewer live registers).
+template <int N, int W, int LA, int LB>
+__device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const unsigned (*af)[4], const fa_t* a, const fa_t* b) {
+  const int lane = threadIdx.x & 31;
+  // ldmatrix.x4 row addresses: A as in loadA; B two n8 x k16 blocks at (n: (lane & 7) +
+  // 8 (lane >> 4), k: 8 ((lane >> 3) & 1)).
   const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
   const fa_t* pb = b + ((lane & 7) + ((lane >> 4) << 3)) * LB + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int kc = 0; kc < W / 16; ++kc) {
-    unsigned af[4];
-    ldsm4(af, pa + kc * 16);
+    unsigned at[4];
+    if (af) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) at[i] = af[kc][i];
+    } else {
+      ldsm4(at, pa + kc * 16);
+    }
 #pragma unroll
     for (int n = 0; n < N / 16; ++n) {
       unsigned bf[4];
       ldsm4(bf, pb + n * 16 * LB + kc * 16);
-      mma(acc[2 * n], af, bf[0], bf[1]);
-      mma(acc[2 * n + 1], af, bf[2], bf[3]);
+      mma(acc[2 * n], at, bf[0], bf[1]);
+      mma(acc[2 * n + 1], at, bf[2], bf[3]);
     }
   }
 }
@@ -221,6 +237,10 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
   float acc[FA_DV / 8][4];
   zero(acc);
+  unsigned qa[FA_D / 16][4];  // the warp's Q rows as A fragments, read once
+  cpWait<0>();
+  __syncthreads();
+  loadA<FA_D, LD>(qa, Qs + warp * 16 * LD);
   for (int t = 0; t < tiles; ++t) {
     const int k0 = t * BC, buf = t & 1;
     if (t + 1 < tiles) {
@@ -232,7 +252,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     __syncthreads();
     float s[BC / 8][4];
     zero(s);
-    gemmABt<BC, FA_D, LD, LD>(s, Qs + warp * 16 * LD, Ks + buf * BC * LD);
+    gemmABt<BC, FA_D, LD, LD>(s, qa, nullptr, Ks + buf * BC * LD);
     const bool mask = needsMask<BR, BC>(q0, k0);
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j)
@@ -334,8 +354,8 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     float s[BC / 8][4], dp[BC / 8][4];
     zero(s);
     zero(dp);
-    gemmABt<BC, FA_D, LD, LD>(s, Qs + warp * 16 * LD, Ks + buf * BC * LD);
-    gemmABt<BC, FA_DV, LDV, LDV>(dp, Gs + warp * 16 * LDV, Vs + buf * BC * LDV);
+    gemmABt<BC, FA_D, LD, LD>(s, nullptr, Qs + warp * 16 * LD, Ks + buf * BC * LD);
+    gemmABt<BC, FA_DV, LDV, LDV>(dp, nullptr, Gs + warp * 16 * LDV, Vs + buf * BC * LDV);
     const bool mask = needsMask<BR, BC>(q0, k0);
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j)
@@ -418,8 +438,8 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
     zero(s);
     zero(dp);
-    gemmABt<BQ, FA_D, LD, LD>(s, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
-    gemmABt<BQ, FA_DV, LDV, LDV>(dp, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
+    gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
+    gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
     const bool mask = needsMask<BQ, BC>(q0, k0);
     const float* Db = Dsm + buf * BQ;
     const float* Lb = L2sm + buf * BQ;
