@@ -78,6 +78,23 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   return a;
 }
 
+// The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BQ,
+// FA_QREG).
+struct MmaTiling {
+  int warps = 4;  // 16 rows each: a block owns 16 * warps query (or, in dK/dV, key) rows
+  int bq = 64;    // dK/dV's query tile
+  bool qInRegisters = true;
+};
+
+MmaTiling mmaTiling(int64_t d, bool backward) {
+  MmaTiling t;
+  // Above d 64, dK/dV's two 16 x d accumulators per warp leave room for 16 x 32 strips of S^T
+  // and dP^T only (ptxas: 240 registers, no spills).
+  t.bq = d > 64 ? 32 : 64;
+  (void)backward;
+  return t;
+}
+
 }  // namespace
 
 std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
@@ -118,6 +135,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
     if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   const bool mma = simtWhy.empty();
+  // The mma template's tiling (codegen/attention_mma.cpp): warps per block (16 rows each),
+  // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
+  const MmaTiling tiling = mmaTiling(D, backward);
+  const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
 
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
@@ -141,18 +162,23 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     w.line("__device__ __forceinline__ long long fa_" + std::string(names[i]) + "_batch(int z) { return " +
            acc[size_t(i)].batchOffset + "; }");
   }
+  if (mma) {
+    w.line("#define FA_WARPS " + std::to_string(tiling.warps));
+    w.line("#define FA_BQ " + std::to_string(tiling.bq));
+    w.line(std::string("#define FA_QREG ") + (tiling.qInRegisters ? "1" : "0"));
+  }
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
 
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
-  const uint32_t qTiles = uint32_t((Tq + kRows - 1) / kRows), kTiles = uint32_t((Tk + kRows - 1) / kRows);
+  const uint32_t qTiles = uint32_t((Tq + rows - 1) / rows), kTiles = uint32_t((Tk + rows - 1) / rows);
   const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1));
   // Dynamic shared memory (bytes) of each launch, as the templates lay it out.
   int64_t fwdBytes, dqBytes, dkdvBytes;
   if (mma) {
-    const int64_t LD = D + 8, LDV = DV + 8, BQ = D > 64 || DV > 64 ? 32 : 64;  // bf16 tiles, 16-byte pad
-    fwdBytes = (kRows * LD + 2 * kRows * (LD + LDV)) * 2;
-    dqBytes = (kRows * (LD + LDV) + 2 * kRows * (LD + LDV)) * 2 + 2 * kRows * 4;
-    dkdvBytes = (kRows * (LD + LDV) + 2 * BQ * (LD + LDV)) * 2 + 4 * BQ * 4;
+    const int64_t LD = D + 8, LDV = DV + 8, BR = rows, BC = 64, BQ = tiling.bq;  // bf16 tiles, 16-byte pad
+    fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * 2;
+    dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * 2 + 2 * BR * 4;
+    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * 2 + 4 * BQ * 4;
   } else {
     const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
     fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
@@ -161,10 +187,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   }
   std::vector<Launch> launches;
   auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call) {
-    k.signature(w, fn, kThreads);
+    k.signature(w, fn, threads);
     w.line(call);
     w.close();
-    launches.push_back(Launch{fn, {std::max<uint32_t>(tiles, 1), zs, 1}, {kThreads, 1, 1}, uint32_t(bytes)});
+    launches.push_back(Launch{fn, {std::max<uint32_t>(tiles, 1), zs, 1}, {uint32_t(threads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
     launch(k.name, qTiles, fwdBytes, "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");

@@ -4,8 +4,8 @@
 // (codegen/attention_simt.cpp), which stays the path for every other dtype and shape
 // (codegen/attention_kernel.cpp chooses).
 //
-// FlashAttention-2's work split: a block of 4 warps owns 64 query rows (forward, dQ) or 64 key
-// rows (dK/dV), each warp 16 of them, and walks the other side's tiles through shared memory,
+// FlashAttention-2's work split: a block of FA_WARPS warps owns 16 rows per warp: query rows
+// (forward, dQ) or key rows (dK/dV), and walks the other side's tiles through shared memory,
 // double-buffered with cp.async (tile t + 1 streams in while tile t is computed). Every
 // product is a warp's 16-row strip times a shared tile:
 //   * S = Q K^T, dP = dO V^T (and S^T = K Q^T, dP^T = V dO^T): A fragments by ldmatrix from the
@@ -33,7 +33,10 @@ namespace fa {
 // NVRTC has no math.h, so no INFINITY.
 #define FA_NEG_INF (-__int_as_float(0x7f800000))
 
-constexpr int NT = 128, BR = 64, BC = 64;
+// FA_WARPS warps of 16 rows each: BR is the block's own rows (query rows of the forward and
+// dQ, key rows of dK/dV); BC the key tile the forward and dQ walk, FA_BQ the query tile dK/dV
+// walk. The generator picks FA_WARPS, FA_BQ and FA_QREG per shape.
+constexpr int NT = 32 * FA_WARPS, BR = 16 * FA_WARPS, BC = 64, BQ = FA_BQ;
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 constexpr int PAD = 8;                                  // bf16 elements (16 bytes) per row
 constexpr int LD = FA_D + PAD, LDV = FA_DV + PAD;       // row pitches (elements)
@@ -237,10 +240,14 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
   float acc[FA_DV / 8][4];
   zero(acc);
+#if FA_QREG
   unsigned qa[FA_D / 16][4];  // the warp's Q rows as A fragments, read once
   cpWait<0>();
   __syncthreads();
   loadA<FA_D, LD>(qa, Qs + warp * 16 * LD);
+#else
+  const unsigned(*qa)[4] = nullptr;  // read from shared per tile: fewer live registers
+#endif
   for (int t = 0; t < tiles; ++t) {
     const int k0 = t * BC, buf = t & 1;
     if (t + 1 < tiles) {
@@ -252,7 +259,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     __syncthreads();
     float s[BC / 8][4];
     zero(s);
-    gemmABt<BC, FA_D, LD, LD>(s, qa, nullptr, Ks + buf * BC * LD);
+    gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD);
     const bool mask = needsMask<BR, BC>(q0, k0);
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j)
@@ -306,7 +313,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
 }
 
 #else  // FA_BACKWARD
-// ---- backward, pass 1: dq for a block of 64 query rows ----
+// ---- backward, pass 1: dq for a block of BR query rows ----
 __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                const fa_t* __restrict__ dO, const float* __restrict__ lse,
@@ -382,24 +389,23 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   }
 }
 
-// ---- backward, pass 2: dk, dv for a block of 64 key rows ----
-// Query tiles of BQ rows: 32 above d 64, so the warp's dK and dV accumulators (16 x d each)
-// and its S^T, dP^T strips fit the register file without spilling.
+// ---- backward, pass 2: dk, dv for a block of BR key rows ----
+// Query tiles of BQ rows (32 above d 64, so that the warp's dK and dV accumulators, 16 x d
+// each, and its S^T, dP^T strips fit the register file without spilling).
 __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                  const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                  const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                  fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
   using namespace fa;
-  constexpr int BQ = FA_D > 64 || FA_DV > 64 ? 32 : 64;
   extern __shared__ float4 fa_smem4[];
-  fa_t* Ks = reinterpret_cast<fa_t*>(fa_smem4);  // [BC][LD]
-  fa_t* Vs = Ks + BC * LD;                        // [BC][LDV]
-  fa_t* Qs = Vs + BC * LDV;                       // [2][BQ][LD]
+  fa_t* Ks = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
+  fa_t* Vs = Ks + BR * LD;                        // [BR][LDV]
+  fa_t* Qs = Vs + BR * LDV;                       // [2][BQ][LD]
   fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
   float* Dsm = reinterpret_cast<float*>(Gs + 2 * BQ * LDV);  // [2][BQ]
   float* L2sm = Dsm + 2 * BQ;                                // [2][BQ]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int z = blockIdx.y, k0 = blockIdx.x * BC;
+  const int z = blockIdx.y, k0 = blockIdx.x * BR;
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
@@ -409,8 +415,8 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   // Causal: query rows before k0 - (TK - TQ) see none of these keys.
   const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
   const int tiles = (FA_TQ + BQ - 1) / BQ;
-  loadTile<BC, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
-  loadTile<BC, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
+  loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
+  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
   if (first < tiles) {
     loadTile<BQ, FA_D>(Qs, q, FA_Q_RS, first * BQ, FA_TQ);
     loadTile<BQ, FA_DV>(Gs, dO, FA_DO_RS, first * BQ, FA_TQ);
@@ -440,7 +446,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     zero(dp);
     gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
     gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
-    const bool mask = needsMask<BQ, BC>(q0, k0);
+    const bool mask = needsMask<BQ, BR>(q0, k0);
     const float* Db = Dsm + buf * BQ;
     const float* Lb = L2sm + buf * BQ;
 #pragma unroll
