@@ -17,6 +17,7 @@
 #include <cctype>
 #include <cmath>
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 
@@ -91,7 +92,10 @@ MmaTiling mmaTiling(int64_t d, bool backward) {
   // Above d 64, dK/dV's two 16 x d accumulators per warp leave room for 16 x 32 strips of S^T
   // and dP^T only (ptxas: 240 registers, no spills).
   t.bq = d > 64 ? 32 : 64;
-  (void)backward;
+  // The forward's Q fragments (d / 4 registers) stay in registers, sparing a shared read per
+  // key tile, except at d 64 where they would push it past 128 registers (ptxas then spills):
+  // there Q is read from shared memory per tile, measured as fast (bench/RESULTS.md).
+  t.qInRegisters = backward || d != 64;
   return t;
 }
 
@@ -132,6 +136,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   if (q.dtype != DType::bf16) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16";
   else if (D != DV) simtWhy = "d != dv";
   else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
+  else if (!(att->attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
+  else if ((std::max(Tq, Tk) + 63) / 64 > 65535) simtWhy = "more than 65535 row tiles (the mma grid's y)";
   for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
     if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   const bool mma = simtWhy.empty();
@@ -178,7 +184,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     const int64_t LD = D + 8, LDV = DV + 8, BR = rows, BC = 64, BQ = tiling.bq;  // bf16 tiles, 16-byte pad
     fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * 2;
     dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * 2 + 2 * BR * 4;
-    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * 2 + 4 * BQ * 4;
+    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + 2 * LDV)) * 2 + 4 * BQ * 4;  // q, dO and o tiles
   } else {
     const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
     fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
@@ -190,7 +196,11 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     k.signature(w, fn, threads);
     w.line(call);
     w.close();
-    launches.push_back(Launch{fn, {std::max<uint32_t>(tiles, 1), zs, 1}, {uint32_t(threads), 1, 1}, uint32_t(bytes)});
+    // The mma template takes the batch index from x (so blocks start longest tile first across
+    // every head), the SIMT one from y.
+    const uint32_t t = std::max<uint32_t>(tiles, 1);
+    launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{zs, t, 1} : std::array<uint32_t, 3>{t, zs, 1},
+                              {uint32_t(threads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
     launch(k.name, qTiles, fwdBytes, "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");

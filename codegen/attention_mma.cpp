@@ -21,7 +21,9 @@
 //
 // The backward is deterministic (no atomics), as in the SIMT template: dQ is its own pass over
 // the key tiles of a query tile; dK and dV sum over the query tiles of a key tile. D =
-// rowsum(dO o) is recomputed per query tile from global memory (16-byte loads).
+// rowsum(dO o) is recomputed per query tile: dQ once per block from global memory (16-byte
+// loads, overlapping the first tiles' copies), dK/dV per tile from an o tile that streams in
+// with q and dO (a synchronous load there would stall every iteration).
 #include "codegen/attention_sources.h"
 
 namespace fusec::codegen {
@@ -210,6 +212,44 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, con
     L2[r] = row < FA_TQ ? lse[row] * LOG2E : 0.f;
   }
 }
+
+// lse rows [r0, r0 + R) into shared memory, asynchronously (4-byte copies); rows at or past
+// FA_TQ are 0.
+template <int R>
+__device__ __forceinline__ void loadLse(float* dst, const float* lse, int r0) {
+  for (int r = threadIdx.x; r < R; r += NT) {
+    const bool ok = r0 + r < FA_TQ;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smemAddr(dst + r)), "l"(lse + (ok ? r0 + r : 0)),
+                 "r"(ok ? 4 : 0));
+  }
+}
+
+// D[r] = sum_d dO[r][d] o[r][d] from shared [R][LDV] tiles, and L2[r] = lse[r] log2(e) in
+// place: NT / R threads per row, 16-byte reads.
+template <int R>
+__device__ __forceinline__ void rowStatsShared(float* D, float* L2, const fa_t* Os, const fa_t* Gs) {
+  constexpr int TPR = NT / R;
+  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  float s = 0.f;
+#pragma unroll
+  for (int c = part * 8; c < FA_DV; c += TPR * 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(Os + r * LDV + c);
+    const uint4 b = *reinterpret_cast<const uint4*>(Gs + r * LDV + c);
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
+      s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
+    }
+  }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (part == 0) {
+    D[r] = s;
+    L2[r] *= LOG2E;
+  }
+}
 #endif  // FA_BACKWARD
 
 }  // namespace fa
@@ -224,8 +264,9 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   fa_t* Ks = Qs + BR * LD;                        // [2][BC][LD]
   fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  // The longest causal rows first: block x takes query tile (tiles - 1 - x).
-  const int z = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BR;
+  // Blocks start in order of blockIdx.x (the batch index) fastest, so taking query tile
+  // (tiles - 1 - y) starts the longest causal rows of every head first.
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
@@ -236,7 +277,8 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
   }
   cpCommit();
-  // Rows g and g + 8 of the warp's 16: m in the scaled log2 domain, l this thread's partial sum.
+  // Rows g and g + 8 of the warp's 16: m the running max of the raw scores, l this thread's
+  // partial sum.
   float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
   float acc[FA_DV / 8][4];
   zero(acc);
@@ -265,7 +307,6 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     for (int j = 0; j < BC / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] *= FA_SCALE_LOG2;
         if (mask && !visible(q0 + warp * 16 + g + 8 * (e >> 1), k0 + 8 * j + 2 * t4 + (e & 1))) s[j][e] = FA_NEG_INF;
       }
 #pragma unroll
@@ -275,15 +316,17 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
       for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // The max of the raw scores (the scale is positive: the generator's condition), so that
+      // each exponent is one FFMA: s scale log2(e) - base.
       const float mNew = fmaxf(m[h], mx);
-      const float base = mNew == FA_NEG_INF ? 0.f : mNew;  // a row with nothing visible yet
-      const float alpha = ex2(m[h] - base);
+      const float base = mNew == FA_NEG_INF ? 0.f : mNew * FA_SCALE_LOG2;  // nothing visible yet: 0
+      const float alpha = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
       m[h] = mNew;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < BC / 8; ++j) {
-        s[j][2 * h] = ex2(s[j][2 * h] - base);
-        s[j][2 * h + 1] = ex2(s[j][2 * h + 1] - base);
+        s[j][2 * h] = ex2(fmaf(s[j][2 * h], FA_SCALE_LOG2, -base));
+        s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], FA_SCALE_LOG2, -base));
         sum += s[j][2 * h] + s[j][2 * h + 1];
       }
       l[h] = l[h] * alpha + sum;
@@ -308,7 +351,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
       for (int j = 0; j < FA_DV / 8; ++j)
         *reinterpret_cast<__nv_bfloat162*>(o + (ob + qi) * FA_DV + 8 * j + 2 * t4) =
             __floats2bfloat162_rn(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
-    if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] + __log2f(sum)) * LN2;
+    if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
   }
 }
 
@@ -327,7 +370,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * LDV);  // [BR]
   float* L2sm = Dsm + BR;                                    // [BR]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int z = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BR;
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
@@ -371,7 +414,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
         const int h = e >> 1;
         float p = ex2(s[j][e] * FA_SCALE_LOG2 - L2r[h]);
         if (mask && !visible(q0 + warp * 16 + g + 8 * h, k0 + 8 * j + 2 * t4 + (e & 1))) p = 0.f;
-        s[j][e] = p * (dp[j][e] - Dr[h]) * FA_SCALE;  // dS
+        s[j][e] = p * (dp[j][e] - Dr[h]);  // dS / scale: the scale is applied once, to dQ
       }
     gemmPB<BC, FA_D, LD>(acc, s, Ks + buf * BC * LD);
     __syncthreads();
@@ -385,7 +428,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
 #pragma unroll
     for (int j = 0; j < FA_D / 8; ++j)
       *reinterpret_cast<__nv_bfloat162*>(dq + (ob + qi) * FA_D + 8 * j + 2 * t4) =
-          __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
+          __floats2bfloat162_rn(acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
   }
 }
 
@@ -402,10 +445,11 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   fa_t* Vs = Ks + BR * LD;                        // [BR][LDV]
   fa_t* Qs = Vs + BR * LDV;                       // [2][BQ][LD]
   fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
-  float* Dsm = reinterpret_cast<float*>(Gs + 2 * BQ * LDV);  // [2][BQ]
+  fa_t* Os = Gs + 2 * BQ * LDV;                   // o: [2][BQ][LDV]
+  float* Dsm = reinterpret_cast<float*>(Os + 2 * BQ * LDV);  // [2][BQ]
   float* L2sm = Dsm + 2 * BQ;                                // [2][BQ]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int z = blockIdx.y, k0 = blockIdx.x * BR;
+  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
@@ -415,31 +459,29 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   // Causal: query rows before k0 - (TK - TQ) see none of these keys.
   const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
   const int tiles = (FA_TQ + BQ - 1) / BQ;
+  // A query tile's operands: q, dO, and o and the lse for D and L2, all asynchronous so the
+  // loop never waits on a global load of its own (D is then summed from shared memory).
+  auto loadQueryTile = [&](int b, int q0) {
+    loadTile<BQ, FA_D>(Qs + b * BQ * LD, q, FA_Q_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO, FA_DO_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Os + b * BQ * LDV, o, FA_O_RS, q0, FA_TQ);
+    loadLse<BQ>(L2sm + b * BQ, lse, q0);
+  };
   loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
   loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
-  if (first < tiles) {
-    loadTile<BQ, FA_D>(Qs, q, FA_Q_RS, first * BQ, FA_TQ);
-    loadTile<BQ, FA_DV>(Gs, dO, FA_DO_RS, first * BQ, FA_TQ);
-    cpCommit();
-    rowStats<BQ>(Dsm, L2sm, o, dO, lse, first * BQ);
-  } else {
-    cpCommit();
-  }
+  if (first < tiles) loadQueryTile(0, first * BQ);
+  cpCommit();
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   zero(gk);
   zero(gv);
   const int kw = k0 + warp * 16 + g;  // this thread's key rows: kw, kw + 8
   for (int t = first; t < tiles; ++t) {
-    const int q0 = t * BQ, buf = (t - first) & 1, nb = buf ^ 1;
-    if (t + 1 < tiles) {
-      loadTile<BQ, FA_D>(Qs + nb * BQ * LD, q, FA_Q_RS, q0 + BQ, FA_TQ);
-      loadTile<BQ, FA_DV>(Gs + nb * BQ * LDV, dO, FA_DO_RS, q0 + BQ, FA_TQ);
-      cpCommit();
-      rowStats<BQ>(Dsm + nb * BQ, L2sm + nb * BQ, o, dO, lse, q0 + BQ);
-    } else {
-      cpCommit();
-    }
+    const int q0 = t * BQ, buf = (t - first) & 1;
+    if (t + 1 < tiles) loadQueryTile(buf ^ 1, q0 + BQ);
+    cpCommit();
     cpWait<1>();
+    __syncthreads();
+    rowStatsShared<BQ>(Dsm + buf * BQ, L2sm + buf * BQ, Os + buf * BQ * LDV, Gs + buf * BQ * LDV);
     __syncthreads();
     float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
     zero(s);
@@ -457,7 +499,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
         float p = ex2(s[j][e] * FA_SCALE_LOG2 - Lb[c]);
         if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
         s[j][e] = p;                                     // P^T
-        dp[j][e] = p * (dp[j][e] - Db[c]) * FA_SCALE;    // dS^T
+        dp[j][e] = p * (dp[j][e] - Db[c]);               // dS^T / scale (applied to dK)
       }
     gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + buf * BQ * LDV);
     gemmPB<BQ, FA_D, LD>(gk, dp, Qs + buf * BQ * LD);
@@ -473,7 +515,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 #pragma unroll
       for (int j = 0; j < FA_D / 8; ++j)
         *reinterpret_cast<__nv_bfloat162*>(dk + (ob + kj) * FA_D + 8 * j + 2 * t4) =
-            __floats2bfloat162_rn(gk[j][2 * h], gk[j][2 * h + 1]);
+            __floats2bfloat162_rn(gk[j][2 * h] * FA_SCALE, gk[j][2 * h + 1] * FA_SCALE);
     if (dv)
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
