@@ -10,10 +10,12 @@
 //     it is (one pointer per operand, kernel_abi.h): the strides live in the source, which
 //     is possible because every shape is static;
 //   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
-// Forward: one launch, a block per (64 query rows, batch index). Backward: two launches, dq
-// (a block per 64 query rows) and then dk, dv (a block per 64 key rows): deterministic, no
-// atomics. Two templates behind the same entry points: tensor cores for bf16 at head dims
-// 16..128 (multiples of 16), SIMT for the rest; the choice and its reason open the source.
+// Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
+// block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics.
+// Two templates behind the same entry points: tensor cores for bf16 at head dims 16..128
+// (multiples of 16; codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim below),
+// SIMT for the rest (attention_simt.cpp, 64 rows per block); the choice and its reason open
+// the source (`// path: ...`).
 #include <cctype>
 #include <cmath>
 #include <algorithm>
