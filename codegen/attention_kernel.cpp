@@ -10,11 +10,16 @@
 //     it is (one pointer per operand, kernel_abi.h): the strides live in the source, which
 //     is possible because every shape is static;
 //   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
-// Forward: one launch, a block per (64 query rows, batch index). Backward: two launches, dq
-// (a block per 64 query rows) and then dk, dv (a block per 64 key rows): deterministic, no
-// atomics.
+// Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
+// block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics.
+// Two templates behind the same entry points: tensor cores for bf16 at head dims 16..128
+// (multiples of 16; codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim below),
+// SIMT for the rest (attention_simt.cpp, 64 rows per block); the choice and its reason open
+// the source (`// path: ...`).
 #include <cctype>
 #include <cmath>
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 
@@ -44,6 +49,7 @@ struct OperandAccess {
   int input = -1;
   std::string batchOffset;  // C++ expression in `z`
   int64_t rowStride = 0;
+  bool aligned16 = true;  // every row starts 8 elements (16 bytes of bf16) apart from a multiple of 8
 };
 
 OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast) {
@@ -62,15 +68,37 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   const int64_t unit = view->strides[size_t(r - 1)];
   if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
   a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
+  a.aligned16 = view->offset % 8 == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % 8 == 0);
   std::string e = ll(view->offset);
   int64_t inner = 1;
   for (int d = batchDims - 1; d >= 0; --d) {
     const int64_t n = s[size_t(d)], st = view->strides[size_t(d)];
     if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
+    if (n != 1 && st % 8 != 0) a.aligned16 = false;
     inner *= n;
   }
   a.batchOffset = e;
   return a;
+}
+
+// The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BQ,
+// FA_QREG).
+struct MmaTiling {
+  int warps = 4;  // 16 rows each: a block owns 16 * warps query (or, in dK/dV, key) rows
+  int bq = 64;    // dK/dV's query tile
+  bool qInRegisters = true;
+};
+
+MmaTiling mmaTiling(int64_t d, bool backward) {
+  MmaTiling t;
+  // Above d 64, dK/dV's two 16 x d accumulators per warp leave room for 16 x 32 strips of S^T
+  // and dP^T only (ptxas: 240 registers, no spills).
+  t.bq = d > 64 ? 32 : 64;
+  // The forward's Q fragments (d / 4 registers) stay in registers, sparing a shared read per
+  // key tile, except at d 64 where they would push it past 128 registers (ptxas then spills):
+  // there Q is read from shared memory per tile, measured as fast (bench/RESULTS.md).
+  t.qInRegisters = backward || d != 64;
+  return t;
 }
 
 }  // namespace
@@ -103,10 +131,29 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   std::vector<OperandAccess> acc;
   for (int i = 0; i < operands; ++i) acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5));
 
+  // Tensor cores (codegen/attention_mma.cpp) where their fragments fit: bf16, equal head dims
+  // that are multiples of 16 up to 128, rows cp.async can copy (16-byte aligned). The SIMT
+  // template covers the rest (fp32, fp16, d 8/24/..., strides off by a few elements).
+  std::string simtWhy;
+  if (q.dtype != DType::bf16) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16";
+  else if (D != DV) simtWhy = "d != dv";
+  else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
+  else if (!(att->attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
+  else if ((std::max(Tq, Tk) + 63) / 64 > 65535) simtWhy = "more than 65535 row tiles (the mma grid's y)";
+  for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
+    if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
+  const bool mma = simtWhy.empty();
+  // The mma template's tiling (codegen/attention_mma.cpp): warps per block (16 rows each),
+  // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
+  const MmaTiling tiling = mmaTiling(D, backward);
+  const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
+
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
          (att->attrBool("causal") ? ", causal" : ""));
+  w.line(mma ? std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)")
+             : "// path: SIMT (FFMA): " + simtWhy);
   w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
   w.line("typedef " + storageType(q.dtype) + " fa_t;");
   w.line("#define FA_D " + std::to_string(D));
@@ -123,31 +170,48 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     w.line("__device__ __forceinline__ long long fa_" + std::string(names[i]) + "_batch(int z) { return " +
            acc[size_t(i)].batchOffset + "; }");
   }
-  w.line(attentionSimtSource());
+  if (mma) {
+    w.line("#define FA_WARPS " + std::to_string(tiling.warps));
+    w.line("#define FA_BQ " + std::to_string(tiling.bq));
+    w.line(std::string("#define FA_QREG ") + (tiling.qInRegisters ? "1" : "0"));
+  }
+  w.line(mma ? attentionMmaSource() : attentionSimtSource());
 
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
-  const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;
-  const uint32_t qTiles = uint32_t((Tq + kRows - 1) / kRows), kTiles = uint32_t((Tk + kRows - 1) / kRows);
+  const uint32_t qTiles = uint32_t((Tq + rows - 1) / rows), kTiles = uint32_t((Tk + rows - 1) / rows);
   const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1));
+  // Dynamic shared memory (bytes) of each launch, as the templates lay it out.
+  int64_t fwdBytes, dqBytes, dkdvBytes;
+  if (mma) {
+    const int64_t LD = D + 8, LDV = DV + 8, BR = rows, BC = 64, BQ = tiling.bq;  // bf16 tiles, 16-byte pad
+    fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * 2;
+    dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * 2 + 2 * BR * 4;
+    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + 2 * LDV)) * 2 + 4 * BQ * 4;  // q, dO and o tiles
+  } else {
+    const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
+    fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
+    dqBytes = (kRows * (LD + LDV) * 2 + kRows * LDT + 2 * kRows) * 4;
+    dkdvBytes = (kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows) * 4;
+  }
   std::vector<Launch> launches;
-  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t floats, const std::string& call) {
-    k.signature(w, fn, kThreads);
+  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call) {
+    k.signature(w, fn, threads);
     w.line(call);
     w.close();
-    launches.push_back(Launch{fn, {std::max<uint32_t>(tiles, 1), zs, 1}, {kThreads, 1, 1}, uint32_t(floats * 4)});
+    // The mma template takes the batch index from x (so blocks start longest tile first across
+    // every head), the SIMT one from y.
+    const uint32_t t = std::max<uint32_t>(tiles, 1);
+    launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{zs, t, 1} : std::array<uint32_t, 3>{t, zs, 1},
+                              {uint32_t(threads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
-    launch(k.name, qTiles, kRows * LD * 2 + kRows * LDV + kRows * LDT,
-           "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");
+    launch(k.name, qTiles, fwdBytes, "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
-  if (outOf.count(0))
-    launch(k.name + "_dq", qTiles, kRows * (LD + LDV) * 2 + kRows * LDT + 2 * kRows,
-           "fa_backward_dq(" + common + ", " + out(0) + ");");
+  if (outOf.count(0)) launch(k.name + "_dq", qTiles, dqBytes, "fa_backward_dq(" + common + ", " + out(0) + ");");
   if (outOf.count(1) || outOf.count(2))
-    launch(k.name + "_dkdv", kTiles, kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows,
-           "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");");
+    launch(k.name + "_dkdv", kTiles, dkdvBytes, "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");");
   return launches;
 }
 

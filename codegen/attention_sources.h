@@ -8,4 +8,9 @@ namespace fusec::codegen {
 // type (codegen/attention_simt.cpp).
 const char* attentionSimtSource();
 
+// The same entry points on tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulation), for
+// bf16 operands, equal head dims that are multiples of 16 up to 128, and operand rows that
+// are 16-byte aligned (codegen/attention_mma.cpp).
+const char* attentionMmaSource();
+
 }  // namespace fusec::codegen

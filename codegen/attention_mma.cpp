@@ -1,0 +1,530 @@
+// The CUDA C++ of the tensor-core flash-attention kernels (bf16 operands, f32 accumulation,
+// mma.sync.m16n8k16): forward, and the backward's dQ and dK/dV passes, with the same
+// entry points, arguments, constants and output layouts as the SIMT template
+// (codegen/attention_simt.cpp), which stays the path for every other dtype and shape
+// (codegen/attention_kernel.cpp chooses).
+//
+// FlashAttention-2's work split: a block of FA_WARPS warps owns 16 rows per warp: query rows
+// (forward, dQ) or key rows (dK/dV), and walks the other side's tiles through shared memory,
+// double-buffered with cp.async (tile t + 1 streams in while tile t is computed). Every
+// product is a warp's 16-row strip times a shared tile:
+//   * S = Q K^T, dP = dO V^T (and S^T = K Q^T, dP^T = V dO^T): A fragments by ldmatrix from the
+//     warp's rows, B fragments by ldmatrix from the tile's rows (row-major [n][k] is the
+//     "col" B operand as it is);
+//   * O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q: the left factor never leaves registers
+//     (an m16n8 f32 accumulator pair is exactly an m16k16 A fragment once packed to bf16), and
+//     the right one is read with ldmatrix.trans from its row-major tile.
+// Shared tiles are bf16, row-major, each row padded by 16 bytes so the 8 row addresses of an
+// ldmatrix phase fall on distinct bank groups. The softmax is online in the log2 domain (the
+// scale folded into one multiply), row max and sum across the 4 lanes of an accumulator row
+// by two shuffles, and ex2.approx does the exponentials.
+//
+// The backward is deterministic (no atomics), as in the SIMT template: dQ is its own pass over
+// the key tiles of a query tile; dK and dV sum over the query tiles of a key tile. D =
+// rowsum(dO o) is recomputed per query tile: dQ once per block from global memory (16-byte
+// loads, overlapping the first tiles' copies), dK/dV per tile from an o tile that streams in
+// with q and dO (a synchronous load there would stall every iteration).
+#include "codegen/attention_sources.h"
+
+namespace fusec::codegen {
+
+const char* attentionMmaSource() {
+  return R"CUDA(
+namespace fa {
+
+// NVRTC has no math.h, so no INFINITY.
+#define FA_NEG_INF (-__int_as_float(0x7f800000))
+
+// FA_WARPS warps of 16 rows each: BR is the block's own rows (query rows of the forward and
+// dQ, key rows of dK/dV); BC the key tile the forward and dQ walk, FA_BQ the query tile dK/dV
+// walk. The generator picks FA_WARPS, FA_BQ and FA_QREG per shape.
+constexpr int NT = 32 * FA_WARPS, BR = 16 * FA_WARPS, BC = 64, BQ = FA_BQ;
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+constexpr int PAD = 8;                                  // bf16 elements (16 bytes) per row
+constexpr int LD = FA_D + PAD, LDV = FA_DV + PAD;       // row pitches (elements)
+static_assert(FA_D % 16 == 0 && FA_DV % 16 == 0, "the mma path needs head dims multiple of 16");
+
+__device__ __forceinline__ unsigned smemAddr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// 16 bytes global -> shared without a register round trip; `valid` false writes zeros (the
+// source is then not read, but must still be an address of the operand).
+__device__ __forceinline__ void cpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Rows [r0, r0 + R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD]
+// tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
+template <int R, int W>
+__device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit) {
+  constexpr int CPR = W / 8, N = R * CPR;  // 16-byte chunks per row, per tile
+#pragma unroll
+  for (int i = 0; i < (N + NT - 1) / NT; ++i) {
+    const int e = threadIdx.x + i * NT;
+    if (N % NT != 0 && e >= N) break;
+    const int r = e / CPR, c = (e % CPR) * 8, row = r0 + r;
+    const bool ok = row < limit;
+    cpAsync16(dst + r * (W + PAD) + c, src + (long long)(ok ? row : 0) * rs + c, ok);
+  }
+}
+
+__device__ __forceinline__ void ldsm4(unsigned (&r)[4], const fa_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const fa_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+// c (16 x 8, f32) += a (16 x 16) b (16 x 8).
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned pack(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
+  return *reinterpret_cast<unsigned*>(&h);
+}
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The A fragments (16 x W, by k16 chunk) of the 16 rows of a shared tile at `a` (pitch LA).
+// ldmatrix.x4 row addresses: a 16 x 16 block at (lane & 15, 8 (lane >> 4)).
+template <int W, int LA>
+__device__ __forceinline__ void loadA(unsigned (&af)[W / 16][4], const fa_t* a) {
+  const int lane = threadIdx.x & 31;
+  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
+#pragma unroll
+  for (int kc = 0; kc < W / 16; ++kc) ldsm4(af[kc], pa + kc * 16);
+}
+
+// acc (16 x N) += A (16 x W) B^T, B = [N][W] row-major in shared memory (pitch LB); A is given
+// either as fragments in registers (af) or, when af is null, as the 16 rows of a shared tile
+// at `a` (pitch LA) read chunk by chunk (fewer live registers).
+template <int N, int W, int LA, int LB>
+__device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const unsigned (*af)[4], const fa_t* a, const fa_t* b) {
+  const int lane = threadIdx.x & 31;
+  // ldmatrix.x4 row addresses: A as in loadA; B two n8 x k16 blocks at (n: (lane & 7) +
+  // 8 (lane >> 4), k: 8 ((lane >> 3) & 1)).
+  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
+  const fa_t* pb = b + ((lane & 7) + ((lane >> 4) << 3)) * LB + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int kc = 0; kc < W / 16; ++kc) {
+    unsigned at[4];
+    if (af) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) at[i] = af[kc][i];
+    } else {
+      ldsm4(at, pa + kc * 16);
+    }
+#pragma unroll
+    for (int n = 0; n < N / 16; ++n) {
+      unsigned bf[4];
+      ldsm4(bf, pb + n * 16 * LB + kc * 16);
+      mma(acc[2 * n], at, bf[0], bf[1]);
+      mma(acc[2 * n + 1], at, bf[2], bf[3]);
+    }
+  }
+}
+
+// acc (16 x N) += P (16 x K) B: P in accumulator layout (K/8 tiles of 16 x 8, f32), B = [K][N]
+// row-major in shared memory (pitch LB), read transposed.
+template <int K, int N, int LB>
+__device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
+  const int lane = threadIdx.x & 31;
+  // ldmatrix.x4.trans row addresses: two k16 x n8 blocks at (k: (lane & 7) + 8 ((lane >> 3) & 1),
+  // n: 8 (lane >> 4)).
+  const fa_t* pb = b + ((lane & 7) + (((lane >> 3) & 1) << 3)) * LB + (lane >> 4) * 8;
+#pragma unroll
+  for (int kc = 0; kc < K / 16; ++kc) {
+    const unsigned af[4] = {pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
+                            pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+#pragma unroll
+    for (int n = 0; n < N / 16; ++n) {
+      unsigned bf[4];
+      ldsm4t(bf, pb + kc * 16 * LB + n * 16);
+      mma(acc[2 * n], af, bf[0], bf[1]);
+      mma(acc[2 * n + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&a)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) a[j][0] = a[j][1] = a[j][2] = a[j][3] = 0.f;
+}
+
+// Whether query row `qi` sees key `kj`.
+__device__ __forceinline__ bool visible(int qi, int kj) {
+  return qi < FA_TQ && kj < FA_TK && (!FA_CAUSAL || kj <= qi + (FA_TK - FA_TQ));
+}
+// Whether the tile of query rows [q0, q0 + R) x keys [k0, k0 + C) needs the mask: a tail, or
+// (causal) a key past the first row's diagonal. Uniform per block.
+template <int R, int C>
+__device__ __forceinline__ bool needsMask(int q0, int k0) {
+  return q0 + R > FA_TQ || k0 + C > FA_TK || (FA_CAUSAL && k0 + C - 1 > q0 + (FA_TK - FA_TQ));
+}
+
+// Key tiles a block of query rows [q0, q0 + BR) needs: causal stops after the diagonal.
+__device__ __forceinline__ int keyTiles(int q0) {
+  int keys = FA_TK;
+  if (FA_CAUSAL) {
+    const int last = min(q0 + BR, FA_TQ) - 1 + (FA_TK - FA_TQ) + 1;
+    keys = max(0, min(keys, last));
+  }
+  return (keys + BC - 1) / BC;
+}
+
+#if FA_BACKWARD
+// D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] log2(e) for rows [q0, q0 + R): NT / R
+// threads per row, 16-byte loads.
+template <int R>
+__device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, const fa_t* dO, const float* lse, int q0) {
+  constexpr int TPR = NT / R;
+  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
+  float s = 0.f;
+  if (row < FA_TQ)
+#pragma unroll
+    for (int c = part * 8; c < FA_DV; c += TPR * 8) {
+      const uint4 a = *reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c);
+      const uint4 b = *reinterpret_cast<const uint4*>(dO + (long long)row * FA_DO_RS + c);
+      const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+      const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
+        s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
+      }
+    }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (part == 0) {
+    D[r] = s;
+    L2[r] = row < FA_TQ ? lse[row] * LOG2E : 0.f;
+  }
+}
+
+// lse rows [r0, r0 + R) into shared memory, asynchronously (4-byte copies); rows at or past
+// FA_TQ are 0.
+template <int R>
+__device__ __forceinline__ void loadLse(float* dst, const float* lse, int r0) {
+  for (int r = threadIdx.x; r < R; r += NT) {
+    const bool ok = r0 + r < FA_TQ;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smemAddr(dst + r)), "l"(lse + (ok ? r0 + r : 0)),
+                 "r"(ok ? 4 : 0));
+  }
+}
+
+// D[r] = sum_d dO[r][d] o[r][d] from shared [R][LDV] tiles, and L2[r] = lse[r] log2(e) in
+// place: NT / R threads per row, 16-byte reads.
+template <int R>
+__device__ __forceinline__ void rowStatsShared(float* D, float* L2, const fa_t* Os, const fa_t* Gs) {
+  constexpr int TPR = NT / R;
+  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  float s = 0.f;
+#pragma unroll
+  for (int c = part * 8; c < FA_DV; c += TPR * 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(Os + r * LDV + c);
+    const uint4 b = *reinterpret_cast<const uint4*>(Gs + r * LDV + c);
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
+      s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
+    }
+  }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (part == 0) {
+    D[r] = s;
+    L2[r] *= LOG2E;
+  }
+}
+#endif  // FA_BACKWARD
+
+}  // namespace fa
+
+#if !FA_BACKWARD
+// ---- forward: o = softmax(q k^T scale) v, lse ----
+__device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                           const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
+  using namespace fa;
+  extern __shared__ float4 fa_smem4[];
+  fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
+  fa_t* Ks = Qs + BR * LD;                        // [2][BC][LD]
+  fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  // Blocks start in order of blockIdx.x (the batch index) fastest, so taking query tile
+  // (tiles - 1 - y) starts the longest causal rows of every head first.
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  const int tiles = keyTiles(q0);
+  loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
+  if (tiles > 0) {
+    loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
+    loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
+  }
+  cpCommit();
+  // Rows g and g + 8 of the warp's 16: m the running max of the raw scores, l this thread's
+  // partial sum.
+  float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
+  float acc[FA_DV / 8][4];
+  zero(acc);
+#if FA_QREG
+  unsigned qa[FA_D / 16][4];  // the warp's Q rows as A fragments, read once
+  cpWait<0>();
+  __syncthreads();
+  loadA<FA_D, LD>(qa, Qs + warp * 16 * LD);
+#else
+  const unsigned(*qa)[4] = nullptr;  // read from shared per tile: fewer live registers
+#endif
+  for (int t = 0; t < tiles; ++t) {
+    const int k0 = t * BC, buf = t & 1;
+    if (t + 1 < tiles) {
+      loadTile<BC, FA_D>(Ks + (buf ^ 1) * BC * LD, k, FA_K_RS, k0 + BC, FA_TK);
+      loadTile<BC, FA_DV>(Vs + (buf ^ 1) * BC * LDV, v, FA_V_RS, k0 + BC, FA_TK);
+    }
+    cpCommit();  // possibly empty, so that wait_group 1 always means "tile t is in"
+    cpWait<1>();
+    __syncthreads();
+    float s[BC / 8][4];
+    zero(s);
+    gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD);
+    const bool mask = needsMask<BR, BC>(q0, k0);
+#pragma unroll
+    for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (mask && !visible(q0 + warp * 16 + g + 8 * (e >> 1), k0 + 8 * j + 2 * t4 + (e & 1))) s[j][e] = FA_NEG_INF;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = FA_NEG_INF;
+#pragma unroll
+      for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // The max of the raw scores (the scale is positive: the generator's condition), so that
+      // each exponent is one FFMA: s scale log2(e) - base.
+      const float mNew = fmaxf(m[h], mx);
+      const float base = mNew == FA_NEG_INF ? 0.f : mNew * FA_SCALE_LOG2;  // nothing visible yet: 0
+      const float alpha = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
+      m[h] = mNew;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < BC / 8; ++j) {
+        s[j][2 * h] = ex2(fmaf(s[j][2 * h], FA_SCALE_LOG2, -base));
+        s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], FA_SCALE_LOG2, -base));
+        sum += s[j][2 * h] + s[j][2 * h + 1];
+      }
+      l[h] = l[h] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < FA_DV / 8; ++j) acc[j][2 * h] *= alpha, acc[j][2 * h + 1] *= alpha;
+    }
+    gemmPB<BC, FA_DV, LDV>(acc, s, Vs + buf * BC * LDV);
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+  }
+  cpWait<0>();  // no copy in flight at exit (no key tile: the Q tile's)
+  const long long ob = (long long)z * FA_TQ;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int qi = q0 + warp * 16 + g + 8 * h;
+    if (qi >= FA_TQ) continue;
+    const float inv = 1.f / sum;  // sum = 0 (nothing visible) gives NaN, as softmax over -inf
+    if (o)
+#pragma unroll
+      for (int j = 0; j < FA_DV / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(o + (ob + qi) * FA_DV + 8 * j + 2 * t4) =
+            __floats2bfloat162_rn(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+    if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
+  }
+}
+
+#else  // FA_BACKWARD
+// ---- backward, pass 1: dq for a block of BR query rows ----
+__device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                               const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                               const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                               fa_t* __restrict__ dq) {
+  using namespace fa;
+  extern __shared__ float4 fa_smem4[];
+  fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
+  fa_t* Gs = Qs + BR * LD;                        // dO: [BR][LDV]
+  fa_t* Ks = Gs + BR * LDV;                       // [2][BC][LD]
+  fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
+  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * LDV);  // [BR]
+  float* L2sm = Dsm + BR;                                    // [BR]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  o += fa_o_batch(z);
+  dO += fa_do_batch(z);
+  lse += fa_lse_batch(z);
+  const int tiles = keyTiles(q0);
+  loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
+  loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
+  if (tiles > 0) {
+    loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
+    loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
+  }
+  cpCommit();
+  rowStats<BR>(Dsm, L2sm, o, dO, lse, q0);
+  __syncthreads();
+  float Dr[2], L2r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) Dr[h] = Dsm[warp * 16 + g + 8 * h], L2r[h] = L2sm[warp * 16 + g + 8 * h];
+  float acc[FA_D / 8][4];
+  zero(acc);
+  for (int t = 0; t < tiles; ++t) {
+    const int k0 = t * BC, buf = t & 1;
+    if (t + 1 < tiles) {
+      loadTile<BC, FA_D>(Ks + (buf ^ 1) * BC * LD, k, FA_K_RS, k0 + BC, FA_TK);
+      loadTile<BC, FA_DV>(Vs + (buf ^ 1) * BC * LDV, v, FA_V_RS, k0 + BC, FA_TK);
+    }
+    cpCommit();
+    cpWait<1>();
+    __syncthreads();
+    float s[BC / 8][4], dp[BC / 8][4];
+    zero(s);
+    zero(dp);
+    gemmABt<BC, FA_D, LD, LD>(s, nullptr, Qs + warp * 16 * LD, Ks + buf * BC * LD);
+    gemmABt<BC, FA_DV, LDV, LDV>(dp, nullptr, Gs + warp * 16 * LDV, Vs + buf * BC * LDV);
+    const bool mask = needsMask<BR, BC>(q0, k0);
+#pragma unroll
+    for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - L2r[h]);
+        if (mask && !visible(q0 + warp * 16 + g + 8 * h, k0 + 8 * j + 2 * t4 + (e & 1))) p = 0.f;
+        s[j][e] = p * (dp[j][e] - Dr[h]);  // dS / scale: the scale is applied once, to dQ
+      }
+    gemmPB<BC, FA_D, LD>(acc, s, Ks + buf * BC * LD);
+    __syncthreads();
+  }
+  cpWait<0>();
+  const long long ob = (long long)z * FA_TQ;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int qi = q0 + warp * 16 + g + 8 * h;
+    if (qi >= FA_TQ) continue;
+#pragma unroll
+    for (int j = 0; j < FA_D / 8; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(dq + (ob + qi) * FA_D + 8 * j + 2 * t4) =
+          __floats2bfloat162_rn(acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
+  }
+}
+
+// ---- backward, pass 2: dk, dv for a block of BR key rows ----
+// Query tiles of BQ rows (32 above d 64, so that the warp's dK and dV accumulators, 16 x d
+// each, and its S^T, dP^T strips fit the register file without spilling).
+__device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                 const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                 const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                 fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+  using namespace fa;
+  extern __shared__ float4 fa_smem4[];
+  fa_t* Ks = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
+  fa_t* Vs = Ks + BR * LD;                        // [BR][LDV]
+  fa_t* Qs = Vs + BR * LDV;                       // [2][BQ][LD]
+  fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
+  fa_t* Os = Gs + 2 * BQ * LDV;                   // o: [2][BQ][LDV]
+  float* Dsm = reinterpret_cast<float*>(Os + 2 * BQ * LDV);  // [2][BQ]
+  float* L2sm = Dsm + 2 * BQ;                                // [2][BQ]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  o += fa_o_batch(z);
+  dO += fa_do_batch(z);
+  lse += fa_lse_batch(z);
+  // Causal: query rows before k0 - (TK - TQ) see none of these keys.
+  const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
+  const int tiles = (FA_TQ + BQ - 1) / BQ;
+  // A query tile's operands: q, dO, and o and the lse for D and L2, all asynchronous so the
+  // loop never waits on a global load of its own (D is then summed from shared memory).
+  auto loadQueryTile = [&](int b, int q0) {
+    loadTile<BQ, FA_D>(Qs + b * BQ * LD, q, FA_Q_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO, FA_DO_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Os + b * BQ * LDV, o, FA_O_RS, q0, FA_TQ);
+    loadLse<BQ>(L2sm + b * BQ, lse, q0);
+  };
+  loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
+  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
+  if (first < tiles) loadQueryTile(0, first * BQ);
+  cpCommit();
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  zero(gk);
+  zero(gv);
+  const int kw = k0 + warp * 16 + g;  // this thread's key rows: kw, kw + 8
+  for (int t = first; t < tiles; ++t) {
+    const int q0 = t * BQ, buf = (t - first) & 1;
+    if (t + 1 < tiles) loadQueryTile(buf ^ 1, q0 + BQ);
+    cpCommit();
+    cpWait<1>();
+    __syncthreads();
+    rowStatsShared<BQ>(Dsm + buf * BQ, L2sm + buf * BQ, Os + buf * BQ * LDV, Gs + buf * BQ * LDV);
+    __syncthreads();
+    float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
+    zero(s);
+    zero(dp);
+    gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
+    gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
+    const bool mask = needsMask<BQ, BR>(q0, k0);
+    const float* Db = Dsm + buf * BQ;
+    const float* Lb = L2sm + buf * BQ;
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * t4 + (e & 1);
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - Lb[c]);
+        if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
+        s[j][e] = p;                                     // P^T
+        dp[j][e] = p * (dp[j][e] - Db[c]);               // dS^T / scale (applied to dK)
+      }
+    gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + buf * BQ * LDV);
+    gemmPB<BQ, FA_D, LD>(gk, dp, Qs + buf * BQ * LD);
+    __syncthreads();
+  }
+  cpWait<0>();
+  const long long ob = (long long)z * FA_TK;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int kj = kw + 8 * h;
+    if (kj >= FA_TK) continue;
+    if (dk)
+#pragma unroll
+      for (int j = 0; j < FA_D / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(dk + (ob + kj) * FA_D + 8 * j + 2 * t4) =
+            __floats2bfloat162_rn(gk[j][2 * h] * FA_SCALE, gk[j][2 * h + 1] * FA_SCALE);
+    if (dv)
+#pragma unroll
+      for (int j = 0; j < FA_DV / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(dv + (ob + kj) * FA_DV + 8 * j + 2 * t4) =
+            __floats2bfloat162_rn(gv[j][2 * h], gv[j][2 * h + 1]);
+  }
+}
+#endif  // FA_BACKWARD
+)CUDA";
+}
+
+}  // namespace fusec::codegen
