@@ -93,7 +93,9 @@ std::string kernelHint(const Graph& body, KernelFamily family) {
     case KernelFamily::MultiTensor: break;
   }
   if (has(OpKind::Sqrt) && body.outputs.size() >= 3) return "adamw";
-  if (has(OpKind::Sin) || has(OpKind::Cos)) return "rope";
+  // RoPE's cos/sin of position x frequency: a small table (fuse materialises it once) that
+  // the kernels applying the rotation read.
+  if (has(OpKind::Sin) || has(OpKind::Cos)) return "rope_table";
   if (has(OpKind::Sigmoid)) return "swiglu";
   if (onlyData) return has(OpKind::Cast) ? "cast" : "copy";
   if (has(OpKind::Gather)) return "embedding";
