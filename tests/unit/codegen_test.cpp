@@ -39,13 +39,13 @@ struct TempDir {
 };
 
 std::unique_ptr<Module> compiled(const std::string& model, const std::string& program, DType dt, int64_t batch,
-                                 int64_t ctx) {
+                                 int64_t ctx, AttentionLowering attention = AttentionLowering::Default) {
   auto m = std::make_unique<Module>();
   models::ModelConfig cfg = models::namedConfig(model);
   if (program == "forward") models::buildForward(*m, cfg, batch, ctx);
   else models::buildTrainLoss(*m, cfg, batch, ctx);
   PassManager pm;
-  for (auto& p : programPasses(program, dt, fe::AdamWConfig{})) pm.add(std::move(p));
+  for (auto& p : programPasses(program, dt, fe::AdamWConfig{}, attention)) pm.add(std::move(p));
   pm.addPipeline(defaultOptimizationPipeline());
   pm.run(*m);
   return m;
@@ -289,17 +289,22 @@ TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
   EXPECT_EQ(st.cached, 1);
 }
 
-// Every kernel of every model size, both programs, both dtypes, compiles to a sm_90 cubin.
+// Every kernel of every model size, both programs, both dtypes, compiles to a sm_90 cubin,
+// with attention lowered naive (the CPU default) and fused (the GPU default: the flash kernels,
+// SIMT in f32 and on tensor cores in bf16; their train steps hold forward and backward).
 // Identical sources (layers) compile once; the cache (the user's, so reruns are warm) and
 // the thread pool keep this to minutes on a cold 2-core machine.
 TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
   SKIP_WITHOUT_NVRTC();
   std::map<std::string, std::string> unique;  // source without name -> one kernel name
   std::string report;
+  int attentionKernels = 0;
   for (const std::string model : {"small", "medium", "large", "xl", "2.7B"})
-    for (const std::string program : {"forward", "train_step"})
+    for (const std::string program : {"forward", "train_step", "train_step fused"})
       for (DType dt : {DType::f32, DType::bf16}) {
-        auto m = compiled(model, program, dt, 4, 256);
+        const bool fused = program == "train_step fused";
+        auto m = compiled(model, fused ? "train_step" : program, dt, 4, 256,
+                          fused ? AttentionLowering::Fused : AttentionLowering::Naive);
         auto kernels = generateModule(*m);
         size_t before = unique.size();
         std::set<std::string> mine;
@@ -307,6 +312,7 @@ TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
           std::string s = withoutName(k);
           mine.insert(s);
           unique.emplace(s, k.image);
+          attentionKernels += k.family == KernelFamily::Attention;
         }
         report += model + " " + program + " " + std::string(dtypeName(dt)) + ": " + std::to_string(kernels.size()) +
                   " kernels, " + std::to_string(mine.size()) + " unique, " + std::to_string(unique.size() - before) +
@@ -320,6 +326,7 @@ TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
   auto cubins = compileCubins(jobs, &cache, 0, {}, &st);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
+  EXPECT_GT(attentionKernels, 0) << "the fused train steps have flash kernels";
   std::printf("%s%zu unique kernels: %d compiled, %d cached, %.2f s\n", report.c_str(), jobs.size(), st.compiled,
               st.cached, s);
 }
