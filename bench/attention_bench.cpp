@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "bench/markdown.h"
+
 namespace fusec::bench {
 
 std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::map<std::string, AttentionRunner>& runners,
@@ -122,21 +124,7 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
                      cell(j["forward_tflops"], false), cell(j["fwd_bwd_tflops"], false),
                      cell(j["saved_for_backward_bytes"], true), cell(j["peak_bytes"], true)});
   }
-  std::vector<size_t> w(head.size());
-  for (size_t c = 0; c < head.size(); ++c) {
-    w[c] = head[c].size();
-    for (const auto& r : cells) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cs) {
-    std::string l = "|";
-    for (size_t c = 0; c < cs.size(); ++c) l += " " + cs[c] + std::string(w[c] - cs[c].size(), ' ') + " |";
-    return l + "\n";
-  };
-  s = line(head);
-  std::vector<std::string> rule;
-  for (size_t x : w) rule.push_back(std::string(x, '-'));
-  s += line(rule);
-  for (const auto& r : cells) s += line(r);
+  s = markdownTable(head, cells);
   s += "\n(1) Medians. Eager: autograd's backward of a fresh forward; fwd+bwd is their sum. Compiled (naive) and fused: "
        "the @attention_backward program, which runs its own forward (naive: S and P from q and k; fused: o and the lse) "
        "and then the backward, so its time is the fwd+bwd time too.\n"

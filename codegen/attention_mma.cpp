@@ -185,6 +185,18 @@ __device__ __forceinline__ int keyTiles(int q0) {
 }
 
 #if FA_BACKWARD
+// s + the dot product of 8 bf16 pairs held in two 16-byte vectors (D = rowsum(dO o)).
+__device__ __forceinline__ float dot8(uint4 a, uint4 b, float s) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
+    s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
+  }
+  return s;
+}
+
 // D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] log2(e) for rows [q0, q0 + R): NT / R
 // threads per row, 16-byte loads.
 template <int R>
@@ -195,15 +207,8 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, con
   if (row < FA_TQ)
 #pragma unroll
     for (int c = part * 8; c < FA_DV; c += TPR * 8) {
-      const uint4 a = *reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c);
-      const uint4 b = *reinterpret_cast<const uint4*>(dO + (long long)row * FA_DO_RS + c);
-      const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
-      const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
-        s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
-      }
+      s = dot8(*reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c),
+               *reinterpret_cast<const uint4*>(dO + (long long)row * FA_DO_RS + c), s);
     }
 #pragma unroll
   for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
@@ -233,15 +238,7 @@ __device__ __forceinline__ void rowStatsShared(float* D, float* L2, const fa_t* 
   float s = 0.f;
 #pragma unroll
   for (int c = part * 8; c < FA_DV; c += TPR * 8) {
-    const uint4 a = *reinterpret_cast<const uint4*>(Os + r * LDV + c);
-    const uint4 b = *reinterpret_cast<const uint4*>(Gs + r * LDV + c);
-    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
-    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 x = __bfloat1622float2(pa[i]), y = __bfloat1622float2(pb[i]);
-      s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
-    }
+    s = dot8(*reinterpret_cast<const uint4*>(Os + r * LDV + c), *reinterpret_cast<const uint4*>(Gs + r * LDV + c), s);
   }
 #pragma unroll
   for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
