@@ -58,6 +58,7 @@ std::vector<OpInfo> buildTable() {
   t.push_back(OpInfo{OpKind::Id, Text, OpCategory::Category, TypeRule::Rule, Arity, parseSchema(Attrs)});
 #define FIR_POINTWISE(Id, Text, Rule, Arity, Expr) \
   t.push_back(OpInfo{OpKind::Id, Text, OpCategory::Pointwise, TypeRule::Rule, Arity, {}});
+#define FIR_COSTLY(Id) t[size_t(OpKind::Id)].costly = true;
 #include "ir/ops.def"
   return t;
 }

@@ -43,6 +43,7 @@ struct OpInfo {
   TypeRule rule;
   int arity;  // -1: variadic
   std::vector<AttrSpec> attrs;
+  bool costly = false;  // FIR_COSTLY in ops.def
 
   int attrIndex(std::string_view attr) const;  // -1 if the op has no such attribute
 };

@@ -14,9 +14,9 @@
 // sum only by f32 reassociation. The split is chosen from the work, not the device: each
 // partial sums kRowsPerPartial rows (8 per row lane of a 1024-thread tile), so a block's
 // loop is short and there are many blocks (1,536 for small at batch 64: several waves on
-// any GPU, so the last one's tail is small). Reductions with fewer rows than two partials
-// are left alone; only sum, reduce_max and reduce_min are split (mean's scale would need a
-// third op; none is this large).
+// any GPU, so the last one's tail is small). Reductions of fewer than kMinRowsToSplit rows
+// are left alone; only f32 sum, reduce_max and reduce_min are split (mean's scale would need
+// a third op; none is this large).
 #include <unordered_map>
 
 #include "ir/builder.h"

@@ -121,22 +121,14 @@ class Planner {
   // 64 compute-bound at 7% of the copy bandwidth); materialised, it is a small table that the
   // consumers load like a norm weight, and CSE makes it one table for every layer.
   static constexpr int64_t kTableGrowth = 8;
-  // Ops that cost tens of instructions per element in strict IEEE f32 (special functions,
-  // sqrt and division): an RMSNorm's rstd = rsqrt(ms + eps) of a row, recomputed for every
-  // element of the row by the norm-weight gradient's column reduction, made that kernel
+  // Costly ops (ops.def's FIR_COSTLY: special functions, sqrt, division) are materialised
+  // the same way: an RMSNorm's rstd = rsqrt(ms + eps) of a row, recomputed for every element
+  // of the row by the norm-weight gradient's column reduction, made that kernel
   // compute-bound; materialised, it is one more output of the row kernel that computes ms.
-  static bool transcendental(OpKind k) {
-    switch (k) {
-      case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Pow:
-      case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Sqrt: case OpKind::Rsqrt:
-      case OpKind::Recip: case OpKind::Div: return true;
-      default: return false;
-    }
-  }
   void findBroadcastTables() {
     for (auto& owned : g_.ops) {
       const Op* op = owned.get();
-      if (!transcendental(op->kind)) continue;
+      if (!op->info().costly) continue;
       const int64_t n = op->result()->type.numel();
       // Forward through the pointwise and layout ops that would be inlined with it.
       std::vector<const Value*> stack = {op->result()};

@@ -170,6 +170,43 @@ TEST(PassFuse, ReductionFamilies) {
   for (auto& f : m->funcs) EXPECT_EQ(int(f->ops.size() - f->inputs().size()), f->name == "cross_entropy" ? 2 : 1);
 }
 
+// A costly op (ops.def FIR_COSTLY) read through a broadcast into a value 8 times its size or
+// more is a table kernel of its own (RoPE's cos of position x frequency); the same op at the
+// size it is read at stays inside its consumer's kernel.
+TEST(PassFuse, CostlyBroadcastTablesAreMaterialised) {
+  auto m = parseModule(R"(
+func @table {
+  %x = input() {name = "x"} : f32[64,8]
+  %w = input() {name = "w"} : f32[8]
+  %c = cos(%w) : f32[8]
+  %b = broadcast(%c) : f32[64,8]
+  %y = mul(%x, %b) : f32[64,8]
+  return %y
+}
+func @same_size {
+  %x = input() {name = "x"} : f32[64,8]
+  %c = cos(%x) : f32[64,8]
+  %y = mul(%x, %c) : f32[64,8]
+  return %y
+}
+func @cheap {
+  %x = input() {name = "x"} : f32[64,8]
+  %w = input() {name = "w"} : f32[8]
+  %c = neg(%w) : f32[8]
+  %b = broadcast(%c) : f32[64,8]
+  %y = mul(%x, %b) : f32[64,8]
+  return %y
+})");
+  fuseChecked(*m, 0);
+  EXPECT_EQ(kernels(*m->find("table"), KernelFamily::Pointwise), 2) << printModule(*m);
+  EXPECT_EQ(kernels(*m->find("same_size"), KernelFamily::Pointwise), 1) << printModule(*m);
+  EXPECT_EQ(kernels(*m->find("cheap"), KernelFamily::Pointwise), 1) << printModule(*m);
+  for (const OpInfo& info : allOps())
+    if (info.costly) EXPECT_EQ(info.category, OpCategory::Pointwise) << info.name;
+  EXPECT_TRUE(opInfo(OpKind::Rsqrt).costly);
+  EXPECT_FALSE(opInfo(OpKind::Mul).costly);
+}
+
 TEST(PassFuse, CompositesAreRejected) {
   auto m = parseModule(R"(
 func @f {
