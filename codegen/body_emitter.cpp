@@ -309,10 +309,14 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     throw Error("codegen: cannot evaluate '" + std::string(op.info().name) + "' at a point in kernel '" + body_.name + "'");
   std::vector<std::string> args;
   for (size_t k = 0; k < op.operands.size(); ++k) args.push_back(evalOperand(op, k, idx));
-  std::string e = op.kind == OpKind::Cast ? "(" + rt + ")(" + args[0] + ")" : "(" + rt + ")(" + scalarFormula(op.kind, args) + ")";
   std::string reg = fresh("t");
-  // bf16/f16 values are rounded where the IR produces them (see kernel_abi.h).
-  w_.line("const " + rt + " " + reg + " = " + roundTo(dt, e) + ";" + comment);
+  // A cast to bf16/f16 rounds (the program asked for it). Other bf16/f16 intermediates stay
+  // in f32 registers and are rounded only where they are stored (see kernel_abi.h).
+  if (op.kind == OpKind::Cast) {
+    w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
+  } else {
+    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, isReduced(dt)) + ");" + comment);
+  }
   return reg;
 }
 

@@ -13,9 +13,15 @@
 //   storage (kernel operands are never strided views after `fuse`, see docs/pipeline.md).
 // * Element types (storage): f32 -> float, bf16 -> __nv_bfloat16 (cuda_bf16.h), f16 -> __half
 //   (cuda_fp16.h), i64 -> long long, i32 -> int, bool -> bool (one byte, 0 or 1, as the
-//   interpreter's bool tensors). Arithmetic on bf16/f16 runs in f32: load -> float, and every
-//   bf16/f16-typed value is rounded to its dtype with round-to-nearest-even where the IR
-//   produces it, so the kernel computes what the interpreter computes op by op.
+//   interpreter's bool tensors). Arithmetic on bf16/f16 runs in f32: load -> float, compute
+//   the whole fused body in f32, and round to the dtype (nearest-even) where a value is
+//   stored and where the program casts. Intermediates are not rounded op by op as the
+//   interpreter does: like eager PyTorch's own bf16 kernels (silu_backward, softmax) and
+//   Inductor's, a fused chain is one f32 computation. Rounding each op cost one conversion
+//   per op per element, which made long bf16 chains (SwiGLU's backward) compute-bound, and
+//   only lost accuracy. bf16/f16 results may also use the hardware approximations of exp,
+//   division and rsqrt (codegen/scalar_ops.h). Kernels therefore match the interpreter
+//   within bf16 tolerance (tests/gpu/kernel_test.cpp), not bit for bit.
 // * In-place updates: a result that overwrites a param (`return %w.new -> "w"`) may be
 //   given the same pointer as the operand that reads that param. Codegen drops __restrict__
 //   from both pointers of such a pair (GeneratedKernel::aliases), and every generated

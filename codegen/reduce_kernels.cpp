@@ -310,7 +310,8 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     std::string value = groupReduce(acc, op.kind);
     if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
     const std::string reg = e.fresh("red");
-    w.line("const " + rt + " " + reg + " = " + roundTo(dt, value) + ";");
+    // Kept in f32 like every intermediate; a bf16 result is rounded where it is stored.
+    w.line("const " + rt + " " + reg + " = " + value + ";");
     e.bindReduction(op.result(), reg);
   }
 

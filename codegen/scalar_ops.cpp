@@ -17,16 +17,33 @@ const std::map<OpKind, std::string>& formulas() {
   return table;
 }
 
+// Overrides for results of low precision (bf16/f16: 8 or 11 significant bits, rounded at
+// the store). The hardware approximations err by a few f32 ulps (about 2^-21 relative),
+// far below that rounding, while IEEE division and the accurate expf are a dozen
+// instructions each: with them the SwiGLU backward kernel was bound by arithmetic, not
+// memory. f32 results keep the accurate forms (they are compared with LibTorch at 1e-5).
+const std::map<OpKind, std::string>& lowPrecisionFormulas() {
+  static const std::map<OpKind, std::string> table = {
+      {OpKind::Exp, "__expf(a)"},
+      {OpKind::Sigmoid, "__fdividef(1.0f, 1.0f + __expf(-a))"},
+      {OpKind::Div, "__fdividef(a, b)"},
+      {OpKind::Recip, "__fdividef(1.0f, a)"},
+      {OpKind::Rsqrt, "rsqrtf(a)"},
+  };
+  return table;
+}
+
 bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 }  // namespace
 
 bool hasScalarFormula(OpKind k) { return formulas().count(k) != 0; }
 
-std::string scalarFormula(OpKind k, const std::vector<std::string>& operands) {
+std::string scalarFormula(OpKind k, const std::vector<std::string>& operands, bool lowPrecision) {
   auto it = formulas().find(k);
   if (it == formulas().end()) throw Error("codegen: op '" + std::string(opInfo(k).name) + "' has no scalar formula");
-  const std::string& f = it->second;
+  auto fast = lowPrecisionFormulas().find(k);
+  const std::string& f = lowPrecision && fast != lowPrecisionFormulas().end() ? fast->second : it->second;
   // Replace the whole identifiers a, b, c (not the `a` inside `sqrt`), parenthesised so
   // that the formula's precedence holds whatever the operand text is.
   std::string out;

@@ -67,6 +67,15 @@ TEST(CodegenTest, ScalarFormulasComeFromTheOpTable) {
   EXPECT_NE(test::errorOf([] { scalarFormula(OpKind::Sum, {"x"}); }).find("no scalar formula"), std::string::npos);
 }
 
+// bf16/f16 results take the hardware approximations; f32 results and ops without a fast
+// form keep the op table's formula.
+TEST(CodegenTest, LowPrecisionResultsUseFastFormulas) {
+  EXPECT_EQ(scalarFormula(OpKind::Sigmoid, {"x"}, true), "__fdividef(1.0f, 1.0f + __expf(-(x)))");
+  EXPECT_EQ(scalarFormula(OpKind::Div, {"x", "y"}, true), "__fdividef((x), (y))");
+  EXPECT_EQ(scalarFormula(OpKind::Sigmoid, {"x"}, false), "(1 / (1 + exp(-(x))))");
+  EXPECT_EQ(scalarFormula(OpKind::Add, {"x", "y"}, true), scalarFormula(OpKind::Add, {"x", "y"}));
+}
+
 TEST(CodegenTest, KernelNamesAreCIdentifiers) {
   EXPECT_EQ(sanitizeKernelName("row_reduce_3_rmsnorm"), "row_reduce_3_rmsnorm");
   EXPECT_EQ(sanitizeKernelName("a.b-c"), "a_b_c");
