@@ -220,7 +220,17 @@ class Planner {
     auto view = resolveView(v);
     const bool inPlace = view && (gemm ? gemmReadable(*view, v->type.shape) : isContiguousView(*view, v->type.shape));
     if (!inPlace) {
-      demoted_.insert(d);  // a copy kernel (fused with its producers where domains allow)
+      // A copy kernel (fused with its producers where domains allow). It materialises the
+      // view below any reshapes on top: a reshape of a dense value reads it in place, so
+      // consumers that read one permute through different reshapes (the attention output
+      // as [B, T, D] for the projection and as [B*T, D] for its weight gradient) share
+      // one copy instead of each getting its own.
+      Value* below = v;
+      while (below->def->kind == OpKind::Reshape && inlined(below->def->operands[0]->def) &&
+             isViewOp(below->def->operands[0]->def->kind))
+        below = below->def->operands[0];
+      for (Value* x = v; x != below; x = x->def->operands[0]) plan_.keptTop.insert(x->def);
+      demoted_.insert(below->def);
       return;
     }
     Value* x = v;
