@@ -4,11 +4,15 @@
 // order, combined across the group by a fixed shuffle/shared-memory tree. Results are
 // therefore deterministic run to run. The three families differ only in L:
 //   row_reduce: L = 32 (a warp per row) for rows of at most 1024, else a block per row;
-//   col_reduce: a block of 1024 threads owns a tile of 32 columns: 32 row lanes per column,
-//               each summing every 32nd row (a warp reads 32 adjacent columns of one row,
-//               coalesced), then the lanes combined in order through shared memory. (One
-//               thread per column summing all rows, the first version, was latency-bound:
-//               0.46 ms for 1024 x 768 on an H200, 25 times per small train_step.)
+//   col_reduce: a block of 1024 threads owns a tile of 32 x V columns: 32 row lanes per
+//               column, each summing every 32nd row (a warp reads 32 x V adjacent columns of
+//               one row, coalesced), then the lanes combined in order through shared memory.
+//               V adjacent columns per thread (16 bytes of the narrowest input) when the
+//               last axis is kept and V divides it: 16-byte loads through codegen/lanes.h,
+//               as the pointwise loops do; with one column per thread the warp's loads were
+//               64-byte rows and the split-reduction partials ran at 35% of the copy
+//               bandwidth. (One thread per column summing all rows, the first version, was
+//               latency-bound: 0.46 ms for 1024 x 768 on an H200, 25 times per small step.)
 //   reduce_all: one block of 1024 threads.
 // Reductions run in body order (softmax: max, then sum), each in its own pass over the
 // row; ops after a reduction read its value from a register. Row-shaped outputs are written
@@ -97,6 +101,22 @@ template <class T, class Op> __device__ T fusec_col_reduce(T v, Op op) {
   for (unsigned k = 1; k < blockDim.x / 32; ++k) r = op(r, part[k][threadIdx.x % 32]);
   return r;
 }
+// The same for V adjacent columns per thread (thread t holds columns (t % 32) * V + j),
+// in place. Stored column j-major (j * 32 + t % 32) so that neither the writes nor the
+// reads of a warp conflict on a bank.
+template <int V, class T, class Op> __device__ void fusec_col_reduce_v(T* v, Op op) {
+  __shared__ T part[32][32 * V];
+  __syncthreads();  // the previous reduction's readers are done with `part`
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[threadIdx.x / 32][j * 32 + threadIdx.x % 32] = v[j];
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    T r = part[0][j * 32 + threadIdx.x % 32];
+    for (unsigned k = 1; k < blockDim.x / 32; ++k) r = op(r, part[k][j * 32 + threadIdx.x % 32]);
+    v[j] = r;
+  }
+}
 )";
 }
 
@@ -152,6 +172,90 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   return plan;
 }
 
+// Columns per thread of a col_reduce (see the top): V when every reduction keeps the last
+// axis, V divides it, the accumulators are f32 (the shared tile of 32 x 32V stays within
+// 32 KB) and the kernel writes no full-shaped output; else 1. `vectors`: the inputs the
+// lanes load as 16-byte vectors (the alignment test's pointers).
+int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool fullOuts,
+                std::vector<const Value*>& vectors) {
+  if (fullOuts) return 1;
+  std::vector<DType> dtypes;
+  for (const Op* in : body.inputs())
+    if (isFloat(in->result()->type.dtype) && in->result()->type.numel() > 1) dtypes.push_back(in->result()->type.dtype);
+  const int v = vectorWidth(dtypes);
+  if (v <= 1) return 1;
+  std::vector<const Value*> roots;
+  for (const Reduction& red : reds) {
+    if (!isFloat(red.op->result()->type.dtype) || red.reduced.empty() || red.reduced.back() != 1 ||
+        red.kept.back() % v != 0)
+      return 1;
+    roots.push_back(red.op->operands[0]);
+  }
+  vectors = vectorInputs(body, roots, v);
+  return v;
+}
+
+// The tile loop of a col_reduce with V > 1 columns per thread. Thread t's columns are
+// outer + j (outer = tile + (t % 32) * V, j < V); V divides the kept last axis, so they
+// share every other coordinate and all or none of them are live. With `useLanes` the body
+// is evaluated in vector-loop mode (16-byte loads where codegen/lanes.h proves them);
+// without, the same loop reads element by element (the pointers are not all aligned).
+void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduction>& reds,
+                     const std::vector<int>& rowOuts, int V, bool useLanes) {
+  CodeWriter& w = e.writer();
+  const int64_t n = reds[0].n, r = reds[0].r;
+  const std::string N = std::to_string(n), R = std::to_string(r), CV = std::to_string(V);
+  // The trip count is the same for the whole block (fusec_col_reduce_v syncs); columns past
+  // the end only skip their loads and stores.
+  e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
+  w.line("const fusec_idx outer = tile + (threadIdx.x % 32) * " + CV + ";  // the first of this thread's columns");
+  w.line("const bool live = outer < " + N + ";");
+  for (const Reduction& red : reds) {
+    const Op& op = *red.op;
+    const std::string acc = e.fresh("acc");
+    w.line("// " + e.describe(op));
+    w.line("float " + acc + "[" + CV + "];");
+    w.line("#pragma unroll");
+    w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + initValue(op.kind, DType::f32) + ";");
+    Index idx = delinearize(w, "outer", red.kept, e.fresh("k"));
+    w.line("#pragma unroll 4");
+    e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += 32)");
+    idx = fullIndex(w, red, idx, "inner", e.fresh("e"));
+    idx.back() = "(" + idx.back() + " + j)";
+    const size_t declarations = w.mark();
+    if (useLanes) e.beginLanes(V, "j");
+    w.line("#pragma unroll");
+    e.openScope("for (int j = 0; j < " + CV + "; ++j)");
+    const Value* x = op.operands[0];
+    w.line(acc + "[j] = " + combiner(op.kind) + "()(" + acc + "[j], (float)" +
+           (useLanes ? e.evalLanes(x, idx) : e.eval(x, idx)) + ");");
+    e.closeScope();
+    if (useLanes) {
+      w.insertLines(declarations, e.declarations());
+      e.endLanes();
+    }
+    e.closeScope();
+    w.line("fusec_col_reduce_v<" + CV + ">(" + acc + ", " + combiner(op.kind) + "());");
+    if (op.kind == OpKind::Mean) {
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r)) + ";");
+    }
+    e.bindReduction(op.result(), acc + "[j]");  // read only inside a loop over j
+  }
+  if (!rowOuts.empty()) {
+    e.openScope("if (lane == 0 && live)");
+    w.line("#pragma unroll");
+    e.openScope("for (int j = 0; j < " + CV + "; ++j)");
+    for (int o : rowOuts) {
+      const Value* v = body.outputs[size_t(o)];
+      e.store(v, "out" + std::to_string(o), delinearize(w, "(outer + j)", v->type.shape, "q" + std::to_string(o)));
+    }
+    e.closeScope();
+    e.closeScope();
+  }
+  e.closeScope();
+}
+
 }  // namespace
 
 std::string reductionPrelude() { return prelude(); }
@@ -176,20 +280,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   } else if (family == KernelFamily::RowReduce) {
     lanes = block = 512;
     grid = n;
-  } else if (family == KernelFamily::ColReduce) {
-    lanes = 32;
-    block = 1024;
-    grid = (n + 31) / 32;
   } else {
     lanes = block = 1024;
   }
-  grid = std::clamp<int64_t>(grid, 1, 65535);
-  auto groupReduce = [&](const std::string& v, OpKind kind) {
-    if (lanes == 1) return v;
-    if (family == KernelFamily::ColReduce) return std::string("fusec_col_reduce(") + v + ", " + combiner(kind) + "())";
-    return std::string(lanes == 32 ? "fusec_warp_reduce(" : "fusec_block_reduce(") + v + ", " + combiner(kind) + "())";
-  };
-
+  const bool columns = family == KernelFamily::ColReduce;
   std::vector<int> rowOuts, fullOuts;
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const int64_t c = k.body.outputs[i]->type.numel();
@@ -199,6 +293,20 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       throw Error("codegen: kernel '" + k.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
                   " elements, neither " + std::to_string(n) + " nor " + std::to_string(n * r));
   }
+  std::vector<const Value*> columnVectors;
+  const int colV = columns ? planColumns(k.body, reds, !fullOuts.empty(), columnVectors) : 1;
+  if (columns) {
+    lanes = 32;
+    block = 1024;
+    grid = (n + 32 * colV - 1) / (32 * colV);
+  }
+  grid = std::clamp<int64_t>(grid, 1, 65535);
+  auto groupReduce = [&](const std::string& v, OpKind kind) {
+    if (lanes == 1) return v;
+    if (family == KernelFamily::ColReduce) return std::string("fusec_col_reduce(") + v + ", " + combiner(kind) + "())";
+    return std::string(lanes == 32 ? "fusec_warp_reduce(" : "fusec_block_reduce(") + v + ", " + combiner(kind) + "())";
+  };
+
   const RowRegisters regs =
       family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, lanes) : RowRegisters{};
 
@@ -206,8 +314,13 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   const std::string L = std::to_string(lanes);
   w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
          " thread(s) per point");
-  const bool columns = family == KernelFamily::ColReduce;
-  if (columns) {
+  const std::string CV = std::to_string(colV), tileWidth = std::to_string(32 * colV);
+  if (columns && colV > 1) {
+    w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 owns " + CV +
+           " adjacent columns of the tile");
+    w.line("const fusec_idx group = (fusec_idx)blockIdx.x * " + tileWidth + ";  // the tile's first column");
+    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * " + tileWidth + ";");
+  } else if (columns) {
     w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
     w.line("const fusec_idx group = (fusec_idx)blockIdx.x * 32;  // the tile's first column");
     w.line("const fusec_idx groups = (fusec_idx)gridDim.x * 32;");
@@ -223,6 +336,22 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
   const bool vectors = regs.chunks > 0 && regs.width > 1;
   if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
+  if (columns && colV > 1) {
+    std::vector<std::string> pointers;
+    for (const Value* in : columnVectors) pointers.push_back(inputPointer(k.body, in));
+    if (pointers.empty()) {
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, false);
+    } else {
+      e.openScope("if (" + alignedTest(pointers) + ")");
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, true);
+      e.closeScope();
+      e.openScope("else");
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, false);
+      e.closeScope();
+    }
+    w.close();
+    return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
+  }
   const std::string N = std::to_string(n);
   if (columns) {
     // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
