@@ -4,9 +4,10 @@
 // order, combined across the group by a fixed shuffle/shared-memory tree. Results are
 // therefore deterministic run to run. The three families differ only in L:
 //   row_reduce: L = 32 (a warp per row) for rows of at most 1024, else a block per row;
-//   col_reduce: a block of 1024 threads owns a tile of 32 x V columns: 32 row lanes per
-//               column, each summing every 32nd row (a warp reads 32 x V adjacent columns of
-//               one row, coalesced), then the lanes combined in order through shared memory.
+//   col_reduce: a block owns a tile of 32 x V columns: row lanes per column (32 of 1024
+//               threads; 8 of 256 when V > 1), each summing every 8th or 32nd row (a warp
+//               reads 32 x V adjacent columns of one row, coalesced), then the lanes
+//               combined in order through shared memory.
 //               V adjacent columns per thread (16 bytes of the narrowest input) when the
 //               last axis is kept and V divides it: 16-byte loads through codegen/lanes.h,
 //               as the pointwise loops do; with one column per thread the warp's loads were
@@ -101,11 +102,11 @@ template <class T, class Op> __device__ T fusec_col_reduce(T v, Op op) {
   for (unsigned k = 1; k < blockDim.x / 32; ++k) r = op(r, part[k][threadIdx.x % 32]);
   return r;
 }
-// The same for V adjacent columns per thread (thread t holds columns (t % 32) * V + j),
-// in place. Stored column j-major (j * 32 + t % 32) so that neither the writes nor the
-// reads of a warp conflict on a bank.
-template <int V, class T, class Op> __device__ void fusec_col_reduce_v(T* v, Op op) {
-  __shared__ T part[32][32 * V];
+// The same for V adjacent columns per thread (thread t holds columns (t % 32) * V + j)
+// and LANES = blockDim.x / 32 row lanes, in place. Stored column j-major (j * 32 + t % 32)
+// so that neither the writes nor the reads of a warp conflict on a bank.
+template <int V, int LANES, class T, class Op> __device__ void fusec_col_reduce_v(T* v, Op op) {
+  __shared__ T part[LANES][32 * V];
   __syncthreads();  // the previous reduction's readers are done with `part`
 #pragma unroll
   for (int j = 0; j < V; ++j) part[threadIdx.x / 32][j * 32 + threadIdx.x % 32] = v[j];
@@ -113,7 +114,8 @@ template <int V, class T, class Op> __device__ void fusec_col_reduce_v(T* v, Op 
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     T r = part[0][j * 32 + threadIdx.x % 32];
-    for (unsigned k = 1; k < blockDim.x / 32; ++k) r = op(r, part[k][j * 32 + threadIdx.x % 32]);
+#pragma unroll
+    for (int k = 1; k < LANES; ++k) r = op(r, part[k][j * 32 + threadIdx.x % 32]);
     v[j] = r;
   }
 }
@@ -201,10 +203,10 @@ int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool full
 // is evaluated in vector-loop mode (16-byte loads where codegen/lanes.h proves them);
 // without, the same loop reads element by element (the pointers are not all aligned).
 void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduction>& reds,
-                     const std::vector<int>& rowOuts, int V, bool useLanes) {
+                     const std::vector<int>& rowOuts, int V, int rowLanes, bool useLanes) {
   CodeWriter& w = e.writer();
   const int64_t n = reds[0].n, r = reds[0].r;
-  const std::string N = std::to_string(n), R = std::to_string(r), CV = std::to_string(V);
+  const std::string N = std::to_string(n), R = std::to_string(r), CV = std::to_string(V), RL = std::to_string(rowLanes);
   // The trip count is the same for the whole block (fusec_col_reduce_v syncs); columns past
   // the end only skip their loads and stores.
   e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
@@ -219,7 +221,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + initValue(op.kind, DType::f32) + ";");
     Index idx = delinearize(w, "outer", red.kept, e.fresh("k"));
     w.line("#pragma unroll 4");
-    e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += 32)");
+    e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += " + RL + ")");
     idx = fullIndex(w, red, idx, "inner", e.fresh("e"));
     idx.back() = "(" + idx.back() + " + j)";
     const size_t declarations = w.mark();
@@ -235,7 +237,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
       e.endLanes();
     }
     e.closeScope();
-    w.line("fusec_col_reduce_v<" + CV + ">(" + acc + ", " + combiner(op.kind) + "());");
+    w.line("fusec_col_reduce_v<" + CV + ", " + RL + ">(" + acc + ", " + combiner(op.kind) + "());");
     if (op.kind == OpKind::Mean) {
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r)) + ";");
@@ -296,8 +298,11 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   std::vector<const Value*> columnVectors;
   const int colV = columns ? planColumns(k.body, reds, !fullOuts.empty(), columnVectors) : 1;
   if (columns) {
+    // V > 1: 8 row lanes (256 threads) rather than 32. A 1024-thread block of V-wide tiles
+    // held one block per multiprocessor (registers and the 32 KB lane tile), and the
+    // split-reduction partials' 192 tiles ran as two uneven waves at 50% of DRAM bandwidth.
     lanes = 32;
-    block = 1024;
+    block = colV > 1 ? 256 : 1024;
     grid = (n + 32 * colV - 1) / (32 * colV);
   }
   grid = std::clamp<int64_t>(grid, 1, 65535);
@@ -312,8 +317,12 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
 
   k.signature(w, k.name, block);
   const std::string L = std::to_string(lanes);
-  w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
-         " thread(s) per point");
+  if (columns && colV > 1)
+    w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " +
+           std::to_string(block / 32) + " row lanes per point, " + std::to_string(colV) + " points per thread");
+  else
+    w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
+           " thread(s) per point");
   const std::string CV = std::to_string(colV), tileWidth = std::to_string(32 * colV);
   if (columns && colV > 1) {
     w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 owns " + CV +
@@ -340,13 +349,13 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     std::vector<std::string> pointers;
     for (const Value* in : columnVectors) pointers.push_back(inputPointer(k.body, in));
     if (pointers.empty()) {
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, false);
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, false);
     } else {
       e.openScope("if (" + alignedTest(pointers) + ")");
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, true);
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, true);
       e.closeScope();
       e.openScope("else");
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, false);
+      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, false);
       e.closeScope();
     }
     w.close();
