@@ -7,16 +7,18 @@
 // bandwidth. Here
 //     %g = sum(%x) {axes = [0, 1]} : f32[768]            x: f32[64,256,768]
 // becomes
-//     %p = sum(reshape(%x) : f32[64,256,768]) {axes = [1]} : f32[64,768]   (64 x 24 tiles)
-//     %g = sum(%p) {axes = [0]} : f32[768]                                  (64 rows)
+//     %p = sum(reshape(%x) : f32[128,128,768]) {axes = [1]} : f32[128,768]
+//     %g = sum(%p) {axes = [0]} : f32[768]                                  (128 rows)
 // Both stages are column reductions (a reduced middle block is a Col domain too), each in a
 // fixed order, so the result is the same bits on every run; it differs from the one-stage
-// sum only by f32 reassociation. The split is chosen from the work, not the device: each
-// partial sums kRowsPerPartial rows (8 per row lane of a 1024-thread tile), so a block's
-// loop is short and there are many blocks (1,536 for small at batch 64: several waves on
-// any GPU, so the last one's tail is small). Reductions of fewer than kMinRowsToSplit rows
-// are left alone; only f32 sum, reduce_max and reduce_min are split (mean's scale would need
-// a third op; none is this large).
+// sum only by f32 reassociation. The split is chosen from the work, not the device: the
+// fewest partials (a divisor of the rows) that give at least kTargetPoints partial sums,
+// each of at least kMinRowsPerPartial rows. 65,536 points are 256 tiles of 256 columns
+// (codegen gives a thread 8 adjacent columns): two or more blocks per multiprocessor on
+// an H100 or H200. A fixed 256 rows per partial left medium at batch 16 (4,096 rows of
+// 1,024 columns) with 64 such tiles. Reductions of fewer than kMinRowsToSplit rows are left
+// alone; only f32 sum, reduce_max and reduce_min are split (mean's scale would need a third
+// op; none is this large).
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -26,7 +28,7 @@
 namespace fusec {
 namespace {
 
-constexpr int64_t kRowsPerPartial = 256;
+constexpr int64_t kTargetPoints = 65536, kMinRowsPerPartial = 64;
 // Below this many rows one col_reduce kernel is short enough (a norm-weight gradient at batch
 // 4, 1024 rows: 27 us), and a second launch per gradient would cost more than it saves in a
 // step that is launch-bound.
@@ -34,13 +36,17 @@ constexpr int64_t kMinRowsToSplit = 4096;
 
 bool splittable(OpKind k) { return k == OpKind::Sum || k == OpKind::RMax || k == OpKind::RMin; }
 
-// The number of partials for a column reduction of `r` rows: the largest divisor of r that
-// leaves at least kRowsPerPartial rows in each (1: do not split, below kMinRowsToSplit).
-int64_t partialsFor(int64_t r) {
+// The number of partials for a column reduction of `r` rows of `n` points: the smallest
+// divisor s of r with s * n >= kTargetPoints, else the largest that leaves at least
+// kMinRowsPerPartial rows in each (1: do not split, below kMinRowsToSplit).
+int64_t partialsFor(int64_t r, int64_t n) {
   int64_t best = 1;
   if (r < kMinRowsToSplit) return best;
-  for (int64_t s = 2; s * kRowsPerPartial <= r; ++s)
-    if (r % s == 0) best = s;
+  for (int64_t s = 2; s * kMinRowsPerPartial <= r; ++s) {
+    if (r % s != 0) continue;
+    best = s;
+    if (s * n >= kTargetPoints) break;
+  }
   return best;
 }
 
@@ -59,7 +65,7 @@ bool splitGraph(Graph& g) {
     // round like the one-stage accumulator (bf16 partials would round twice).
     const bool candidate = splittable(op->kind) && x->type.dtype == DType::f32;
     const fusion::Domain d = candidate ? fusion::reductionDomain(x->type.shape, op->attrInts("axes")) : fusion::Domain{};
-    const int64_t parts = d.kind == fusion::DomainKind::Col ? partialsFor(d.r) : 1;
+    const int64_t parts = d.kind == fusion::DomainKind::Col ? partialsFor(d.r, d.n) : 1;
     if (parts == 1) {
       g.ops.push_back(std::move(op));
       continue;

@@ -1,4 +1,5 @@
-// split-reductions: which reductions it splits and how (a partial per 256 rows), that both
+// split-reductions: which reductions it splits and how (enough partials of at least 64 rows
+// for 65,536 partial sums), that both
 // stages are col_reduce kernels after fuse, and that the interpreter's result is unchanged up
 // to f32 reassociation on random non-zero inputs.
 #include <gtest/gtest.h>
@@ -57,17 +58,18 @@ TEST(SplitReductions, SplitsLongColumnSums) {
     verify(*m);
     const Graph& g = *m->funcs[0];
     EXPECT_EQ(countKind(g, op), 2);
-    // 4096 rows: 16 partials of 256 rows, [16, 256, 96] reduced over its middle axis.
+    // 4096 rows of 96 columns: 64 partials of 64 rows (the most; 65,536 / 96 would need 683),
+    // [64, 64, 96] reduced over its middle axis.
     const Op* partial = nullptr;
     for (const auto& o : g.ops)
       if (o->kind == op && !partial) partial = o.get();
     ASSERT_TRUE(partial);
-    EXPECT_EQ(partial->operands[0]->type.shape, (Shape{16, 256, 96}));
-    EXPECT_EQ(partial->result()->type.shape, (Shape{16, 96}));
+    EXPECT_EQ(partial->operands[0]->type.shape, (Shape{64, 64, 96}));
+    EXPECT_EQ(partial->result()->type.shape, (Shape{64, 96}));
     const fusion::Domain d = fusion::domainOf(*partial);
     EXPECT_EQ(d.kind, fusion::DomainKind::Col);
-    EXPECT_EQ(d.n, 16 * 96);
-    EXPECT_EQ(d.r, 256);
+    EXPECT_EQ(d.n, 64 * 96);
+    EXPECT_EQ(d.r, 64);
     EXPECT_EQ(g.outputs[0]->type.shape, (Shape{96}));
     expectSameResults(*before, *m, op == OpKind::Sum ? 1e-6 : 0);
     EXPECT_FALSE(createPass("split-reductions")->run(*m)) << printModule(*m);  // the partials are short
@@ -101,6 +103,18 @@ TEST(SplitReductions, LeavesOtherReductionsAlone) {
     EXPECT_FALSE(createPass("split-reductions")->run(*c.m)) << c.why;
     EXPECT_EQ(printModule(*c.m), text) << c.why;
   }
+}
+
+// Wide columns need fewer partials: small's norm-weight gradient at batch 64 (16,384 rows of
+// 768) gets 128 partials of 128 rows (98,304 sums; 64 would give 49,152 < 65,536).
+TEST(SplitReductions, FewestPartialsThatFillTheTarget) {
+  auto m = reductionModule(OpKind::Sum, {64, 256, 768}, {0, 1});
+  ASSERT_TRUE(createPass("split-reductions")->run(*m));
+  const Op* partial = nullptr;
+  for (const auto& o : m->funcs[0]->ops)
+    if (o->kind == OpKind::Sum && !partial) partial = o.get();
+  ASSERT_TRUE(partial);
+  EXPECT_EQ(partial->operands[0]->type.shape, (Shape{128, 128, 768}));
 }
 
 // After fuse, both stages are col_reduce kernels: the product is the first one's prologue.
