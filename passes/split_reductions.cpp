@@ -1,10 +1,10 @@
 // split-reductions: a column reduction over many rows becomes two, so that it fills the GPU
 // and stays deterministic (Inductor's split reductions).
 //
-// A col_reduce kernel gives each block a tile of 32 columns (passes/fusion/domain.h, codegen/
-// reduce_kernels.cpp). A norm-weight gradient of small at batch 64 sums 16,384 rows of 768
-// columns: 24 blocks on 132 SMs, each looping over every row, 0.42 ms at ~5% of the copy
-// bandwidth. Here
+// A col_reduce kernel gives each block a tile of 32 (or 32 x V) columns (passes/fusion/
+// domain.h, codegen/reduce_kernels.cpp). A norm-weight gradient of small at batch 64 sums
+// 16,384 rows of 768 columns: 24 blocks on 132 SMs, each looping over every row, 0.42 ms at
+// ~5% of the copy bandwidth. Here
 //     %g = sum(%x) {axes = [0, 1]} : f32[768]            x: f32[64,256,768]
 // becomes
 //     %p = sum(reshape(%x) : f32[128,128,768]) {axes = [1]} : f32[128,768]
