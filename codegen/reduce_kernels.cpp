@@ -171,6 +171,8 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   const int64_t chunks = (r + lanes * plan.width - 1) / (lanes * plan.width), perThread = chunks * plan.width;
   if (perThread <= kMaxRowElementsPerThread && perThread * int64_t(plan.inputs.size()) <= kMaxRowRegisters)
     plan.chunks = chunks;
+  else
+    plan.vectorOuts.clear();  // the row is re-read in every pass, outputs stored element by element
   return plan;
 }
 

@@ -13,6 +13,7 @@
 #include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "frontend/program_state.h"
+#include "ir/parser.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "runtime/device.h"
@@ -165,6 +166,41 @@ INSTANTIATE_TEST_SUITE_P(Programs, ExecutableTest,
                            const Case& c = info.param;
                            return c.model + "_" + c.program + "_" + std::string(dtypeName(c.dtype));
                          });
+
+// Softmax over rows of 16,000 (kept in registers: at most 32 elements per thread of 512) and
+// 40,000 (too long for that), f32 and bf16: the row_reduce kernel re-reads the row in
+// every pass and stores its output element by element (it once emitted the register mode's
+// vector stores there, which NVRTC rejected: naive attention at N 32768).
+class WideRows : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  }
+};
+
+TEST_F(WideRows, SoftmaxMatchesInterpreter) {
+  for (const char* dt : {"f32", "bf16"})
+    for (int64_t r : {16000, 40000}) {
+      const std::string t = std::string(dt) + "[3," + std::to_string(r) + "]", t1 = std::string(dt) + "[3,1]";
+      auto m = parseModule("func @softmax {\n  %x = input() {name = \"x\"} : " + t +
+                           "\n  %mx = reduce_max(%x) {axes = [1], keepdim = true} : " + t1 +
+                           "\n  %mxb = broadcast(%mx) : " + t + "\n  %d = sub(%x, %mxb) : " + t + "\n  %e = exp(%d) : " + t +
+                           "\n  %z = sum(%e) {axes = [1], keepdim = true} : " + t1 + "\n  %zb = broadcast(%z) : " + t +
+                           "\n  %p = div(%e, %zb) : " + t + "\n  return %p\n}\n");
+      std::mt19937 rng{uint32_t(r)};
+      Bindings env;
+      env["x"] = test::randomNonZero(m->funcs.at(0)->inputs().at(0)->result()->type, rng, 4.0);
+      const HostTensor want = interpret(*m->funcs.at(0), env).at(0);
+      optimise(*m);
+      rt::Executable exe(*m->funcs.at(0));
+      exe.bind(env);
+      exe.run();
+      const double e = test::normRelError(exe.output(0), want);
+      std::printf("softmax %s: %.3g\n", t.c_str(), e);
+      EXPECT_LE(e, std::string(dt) == "f32" ? 1e-6 : 1e-2) << t;
+    }
+}
 
 class ExecutableErrors : public ::testing::Test {
  protected:
