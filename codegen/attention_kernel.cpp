@@ -12,8 +12,9 @@
 //   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
 // Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
 // block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics.
-// Two templates behind the same entry points: tensor cores for bf16 at head dims 16..128
-// (multiples of 16; codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim below),
+// Two templates behind the same entry points: tensor cores for bf16 (mma m16n8k16) and f32
+// (3xTF32 mma m16n8k8, f32-accurate) at head dims 16..128 (multiples of 16;
+// codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim and precision below),
 // SIMT for the rest (attention_simt.cpp, 64 rows per block); the choice and its reason open
 // the source (`// path: ...`).
 #include <cctype>
@@ -49,10 +50,11 @@ struct OperandAccess {
   int input = -1;
   std::string batchOffset;  // C++ expression in `z`
   int64_t rowStride = 0;
-  bool aligned16 = true;  // every row starts 8 elements (16 bytes of bf16) apart from a multiple of 8
+  bool aligned16 = true;  // every row starts a multiple of 16 bytes from the operand's start
 };
 
 OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast) {
+  const int64_t vec = std::max<int64_t>(1, 16 / int64_t(dtypeBytes(v->type.dtype)));  // elements per 16 bytes
   auto view = resolveView(v);
   const auto inputs = body.inputs();
   OperandAccess a;
@@ -68,29 +70,40 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   const int64_t unit = view->strides[size_t(r - 1)];
   if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
   a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
-  a.aligned16 = view->offset % 8 == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % 8 == 0);
+  a.aligned16 = view->offset % vec == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % vec == 0);
   std::string e = ll(view->offset);
   int64_t inner = 1;
   for (int d = batchDims - 1; d >= 0; --d) {
     const int64_t n = s[size_t(d)], st = view->strides[size_t(d)];
     if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
-    if (n != 1 && st % 8 != 0) a.aligned16 = false;
+    if (n != 1 && st % vec != 0) a.aligned16 = false;
     inner *= n;
   }
   a.batchOffset = e;
   return a;
 }
 
-// The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BQ,
-// FA_QREG).
+// The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BC,
+// FA_BQ, FA_QREG).
 struct MmaTiling {
   int warps = 4;  // 16 rows each: a block owns 16 * warps query (or, in dK/dV, key) rows
+  int bc = 64;    // the forward's and dQ's key tile
   int bq = 64;    // dK/dV's query tile
   bool qInRegisters = true;
 };
 
-MmaTiling mmaTiling(int64_t d, bool backward) {
+MmaTiling mmaTiling(int64_t d, bool backward, bool tf32) {
   MmaTiling t;
+  if (tf32) {
+    // f32 tiles take twice the shared memory of bf16 ones: at d 64, 64-key tiles (87 KB
+    // forward, 104 KB dQ) and 32-query dK/dV tiles (87 KB) keep two blocks per SM; at d 128
+    // the tiles halve again. Split Q fragments (d / 2 registers) would not fit beside the
+    // accumulators: Q is read from shared memory per tile.
+    t.bc = d > 64 ? 32 : 64;
+    t.bq = d > 64 ? 16 : 32;
+    t.qInRegisters = false;
+    return t;
+  }
   // Above d 64, dK/dV's two 16 x d accumulators per warp leave room for 16 x 32 strips of S^T
   // and dP^T only (ptxas: 240 registers, no spills).
   t.bq = d > 64 ? 32 : 64;
@@ -131,11 +144,13 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   std::vector<OperandAccess> acc;
   for (int i = 0; i < operands; ++i) acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5));
 
-  // Tensor cores (codegen/attention_mma.cpp) where their fragments fit: bf16, equal head dims
-  // that are multiples of 16 up to 128, rows cp.async can copy (16-byte aligned). The SIMT
-  // template covers the rest (fp32, fp16, d 8/24/..., strides off by a few elements).
+  // Tensor cores (codegen/attention_mma.cpp) where their fragments fit: bf16 or f32 (3xTF32),
+  // equal head dims that are multiples of 16 up to 128, rows cp.async can copy (16-byte
+  // aligned). The SIMT template covers the rest (fp16, d 8/24/..., strides off by a few
+  // elements).
+  const bool tf32 = q.dtype == DType::f32;
   std::string simtWhy;
-  if (q.dtype != DType::bf16) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16";
+  if (q.dtype != DType::bf16 && !tf32) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16 or f32";
   else if (D != DV) simtWhy = "d != dv";
   else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
   else if (!(att->attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
@@ -145,15 +160,16 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const bool mma = simtWhy.empty();
   // The mma template's tiling (codegen/attention_mma.cpp): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
-  const MmaTiling tiling = mmaTiling(D, backward);
+  const MmaTiling tiling = mmaTiling(D, backward, tf32);
   const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
 
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
          (att->attrBool("causal") ? ", causal" : ""));
-  w.line(mma ? std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)")
-             : "// path: SIMT (FFMA): " + simtWhy);
+  w.line(!mma   ? "// path: SIMT (FFMA): " + simtWhy
+         : tf32 ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
+                : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
   w.line("typedef " + storageType(q.dtype) + " fa_t;");
   w.line("#define FA_D " + std::to_string(D));
@@ -171,7 +187,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
            acc[size_t(i)].batchOffset + "; }");
   }
   if (mma) {
+    w.line(std::string("#define FA_TF32 ") + (tf32 ? "1" : "0"));
     w.line("#define FA_WARPS " + std::to_string(tiling.warps));
+    w.line("#define FA_BC " + std::to_string(tiling.bc));
     w.line("#define FA_BQ " + std::to_string(tiling.bq));
     w.line(std::string("#define FA_QREG ") + (tiling.qInRegisters ? "1" : "0"));
   }
@@ -183,10 +201,11 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // Dynamic shared memory (bytes) of each launch, as the templates lay it out.
   int64_t fwdBytes, dqBytes, dkdvBytes;
   if (mma) {
-    const int64_t LD = D + 8, LDV = DV + 8, BR = rows, BC = 64, BQ = tiling.bq;  // bf16 tiles, 16-byte pad
-    fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * 2;
-    dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * 2 + 2 * BR * 4;
-    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + 2 * LDV)) * 2 + 4 * BQ * 4;  // q, dO and o tiles
+    const int64_t es = int64_t(dtypeBytes(q.dtype)), pad = 16 / es;  // operand-dtype tiles, 16-byte pad
+    const int64_t LD = D + pad, LDV = DV + pad, BR = rows, BC = tiling.bc, BQ = tiling.bq;
+    fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * es;
+    dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;
+    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + 2 * LDV)) * es + 4 * BQ * 4;  // q, dO and o tiles
   } else {
     const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
     fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;

@@ -1,8 +1,16 @@
-// The CUDA C++ of the tensor-core flash-attention kernels (bf16 operands, f32 accumulation,
-// mma.sync.m16n8k16): forward, and the backward's dQ and dK/dV passes, with the same
-// entry points, arguments, constants and output layouts as the SIMT template
-// (codegen/attention_simt.cpp), which stays the path for every other dtype and shape
-// (codegen/attention_kernel.cpp chooses).
+// The CUDA C++ of the tensor-core flash-attention kernels: forward, and the backward's dQ and
+// dK/dV passes, with the same entry points, arguments, constants and output layouts as the
+// SIMT template (codegen/attention_simt.cpp), which stays the path for every other dtype and
+// shape (codegen/attention_kernel.cpp chooses). Two precisions, one text (FA_TF32):
+//   * bf16 operands: mma.sync.m16n8k16 bf16, f32 accumulation;
+//   * f32 operands: mma.sync.m16n8k8 tf32, three products per step (3xTF32): each operand x
+//     is split into big = x with its low 13 mantissa bits cleared (exactly a tf32) and small =
+//     x - big (exact in f32), and a b = big_a big_b + big_a small_b + small_a big_b, which
+//     drops only small_a small_b and small's own low bits (about 2^-20 relative). The tensor
+//     core's f32 accumulation truncates, so long sums (O += P V over thousands of keys) are
+//     summed per tile in the tensor core and across tiles with FADD (gemmPB). The result is
+//     near f32's own rounding noise (the GPU tests hold it to the SIMT template's 1e-4), at
+//     tensor-core rate instead of FFMA's.
 //
 // FlashAttention-2's work split: a block of FA_WARPS warps owns 16 rows per warp: query rows
 // (forward, dQ) or key rows (dK/dV), and walks the other side's tiles through shared memory,
@@ -12,10 +20,14 @@
 //     warp's rows, B fragments by ldmatrix from the tile's rows (row-major [n][k] is the
 //     "col" B operand as it is);
 //   * O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q: the left factor never leaves registers
-//     (an m16n8 f32 accumulator pair is exactly an m16k16 A fragment once packed to bf16), and
-//     the right one is read with ldmatrix.trans from its row-major tile.
-// Shared tiles are bf16, row-major, each row padded by 16 bytes so the 8 row addresses of an
-// ldmatrix phase fall on distinct bank groups. The softmax is online in the log2 domain (the
+//     and the right one is read from its row-major tile. bf16: an m16n8 f32 accumulator pair
+//     is exactly an m16k16 A fragment once packed, and ldmatrix.trans reads the right factor.
+//     tf32: an m16n8 accumulator is an m16k8 A fragment if the k order within each 8 is
+//     permuted (fragment column c <-> key 2c for c < 4, key 2(c - 4) + 1 above), and the
+//     right factor's rows are read in that order with scalar shared loads.
+// Shared tiles hold the operand dtype, row-major, each row padded by 16 bytes so the 8 row
+// addresses of an ldmatrix phase fall on distinct bank groups (ldmatrix moves 16-byte rows,
+// 8 bf16 or 4 f32 values: the same instruction serves both precisions). The softmax is online in the log2 domain (the
 // scale folded into one multiply), row max and sum across the 4 lanes of an accumulator row
 // by two shuffles, and ex2.approx does the exponentials.
 //
@@ -38,11 +50,14 @@ namespace fa {
 // FA_WARPS warps of 16 rows each: BR is the block's own rows (query rows of the forward and
 // dQ, key rows of dK/dV); BC the key tile the forward and dQ walk, FA_BQ the query tile dK/dV
 // walk. The generator picks FA_WARPS, FA_BQ and FA_QREG per shape.
-constexpr int NT = 32 * FA_WARPS, BR = 16 * FA_WARPS, BC = 64, BQ = FA_BQ;
+constexpr int NT = 32 * FA_WARPS, BR = 16 * FA_WARPS, BC = FA_BC, BQ = FA_BQ;
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
-constexpr int PAD = 8;                                  // bf16 elements (16 bytes) per row
-constexpr int LD = FA_D + PAD, LDV = FA_DV + PAD;       // row pitches (elements)
+constexpr int VEC = 16 / sizeof(fa_t);             // elements per 16 bytes
+constexpr int KS = FA_TF32 ? 8 : 16;               // k per mma (32 bytes of operand either way)
+constexpr int PAD = VEC;                           // 16 bytes per row
+constexpr int LD = FA_D + PAD, LDV = FA_DV + PAD;  // row pitches (elements)
 static_assert(FA_D % 16 == 0 && FA_DV % 16 == 0, "the mma path needs head dims multiple of 16");
+static_assert(BC % 16 == 0 && BQ % 16 == 0, "tiles of whole n16 blocks");
 
 __device__ __forceinline__ unsigned smemAddr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -59,12 +74,12 @@ __device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;
 // tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
 template <int R, int W>
 __device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit) {
-  constexpr int CPR = W / 8, N = R * CPR;  // 16-byte chunks per row, per tile
+  constexpr int CPR = W / VEC, N = R * CPR;  // 16-byte chunks per row, per tile
 #pragma unroll
   for (int i = 0; i < (N + NT - 1) / NT; ++i) {
     const int e = threadIdx.x + i * NT;
     if (N % NT != 0 && e >= N) break;
-    const int r = e / CPR, c = (e % CPR) * 8, row = r0 + r;
+    const int r = e / CPR, c = (e % CPR) * VEC, row = r0 + r;
     const bool ok = row < limit;
     cpAsync16(dst + r * (W + PAD) + c, src + (long long)(ok ? row : 0) * rs + c, ok);
   }
@@ -80,15 +95,61 @@ __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const fa_t* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smemAddr(p)));
 }
-// c (16 x 8, f32) += a (16 x 16) b (16 x 8).
-__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#if FA_TF32
+// An A fragment (16 x 8 tf32) as its big and small parts (the header's 3xTF32).
+struct FragA {
+  unsigned hi[4], lo[4];
+};
+// big = x with its low 13 mantissa bits cleared (exactly a tf32), small = x - big (exact in
+// f32; the tensor core drops its low bits). Rounding both to nearest with cvt.rna instead
+// measured 1.5x slower and no more accurate (the error is the accumulation's: see gemmPB).
+__device__ __forceinline__ void split(unsigned x, unsigned& hi, unsigned& lo) {
+  hi = x & 0xffffe000u;
+  lo = __float_as_uint(__uint_as_float(x) - __uint_as_float(hi));
+}
+__device__ __forceinline__ FragA fragA(const unsigned (&r)[4]) {
+  FragA f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) split(r[i], f.hi[i], f.lo[i]);
+  return f;
+}
+__device__ __forceinline__ void mma1(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c (16 x 8, f32) += a (16 x 8) b (8 x 8): the small cross terms first, the big product last.
+__device__ __forceinline__ void mma(float (&c)[4], const FragA& a, unsigned b0, unsigned b1) {
+  unsigned bh0, bl0, bh1, bl1;
+  split(b0, bh0, bl0);
+  split(b1, bh1, bl1);
+  mma1(c, a.lo, bh0, bh1);
+  mma1(c, a.hi, bl0, bl1);
+  mma1(c, a.hi, bh0, bh1);
+}
+#else
+struct FragA {
+  unsigned r[4];
+};
+__device__ __forceinline__ FragA fragA(const unsigned (&r)[4]) { return FragA{{r[0], r[1], r[2], r[3]}}; }
+// c (16 x 8, f32) += a (16 x 16) b (16 x 8).
+__device__ __forceinline__ void mma(float (&c)[4], const FragA& a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
   __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
   return *reinterpret_cast<unsigned*>(&h);
+}
+#endif
+// Two adjacent results (columns c, c + 1 of a row) stored in the operand dtype.
+__device__ __forceinline__ void store2(fa_t* p, float x, float y) {
+#if FA_TF32
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#else
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
+#endif
 }
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -96,39 +157,45 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-// The A fragments (16 x W, by k16 chunk) of the 16 rows of a shared tile at `a` (pitch LA).
-// ldmatrix.x4 row addresses: a 16 x 16 block at (lane & 15, 8 (lane >> 4)).
+// The A fragments (16 x W, by KS chunk) of the 16 rows of a shared tile at `a` (pitch LA).
+// ldmatrix.x4 row addresses: a 16-row x 32-byte block at (lane & 15, 16 bytes (lane >> 4)).
 template <int W, int LA>
-__device__ __forceinline__ void loadA(unsigned (&af)[W / 16][4], const fa_t* a) {
+__device__ __forceinline__ void loadA(FragA (&af)[W / KS], const fa_t* a) {
   const int lane = threadIdx.x & 31;
-  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
+  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * VEC;
 #pragma unroll
-  for (int kc = 0; kc < W / 16; ++kc) ldsm4(af[kc], pa + kc * 16);
+  for (int kc = 0; kc < W / KS; ++kc) {
+    unsigned r[4];
+    ldsm4(r, pa + kc * KS);
+    af[kc] = fragA(r);
+  }
 }
 
 // acc (16 x N) += A (16 x W) B^T, B = [N][W] row-major in shared memory (pitch LB); A is given
 // either as fragments in registers (af) or, when af is null, as the 16 rows of a shared tile
 // at `a` (pitch LA) read chunk by chunk (fewer live registers).
 template <int N, int W, int LA, int LB>
-__device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const unsigned (*af)[4], const fa_t* a, const fa_t* b) {
+__device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const FragA* af, const fa_t* a, const fa_t* b) {
   const int lane = threadIdx.x & 31;
-  // ldmatrix.x4 row addresses: A as in loadA; B two n8 x k16 blocks at (n: (lane & 7) +
-  // 8 (lane >> 4), k: 8 ((lane >> 3) & 1)).
-  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * 8;
-  const fa_t* pb = b + ((lane & 7) + ((lane >> 4) << 3)) * LB + ((lane >> 3) & 1) * 8;
+  // ldmatrix.x4 row addresses: A as in loadA; B two n8 x 32-byte blocks at (n: (lane & 7) +
+  // 8 (lane >> 4), k: 16 bytes ((lane >> 3) & 1)). In both precisions the four matrices are
+  // the b0, b1 of n block 0 and then of n block 1.
+  const fa_t* pa = a + (lane & 15) * LA + (lane >> 4) * VEC;
+  const fa_t* pb = b + ((lane & 7) + ((lane >> 4) << 3)) * LB + ((lane >> 3) & 1) * VEC;
 #pragma unroll
-  for (int kc = 0; kc < W / 16; ++kc) {
-    unsigned at[4];
+  for (int kc = 0; kc < W / KS; ++kc) {
+    FragA at;
     if (af) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) at[i] = af[kc][i];
+      at = af[kc];
     } else {
-      ldsm4(at, pa + kc * 16);
+      unsigned r[4];
+      ldsm4(r, pa + kc * KS);
+      at = fragA(r);
     }
 #pragma unroll
     for (int n = 0; n < N / 16; ++n) {
       unsigned bf[4];
-      ldsm4(bf, pb + n * 16 * LB + kc * 16);
+      ldsm4(bf, pb + n * 16 * LB + kc * KS);
       mma(acc[2 * n], at, bf[0], bf[1]);
       mma(acc[2 * n + 1], at, bf[2], bf[3]);
     }
@@ -136,7 +203,45 @@ __device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const unsigned (
 }
 
 // acc (16 x N) += P (16 x K) B: P in accumulator layout (K/8 tiles of 16 x 8, f32), B = [K][N]
-// row-major in shared memory (pitch LB), read transposed.
+// row-major in shared memory (pitch LB).
+#if FA_TF32
+// Accumulator tile j holds, for rows g and g + 8, keys 8j + 2 t4 and 8j + 2 t4 + 1: with the
+// header's k permutation that is the A fragment {c0, c2, c1, c3}, and B's fragment rows are
+// keys 8j + 2 t4 (b0) and 8j + 2 t4 + 1 (b1) at column g. The pitch LB is 4 mod 32 words (a
+// multiple of 16 plus the pad), so the 32 lanes' (2 t4 LB + g) hit 32 distinct banks.
+// The tile's product goes to a zeroed partial, added to acc with FADD: mma's accumulation
+// truncates, and summed into acc across every tile (4096 keys: 1536 mma steps) that bias
+// reached 4e-5 of dK, dV; per tile it is 24 steps, and across tiles the sum rounds to nearest.
+// Partials of up to 4 n blocks at a time (16 registers) keep the register count of d 128.
+template <int K, int N, int LB>
+__device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
+  constexpr int NB = N / 8, G = NB % 4 == 0 ? 4 : NB % 3 == 0 ? 3 : NB % 2 == 0 ? 2 : 1;  // d 80: 2
+  const int lane = threadIdx.x & 31;
+  const fa_t* pb = b + 2 * (lane & 3) * LB + (lane >> 2);
+#pragma unroll
+  for (int n0 = 0; n0 < N / 8; n0 += G) {
+    float part[G][4];
+#pragma unroll
+    for (int j = 0; j < G; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < K / 8; ++kc) {
+      const unsigned r[4] = {__float_as_uint(p[kc][0]), __float_as_uint(p[kc][2]), __float_as_uint(p[kc][1]),
+                             __float_as_uint(p[kc][3])};
+      const FragA af = fragA(r);
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        const fa_t* x = pb + kc * 8 * LB + (n0 + j) * 8;
+        mma(part[j], af, __float_as_uint(x[0]), __float_as_uint(x[LB]));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n0 + j][e] += part[j][e];
+  }
+}
+#else
+// B is read transposed by ldmatrix.trans.
 template <int K, int N, int LB>
 __device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
   const int lane = threadIdx.x & 31;
@@ -145,8 +250,8 @@ __device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[
   const fa_t* pb = b + ((lane & 7) + (((lane >> 3) & 1) << 3)) * LB + (lane >> 4) * 8;
 #pragma unroll
   for (int kc = 0; kc < K / 16; ++kc) {
-    const unsigned af[4] = {pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
-                            pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+    const FragA af{{pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
+                    pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])}};
 #pragma unroll
     for (int n = 0; n < N / 16; ++n) {
       unsigned bf[4];
@@ -156,6 +261,7 @@ __device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[
     }
   }
 }
+#endif
 
 template <int N>
 __device__ __forceinline__ void zero(float (&a)[N][4]) {
@@ -185,8 +291,13 @@ __device__ __forceinline__ int keyTiles(int q0) {
 }
 
 #if FA_BACKWARD
-// s + the dot product of 8 bf16 pairs held in two 16-byte vectors (D = rowsum(dO o)).
-__device__ __forceinline__ float dot8(uint4 a, uint4 b, float s) {
+// s + the dot product of two 16-byte vectors of the operand dtype (D = rowsum(dO o)).
+__device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
+#if FA_TF32
+  return fmaf(__uint_as_float(a.x), __uint_as_float(b.x),
+              fmaf(__uint_as_float(a.y), __uint_as_float(b.y),
+                   fmaf(__uint_as_float(a.z), __uint_as_float(b.z), fmaf(__uint_as_float(a.w), __uint_as_float(b.w), s))));
+#else
   const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
   const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
 #pragma unroll
@@ -195,6 +306,7 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 b, float s) {
     s = fmaf(x.x, y.x, fmaf(x.y, y.y, s));
   }
   return s;
+#endif
 }
 
 // D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] log2(e) for rows [q0, q0 + R): NT / R
@@ -206,8 +318,8 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, con
   float s = 0.f;
   if (row < FA_TQ)
 #pragma unroll
-    for (int c = part * 8; c < FA_DV; c += TPR * 8) {
-      s = dot8(*reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c),
+    for (int c = part * VEC; c < FA_DV; c += TPR * VEC) {
+      s = dotVec(*reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c),
                *reinterpret_cast<const uint4*>(dO + (long long)row * FA_DO_RS + c), s);
     }
 #pragma unroll
@@ -237,8 +349,8 @@ __device__ __forceinline__ void rowStatsShared(float* D, float* L2, const fa_t* 
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
   float s = 0.f;
 #pragma unroll
-  for (int c = part * 8; c < FA_DV; c += TPR * 8) {
-    s = dot8(*reinterpret_cast<const uint4*>(Os + r * LDV + c), *reinterpret_cast<const uint4*>(Gs + r * LDV + c), s);
+  for (int c = part * VEC; c < FA_DV; c += TPR * VEC) {
+    s = dotVec(*reinterpret_cast<const uint4*>(Os + r * LDV + c), *reinterpret_cast<const uint4*>(Gs + r * LDV + c), s);
   }
 #pragma unroll
   for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
@@ -280,12 +392,12 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   float acc[FA_DV / 8][4];
   zero(acc);
 #if FA_QREG
-  unsigned qa[FA_D / 16][4];  // the warp's Q rows as A fragments, read once
+  FragA qa[FA_D / KS];  // the warp's Q rows as A fragments, read once
   cpWait<0>();
   __syncthreads();
   loadA<FA_D, LD>(qa, Qs + warp * 16 * LD);
 #else
-  const unsigned(*qa)[4] = nullptr;  // read from shared per tile: fewer live registers
+  const FragA* qa = nullptr;  // read from shared per tile: fewer live registers
 #endif
   for (int t = 0; t < tiles; ++t) {
     const int k0 = t * BC, buf = t & 1;
@@ -346,8 +458,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     if (o)
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
-        *reinterpret_cast<__nv_bfloat162*>(o + (ob + qi) * FA_DV + 8 * j + 2 * t4) =
-            __floats2bfloat162_rn(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+        store2(o + (ob + qi) * FA_DV + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
     if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
   }
 }
@@ -424,8 +535,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     if (qi >= FA_TQ) continue;
 #pragma unroll
     for (int j = 0; j < FA_D / 8; ++j)
-      *reinterpret_cast<__nv_bfloat162*>(dq + (ob + qi) * FA_D + 8 * j + 2 * t4) =
-          __floats2bfloat162_rn(acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
+      store2(dq + (ob + qi) * FA_D + 8 * j + 2 * t4, acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
   }
 }
 
@@ -511,13 +621,11 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     if (dk)
 #pragma unroll
       for (int j = 0; j < FA_D / 8; ++j)
-        *reinterpret_cast<__nv_bfloat162*>(dk + (ob + kj) * FA_D + 8 * j + 2 * t4) =
-            __floats2bfloat162_rn(gk[j][2 * h] * FA_SCALE, gk[j][2 * h + 1] * FA_SCALE);
+        store2(dk + (ob + kj) * FA_D + 8 * j + 2 * t4, gk[j][2 * h] * FA_SCALE, gk[j][2 * h + 1] * FA_SCALE);
     if (dv)
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
-        *reinterpret_cast<__nv_bfloat162*>(dv + (ob + kj) * FA_DV + 8 * j + 2 * t4) =
-            __floats2bfloat162_rn(gv[j][2 * h], gv[j][2 * h + 1]);
+        store2(dv + (ob + kj) * FA_DV + 8 * j + 2 * t4, gv[j][2 * h], gv[j][2 * h + 1]);
   }
 }
 #endif  // FA_BACKWARD

@@ -18,7 +18,7 @@ def header(backward, warps, qreg):
     h = (f'#define FA_BACKWARD {backward}\n#define FA_D {D}\n#define FA_DV {D}\n#define FA_TQ NSEQ\n'
          f'#define FA_TK NSEQ\n#define FA_CAUSAL true\n#define FA_SCALE {1 / D**0.5:.9e}f\n'
          f'#define FA_SCALE_LOG2 {1.4426950408889634 / D**0.5:.9e}f\n#define FA_WARPS {warps}\n'
-         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n')
+         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n#define FA_TF32 0\n#define FA_BC 64\n')
     for n in ['q', 'k', 'v', 'o', 'do', 'lse']:
         w = 1 if n == 'lse' else D
         h += (f'#define FA_{n.upper()}_RS {w}LL\n__device__ __forceinline__ long long fa_{n}_batch(int z) '
@@ -27,7 +27,7 @@ def header(backward, warps, qreg):
 
 
 undef = ''.join(f'#undef {m}\n' for m in ['FA_BACKWARD', 'FA_D', 'FA_DV', 'FA_TQ', 'FA_TK', 'FA_CAUSAL', 'FA_SCALE',
-                                          'FA_SCALE_LOG2', 'FA_WARPS', 'FA_BQ', 'FA_QREG', 'FA_NEG_INF'])
+                                          'FA_SCALE_LOG2', 'FA_WARPS', 'FA_BQ', 'FA_QREG', 'FA_TF32', 'FA_BC', 'FA_NEG_INF'])
 out = '#include <cuda_bf16.h>\ntypedef __nv_bfloat16 fa_t;\n'
 out += 'namespace F {\n' + header(0, FW, FQ) + body + '}\n' + undef
 out += 'namespace B {\n' + header(1, BW, 1) + body + '}\n' + undef

@@ -1,7 +1,9 @@
 // The fused attention kernels (codegen/attention_kernel.cpp) on the GPU against the CPU
 // interpreter's reference of the attention composites (double accumulation): the
 // @attention and @attention_backward programs compiled with --attention=fused, fp32 and
-// bf16, causal, d 16, 32, 64, 128, N 1, 17, 256, 1000 (and 4096 at d 64 and 128), batch 2.
+// bf16, causal, d 16, 32, 64, 128, N 1, 17, 256, 1000 (and 4096 at d 64 and 128), batch 2:
+// the tensor-core template (bf16, and f32 as 3xTF32), also at d 80 (2.7B's heads); d 24 at
+// N 17 and 256 runs the SIMT template (FFMA) in both dtypes.
 // Tolerances, norm-wise relative: fp32 1e-4, bf16 2e-2 (the reference is the bf16 program:
 // q, k, v rounded to bf16 as autocast does). Each program runs twice on different random
 // inputs, so an element a kernel never writes shows the first run's value and fails the
@@ -79,6 +81,9 @@ TEST_F(FusedAttention, MatchesTheInterpreter) {
     for (int64_t n : {1, 17, 256, 1000}) shapes.push_back({d, n});
   shapes.push_back({64, 4096});
   shapes.push_back({128, 4096});
+  shapes.push_back({80, 256});  // 2.7B's head dim: 10 n blocks of 8
+  shapes.push_back({24, 17});  // the SIMT template
+  shapes.push_back({24, 256});
   uint32_t seed = 1;
   for (DType dt : {DType::f32, DType::bf16})
     for (const Shape3& s : shapes)

@@ -299,8 +299,9 @@ TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
 }
 
 // Every kernel of every model size, both programs, both dtypes, compiles to a sm_90 cubin,
-// with attention lowered naive (the CPU default) and fused (the GPU default: the flash kernels,
-// SIMT in f32 and on tensor cores in bf16; their train steps hold forward and backward).
+// with attention lowered naive (the CPU default) and fused (the GPU default: the flash kernels
+// on tensor cores, 3xTF32 in f32 and bf16 mma in bf16; their train steps hold forward and
+// backward).
 // Identical sources (layers) compile once; the cache (the user's, so reruns are warm) and
 // the thread pool keep this to minutes on a cold 2-core machine.
 TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
