@@ -50,11 +50,12 @@ Json orNull(const std::optional<int64_t>& x) { return x ? Json(*x) : Json(nullpt
 std::optional<double> median(const std::optional<Stats>& s) { return s ? std::optional<double>(s->median) : std::nullopt; }
 
 // The fixed key order of every format.
-// fwd+bwd: eager's forward plus its backward; a compiled backward program runs its own
-// forward (o and lse, or S and P), so its time is the whole.
+// fwd+bwd: a compiled backward program runs its own forward (o and lse, or S and P), so its
+// time is the whole; eager's and SDPA's backward is autograd's alone, so theirs is the sum.
 std::optional<double> fwdBwdMs(const AttentionRow& r) {
   if (!r.forwardMs || !r.backwardMs) return std::nullopt;
-  return r.impl == "eager" ? r.forwardMs->median + r.backwardMs->median : r.backwardMs->median;
+  const bool ownForward = r.impl == "compiled" || r.impl == "fused";
+  return ownForward ? r.backwardMs->median : r.forwardMs->median + r.backwardMs->median;
 }
 
 std::optional<double> tflops(double flops, const std::optional<double>& ms) {
@@ -125,13 +126,61 @@ std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format fo
                      cell(j["saved_for_backward_bytes"], true), cell(j["peak_bytes"], true)});
   }
   s = markdownTable(head, cells);
-  s += "\n(1) Medians. Eager: autograd's backward of a fresh forward; fwd+bwd is their sum. Compiled (naive) and fused: "
+  s += "\n(1) Medians. Eager and sdpa-* (PyTorch's scaled_dot_product_attention per backend, --vs-torch): autograd's "
+       "backward of a fresh forward; fwd+bwd is their sum. Compiled (naive) and fused: "
        "the @attention_backward program, which runs its own forward (naive: S and P from q and k; fused: o and the lse) "
        "and then the backward, so its time is the fwd+bwd time too.\n"
-       "(2) Eager: the P matrix [B, N, N] autograd keeps; compiled and fused: the forward program's arena (fused: o and "
-       "the lse, O(N)).\n"
+       "(2) Eager: the P matrix [B, N, N] autograd keeps; sdpa-*: what a forward with grad keeps (o and the lse); "
+       "compiled and fused: the forward program's arena (fused: o and the lse, O(N)).\n"
        "(3) FlashAttention's count: causal forward 4 B N^2 d / 2 FLOPs, fwd+bwd 3.5 times that.\n";
   return s;
+}
+
+AttentionRow parseAttentionJsonRow(const std::string& line) {
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const std::exception& e) {
+    throw Error("attention row is not JSON: " + std::string(e.what()));
+  }
+  if (!j.is_object()) throw Error("attention row is not a JSON object");
+  const Json keys = toJson(AttentionRow{});
+  for (auto it = keys.begin(); it != keys.end(); ++it)
+    if (!j.contains(it.key())) throw Error("attention row lacks \"" + it.key() + "\"");
+  auto get = [&](const char* key, auto def) {
+    const Json& v = j.at(key);
+    try {
+      return v.is_null() ? def : v.get<decltype(def)>();
+    } catch (const std::exception&) {
+      throw Error(std::string("attention row: \"") + key + "\" is " + v.dump());
+    }
+  };
+  auto time = [&](const char* median, const char* std) -> std::optional<Stats> {
+    if (j.at(median).is_null()) return std::nullopt;
+    Stats s;
+    s.median = s.mean = s.min = s.max = get(median, 0.0);
+    s.std = get(std, 0.0);
+    if (!(s.median >= 0)) throw Error(std::string("attention row: \"") + median + "\" is negative");
+    return s;
+  };
+  AttentionRow r;
+  r.batch = get("batch", int64_t(0)), r.d = get("d", int64_t(0)), r.seq = get("seq", int64_t(0));
+  r.dtype = get("dtype", std::string()), r.impl = get("impl", std::string()), r.status = get("status", std::string());
+  if (r.impl.empty()) throw Error("attention row: empty \"impl\"");
+  r.forwardMs = time("forward_ms", "forward_std_ms");
+  r.backwardMs = time("backward_ms", "backward_std_ms");
+  if (!j.at("saved_for_backward_bytes").is_null()) r.savedBytes = get("saved_for_backward_bytes", int64_t(0));
+  if (!j.at("peak_bytes").is_null()) r.peakBytes = get("peak_bytes", int64_t(0));
+  return r;
+}
+
+void mergeAttentionRows(std::vector<AttentionRow>& rows, const std::vector<AttentionRow>& extra) {
+  for (const auto& x : extra) {
+    size_t at = rows.size();
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].dtype == x.dtype && rows[i].d == x.d && rows[i].seq == x.seq) at = i + 1;
+    rows.insert(rows.begin() + std::ptrdiff_t(at), x);
+  }
 }
 
 }  // namespace fusec::bench

@@ -44,7 +44,7 @@ using AttentionRunner = std::function<AttentionRun(const AttentionCase&)>;
 struct AttentionRow {
   int64_t batch = 0, d = 0, seq = 0;
   std::string dtype = "fp32";
-  std::string impl;           // eager | compiled (naive) | fused
+  std::string impl;           // eager | compiled (naive) | fused | sdpa-* (--vs-torch)
   std::string status = "OK";  // OK | OOM | the error's text (statusFromError)
   std::optional<Stats> forwardMs, backwardMs;
   std::optional<int64_t> savedBytes, peakBytes;
@@ -70,6 +70,15 @@ std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::
 // Table (markdown, with a footnote on what the backward and memory columns mean), JSON (one
 // object per line, every key on every row) or CSV.
 std::string formatAttentionRows(const std::vector<AttentionRow>& rows, Format format);
+
+// Parses one JSON row as formatAttentionRows(..., Json) writes it: the rows of
+// bench/torch_sdpa_ref.py (`--vs-torch`). Every key must be present; times keep their median
+// and standard deviation. Throws Error naming the key at fault.
+AttentionRow parseAttentionJsonRow(const std::string& line);
+
+// Inserts each of `extra` after the last row of `rows` with its (dtype, d, seq), keeping their
+// order; a row with no such shape goes at the end.
+void mergeAttentionRows(std::vector<AttentionRow>& rows, const std::vector<AttentionRow>& extra);
 
 // The real runners (GPU; both throw Error, "out of memory" ones becoming OOM rows).
 AttentionRun runEagerAttention(const AttentionCase& c);

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sys/wait.h>
 
 #include "bench/sweep.h"
 #include "frontend/models/transformer.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/script_rows.h"
 #include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/ceilings.h"
@@ -72,27 +72,12 @@ std::string joinNumbers(const std::vector<T>& v) {
 // The torch.compile rows: runs the reference script on the same grid and parses its JSON
 // rows. Its own eager rows are not asked for: speedups are against LibTorch eager here.
 std::vector<bench::BenchRow> torchCompileRows(const BenchArgs& a) {
-  const std::string cmd = "python3 '" + a.torchScript + "' --model " + join(a.models) + " --ctx " + joinNumbers(a.ctxs) +
-                          " --batch " + joinNumbers(a.batches) + " --dtype " + join(a.dtypes) + " --passes " +
-                          join(a.passes) + " --warmup " + joinNumbers(a.warmups) + " --iters " + std::to_string(a.iters) +
-                          " --impl torch.compile,torch.compile-ro --format json";
-  std::cerr << "running " << cmd << "\n";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw Error("cannot run python3 for --vs-torch");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  if (status != 0)
-    throw Error("--vs-torch: " + a.torchScript + " failed (exit " + std::to_string(WEXITSTATUS(status)) + ")");
+  const std::string args = "--model " + join(a.models) + " --ctx " + joinNumbers(a.ctxs) + " --batch " +
+                           joinNumbers(a.batches) + " --dtype " + join(a.dtypes) + " --passes " + join(a.passes) +
+                           " --warmup " + joinNumbers(a.warmups) + " --iters " + std::to_string(a.iters) +
+                           " --impl torch.compile,torch.compile-ro --format json";
   std::vector<bench::BenchRow> rows;
-  size_t at = 0;
-  while (at < out.size()) {
-    size_t end = out.find('\n', at);
-    if (end == std::string::npos) end = out.size();
-    if (end > at) rows.push_back(bench::parseJsonRow(out.substr(at, end - at)));
-    at = end + 1;
-  }
+  for (const auto& line : scriptRows(a.torchScript, args)) rows.push_back(bench::parseJsonRow(line));
   return rows;
 }
 

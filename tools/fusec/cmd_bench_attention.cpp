@@ -1,12 +1,15 @@
-// `fusec bench attention`: the naive-attention sweep (bench/attention_bench.h), a sub-mode of
+// `fusec bench attention`: the attention sweep (bench/attention_bench.h), a sub-mode of
 // `fusec bench`. Every flag is checked before the device is touched; each shape is a row per
-// implementation and OOM rows do not stop the sweep.
+// implementation and OOM rows do not stop the sweep. `--vs-torch` adds PyTorch SDPA rows
+// (bench/torch_sdpa_ref.py: flash, cuDNN and memory-efficient backends) from the same run,
+// each after the fusec rows of its shape.
 #include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "bench/attention_bench.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/script_rows.h"
 #include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "runtime/device.h"
@@ -18,8 +21,32 @@ namespace {
 
 struct AttentionArgs {
   bench::AttentionSweep sweep;
-  std::string format = "table", out = "-";
+  std::string format = "table", out = "-", torchScript;
+  bool vsTorch = false;
 };
+
+std::string joinList(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::string joinList(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+// PyTorch SDPA's rows on the same grid, every backend.
+std::vector<bench::AttentionRow> sdpaRows(const AttentionArgs& a) {
+  const bench::AttentionSweep& s = a.sweep;
+  const std::string args = "--batch " + std::to_string(s.batch) + " --d " + joinList(s.ds) + " --seq " + joinList(s.seqs) +
+                           " --dtype " + joinList(s.dtypes) + " --warmup " + std::to_string(s.warmup) + " --iters " +
+                           std::to_string(s.iters) + " --format json";
+  std::vector<bench::AttentionRow> rows;
+  for (const auto& line : scriptRows(a.torchScript, args)) rows.push_back(bench::parseAttentionJsonRow(line));
+  return rows;
+}
 
 template <class T>
 void requireAtLeast(const std::vector<T>& v, const char* flag, T min) {
@@ -32,7 +59,11 @@ void requireAtLeast(const std::vector<T>& v, const char* flag, T min) {
 
 Command addBenchAttention(CLI::App& bench) {
   auto a = std::make_shared<AttentionArgs>();
-  CLI::App* cmd = bench.add_subcommand("attention", "Naive causal attention: eager LibTorch against compiled, per (d, seq)");
+#ifdef FUSEC_TORCH_SDPA_REF
+  a->torchScript = FUSEC_TORCH_SDPA_REF;
+#endif
+  CLI::App* cmd = bench.add_subcommand(
+      "attention", "Causal attention: eager LibTorch, compiled (naive) and fused (flash) fusec, per (dtype, d, seq)");
   cmd->add_option("--batch", a->sweep.batch, "Batch size (default: 8)")->type_name("N");
   cmd->add_option("--d", a->sweep.ds, "Head dimensions (default: 16,32,64,128)")->delimiter(',')->type_name("LIST");
   cmd->add_option("--seq", a->sweep.seqs, "Sequence lengths (default: 256,1024,4096,8192,16384)")
@@ -52,6 +83,11 @@ Command addBenchAttention(CLI::App& bench) {
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->type_name("FORMAT");
   cmd->add_option("--out", a->out, "Output file (default: stdout)")->type_name("FILE");
+  cmd->add_flag("--vs-torch", a->vsTorch,
+                "Add PyTorch scaled_dot_product_attention rows (flash, cuDNN, memory-efficient backends) from "
+                "bench/torch_sdpa_ref.py (python3 with torch 2.3 or later)");
+  cmd->add_option("--torch-script", a->torchScript, "Path of torch_sdpa_ref.py (default: the source tree's)")
+      ->type_name("FILE");
 
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
@@ -61,6 +97,7 @@ Command addBenchAttention(CLI::App& bench) {
     requireAtLeast(std::vector<int>{a->sweep.warmup}, "--warmup", 0);
     requireAtLeast(std::vector<int>{a->sweep.iters}, "--iters", 1);
     const bench::Format format = bench::parseFormat(a->format);
+    if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
 #ifndef FUSEC_HAVE_CUDA
     (void)format;
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
@@ -78,7 +115,9 @@ Command addBenchAttention(CLI::App& bench) {
       throw Error("fusec was built without LibTorch");
     };
 #endif
-    std::string text = bench::formatAttentionRows(bench::runAttentionSweep(a->sweep, runners, &std::cerr), format);
+    std::vector<bench::AttentionRow> rows = bench::runAttentionSweep(a->sweep, runners, &std::cerr);
+    if (a->vsTorch) bench::mergeAttentionRows(rows, sdpaRows(*a));
+    std::string text = bench::formatAttentionRows(rows, format);
     if (format == bench::Format::Table) text = "# causal attention on " + device.name + "\n" + text;
     writeOutput(a->out, text);
     return 0;

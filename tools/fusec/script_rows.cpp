@@ -1,0 +1,34 @@
+#include "tools/fusec/script_rows.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sys/wait.h>
+
+#include "ir/graph.h"
+
+namespace fusec::cli {
+
+std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
+  const std::string cmd = "python3 '" + script + "' " + args;
+  std::cerr << "running " << cmd << "\n";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw Error("--vs-torch: cannot run python3");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0)
+    throw Error("--vs-torch: " + script + " failed (exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
+                ")");
+  std::vector<std::string> lines;
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    if (end > at) lines.push_back(out.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace fusec::cli

@@ -1,0 +1,14 @@
+// The `--vs-torch` side of `fusec bench` and `fusec bench attention`: runs a reference script
+// (bench/torch_compile_ref.py, bench/torch_sdpa_ref.py) under python3 and returns its stdout's
+// non-empty lines, the JSON rows the caller parses. Its stderr passes through (progress, the
+// reason of an unsupported row).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace fusec::cli {
+
+// Throws Error when python3 cannot start or the script exits non-zero.
+std::vector<std::string> scriptRows(const std::string& script, const std::string& args);
+
+}  // namespace fusec::cli
