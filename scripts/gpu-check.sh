@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: configure (Release, LibTorch found through python3's torch), build with
 # every core into build-gpu/ (git-ignored, inside the repo), run the GPU tests
-# (`ctest -L gpu`), the `fusec device` entry point and nvidia-smi; everything is logged to
+# (`ctest -L gpu`) and the LibTorch comparisons (`ctest -L eager`; FUSEC_SKIP_EAGER=1 skips
+# them), the `fusec device` entry point and nvidia-smi; everything is logged to
 # $OUT/gpu-check.log ($OUT defaults to build-gpu/out).
 #
 # Running it through the session's device tool: that tool sends /work/main's checkout, not a
@@ -39,9 +40,13 @@ main() {
   run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}"
   run "$BUILD/fusec" device
   # GPU tests share the one GPU; their CPU-side references (the interpreter) are what take
-  # time, so they run in parallel.
+  # time, so they run in parallel (those that time things are RUN_SERIAL). Then the LibTorch
+  # comparisons (label eager: every model size against eager PyTorch, the seed grid), serial.
   local status=0
   (cd "$BUILD" && run ctest -L gpu --output-on-failure -V -j"${FUSEC_CTEST_JOBS:-8}") || status=1
+  if [[ ${FUSEC_SKIP_EAGER:-0} != 1 ]]; then
+    (cd "$BUILD" && run ctest -L eager --output-on-failure -V) || status=1
+  fi
   end_to_end || status=1
   return $status
 }
