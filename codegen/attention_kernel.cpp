@@ -92,7 +92,7 @@ struct MmaTiling {
   bool qInRegisters = true;
 };
 
-MmaTiling mmaTiling(int64_t d, bool backward, bool tf32) {
+MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
   MmaTiling t;
   if (tf32) {
     // f32 tiles take twice the shared memory of bf16 ones: at d 64, 64-key tiles (87 KB
@@ -105,8 +105,11 @@ MmaTiling mmaTiling(int64_t d, bool backward, bool tf32) {
     return t;
   }
   // Above d 64, dK/dV's two 16 x d accumulators per warp leave room for 16 x 32 strips of S^T
-  // and dP^T only (ptxas: 240 registers, no spills).
-  t.bq = d > 64 ? 32 : 64;
+  // and dP^T only (ptxas: 240 registers, no spills). At d 64, 32-query tiles are faster up to
+  // 1024 queries (less of each causal diagonal tile is masked work: N 256, 768 heads, 0.107
+  // vs 0.116 ms; N 1024 0.280 vs 0.293) and 64 above (N 4096: 0.332 vs 0.349 ms; kernel
+  // only, bench/attention_mma_tune, H200).
+  t.bq = d > 64 || tq <= 1024 ? 32 : 64;
   // The forward's Q fragments (d / 4 registers) stay in registers, sparing a shared read per
   // key tile, except at d 64 where they would push it past 128 registers (ptxas then spills):
   // there Q is read from shared memory per tile, measured as fast (bench/RESULTS.md).
@@ -160,7 +163,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const bool mma = simtWhy.empty();
   // The mma template's tiling (codegen/attention_mma.cpp): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
-  const MmaTiling tiling = mmaTiling(D, backward, tf32);
+  const MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
   const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
 
   const double scale = att->attrFloat("scale");

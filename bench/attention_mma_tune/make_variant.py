@@ -2,8 +2,9 @@
 # Writes one standalone tuning variant of the tensor-core attention kernels: the template text
 # of codegen/attention_mma.cpp instantiated twice (forward, backward) with the given tiling,
 # plus harness.cu.inc's timing main. Dense [16, N, d] bf16 operands, causal, N = -DNSEQ.
-# Usage: make_variant.py ATTENTION_MMA_CPP D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX
-# writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ.cu beside this script's working directory.
+# Usage: make_variant.py ATTENTION_MMA_CPP D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC]
+# writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ[_BC].cu in the working directory (BC: the
+# forward's and dQ's key tile, default 64).
 import os
 import sys
 
@@ -11,6 +12,7 @@ src = open(sys.argv[1]).read()
 body = src[src.index('R"CUDA(') + 7:src.index(')CUDA"')]
 D, FW, FQ, BW, BQ = map(int, sys.argv[2:7])
 prefix = sys.argv[7]
+BC = int(sys.argv[8]) if len(sys.argv) > 8 else 64
 here = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -18,7 +20,7 @@ def header(backward, warps, qreg):
     h = (f'#define FA_BACKWARD {backward}\n#define FA_D {D}\n#define FA_DV {D}\n#define FA_TQ NSEQ\n'
          f'#define FA_TK NSEQ\n#define FA_CAUSAL true\n#define FA_SCALE {1 / D**0.5:.9e}f\n'
          f'#define FA_SCALE_LOG2 {1.4426950408889634 / D**0.5:.9e}f\n#define FA_WARPS {warps}\n'
-         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n#define FA_TF32 0\n#define FA_BC 64\n')
+         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n#define FA_TF32 0\n#define FA_BC {BC}\n')
     for n in ['q', 'k', 'v', 'o', 'do', 'lse']:
         w = 1 if n == 'lse' else D
         h += (f'#define FA_{n.upper()}_RS {w}LL\n__device__ __forceinline__ long long fa_{n}_batch(int z) '
@@ -31,6 +33,6 @@ undef = ''.join(f'#undef {m}\n' for m in ['FA_BACKWARD', 'FA_D', 'FA_DV', 'FA_TQ
 out = '#include <cuda_bf16.h>\ntypedef __nv_bfloat16 fa_t;\n'
 out += 'namespace F {\n' + header(0, FW, FQ) + body + '}\n' + undef
 out += 'namespace B {\n' + header(1, BW, 1) + body + '}\n' + undef
-out += f'constexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ};\n'
+out += f'constexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, BCV = {BC};\n'
 out += open(os.path.join(here, 'harness.cu.inc')).read()
-open(f'{prefix}_{D}_{FW}_{FQ}_{BW}_{BQ}.cu', 'w').write(out)
+open(f'{prefix}_{D}_{FW}_{FQ}_{BW}_{BQ}' + (f'_{BC}' if BC != 64 else '') + '.cu', 'w').write(out)
