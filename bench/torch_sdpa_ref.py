@@ -11,8 +11,9 @@ the build) gives that row the status "unsupported" and the sweep goes on; out of
 "OOM".
 
 Operands are [batch, 1 head, seq, d], as the seeds' single-head grid and fusec's @attention
-program, drawn from a normal distribution. The forward is timed under no_grad; the backward is
-autograd's backward of a fresh forward (as the eager rows: fwd+bwd is their sum). Each time is
+program, drawn from a normal distribution. The forward is timed with autograd on, as the eager
+rows' (so it computes what the backward needs: the log-sum-exp); the backward is autograd's
+backward of a fresh forward (as the eager rows: fwd+bwd is their sum). Each time is
 W warm-up calls, then I calls each between two CUDA events and synchronised, the median over
 iterations. "Saved for backward" is the memory a forward with grad keeps alive (o and the
 log-sum-exp: O(N)); "peak" is the allocator's peak over a forward and backward.
@@ -126,13 +127,13 @@ def run(a):
             continue
         tdt = torch.float32 if dtype == "fp32" else torch.bfloat16
         q = k = v = dout = None
+        state = {}
         try:
             with sdpa_kernel(backend):
                 shape = (a.batch, 1, seq, d)
                 q, k, v = (torch.randn(shape, device="cuda", dtype=tdt, requires_grad=True) for _ in range(3))
                 dout = torch.randn(shape, device="cuda", dtype=tdt)
-                with torch.no_grad():
-                    fwd_ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), a.warmup, a.iters)
+                fwd_ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), a.warmup, a.iters)
                 torch.cuda.synchronize()
                 before = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
@@ -142,7 +143,6 @@ def run(a):
                 torch.cuda.synchronize()
                 peak = torch.cuda.max_memory_allocated()
                 del out
-                state = {}
 
                 def forward_for_backward():
                     q.grad = k.grad = v.grad = None
@@ -165,10 +165,19 @@ def run(a):
         except torch.cuda.OutOfMemoryError:
             row["status"] = "OOM"
         except RuntimeError as e:
-            # No kernel of this backend for the row (dtype, head dim) or not built in.
+            # No kernel of this backend for the row (dtype, head dim, not built in) is
+            # "unsupported"; anything else (a CUDA error) is reported as the error it is.
             first = str(e).strip().splitlines()[0] if str(e).strip() else "error"
-            row["status"] = "OOM" if "out of memory" in first else "unsupported"
+            if "out of memory" in first:
+                row["status"] = "OOM"
+            elif "No available kernel" in first or "not supported" in first.lower():
+                row["status"] = "unsupported"
+            else:
+                row["status"] = "error: " + first
             print("%s d=%d seq=%d %s: %s" % (impl, d, seq, dtype, first), file=sys.stderr)
+        # The last graph (state["out"]) holds q, k, v and their grads: free it with them, so
+        # the next row's memory starts from nothing.
+        state = {}
         del q, k, v, dout
         torch.cuda.empty_cache()
         print(json.dumps(row), flush=True)

@@ -97,8 +97,8 @@ MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
   if (tf32) {
     // f32 tiles take twice the shared memory of bf16 ones: at d 64, 64-key tiles (87 KB
     // forward, 104 KB dQ) and 32-query dK/dV tiles (87 KB) keep two blocks per SM; at d 128
-    // the tiles halve again. Split Q fragments (d / 2 registers) would not fit beside the
-    // accumulators: Q is read from shared memory per tile.
+    // the tiles halve again. Split Q fragments (d registers: 8 per k8 chunk) would not fit
+    // beside the accumulators: Q is read from shared memory per tile.
     t.bc = d > 64 ? 32 : 64;
     t.bq = d > 64 ? 16 : 32;
     t.qInRegisters = false;

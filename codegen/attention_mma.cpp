@@ -207,8 +207,9 @@ __device__ __forceinline__ void gemmABt(float (&acc)[N / 8][4], const FragA* af,
 #if FA_TF32
 // Accumulator tile j holds, for rows g and g + 8, keys 8j + 2 t4 and 8j + 2 t4 + 1: with the
 // header's k permutation that is the A fragment {c0, c2, c1, c3}, and B's fragment rows are
-// keys 8j + 2 t4 (b0) and 8j + 2 t4 + 1 (b1) at column g. The pitch LB is 4 mod 32 words (a
-// multiple of 16 plus the pad), so the 32 lanes' (2 t4 LB + g) hit 32 distinct banks.
+// keys 8j + 2 t4 (b0) and 8j + 2 t4 + 1 (b1) at column g. The pitch LB is a multiple of 16
+// plus the 4-word pad, so 2 LB is 8 mod 32 words and the 32 lanes' (2 t4 LB + g) hit 32
+// distinct banks.
 // The tile's product goes to a zeroed partial, added to acc with FADD: mma's accumulation
 // truncates, and summed into acc across every tile (4096 keys: 1536 mma steps) that bias
 // reached 4e-5 of dK, dV; per tile it is 24 steps, and across tiles the sum rounds to nearest.
@@ -540,8 +541,9 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
 }
 
 // ---- backward, pass 2: dk, dv for a block of BR key rows ----
-// Query tiles of BQ rows (32 above d 64, so that the warp's dK and dV accumulators, 16 x d
-// each, and its S^T, dP^T strips fit the register file without spilling).
+// Query tiles of BQ rows (attention_kernel.cpp's mmaTiling: small enough above d 64 that the
+// warp's dK and dV accumulators, 16 x d each, and its S^T, dP^T strips fit the register file
+// without spilling, and smaller on short sequences, where causal diagonal tiles dominate).
 __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                  const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                  const fa_t* __restrict__ dO, const float* __restrict__ lse,

@@ -81,6 +81,7 @@ TEST_F(FusedAttention, MatchesTheInterpreter) {
     for (int64_t n : {1, 17, 256, 1000}) shapes.push_back({d, n});
   shapes.push_back({64, 4096});
   shapes.push_back({128, 4096});
+  shapes.push_back({48, 256});  // 6 n blocks of 8: f32 partials of 3
   shapes.push_back({80, 256});  // 2.7B's head dim: 10 n blocks of 8
   shapes.push_back({24, 17});  // the SIMT template
   shapes.push_back({24, 256});

@@ -98,6 +98,7 @@ Command addBenchAttention(CLI::App& bench) {
     requireAtLeast(std::vector<int>{a->sweep.iters}, "--iters", 1);
     const bench::Format format = bench::parseFormat(a->format);
     if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
+    if (a->vsTorch && !std::ifstream(a->torchScript)) throw Error("--torch-script: cannot read '" + a->torchScript + "'");
 #ifndef FUSEC_HAVE_CUDA
     (void)format;
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
@@ -115,8 +116,10 @@ Command addBenchAttention(CLI::App& bench) {
       throw Error("fusec was built without LibTorch");
     };
 #endif
+    // PyTorch's rows first: a script that fails then costs no sweep.
+    const std::vector<bench::AttentionRow> torchRows = a->vsTorch ? sdpaRows(*a) : std::vector<bench::AttentionRow>{};
     std::vector<bench::AttentionRow> rows = bench::runAttentionSweep(a->sweep, runners, &std::cerr);
-    if (a->vsTorch) bench::mergeAttentionRows(rows, sdpaRows(*a));
+    bench::mergeAttentionRows(rows, torchRows);
     std::string text = bench::formatAttentionRows(rows, format);
     if (format == bench::Format::Table) text = "# causal attention on " + device.name + "\n" + text;
     writeOutput(a->out, text);

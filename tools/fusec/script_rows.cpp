@@ -9,7 +9,11 @@
 namespace fusec::cli {
 
 std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
-  const std::string cmd = "python3 '" + script + "' " + args;
+  // The script's path single-quoted for the shell ('\'' inside).
+  std::string quoted = "'";
+  for (char c : script) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string cmd = "python3 " + quoted + " " + args;
   std::cerr << "running " << cmd << "\n";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw Error("--vs-torch: cannot run python3");
@@ -17,9 +21,9 @@ std::vector<std::string> scriptRows(const std::string& script, const std::string
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int status = pclose(p);
-  if (status != 0)
-    throw Error("--vs-torch: " + script + " failed (exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
-                ")");
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 127) throw Error("--vs-torch: cannot run python3 (not found)");
+  if (status != 0) throw Error("--vs-torch: " + script + " failed (exit " + std::to_string(code) + ")");
   std::vector<std::string> lines;
   size_t at = 0;
   while (at < out.size()) {
