@@ -55,6 +55,20 @@ void PassManager::dump(const Module& m, int index, const std::string& name) {
 
 bool PassManager::run(Module& m) {
   std::ostream& log = *opts_.log;
+  // A --print-ir-before/after name that no pass of this pipeline has would print nothing:
+  // say so instead (e.g. autodiff, which only training programs run).
+  for (const auto* flag : {&opts_.printBefore, &opts_.printAfter})
+    for (const auto& want : *flag) {
+      std::string have;
+      bool found = false;
+      for (const auto& p : passes_) {
+        found |= p->name() == want;
+        have += (have.empty() ? "" : ", ") + std::string(p->name());
+      }
+      if (!found)
+        throw Error(std::string(flag == &opts_.printBefore ? "--print-ir-before" : "--print-ir-after") + ": pass '" +
+                    want + "' is not in this pipeline (" + (have.empty() ? std::string("no passes") : have) + ")");
+    }
   bool any = false;
   timings_.clear();
   double verifyMs = 0;  // reported beside the passes: on xl it was a fifth of the pipeline

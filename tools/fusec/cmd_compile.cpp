@@ -3,6 +3,7 @@
 // autodiff and adamw for train_step, ...) and then --passes (default: the optimisation
 // pipeline), and prints the module (or, with --stats, one JSON object describing it; with
 // --print-dtypes, the dtype of every traced value after the program passes).
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,7 @@ struct CompileArgs {
   int64_t batch = 4, ctx = 256;
   bool stats = false, printDTypes = false;
   CLI::Option* passesOpt = nullptr;
+  CLI::Option* ctxOpt = nullptr;
   // Model overrides (unset: the named size's value).
   std::optional<int64_t> vocab, dModel, layers, heads, dFF, dHead;
   std::optional<double> ropeTheta;
@@ -186,7 +188,8 @@ Command addCompileCommand(CLI::App& app) {
       ->check(CLI::IsMember(programNames()))
       ->type_name("PROGRAM");
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
-  cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256)")->type_name("T");
+  a->ctxOpt = cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256, or the model's context if shorter)")
+                  ->type_name("T");
   cmd->add_option("--dtype", a->dtype, "Precision: fp32 (default) or bf16 (PyTorch autocast's policy)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
   cmd->add_option("--attention", a->attention, "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax); default: fused for the models, naive for the attention programs")
@@ -224,7 +227,14 @@ Command addCompileCommand(CLI::App& app) {
 
     std::optional<models::ModelConfig> cfg;
     if (!a->model.empty() && a->model != "toy") {
+      const auto names = models::modelNames();
+      if (std::find(names.begin(), names.end(), a->model) == names.end()) {
+        std::string known;
+        for (auto& n : names) known += n + ", ";
+        throw Error("unknown model '" + a->model + "' (known: " + known + "toy)");
+      }
       cfg = modelConfig(*a);
+      if (!a->ctxOpt->count()) a->ctx = std::min(a->ctx, cfg->ctx);  // tiny's context is 16
       if (a->ctx > cfg->ctx)
         throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg->ctx) +
                     " of model '" + cfg->name + "'");
