@@ -25,7 +25,7 @@ Command addOptCommand(CLI::App& app) {
   for (auto& n : passNames()) known += (known.empty() ? "" : ", ") + n;
   CLI::App* cmd = app.add_subcommand("opt", "Parse a .fir file, run passes on it and print the result");
   cmd->add_option("file", args->input, "Input .fir file, or - for stdin")->required();
-  cmd->add_option("--passes", args->passes, "Comma-separated pipeline; passes: " + known)->type_name("LIST");
+  cmd->add_option("--passes", args->passes, "Comma-separated pipeline (default: none, the input is printed back verified); passes: " + known)->type_name("LIST");
   cmd->add_option("-o,--output", args->output, "Output file (default: stdout)")->type_name("FILE");
   addPassManagerFlags(*cmd, args->pm);
   return [cmd, args]() -> int {

@@ -152,7 +152,13 @@ int runProgram(RunArgs& a) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
   if (a.inputs.empty()) throw Error("run: --inputs is required");
   if (a.out.empty()) throw Error("run: --out is required");
-  if (a.device.empty()) a.device = cudaDevicePresent() ? "cuda" : "cpu";
+  // Without --device and without a GPU, say so once the run is done (an error stays one
+  // line): a user who expected the GPU should not learn it from the time it takes.
+  const bool fellBack = a.device.empty() && !cudaDevicePresent();
+  if (a.device.empty()) a.device = fellBack ? "cpu" : "cuda";
+  auto sayFellBack = [&] {
+    if (fellBack) std::cerr << "fusec run: no CUDA device, ran on the CPU interpreter (--device cpu)\n";
+  };
   if (a.device == "cuda") requireCudaDevice();
   if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
@@ -239,6 +245,7 @@ int runProgram(RunArgs& a) {
     Bindings result;
     result["logits"] = std::move(interpret(g, env).at(0));
     saveSafetensors(a.out, result, meta);
+    sayFellBack();
     return 0;
   }
   HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
@@ -255,6 +262,7 @@ int runProgram(RunArgs& a) {
   result["loss"] = std::move(losses);
   for (auto& spec : specs) result[spec.name] = std::move(env.at(spec.name));
   saveSafetensors(a.out, result, meta);
+  sayFellBack();
   return 0;
 }
 
