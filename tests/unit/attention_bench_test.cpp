@@ -157,13 +157,7 @@ TEST(AttentionBench, MergeAfterTheirShape) {
 // fusec's keys in fusec's order, on the grid's nesting; bad flags are one line and exit 1.
 TEST(AttentionBench, SdpaScriptRowsMatchTheContract) {
   const std::string script = std::string(FUSEC_SOURCE_DIR) + "/bench/torch_sdpa_ref.py";
-  auto run = [](const std::string& cmd) {
-    std::string out;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    return std::make_pair(out, WEXITSTATUS(pclose(p)));
-  };
+  auto run = [](const std::string& cmd) { return test::runCommand(cmd + " 2>&1"); };
   auto [out, rc] = run("python3 " + script + " --dry-run --batch 8 --d 64,128 --seq 1024,16384 --dtype fp32,bf16");
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);

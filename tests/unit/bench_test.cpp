@@ -166,13 +166,7 @@ std::vector<std::string> jsonKeys(const std::string& line) {
 // --dry-run rows need neither torch nor a GPU.
 TEST(BenchTorchRef, RowsMatchTheCppContract) {
   const std::string script = std::string(FUSEC_SOURCE_DIR) + "/bench/torch_compile_ref.py";
-  auto run = [](const std::string& cmd) {
-    std::string out;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    return std::make_pair(out, WEXITSTATUS(pclose(p)));
-  };
+  auto run = [](const std::string& cmd) { return test::runCommand(cmd + " 2>&1"); };
   auto [out, rc] = run("python3 " + script + " --dry-run --model all --ctx 128,1024 --passes forward,fwd_bwd,step --dtype bf16 --impl torch.compile");
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);

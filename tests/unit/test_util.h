@@ -1,19 +1,34 @@
 // Helpers shared by the unit tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 
 namespace fusec::test {
+
+// Runs a shell command (the caller adds any redirection, e.g. " 2>&1"): its stdout and exit
+// code (-1 when it did not exit normally). For the CLI and the reference scripts.
+inline std::pair<std::string, int> runCommand(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {"<popen failed>", -1};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
 
 inline Type f32(Shape s) { return Type{DType::f32, std::move(s)}; }
 inline Type i64(Shape s) { return Type{DType::i64, std::move(s)}; }
