@@ -125,6 +125,20 @@ def grid(a):
                                 yield model, ctx, batch, dtype, pass_, impl, warmup
 
 
+def torch_with_cuda():
+    """True when torch imports and sees a CUDA device; else prints why (one line) and False.
+    Shared with bench/torch_sdpa_ref.py."""
+    try:
+        import torch
+    except ImportError:
+        print("error: python3 has no torch module", file=sys.stderr)
+        return False
+    if not torch.cuda.is_available():
+        print("error: no CUDA device", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv):
     a = parse_args(argv)
     if a.dry_run:
@@ -133,13 +147,7 @@ def main(argv):
             row["status"] = "dry-run"
             print(json.dumps(row))
         return 0
-    try:
-        import torch
-    except ImportError:
-        print("error: python3 has no torch module", file=sys.stderr)
-        return 1
-    if not torch.cuda.is_available():
-        print("error: no CUDA device", file=sys.stderr)
+    if not torch_with_cuda():
         return 1
     import torch_bench  # the model and the timing: needs torch, so imported only now
     return torch_bench.run(a, grid, make_row, finish_row, fill_speedups)

@@ -25,18 +25,15 @@ import argparse
 import json
 import statistics
 import sys
+import warnings
+
+from torch_compile_ref import Parser, torch_with_cuda
 
 IMPLS = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
 DTYPES = ("fp32", "bf16")
 # bench/attention_bench.cpp's toJson order (a C++ test parses --dry-run rows to hold this).
 KEYS = ("batch", "d", "seq", "dtype", "impl", "status", "forward_ms", "forward_std_ms", "backward_ms",
         "backward_std_ms", "fwd_bwd_ms", "forward_tflops", "fwd_bwd_tflops", "saved_for_backward_bytes", "peak_bytes")
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 1, as every fusec command
-        print("error: " + message, file=sys.stderr)
-        sys.exit(1)
 
 
 def parse_args(argv):
@@ -94,6 +91,7 @@ def finish_row(row, fwd_ms, bwd_ms, saved, peak):
 def run(a):
     import torch
     import torch.nn.functional as F
+    from torch_bench import time_calls  # CUDA-event timing, as the torch.compile rows
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError:
@@ -103,20 +101,9 @@ def run(a):
     backends = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION",
                 "sdpa-efficient": "EFFICIENT_ATTENTION"}
     torch.manual_seed(0)
-
-    def timed(fn, warmup, iters):
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        ms = []
-        for _ in range(iters):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            ms.append(start.elapsed_time(end))
-        return ms
+    # A backend without a kernel for a row warns at length for every reason before raising;
+    # the row's status and one stderr line say it instead.
+    warnings.filterwarnings("ignore", category=UserWarning)
 
     for dtype, d, seq, impl in grid(a):
         row = make_row(a, dtype, d, seq, impl)
@@ -133,7 +120,7 @@ def run(a):
                 shape = (a.batch, 1, seq, d)
                 q, k, v = (torch.randn(shape, device="cuda", dtype=tdt, requires_grad=True) for _ in range(3))
                 dout = torch.randn(shape, device="cuda", dtype=tdt)
-                fwd_ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), a.warmup, a.iters)
+                fwd_ms = time_calls(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), a.warmup, a.iters)
                 torch.cuda.synchronize()
                 before = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
@@ -192,13 +179,7 @@ def main(argv):
             row["status"] = "dry-run"
             print(json.dumps(row))
         return 0
-    try:
-        import torch
-    except ImportError:
-        print("error: python3 has no torch module", file=sys.stderr)
-        return 1
-    if not torch.cuda.is_available():
-        print("error: no CUDA device", file=sys.stderr)
+    if not torch_with_cuda():
         return 1
     return run(a)
 
