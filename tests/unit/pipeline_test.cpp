@@ -126,7 +126,7 @@ double worstUpdateError(const Graph& g, const Bindings& env, const std::vector<H
   double worst = 0;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const std::string& w = g.updateOf(i);
-    if (w.empty() || w.find(".exp_avg") != std::string::npos || w.size() > 5 && w.substr(w.size() - 5) == ".bf16")
+    if (w.empty() || w.find(".exp_avg") != std::string::npos || (w.size() > 5 && w.substr(w.size() - 5) == ".bf16"))
       continue;
     const HostTensor& old = env.at(w);
     HostTensor dg = got[i], dw = want[i];
