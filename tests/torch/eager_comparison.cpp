@@ -130,12 +130,16 @@ double normRelError(const HostTensor& got, const HostTensor& want, const std::st
   return normRel(want.size(), [&](size_t k) { return got.get(k); }, [&](size_t k) { return want.get(k); });
 }
 
-double LossCurves::maxAbsDiff() const {
+namespace {
+double maxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
-  for (size_t k = 0; k < std::min(eager.size(), compiled.size()); ++k)
-    worst = std::max(worst, std::fabs(double(compiled[k]) - double(eager[k])));
-  return eager.size() == compiled.size() ? worst : INFINITY;
+  for (size_t k = 0; k < std::min(a.size(), b.size()); ++k) worst = std::max(worst, std::fabs(double(a[k]) - double(b[k])));
+  return a.size() == b.size() ? worst : INFINITY;
 }
+}  // namespace
+
+double LossCurves::maxAbsDiff() const { return maxDiff(compiled, eager); }
+double LossCurves::maxReorderedDiff() const { return reordered.empty() ? 0 : maxDiff(compiled, reordered); }
 
 Bindings initWeights(const models::ModelConfig& cfg, uint64_t seed) {
   const std::vector<models::ParamSpec> specs = models::parameterSpecs(cfg);
@@ -201,7 +205,8 @@ ComparisonResult compareWithEager(const ComparisonCase& c, const RunnerFactory& 
   return r;
 }
 
-LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner, CurveData kind) {
+LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner, CurveData kind,
+                      const RunnerFactory& reorderedRunner) {
   LossCurves curves;
   const Bindings initial = stage(curves.seconds, "init weights", [&] { return initWeights(c.cfg, c.seed); });
   const std::vector<Batch> data = kind == CurveData::UniformStream ? batches(c, c.steps) : batches(c, 1);
@@ -211,12 +216,16 @@ LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& makeRunner, 
     for (int s = 0; s < c.steps; ++s)
       curves.eager.push_back(eager.trainStep(data[size_t(s) % batchCount].ids, data[size_t(s) % batchCount].targets, c.adamw));
   });
-  auto trainer = stage(curves.seconds, "compiled train_step build", [&] {
-    return std::make_unique<CompiledTrainer>(c, initial, makeRunner);
-  });
-  stage(curves.seconds, "compiled train_step steps", [&] {
-    for (int s = 0; s < c.steps; ++s) curves.compiled.push_back(trainer->step(&data[size_t(s) % batchCount]));
-  });
+  auto compiledCurve = [&](const RunnerFactory& factory, const std::string& what, std::vector<float>& losses) {
+    auto trainer = stage(curves.seconds, what + " train_step build", [&] {
+      return std::make_unique<CompiledTrainer>(c, initial, factory);
+    });
+    stage(curves.seconds, what + " train_step steps", [&] {
+      for (int s = 0; s < c.steps; ++s) losses.push_back(trainer->step(&data[size_t(s) % batchCount]));
+    });
+  };
+  compiledCurve(makeRunner, "compiled", curves.compiled);
+  if (reorderedRunner) compiledCurve(reorderedRunner, "reordered", curves.reordered);
   return curves;
 }
 

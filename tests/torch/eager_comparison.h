@@ -56,13 +56,17 @@ enum class CurveData {
                      // unigram distribution, so training stays stable (no memorisation phase)
 };
 
-// `c.steps` training steps on `data`: the loss of each step, eager and compiled.
+// `c.steps` training steps on `data`: the loss of each step, eager and compiled, and, when a
+// second backend is given, compiled again on it (`reordered`: the same program with other f32
+// summation orders, which measures how far two valid f32 runs of this curve drift apart).
 struct LossCurves {
-  std::vector<float> eager, compiled;
+  std::vector<float> eager, compiled, reordered;
   ComparisonTimes seconds;
-  double maxAbsDiff() const;
+  double maxAbsDiff() const;           // compiled against eager
+  double maxReorderedDiff() const;     // compiled against reordered (0 without it)
 };
-LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner, CurveData data);
+LossCurves lossCurves(const ComparisonCase& c, const RunnerFactory& runner, CurveData data,
+                      const RunnerFactory& reorderedRunner = nullptr);
 
 // ||got - want|| / ||want|| over the values (either may be bf16); the absolute norm when want
 // is zero. Throws Error naming `what` when the shapes differ.

@@ -9,7 +9,8 @@ namespace {
 
 class ExecutableRunner final : public ProgramRunner {
  public:
-  explicit ExecutableRunner(const Graph& g) : cache_(codegen::CubinCache::defaultDir()), exe_(g, options(cache_)) {}
+  ExecutableRunner(const Graph& g, bool gemmAutotune)
+      : cache_(codegen::CubinCache::defaultDir()), exe_(g, options(cache_, gemmAutotune)) {}
 
   void bind(Bindings&& values) override {
     exe_.bind(values);
@@ -20,9 +21,10 @@ class ExecutableRunner final : public ProgramRunner {
   HostTensor read(const std::string& name) override { return exe_.read(name); }
 
  private:
-  static rt::ExecutableOptions options(const codegen::CubinCache& cache) {
+  static rt::ExecutableOptions options(const codegen::CubinCache& cache, bool gemmAutotune) {
     rt::ExecutableOptions o;
     o.cache = &cache;
+    o.gemmAutotune = gemmAutotune;
     o.tf32 = false;  // eager's f32 matmuls are strict too (torch's default allow_tf32 = False)
     return o;
   }
@@ -33,6 +35,8 @@ class ExecutableRunner final : public ProgramRunner {
 
 }  // namespace
 
-std::unique_ptr<ProgramRunner> executableRunner(const Graph& g) { return std::make_unique<ExecutableRunner>(g); }
+std::unique_ptr<ProgramRunner> executableRunner(const Graph& g, bool gemmAutotune) {
+  return std::make_unique<ExecutableRunner>(g, gemmAutotune);
+}
 
 }  // namespace fusec::test
