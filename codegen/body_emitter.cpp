@@ -131,27 +131,96 @@ void BodyEmitter::beginLanes(int V, const std::string& laneVar) {
   laneWidth_ = V;
   laneVar_ = laneVar;
   lanes_.clear();
+  bases_.clear();
   laneDecls_.clear();
+  hoisted_.clear();
 }
 
 void BodyEmitter::endLanes() {
   laneWidth_ = 0;
   lanes_.clear();
+  bases_.clear();
 }
 
-std::string BodyEmitter::evalLanes(const Value* v, const Index& idx) {
+std::string BodyEmitter::evalLanes(const Value* v, const Index& idx, const Index& lane0) {
   lanes_.push_back(outputLanes(v->type.shape, laneWidth_));
+  bases_.push_back(lanes_.back().broken ? std::nullopt : std::optional<LaneBase>(LaneBase{0, lane0}));
   std::string r = eval(v, idx);
+  bases_.pop_back();
   lanes_.pop_back();
   return r;
 }
 
-std::string BodyEmitter::evalOperand(const Op& op, size_t k, const Index& idx) {
+std::string BodyEmitter::evalOperand(const Op& op, size_t k, const Index& idx, std::optional<LaneBase> base) {
   if (laneWidth_ == 0 || lanes_.empty()) return eval(op.operands[k], idx);
   lanes_.push_back(operandLanes(op, k, lanes_.back(), laneWidth_));
+  // A base is only meaningful at a lane that really reads the operand (a concat operand's
+  // lane map keeps the offsets of lanes that read other operands: virtual coordinates).
+  if (base && (lanes_.back().broken || !lanes_.back().active[size_t(base->lane)])) base.reset();
+  bases_.push_back(std::move(base));
   std::string r = eval(op.operands[k], idx);
+  bases_.pop_back();
   lanes_.pop_back();
   return r;
+}
+
+std::optional<BodyEmitter::LaneBase> BodyEmitter::laneBase() const {
+  if (laneWidth_ == 0 || bases_.empty()) return std::nullopt;
+  return bases_.back();
+}
+
+namespace {
+std::string plus(const std::string& e, int64_t c) {
+  return c == 0 ? e : "(" + e + (c > 0 ? " + " : " - ") + std::to_string(c > 0 ? c : -c) + ")";
+}
+}  // namespace
+
+Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
+  Index out = base.idx;
+  const size_t b = size_t(base.lane);
+  for (size_t d = 0; d < out.size(); ++d) {
+    bool zero = true, identity = true;
+    for (int j = 0; j < laneWidth_; ++j) {
+      if (!m.active[size_t(j)]) continue;
+      const int64_t o = m.off[d][size_t(j)] - m.off[d][b];
+      zero &= o == 0;
+      identity &= o == j - int64_t(b);
+    }
+    if (zero) continue;
+    if (identity) {
+      out[d] = "(" + plus(base.idx[d], -int64_t(b)) + " + " + laneVar_ + ")";
+      continue;
+    }
+    std::string offsets;
+    for (int j = 0; j < laneWidth_; ++j)
+      offsets += (j ? ", " : "") + std::to_string(m.active[size_t(j)] ? m.off[d][size_t(j)] - m.off[d][b] : 0);
+    const std::string a = fresh("lo");
+    laneDecls_.push_back("const int " + a + "[" + std::to_string(laneWidth_) + "] = {" + offsets + "};  // lane -> offset");
+    out[d] = "(" + base.idx[d] + " + " + a + "[" + laneVar_ + "])";
+  }
+  return out;
+}
+
+std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOperandIndex(const Op& op, const LaneBase& base) {
+  const LaneMap m = operandLanes(op, 0, lanes_.back(), laneWidth_);
+  if (m.broken || !m.active[size_t(base.lane)]) return std::nullopt;
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(&op)) + "@" + std::to_string(base.lane);
+  for (const auto& d : base.idx) key += "|" + d;
+  auto it = hoisted_.find(key);
+  if (it == hoisted_.end()) {
+    // The base lane's operand index, before the lane loop: its lines go with the declarations.
+    CodeWriter h;
+    LaneBase in{base.lane, {}};
+    layoutOperandIndex(h, op, base.idx, in.idx);
+    const std::string text = h.str();
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = text.find('\n', at);
+      laneDecls_.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+    it = hoisted_.emplace(key, std::make_pair(laneIndex(in, m), in)).first;
+  }
+  return it->second;
 }
 
 std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& idx) {
@@ -174,7 +243,7 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
 }
 
 // The operand index that a layout op's result index reads (single-operand layout ops).
-std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Index& in) {
+void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& idx, Index& in) {
   const Shape& inShape = op.operands[0]->type.shape;
   const Shape& outShape = op.result()->type.shape;
   switch (op.kind) {
@@ -193,7 +262,7 @@ std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Inde
       const Shape inMid(inShape.begin() + long(pre), inShape.end() - long(suf));
       const Index idxMid(idx.begin() + long(pre), idx.end() - long(suf));
       in.assign(idx.begin(), idx.begin() + long(pre));
-      const Index mid = inMid.empty() ? Index{} : delinearize(w_, linearize(idxMid, outMid), inMid, fresh("r"));
+      const Index mid = inMid.empty() ? Index{} : delinearize(w, linearize(idxMid, outMid), inMid, fresh("r"));
       in.insert(in.end(), mid.begin(), mid.end());
       in.insert(in.end(), idx.end() - long(suf), idx.end());
       break;
@@ -221,7 +290,6 @@ std::string BodyEmitter::layoutOperandIndex(const Op& op, const Index& idx, Inde
     }
     default: throw Error("codegen: not a layout op: " + std::string(op.info().name));
   }
-  return {};
 }
 
 std::string BodyEmitter::compute(const Value* v, const Index& idx) {
@@ -253,9 +321,11 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     case OpKind::Permute:
     case OpKind::Broadcast:
     case OpKind::Slice: {
+      if (auto b = laneBase())
+        if (auto h = hoistedOperandIndex(op, *b)) return evalOperand(op, 0, h->first, h->second);
       Index in;
-      layoutOperandIndex(op, idx, in);
-      return evalOperand(op, 0, in);
+      layoutOperandIndex(w_, op, idx, in);
+      return evalOperand(op, 0, in, std::nullopt);
     }
     case OpKind::Concat: {
       // Each operand is read only inside its own branch: the others' indices are out of
@@ -271,7 +341,21 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
         openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
         Index in = idx;
         if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + ")";
-        w_.line(reg + " = " + evalOperand(op, k, in) + ";");
+        // The operand's base: the result's, moved to the first lane that reads this operand
+        // when the result's base lane reads another one.
+        std::optional<LaneBase> base = laneBase();
+        if (base) {
+          const LaneMap& M = lanes_.back();
+          const LaneMap m = operandLanes(op, k, M, laneWidth_);
+          int f = base->lane;
+          for (int j = 0; !m.broken && !m.active[size_t(f)] && j < laneWidth_; ++j)
+            if (m.active[size_t(j)]) f = j;
+          for (size_t d = 0; d < base->idx.size(); ++d)
+            base->idx[d] = plus(base->idx[d], M.off[d][size_t(f)] - M.off[d][size_t(base->lane)]);
+          base->lane = f;
+          base->idx[size_t(ax)] = plus(base->idx[size_t(ax)], -start);
+        }
+        w_.line(reg + " = " + evalOperand(op, k, in, base) + ";");
         closeScope();
         start = end;
       }
@@ -282,7 +366,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       std::string at = evalOperand(op, 1, idx);
       Index in = idx;
       in[size_t(ax)] = "(fusec_idx)" + at;
-      return evalOperand(op, 0, in);
+      return evalOperand(op, 0, in, std::nullopt);  // lanes read rows the data chose
     }
     case OpKind::Sum:
     case OpKind::Mean:
@@ -301,7 +385,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
         i.push_back(red[d] ? "0" : idx[next]);
         if (kept) ++next;
       }
-      return evalOperand(op, 0, i);
+      return evalOperand(op, 0, i, std::nullopt);
     }
     default: break;
   }

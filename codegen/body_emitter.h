@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/lanes.h"
@@ -62,8 +63,14 @@ class BodyEmitter {
   // register arrays are declared through `declarations()`, before the lane loop.
   void beginLanes(int V, const std::string& laneVar);
   void endLanes();
-  // `eval` of an output of the vector loop (its lanes: codegen/lanes.h outputLanes).
-  std::string evalLanes(const Value* v, const Index& idx);
+  // `eval` of an output of the vector loop (its lanes: codegen/lanes.h outputLanes) at `idx`,
+  // whose last coordinate is lane 0's, `lane0.back()`, plus the lane variable. Through layout
+  // ops whose lanes are compile-time offsets of lane 0's (and lane 0 reads the operand), the
+  // operand's index is computed once for lane 0, before the lane loop, and each lane's is
+  // that plus its constant offset: the divisions of a reshape or RoPE's pairs run once per
+  // thread, not once per lane (the RoPE-backward concat kernel spent 3x its memory time on
+  // per-lane index arithmetic). Elsewhere the index is computed per lane.
+  std::string evalLanes(const Value* v, const Index& idx, const Index& lane0);
   const std::vector<std::string>& declarations() const { return laneDecls_; }
 
   void openScope(const std::string& header);  // a C++ block with its own memo
@@ -76,9 +83,24 @@ class BodyEmitter {
  private:
   std::string compute(const Value* v, const Index& idx);
   const std::string* boundElement(const Value* input, const std::string& linear) const;
-  std::string layoutOperandIndex(const Op& op, const Index& idx, Index& in);
-  // eval of operand k of op at `idx`, with that operand's lanes in vector-loop mode.
-  std::string evalOperand(const Op& op, size_t k, const Index& idx);
+  void layoutOperandIndex(CodeWriter& w, const Op& op, const Index& idx, Index& in);
+  // In vector-loop mode, the index of one lane that reads a value, free of the lane variable
+  // (computed before the lane loop): every lane's index is this plus a constant offset.
+  struct LaneBase {
+    int lane = 0;
+    Index idx;
+  };
+  // eval of operand k of op at `idx`, with that operand's lanes in vector-loop mode; `base`
+  // is the operand's lane base when known (pointwise ops: the result's).
+  std::string evalOperand(const Op& op, size_t k, const Index& idx, std::optional<LaneBase> base);
+  std::string evalOperand(const Op& op, size_t k, const Index& idx) { return evalOperand(op, k, idx, laneBase()); }
+  // The lane base of the value being evaluated, when known (vector-loop mode only).
+  std::optional<LaneBase> laneBase() const;
+  // Each lane's index of a value read with `m` whose lane base is `base`.
+  Index laneIndex(const LaneBase& base, const LaneMap& m);
+  // A layout op's operand index at the result's lane base: computed before the lane loop
+  // (once per op and base); returned per lane and as the operand's base.
+  std::optional<std::pair<Index, LaneBase>> hoistedOperandIndex(const Op& op, const LaneBase& base);
   // The lanes' vector load of body input `v` at `idx`, if its lanes allow one.
   std::optional<std::string> laneLoad(const Value* v, const Index& idx);
 
@@ -91,7 +113,9 @@ class BodyEmitter {
   int laneWidth_ = 0;  // 0: not in vector-loop mode
   std::string laneVar_;
   std::vector<LaneMap> lanes_;  // the lanes of the value being evaluated (innermost last)
-  std::vector<std::string> laneDecls_;
+  std::vector<std::optional<LaneBase>> bases_;  // the lane base of the same, where known
+  std::vector<std::string> laneDecls_;          // declarations and lane-base index lines
+  std::map<std::string, std::pair<Index, LaneBase>> hoisted_;  // (op, base) -> hoistedOperandIndex
 };
 
 }  // namespace fusec::codegen

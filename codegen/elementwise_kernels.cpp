@@ -138,7 +138,7 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   lane.back() = "(" + first.back() + " + j)";
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
-    const std::string value = e.evalLanes(o, lane);
+    const std::string value = e.evalLanes(o, lane, first);
     if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
     else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape) + "] = " + storeValue(o->type.dtype, value) + ";");
   }

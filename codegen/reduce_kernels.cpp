@@ -235,6 +235,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     w.line("#pragma unroll 4");
     e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += " + RL + ")");
     idx = fullIndex(w, red, idx, "inner", e.fresh("e"));
+    const Index lane0 = idx;
     idx.back() = "(" + idx.back() + " + j)";
     const size_t declarations = w.mark();
     if (useLanes) e.beginLanes(V, "j");
@@ -242,7 +243,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     e.openScope("for (int j = 0; j < " + CV + "; ++j)");
     const Value* x = op.operands[0];
     w.line(acc + "[j] = " + combiner(op.kind) + "()(" + acc + "[j], (float)" +
-           (useLanes ? e.evalLanes(x, idx) : e.eval(x, idx)) + ");");
+           (useLanes ? e.evalLanes(x, idx, lane0) : e.eval(x, idx)) + ");");
     e.closeScope();
     if (useLanes) {
       w.insertLines(declarations, e.declarations());
