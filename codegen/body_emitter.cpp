@@ -111,6 +111,10 @@ std::string BodyEmitter::describe(const Op& op) const {
 std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   auto b = bound_.find(v);
   if (b != bound_.end()) return b->second;
+  // An element the family already holds (a row kernel's registers); inputs check this where
+  // they are loaded, after their reshapes.
+  if (v->def->kind != OpKind::Input)
+    if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
   for (const auto& d : idx) key += "|" + d;
   for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {

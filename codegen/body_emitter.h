@@ -50,10 +50,11 @@ class BodyEmitter {
   void store(const Value* v, const std::string& ptr, const Index& idx);
   // A reduction's value for the current row/column/scalar, whatever index it is read at.
   void bindReduction(const Value* v, const std::string& reg) { bound_[v] = reg; }
-  // The element of body input `input` at row-major position `linear` (spelled as
+  // The element of body value `input` at row-major position `linear` (spelled as
   // linearize() spells it for the index it is read at) is already in `reg`: a vector or
-  // register-array load. Read directly or through reshapes (which keep the position), it
-  // comes from there instead of memory. Scoped like the memo.
+  // register-array load, or a value an earlier pass computed. An input read directly or
+  // through reshapes (which keep the position) comes from there instead of memory. Scoped
+  // like the memo.
   void bindElement(const Value* input, const std::string& linear, const std::string& reg);
 
   // Vector-loop mode (pointwise and multi_tensor kernels): `eval` runs inside an unrolled

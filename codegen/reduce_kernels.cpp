@@ -19,6 +19,7 @@
 // row; ops after a reduction read its value from a register. Row-shaped outputs are written
 // by lane 0, full-shaped ones in a last pass over the row.
 #include <algorithm>
+#include <set>
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
@@ -127,11 +128,17 @@ template <int V, int LANES, class T, class Op> __device__ void fusec_col_reduce_
 // elements (chunk c at inner (c * L + lane) * V), into float arrays indexed only by unrolled
 // constants, so they stay in registers; every pass then reads those. V > 1 loads 16-byte
 // vectors when the pointers are aligned.
+// Costly values (exp, division, ...: ops.def's FIR_COSTLY) that a later pass reads again are
+// kept too: cross-entropy's gradient pass recomputed the exp(x - max) of its sum pass, one
+// expf per logit more in a kernel that ran at 31% of the copy bandwidth.
 struct RowRegisters {
   int width = 1;
   int64_t chunks = 0;                // 0: the row is re-read from memory in every pass
   std::vector<const Value*> inputs;  // register array r<k> holds inputs[k]
   std::vector<int> vectorOuts;       // full outputs stored as vectors
+  // Register array k<i> holds cached[i].first, computed by pass cached[i].second (passes:
+  // the reductions in order, then the full outputs' pass).
+  std::vector<std::pair<const Value*, size_t>> cached;
 };
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96;
@@ -173,6 +180,46 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     plan.chunks = chunks;
   else
     plan.vectorOuts.clear();  // the row is re-read in every pass, outputs stored element by element
+  if (plan.chunks == 0) return plan;
+  // The costly values each pass evaluates at its own element (reached from its root through
+  // pointwise ops only, of the root's shape); those a later pass reaches again are cached
+  // while the register budget lasts.
+  std::vector<std::pair<const Value*, Shape>> passRoots;
+  for (const Reduction& red : reds) passRoots.push_back({red.op->operands[0], red.op->operands[0]->type.shape});
+  const Shape& full = reds[0].op->operands[0]->type.shape;
+  std::set<const Value*> reduced;
+  for (const Reduction& red : reds) reduced.insert(red.op->result());
+  std::vector<std::set<const Value*>> reach;
+  auto walk = [&](std::vector<const Value*> stack, const Shape& shape) {
+    std::set<const Value*> seen, costly;
+    while (!stack.empty()) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (reduced.count(v) || v->type.shape != shape || !seen.insert(v).second) continue;
+      const Op& op = *v->def;
+      if (op.info().category != OpCategory::Pointwise || !hasScalarFormula(op.kind)) continue;
+      if (op.info().costly) costly.insert(v);
+      for (const Value* o : op.operands) stack.push_back(o);
+    }
+    return costly;
+  };
+  for (const auto& [root, shape] : passRoots) reach.push_back(walk({root}, shape));
+  std::vector<const Value*> outRoots;
+  for (int o : fullOuts)
+    if (body.outputs[size_t(o)]->type.shape == full) outRoots.push_back(body.outputs[size_t(o)]);
+  reach.push_back(walk(outRoots, full));
+  int64_t arrays = int64_t(plan.inputs.size());
+  std::set<const Value*> taken;
+  for (size_t a = 0; a < reach.size(); ++a)
+    for (const Value* v : reach[a]) {
+      if (taken.count(v) || (arrays + 1) * perThread > kMaxRowRegisters) continue;
+      bool later = false;
+      for (size_t b = a + 1; b < reach.size(); ++b) later |= reach[b].count(v) > 0;
+      if (!later || (a < passRoots.size() && passRoots[a].second != full)) continue;
+      taken.insert(v);
+      plan.cached.push_back({v, a});
+      ++arrays;
+    }
   return plan;
 }
 
@@ -224,7 +271,8 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
   e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
   w.line("const fusec_idx outer = tile + (threadIdx.x % 32) * " + CV + ";  // the first of this thread's columns");
   w.line("const bool live = outer < " + N + ";");
-  for (const Reduction& red : reds) {
+  for (size_t pass = 0; pass < reds.size(); ++pass) {
+    const Reduction& red = reds[pass];
     const Op& op = *red.op;
     const std::string acc = e.fresh("acc");
     w.line("// " + e.describe(op));
@@ -410,15 +458,28 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   };
   // The elements of the current pass come from the registers (keyed by the position at
   // which the body reads them in `shape`).
-  auto bindRow = [&](const Index& idx, const Shape& shape) {
+  // Cached values computed by an earlier pass (`pass`: the current one) come from theirs.
+  auto bindRow = [&](const Index& idx, const Shape& shape, size_t pass) {
     for (size_t a = 0; a < regs.inputs.size(); ++a)
       e.bindElement(regs.inputs[a], linearize(idx, shape), "r" + std::to_string(a) + "[c * " + V + " + j]");
+    for (size_t a = 0; a < regs.cached.size(); ++a)
+      if (regs.cached[a].second < pass)
+        e.bindElement(regs.cached[a].first, linearize(idx, shape), "k" + std::to_string(a) + "[c * " + V + " + j]");
+  };
+  // After pass `pass` evaluated its element: keep the values it caches.
+  auto keepRow = [&](const Index& idx, size_t pass) {
+    for (size_t a = 0; a < regs.cached.size(); ++a)
+      if (regs.cached[a].second == pass)
+        w.line("k" + std::to_string(a) + "[c * " + V + " + j] = " + e.eval(regs.cached[a].first, idx) + ";");
   };
   if (regs.chunks > 0) {
     const std::string E = std::to_string(regs.chunks * regs.width);
     w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
            " consecutive elements per thread, loaded once");
     for (size_t a = 0; a < regs.inputs.size(); ++a) w.line("float r" + std::to_string(a) + "[" + E + "];");
+    for (size_t a = 0; a < regs.cached.size(); ++a)
+      w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
+             ", kept for a later pass");
     w.line("#pragma unroll");
     e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
     w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
@@ -446,7 +507,8 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     e.closeScope();
     e.closeScope();
   }
-  for (const Reduction& red : reds) {
+  for (size_t pass = 0; pass < reds.size(); ++pass) {
+    const Reduction& red = reds[pass];
     const Op& op = *red.op;
     const DType dt = op.result()->type.dtype;
     const std::string acc = e.fresh("acc"), rt = registerType(dt);
@@ -455,8 +517,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     Index kept = delinearize(w, "outer", red.kept, e.fresh("k"));
     const int scopes = openPass();
     Index idx = fullIndex(w, red, kept, "inner", e.fresh("e"));
-    if (regs.chunks) bindRow(idx, op.operands[0]->type.shape);
+    if (regs.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
     w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + rt + ")" + e.eval(op.operands[0], idx) + ");");
+    if (regs.chunks) keepRow(idx, pass);
     closePass(scopes);
     std::string value = groupReduce(acc, op.kind);
     if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
@@ -480,7 +543,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     const int scopes = openPass();
     const Shape& s = ref.op->operands[0]->type.shape;
     Index full = fullIndex(w, ref, kept, "inner", e.fresh("f"));
-    if (regs.chunks) bindRow(full, s);
+    if (regs.chunks) bindRow(full, s, reds.size());
     for (int o : fullOuts) {
       const Value* v = k.body.outputs[size_t(o)];
       // Any bijection onto the output's elements will do; its own shape when it differs
