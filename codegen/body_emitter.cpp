@@ -229,7 +229,7 @@ std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOpera
 
 std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& idx) {
   if (laneWidth_ == 0 || lanes_.empty() || !isFloat(v->type.dtype)) return std::nullopt;
-  const auto read = vectorRead(v->type.shape, lanes_.back(), laneWidth_, 16 / int(dtypeBytes(v->type.dtype)));
+  const auto read = vectorRead(v->type.shape, lanes_.back(), laneWidth_);
   if (!read) return std::nullopt;
   const std::string V = std::to_string(laneWidth_), a = fresh("a"), o = fresh("vo");
   std::string offsets;
@@ -240,8 +240,7 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
   // in the vector is the vector's (aligned) start.
   const std::string F = std::to_string(read->firstActive);
   const int64_t back = read->voff[size_t(read->firstActive)];
-  w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + std::to_string(read->elems) + ">(" + a + ", in" +
-          std::to_string(inputNumber_.at(v->def)) +
+  w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + V + ">(" + a + ", in" + std::to_string(inputNumber_.at(v->def)) +
           " + " + linearize(idx, v->type.shape) + (back ? " - " + std::to_string(back) : "") + ");  // " +
           describe(*v->def));
   return a + "[" + o + "[" + laneVar_ + "]]";

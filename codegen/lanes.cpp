@@ -191,13 +191,13 @@ LaneMap operandLanes(const Op& op, size_t k, const LaneMap& m, int V) {
   }
 }
 
-std::optional<VectorRead> vectorRead(const Shape& input, const LaneMap& m, int V, int align) {
-  if (m.broken || align <= 0 || V % align != 0) return std::nullopt;
+std::optional<VectorRead> vectorRead(const Shape& input, const LaneMap& m, int V) {
+  if (m.broken) return std::nullopt;
   int64_t numel = 1;
   for (int64_t d : input) numel *= d;
-  if (numel % align != 0) return std::nullopt;  // every 16-byte vector lies inside the tensor
+  if (numel % V != 0) return std::nullopt;
   const Position p = positionOf(input, m, V);
-  if (p.G % align != 0) return std::nullopt;  // lane 0's position is not known modulo align
+  if (p.G % V != 0) return std::nullopt;  // lane 0's position is not known modulo V
   VectorRead v;
   v.voff.assign(size_t(V), 0);
   v.firstActive = -1;
@@ -210,10 +210,9 @@ std::optional<VectorRead> vectorRead(const Shape& input, const LaneMap& m, int V
     hi = std::max(hi, at);
   }
   if (v.firstActive < 0) return std::nullopt;
-  // Positions relative to the aligned start below the lowest one.
-  const int64_t base = floorDiv(lo, align) * align;
+  // Positions relative to the aligned vector holding the lowest one.
+  const int64_t base = floorDiv(lo, V) * V;
   if (hi - base >= V || lo == hi) return std::nullopt;
-  v.elems = int((hi - base) / align + 1) * align;
   for (int j = 0; j < V; ++j)
     if (m.active[size_t(j)]) v.voff[size_t(j)] = p.rho + p.delta[size_t(j)] - base;
   return v;
@@ -232,8 +231,7 @@ std::vector<const Value*> vectorInputs(const Graph& body, const std::vector<cons
     maps.push_back(m);
     const Op& op = *v->def;
     if (op.kind == OpKind::Input) {
-      if (isFloat(v->type.dtype) && vectorRead(v->type.shape, m, V, 16 / int(dtypeBytes(v->type.dtype))))
-        vectors.insert(v);
+      if (isFloat(v->type.dtype) && vectorRead(v->type.shape, m, V)) vectors.insert(v);
       continue;
     }
     for (size_t k = 0; k < op.operands.size(); ++k) stack.push_back({op.operands[k], operandLanes(op, k, m, V)});

@@ -36,22 +36,16 @@ LaneMap outputLanes(const Shape& shape, int V);
 // The map of operand `k` of `op` (pointwise or layout) when its result is read with `m`.
 LaneMap operandLanes(const Op& op, size_t k, const LaneMap& m, int V);
 
-// A body input read with `m` as one vector: `elems` consecutive elements (a whole number of
-// 16-byte loads of `align` elements each, at most V) from a 16-byte-aligned start; voff[j] is
-// the element of the vector lane j reads (meaningful for active lanes), and firstActive the
-// lane that loads it. An f32 input read by 8 bf16 lanes may be aligned to 4 elements only:
-// RoPE's cos/sin table, four pairs of lanes reading four consecutive values, is one
-// 16-byte load (lane 0's pair index is known modulo 4, not 8).
+// A body input read with `m` as one aligned vector: voff[j] is the element of the vector
+// lane j reads (meaningful for active lanes), and firstActive the lane that loads it.
 struct VectorRead {
   std::vector<int64_t> voff;
   int firstActive = 0;
-  int elems = 0;
 };
-// nullopt when some active lane's element lies outside V elements from an aligned start,
-// when the tensor is not a whole number of 16-byte vectors, or when every lane reads one
-// element (a broadcast: a scalar load the compiler hoists). `align`: elements per 16 bytes
-// of the input's dtype (a divisor of V).
-std::optional<VectorRead> vectorRead(const Shape& input, const LaneMap& m, int V, int align);
+// nullopt when some active lane's element lies outside one aligned vector of V, when the
+// tensor is not a whole number of vectors, or when every lane reads one element (a
+// broadcast: a scalar load the compiler hoists).
+std::optional<VectorRead> vectorRead(const Shape& input, const LaneMap& m, int V);
 
 // The float body inputs that a vector loop over `roots` (outputs of one shape) reads as
 // vectors somewhere, in body input order: the pointers its alignment test must cover. The

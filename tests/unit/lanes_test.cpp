@@ -14,14 +14,13 @@ using codegen::LaneMap;
 using test::f32;
 
 // The lane offsets at which `input` is read when `root` is evaluated 8 lanes at a time,
-// following the body from root to input (the first path found), as a vector aligned to
-// `align` elements (8: as if the f32 inputs were bf16, whose 16 bytes are 8 elements).
-std::optional<codegen::VectorRead> readOf(const Value* root, const Value* input, int V = 8, int align = 8) {
+// following the body from root to input (the first path found).
+std::optional<codegen::VectorRead> readOf(const Value* root, const Value* input, int V = 8) {
   std::vector<std::pair<const Value*, LaneMap>> stack = {{root, codegen::outputLanes(root->type.shape, V)}};
   while (!stack.empty()) {
     auto [v, m] = stack.back();
     stack.pop_back();
-    if (v == input) return codegen::vectorRead(v->type.shape, m, V, align);
+    if (v == input) return codegen::vectorRead(v->type.shape, m, V);
     for (size_t k = 0; k < v->def->operands.size(); ++k)
       stack.push_back({v->def->operands[k], codegen::operandLanes(*v->def, k, m, V)});
   }
@@ -85,31 +84,11 @@ TEST(Lanes, RopePairs) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->firstActive, 1);
   for (int j : {1, 3, 5, 7}) EXPECT_EQ(r->voff[size_t(j)], j);
-  // Every path through the pairs is a vector read, so the loop loads x as vectors; and the
-  // f32 table as 16-byte vectors of 4 (below).
-  EXPECT_EQ(codegen::vectorInputs(g, {y}, 8), (std::vector<const Value*>{x, cs}));
+  // Every path through the pairs is a vector read, so the loop loads x as vectors.
+  EXPECT_EQ(codegen::vectorInputs(g, {y}, 8), (std::vector<const Value*>{x}));
   // The cos table [.., 8, 1]: lanes 2k and 2k+1 share an element, and lane 0's pair index is
-  // only known modulo 4 (its vector of 8 could start at pair 0 or 4): not a vector of 8...
+  // only known modulo 4 (its vector of 8 could start at pair 0 or 4): scalar loads.
   EXPECT_FALSE(readOf(y, cs));
-  // ...but, f32 being 4 elements per 16 bytes, the four pairs' values are one 16-byte load.
-  auto t = readOf(y, cs, 8, 4);
-  ASSERT_TRUE(t);
-  EXPECT_EQ(t->elems, 4);
-  for (int j : {1, 3, 5, 7}) EXPECT_EQ(t->voff[size_t(j)], j / 2);
-}
-
-TEST(Lanes, VectorsAlignedToSixteenBytesOnly) {
-  Graph g;
-  Builder b(g);
-  Value* h = b.input("h", f32({4, 48}));
-  Value* odd = b.slice(h, 1, 4, 28);
-  // Elements 4..11 of each row: not inside one aligned vector of 8, but two 16-byte f32
-  // loads from element 4.
-  EXPECT_FALSE(readOf(b.unary(OpKind::Neg, odd), h));
-  auto r = readOf(b.unary(OpKind::Neg, odd), h, 8, 4);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->elems, 8);
-  EXPECT_EQ(r->voff, iota8());
 }
 
 TEST(Lanes, BroadcastsAreNotVectors) {
