@@ -83,6 +83,12 @@ class Parser(argparse.ArgumentParser):
         print("error: " + message, file=sys.stderr)
         sys.exit(1)
 
+    def check_choices(self, checks):  # (flag, values given, values known) per list flag
+        for flag, values, known in checks:
+            for v in values:
+                if v not in known:
+                    self.error("%s: unknown '%s' (known: %s)" % (flag, v, ", ".join(known)))
+
 
 def parse_args(argv):
     p = Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,12 +107,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.model == ["all"]:
         a.model = list(SIZES)
-    checks = [("--model", a.model, SIZES), ("--dtype", a.dtype, ("fp32", "bf16")),
-              ("--passes", a.passes, ("forward", "fwd_bwd", "step")), ("--impl", a.impl, IMPLS)]
-    for flag, values, known in checks:
-        for v in values:
-            if v not in known:
-                p.error("%s: unknown '%s' (known: %s)" % (flag, v, ", ".join(known)))
+    p.check_choices([("--model", a.model, SIZES), ("--dtype", a.dtype, ("fp32", "bf16")),
+                     ("--passes", a.passes, ("forward", "fwd_bwd", "step")), ("--impl", a.impl, IMPLS)])
     if a.iters < 1 or min(a.warmup) < 0 or min(a.ctx) < 1 or min(a.batch) < 1:
         p.error("--iters, --ctx and --batch must be positive, --warmup not negative")
     if max(a.ctx) > CTX:

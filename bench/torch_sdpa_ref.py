@@ -49,10 +49,7 @@ def parse_args(argv):
     p.add_argument("--format", choices=["json"], default="json")
     p.add_argument("--dry-run", action="store_true", help="print the rows' fixed fields (no torch, no GPU)")
     a = p.parse_args(argv)
-    for flag, values, known in (("--dtype", a.dtype, DTYPES), ("--impl", a.impl, IMPLS)):
-        for v in values:
-            if v not in known:
-                p.error("%s: unknown '%s' (known: %s)" % (flag, v, ", ".join(known)))
+    p.check_choices([("--dtype", a.dtype, DTYPES), ("--impl", a.impl, IMPLS)])
     if a.batch < 1 or a.iters < 1 or a.warmup < 0 or min(a.d) < 1 or min(a.seq) < 1:
         p.error("--batch, --d, --seq and --iters must be positive, --warmup not negative")
     return a
