@@ -11,7 +11,9 @@
 //     is possible because every shape is static;
 //   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
 // Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
-// block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics.
+// block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics. On
+// tensor cores the dq launch also leaves each query row's softmax statistics in a module-scope
+// array for the dk, dv launch (attention_mma.cpp).
 // Two templates behind the same entry points: tensor cores for bf16 (mma m16n8k16) and f32
 // (3xTF32 mma m16n8k8, f32-accurate) at head dims 16..128 (multiples of 16;
 // codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim and precision below),
@@ -90,6 +92,8 @@ struct MmaTiling {
   int bc = 64;    // the forward's and dQ's key tile
   int bq = 64;    // dK/dV's query tile
   bool qInRegisters = true;
+  int dkdvMinBlocks = 0;  // __launch_bounds__'s blocks per SM for dK/dV (0: ptxas's choice)
+  bool dqOTile = false;   // dQ sums the row statistics from an o tile (else from global memory)
 };
 
 MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
@@ -114,6 +118,17 @@ MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
   // key tile, except at d 64 where they would push it past 128 registers (ptxas then spills):
   // there Q is read from shared memory per tile, measured as fast (bench/RESULTS.md).
   t.qInRegisters = backward || d != 64;
+  // dK/dV at d <= 64 takes 135 registers a thread, which leaves 3 blocks of 4 warps per SM;
+  // at 128 (8 bytes of spills) 4 fit: N 256, 768 heads, 0.096 -> 0.093 ms; N 1024 0.234 ->
+  // 0.229 ms (kernel only, bench/attention_mma_tune, H200). Keeping K and V fragments in
+  // registers instead (170 registers, 2 blocks) measured 0.106 ms. The dQ pass at 128
+  // registers was slower (0.076 -> 0.081 ms).
+  if (d <= 64) t.dkdvMinBlocks = 4;
+  // dQ reading o as a tile beside q and dO spares each block a wait on global loads before
+  // its first key tile: N 256, 768 heads, 0.079 -> 0.073 ms; N 1024 0.163 -> 0.157. At d 128
+  // the tile (17 KB) leaves one block per SM instead of two: 0.164 -> 0.199 ms. In f32 the
+  // tiles are twice as large, so there too it stays off.
+  t.dqOTile = d <= 64;
   return t;
 }
 
@@ -195,6 +210,15 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     w.line("#define FA_BC " + std::to_string(tiling.bc));
     w.line("#define FA_BQ " + std::to_string(tiling.bq));
     w.line(std::string("#define FA_QREG ") + (tiling.qInRegisters ? "1" : "0"));
+    w.line(std::string("#define FA_DQ_OTILE ") + (tiling.dqOTile ? "1" : "0"));
+    // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
+    // at most (d 16 bf16), so a shape whose q fits has room for them.
+    if (backward) {
+      const int64_t rows = std::max<int64_t>(1, batch * Tq);
+      if (rows * 8 > (int64_t(1) << 31))
+        throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
+      w.line("#define FA_ROWSTATS " + std::to_string(rows));
+    }
   }
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
 
@@ -207,8 +231,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     const int64_t es = int64_t(dtypeBytes(q.dtype)), pad = 16 / es;  // operand-dtype tiles, 16-byte pad
     const int64_t LD = D + pad, LDV = DV + pad, BR = rows, BC = tiling.bc, BQ = tiling.bq;
     fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * es;
-    dqBytes = (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;
-    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + 2 * LDV)) * es + 4 * BQ * 4;  // q, dO and o tiles
+    dqBytes = tiling.dqOTile ? (BR * (LD + 2 * LDV) + 2 * BC * (LD + LDV)) * es  // q, dO and o tiles
+                             : (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;  // q, dO, D, L2
+    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * es + 2 * BQ * 8;  // q, dO and {D, L2} tiles
   } else {
     const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
     fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
@@ -216,8 +241,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     dkdvBytes = (kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows) * 4;
   }
   std::vector<Launch> launches;
-  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call) {
-    k.signature(w, fn, threads);
+  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call, int minBlocks = 0) {
+    k.signature(w, fn, threads, minBlocks);
     w.line(call);
     w.close();
     // The mma template takes the batch index from x (so blocks start longest tile first across
@@ -231,9 +256,13 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
-  if (outOf.count(0)) launch(k.name + "_dq", qTiles, dqBytes, "fa_backward_dq(" + common + ", " + out(0) + ");");
+  // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
+  // dq is unused (a null dq: statistics only).
+  if (outOf.count(0) || (mma && (outOf.count(1) || outOf.count(2))))
+    launch(k.name + "_dq", qTiles, dqBytes, "fa_backward_dq(" + common + ", " + out(0) + ");");
   if (outOf.count(1) || outOf.count(2))
-    launch(k.name + "_dkdv", kTiles, dkdvBytes, "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");");
+    launch(k.name + "_dkdv", kTiles, dkdvBytes, "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");",
+           mma ? tiling.dkdvMinBlocks : 0);
   return launches;
 }
 

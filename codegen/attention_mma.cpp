@@ -32,10 +32,15 @@
 // by two shuffles, and ex2.approx does the exponentials.
 //
 // The backward is deterministic (no atomics), as in the SIMT template: dQ is its own pass over
-// the key tiles of a query tile; dK and dV sum over the query tiles of a key tile. D =
-// rowsum(dO o) is recomputed per query tile: dQ once per block from global memory (16-byte
-// loads, overlapping the first tiles' copies), dK/dV per tile from an o tile that streams in
-// with q and dO (a synchronous load there would stall every iteration).
+// the key tiles of a query tile; dK and dV sum over the query tiles of a key tile. The row
+// statistics D = rowsum(dO o) and L2 = lse log2(e) are computed once, by the dQ pass, which
+// leaves them in
+// `fa_rowstats`, a module-scope array (codegen/kernel_abi.h: launches of a kernel run in order
+// on one stream). The dK/dV pass streams them in with each query tile, 8 bytes a row, instead
+// of an o tile and a dot product per row per tile. The dQ launch runs even when dq is unused,
+// for the statistics only. dQ sums them from an o tile that streams in with its first key
+// tile (FA_DQ_OTILE), or, where that tile would cost it blocks per SM, from global memory
+// while its first tiles stream in.
 #include "codegen/attention_sources.h"
 
 namespace fusec::codegen {
@@ -49,7 +54,8 @@ namespace fa {
 
 // FA_WARPS warps of 16 rows each: BR is the block's own rows (query rows of the forward and
 // dQ, key rows of dK/dV); BC the key tile the forward and dQ walk, FA_BQ the query tile dK/dV
-// walk. The generator picks FA_WARPS, FA_BQ and FA_QREG per shape.
+// walk. The generator picks FA_WARPS, FA_BQ, FA_QREG and FA_DQ_OTILE (how dQ sums the row
+// statistics) per shape.
 constexpr int NT = 32 * FA_WARPS, BR = 16 * FA_WARPS, BC = FA_BC, BQ = FA_BQ;
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 constexpr int VEC = 16 / sizeof(fa_t);             // elements per 16 bytes
@@ -310,10 +316,17 @@ __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
 #endif
 }
 
-// D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] log2(e) for rows [q0, q0 + R): NT / R
-// threads per row, 16-byte loads.
+// The backward's row statistics {D, L2} of every (batch index, query row), written by the dQ
+// pass and read by the dK/dV pass.
+__device__ float2 fa_rowstats[FA_ROWSTATS];
+
+// {D, L2} of rows [q0, q0 + R) into `out` (fa_rowstats of this batch index), and into shared
+// D[r], L2[r] unless D is null, D = sum_d dO o and L2 = lse log2(e), from global memory: NT / R
+// threads per row, 16-byte loads. The dQ launch's statistics-only form (dq unused), and its
+// form where an o tile would cost it blocks per SM (!FA_DQ_OTILE).
 template <int R>
-__device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, const fa_t* dO, const float* lse, int q0) {
+__device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
+                                         const float* lse, int q0) {
   constexpr int TPR = NT / R;
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
   float s = 0.f;
@@ -326,38 +339,39 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, const fa_t* o, con
 #pragma unroll
   for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (part == 0) {
-    D[r] = s;
-    L2[r] = row < FA_TQ ? lse[row] * LOG2E : 0.f;
+    const float l2 = row < FA_TQ ? lse[row] * LOG2E : 0.f;
+    if (row < FA_TQ) out[row] = make_float2(s, l2);
+    if (D) D[r] = s, L2[r] = l2;
   }
 }
 
-// lse rows [r0, r0 + R) into shared memory, asynchronously (4-byte copies); rows at or past
-// FA_TQ are 0.
-template <int R>
-__device__ __forceinline__ void loadLse(float* dst, const float* lse, int r0) {
-  for (int r = threadIdx.x; r < R; r += NT) {
-    const bool ok = r0 + r < FA_TQ;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smemAddr(dst + r)), "l"(lse + (ok ? r0 + r : 0)),
-                 "r"(ok ? 4 : 0));
-  }
-}
-
-// D[r] = sum_d dO[r][d] o[r][d] from shared [R][LDV] tiles, and L2[r] = lse[r] log2(e) in
-// place: NT / R threads per row, 16-byte reads.
-template <int R>
-__device__ __forceinline__ void rowStatsShared(float* D, float* L2, const fa_t* Os, const fa_t* Gs) {
-  constexpr int TPR = NT / R;
-  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
+// The same for a warp's 16 rows [r0, r0 + 16), D from its shared o and dO rows (pitch LDV),
+// two lanes a row; `l2` is lane's row (r0 + lane / 2) L2, loaded by the caller. Returns, in
+// D[h], L2[h], the statistics of rows g and g + 8 (g = lane / 4: the accumulator rows).
+__device__ __forceinline__ void warpRowStats(float (&D)[2], float (&L2)[2], const fa_t* Os, const fa_t* Gs, float l2,
+                                             float2* out, int r0) {
+  const int lane = threadIdx.x & 31, r = lane >> 1, g = lane >> 2;
   float s = 0.f;
 #pragma unroll
-  for (int c = part * VEC; c < FA_DV; c += TPR * VEC) {
+  for (int c = (lane & 1) * VEC; c < FA_DV; c += 2 * VEC)
     s = dotVec(*reinterpret_cast<const uint4*>(Os + r * LDV + c), *reinterpret_cast<const uint4*>(Gs + r * LDV + c), s);
-  }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if ((lane & 1) == 0 && r0 + r < FA_TQ) out[r0 + r] = make_float2(s, l2);
 #pragma unroll
-  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (part == 0) {
-    D[r] = s;
-    L2[r] *= LOG2E;
+  for (int h = 0; h < 2; ++h) {
+    D[h] = __shfl_sync(0xffffffffu, s, 2 * (g + 8 * h));
+    L2[h] = __shfl_sync(0xffffffffu, l2, 2 * (g + 8 * h));
+  }
+}
+
+// Row statistics [r0, r0 + R) of `src` into shared memory, asynchronously (8-byte copies);
+// rows at or past FA_TQ are zeros.
+template <int R>
+__device__ __forceinline__ void loadRowStats(float2* dst, const float2* src, int r0) {
+  for (int r = threadIdx.x; r < R; r += NT) {
+    const bool ok = r0 + r < FA_TQ;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smemAddr(dst + r)), "l"(src + (ok ? r0 + r : 0)),
+                 "r"(ok ? 8 : 0));
   }
 }
 #endif  // FA_BACKWARD
@@ -474,10 +488,9 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   extern __shared__ float4 fa_smem4[];
   fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
   fa_t* Gs = Qs + BR * LD;                        // dO: [BR][LDV]
-  fa_t* Ks = Gs + BR * LDV;                       // [2][BC][LD]
+  fa_t* Os = Gs + BR * LDV;                       // o: [BR][LDV] (FA_DQ_OTILE)
+  fa_t* Ks = Os + FA_DQ_OTILE * BR * LDV;         // [2][BC][LD]
   fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
-  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * LDV);  // [BR]
-  float* L2sm = Dsm + BR;                                    // [BR]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
   q += fa_q_batch(z);
@@ -486,19 +499,42 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   o += fa_o_batch(z);
   dO += fa_do_batch(z);
   lse += fa_lse_batch(z);
+  float2* stats = fa_rowstats + (long long)z * FA_TQ;
+  if (!dq) {  // dq unused: the dK/dV pass still needs the statistics
+    rowStats<BR>(nullptr, nullptr, stats, o, dO, lse, q0);
+    return;
+  }
   const int tiles = keyTiles(q0);
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
   loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
+#if FA_DQ_OTILE
+  loadTile<BR, FA_DV>(Os, o, FA_O_RS, q0, FA_TQ);
+#endif
   if (tiles > 0) {
     loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
     loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
   }
   cpCommit();
-  rowStats<BR>(Dsm, L2sm, o, dO, lse, q0);
-  __syncthreads();
   float Dr[2], L2r[2];
+#if FA_DQ_OTILE
+  const int rw = q0 + warp * 16;  // the warp's first row
+  // The row statistics are summed from the o and dO tiles once they land (the first tile's
+  // wait), warp by warp: no block-wide wait on a global load. The lse of the lane's row
+  // (two lanes a row) is loaded now and used then.
+  const float l2 = rw + (lane >> 1) < FA_TQ ? lse[rw + (lane >> 1)] * LOG2E : 0.f;
+  if (tiles == 0) {  // no key: the statistics still feed dK/dV's masked tiles
+    cpWait<0>();
+    __syncthreads();
+    warpRowStats(Dr, L2r, Os + warp * 16 * LDV, Gs + warp * 16 * LDV, l2, stats, rw);
+  }
+#else
+  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * LDV);  // [BR]
+  float* L2sm = Dsm + BR;                                    // [BR]
+  rowStats<BR>(Dsm, L2sm, stats, o, dO, lse, q0);  // overlaps the tiles' copies
+  __syncthreads();
 #pragma unroll
   for (int h = 0; h < 2; ++h) Dr[h] = Dsm[warp * 16 + g + 8 * h], L2r[h] = L2sm[warp * 16 + g + 8 * h];
+#endif
   float acc[FA_D / 8][4];
   zero(acc);
   for (int t = 0; t < tiles; ++t) {
@@ -510,6 +546,9 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     cpCommit();
     cpWait<1>();
     __syncthreads();
+#if FA_DQ_OTILE
+    if (t == 0) warpRowStats(Dr, L2r, Os + warp * 16 * LDV, Gs + warp * 16 * LDV, l2, stats, rw);
+#endif
     float s[BC / 8][4], dp[BC / 8][4];
     zero(s);
     zero(dp);
@@ -554,27 +593,23 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   fa_t* Vs = Ks + BR * LD;                        // [BR][LDV]
   fa_t* Qs = Vs + BR * LDV;                       // [2][BQ][LD]
   fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
-  fa_t* Os = Gs + 2 * BQ * LDV;                   // o: [2][BQ][LDV]
-  float* Dsm = reinterpret_cast<float*>(Os + 2 * BQ * LDV);  // [2][BQ]
-  float* L2sm = Dsm + 2 * BQ;                                // [2][BQ]
+  float2* RS = reinterpret_cast<float2*>(Gs + 2 * BQ * LDV);  // {D, L2}: [2][BQ]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
-  o += fa_o_batch(z);
   dO += fa_do_batch(z);
-  lse += fa_lse_batch(z);
+  const float2* stats = fa_rowstats + (long long)z * FA_TQ;  // the dQ pass's
   // Causal: query rows before k0 - (TK - TQ) see none of these keys.
   const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
   const int tiles = (FA_TQ + BQ - 1) / BQ;
-  // A query tile's operands: q, dO, and o and the lse for D and L2, all asynchronous so the
-  // loop never waits on a global load of its own (D is then summed from shared memory).
+  // A query tile's operands: q, dO and the row statistics, all asynchronous so the loop never
+  // waits on a global load of its own.
   auto loadQueryTile = [&](int b, int q0) {
     loadTile<BQ, FA_D>(Qs + b * BQ * LD, q, FA_Q_RS, q0, FA_TQ);
     loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO, FA_DO_RS, q0, FA_TQ);
-    loadTile<BQ, FA_DV>(Os + b * BQ * LDV, o, FA_O_RS, q0, FA_TQ);
-    loadLse<BQ>(L2sm + b * BQ, lse, q0);
+    loadRowStats<BQ>(RS + b * BQ, stats, q0);
   };
   loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
   loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
@@ -590,25 +625,23 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     cpCommit();
     cpWait<1>();
     __syncthreads();
-    rowStatsShared<BQ>(Dsm + buf * BQ, L2sm + buf * BQ, Os + buf * BQ * LDV, Gs + buf * BQ * LDV);
-    __syncthreads();
     float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
     zero(s);
     zero(dp);
     gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
     gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
     const bool mask = needsMask<BQ, BR>(q0, k0);
-    const float* Db = Dsm + buf * BQ;
-    const float* Lb = L2sm + buf * BQ;
+    const float2* Rb = RS + buf * BQ;
 #pragma unroll
     for (int j = 0; j < BQ / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = 8 * j + 2 * t4 + (e & 1);
-        float p = ex2(s[j][e] * FA_SCALE_LOG2 - Lb[c]);
+        const float2 st = Rb[c];  // {D, L2} of query q0 + c
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
         if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
         s[j][e] = p;                                     // P^T
-        dp[j][e] = p * (dp[j][e] - Db[c]);               // dS^T / scale (applied to dK)
+        dp[j][e] = p * (dp[j][e] - st.x);                // dS^T / scale (applied to dK)
       }
     gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + buf * BQ * LDV);
     gemmPB<BQ, FA_D, LD>(gk, dp, Qs + buf * BQ * LD);

@@ -160,7 +160,7 @@ std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
   std::vector<int> outs(k.body.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i] = int(i);
   const VectorPlan plan = planVectors(k.body, outs);
-  k.signature(w, k.name, kBlock);
+  k.signature(w, k.name, kBlock, 0);
   BodyEmitter e(k.body, w);
   elementLoop(e, k.body, outs, plan, n, "blockIdx.x", "gridDim.x");
   w.close();
@@ -170,7 +170,7 @@ std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   // One launch for every chain: chain c owns the blocks [first_c, first_c + blocks_c).
   auto groups = independentChains(k.body);
-  k.signature(w, k.name, kBlock);
+  k.signature(w, k.name, kBlock, 0);
   BodyEmitter e(k.body, w);
   int64_t first = 0;
   for (size_t c = 0; c < groups.size(); ++c) {

@@ -11,8 +11,9 @@
 
 namespace fusec::codegen {
 
-// Writes `extern "C" __global__ void name(<params>) {` for one launch.
-using SignatureFn = std::function<void(CodeWriter&, const std::string& name, int threads)>;
+// Writes `extern "C" __global__ void __launch_bounds__(threads[, minBlocks]) name(<params>) {`
+// for one launch. minBlocks > 0 asks ptxas for registers that let that many blocks share an SM.
+using SignatureFn = std::function<void(CodeWriter&, const std::string& name, int threads, int minBlocks)>;
 
 struct FamilyInput {
   const Graph& body;

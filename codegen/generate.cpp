@@ -61,7 +61,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
       if (o == operand || r == result) return "";
     return " __restrict__";
   };
-  SignatureFn signature = [&](CodeWriter& w, const std::string& fn, int threads) {
+  SignatureFn signature = [&](CodeWriter& w, const std::string& fn, int threads, int minBlocks) {
     std::string params;
     for (size_t i = 0; i < k.operands.size(); ++i)
       params += (params.empty() ? "" : ", ") + std::string("const ") + storageType(k.operands[i].dtype) + "*" +
@@ -70,7 +70,8 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
       params += (params.empty() ? "" : ", ") + storageType(k.results[i].dtype) + "*" + restrictOf(-1, int(i)) + " out" +
                 std::to_string(i);
     w.line("");
-    w.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) + ") " + fn + "(" + params + ")");
+    const std::string bounds = std::to_string(threads) + (minBlocks > 0 ? ", " + std::to_string(minBlocks) : "");
+    w.open("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + fn + "(" + params + ")");
   };
 
   CodeWriter w;

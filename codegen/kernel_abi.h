@@ -26,6 +26,11 @@
 //   given the same pointer as the operand that reads that param. Codegen drops __restrict__
 //   from both pointers of such a pair (GeneratedKernel::aliases), and every generated
 //   family reads an aliased element only in the thread that writes it, before writing it.
+// * Launch-to-launch intermediates: a kernel of several launches may pass data from one to
+//   the next through a module-scope `__device__` array of its source (the flash backward's
+//   row statistics). That relies on the runtime's order: the launches of a kernel run one
+//   after another on one stream, and each loaded module (KernelModule) has its own copy of
+//   the array, so executables never share it.
 // * All shapes are static: they are baked into the source, so a kernel is launched with
 //   exactly the grid/block/shared memory of its Launch entries, no other.
 #pragma once

@@ -376,7 +376,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   const RowRegisters regs =
       family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, lanes) : RowRegisters{};
 
-  k.signature(w, k.name, block);
+  k.signature(w, k.name, block, 0);
   const std::string L = std::to_string(lanes);
   if (columns && colV > 1)
     w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " +

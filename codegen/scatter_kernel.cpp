@@ -86,7 +86,7 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   // warps scan them there. Each warp reading all 16,384 ids of small at batch 64 from global
   // memory itself (128 KB each, 10,000 warps) ran at 6% of the copy bandwidth.
   const bool staged = ballot && product(shape, 0, size_t(ax)) == 1;
-  k.signature(w, k.name, kBlock);
+  k.signature(w, k.name, kBlock, 0);
   BodyEmitter e(k.body, w);
   w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
          std::to_string(S) + " source positions scanned in order" + (staged ? " (staged in shared memory)" : ""));

@@ -94,6 +94,39 @@ TEST_F(FusedAttention, MatchesTheInterpreter) {
       }
 }
 
+// dK and dV without dQ (a program that needs no gradient of q): the tensor-core backward's
+// dQ launch then computes only the row statistics its dK/dV launch reads
+// (codegen/attention_mma.cpp), and must still run. Against the full program's dk and dv.
+TEST_F(FusedAttention, DkDvWithoutDq) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const int64_t batch = 2, n = 200, d = 64;
+    auto full = models::compileAttentionProgram("attention_backward", batch, n, d, AttentionLowering::Fused, dt);
+    Module m;
+    Graph& g = models::buildAttentionProgram(m, "attention_backward", batch, n, d, AttentionLowering::Fused);
+    ASSERT_EQ(g.outputs.size(), 3u);
+    ASSERT_EQ(g.outputs[0]->name, "dq");
+    g.outputs.erase(g.outputs.begin());
+    PassManager pm;
+    for (auto& p : programPasses("attention_backward", dt, fe::AdamWConfig{}, AttentionLowering::Fused)) pm.add(std::move(p));
+    pm.addPipeline(defaultOptimizationPipeline());
+    pm.run(m);
+    rt::Executable a(*full->funcs.front()), b(*m.funcs.front());
+    std::mt19937 rng(11);
+    Bindings env;
+    for (Op* in : full->funcs.front()->inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+    a.bind(env);
+    b.bind(env);
+    a.run();
+    b.run();
+    for (size_t i = 0; i < 2; ++i) {
+      const double err = test::normRelError(b.output(i), a.output(i + 1));
+      std::printf("%s dk/dv without dq, output %zu: rel err %.2e against the full backward\n",
+                  std::string(dtypeName(dt)).c_str(), i, err);
+      EXPECT_EQ(err, 0.0) << dtypeName(dt) << " output " << i;  // the same kernels, the same order
+    }
+  }
+}
+
 // A model's loss and gradients (fwd_bwd) with fused attention against the same program with
 // naive attention, both on the GPU: q, k, v are read through their views of the QKV GEMM's
 // output and the RoPE kernel's (strided, several heads), o feeds the output projection.
