@@ -1,5 +1,7 @@
 #include "codegen/body_emitter.h"
 
+#include <set>
+
 #include "codegen/cuda_types.h"
 #include "codegen/scalar_ops.h"
 #include "ir/printer.h"
@@ -61,6 +63,33 @@ BodyEmitter::BodyEmitter(const Graph& body, CodeWriter& w) : body_(body), w_(w) 
   for (Op* in : body.inputs()) inputNumber_[in] = k++;
   for (size_t i = 0; i < body.ops.size(); ++i) position_[body.ops[i].get()] = int(i);
   memo_.emplace_back();
+  findRoundedOnly();
+}
+
+// A value whose every use is a rounding to bf16/f16 (a cast, or a pointwise op with such a
+// result), or a float pointwise op whose result is such a value again, only ever reaches
+// memory with 8 or 11 significant bits: its own few-ulp error under the hardware forms of
+// exp and division (scalar_ops.h) vanishes in that rounding. Cross-entropy's gradient,
+// softmax(x) - onehot in f32 stored as bf16, is the case: its IEEE division per logit made
+// the kernel compute-bound. A kernel output, a reduction's operand or a comparison's keeps
+// the accurate form. Walked backwards, so uses are classified before their operands.
+void BodyEmitter::findRoundedOnly() {
+  std::map<const Value*, std::vector<const Op*>> users;
+  for (const auto& op : body_.ops)
+    for (const Value* v : op->operands) users[v].push_back(op.get());
+  std::set<const Value*> outputs(body_.outputs.begin(), body_.outputs.end());
+  for (auto it = body_.ops.rbegin(); it != body_.ops.rend(); ++it)
+    for (const auto& result : (*it)->results) {
+      const Value* r = result.get();
+      const auto u = users.find(r);
+      if (outputs.count(r) || u == users.end()) continue;
+      bool rounded = true;
+      for (const Op* use : u->second) {
+        const DType d = use->result()->type.dtype;
+        rounded &= hasScalarFormula(use->kind) && isFloat(d) && (isReduced(d) || roundedOnly_.count(use->result()));
+      }
+      if (rounded) roundedOnly_.insert(r);
+    }
 }
 
 std::string BodyEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
@@ -403,7 +432,8 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   if (op.kind == OpKind::Cast) {
     w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
   } else {
-    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, isReduced(dt)) + ");" + comment);
+    const bool fast = isReduced(dt) || roundedOnly_.count(op.result());
+    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, fast) + ");" + comment);
   }
   return reg;
 }

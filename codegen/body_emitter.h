@@ -8,6 +8,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,8 +106,12 @@ class BodyEmitter {
   // The lanes' vector load of body input `v` at `idx`, if its lanes allow one.
   std::optional<std::string> laneLoad(const Value* v, const Index& idx);
 
+  // Sets roundedOnly_ (body_emitter.cpp says which values).
+  void findRoundedOnly();
+
   const Graph& body_;
   CodeWriter& w_;
+  std::set<const Value*> roundedOnly_;  // f32 values that reach memory only rounded to bf16/f16
   std::map<const Op*, int> inputNumber_, position_;
   std::vector<std::map<std::string, std::string>> memo_;  // per scope: key -> register
   std::map<const Value*, std::string> bound_;
