@@ -9,7 +9,7 @@
 #include "bench/flops.h"
 #include "passes/pipeline.h"
 #include "frontend/models/transformer.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::bench {
 

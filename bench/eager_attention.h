@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::bench {
 

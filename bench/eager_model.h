@@ -9,7 +9,7 @@
 
 #include "frontend/models/transformer.h"
 #include "frontend/optim.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::bench {
 

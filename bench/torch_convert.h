@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::bench {
 

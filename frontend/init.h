@@ -12,7 +12,7 @@
 #include <random>
 
 #include "frontend/models/transformer.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec {
 

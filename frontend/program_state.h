@@ -5,7 +5,7 @@
 // program from the same state.
 #pragma once
 #include "ir/graph.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec {
 

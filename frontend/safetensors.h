@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec {
 

@@ -8,18 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/op_table.h"
 #include "ir/types.h"
 
 namespace fusec {
-
-// Every user-facing failure (bad IR, bad shapes, bad flags) is an Error whose what() is one
-// line. A located one reads "file:line:col: error: msg" (clang style); errorLine() gives the
-// line to print for any of them.
-struct Error : std::runtime_error {
-  explicit Error(const std::string& msg, bool located = false) : std::runtime_error(msg), located(located) {}
-  bool located;
-};
 
 struct SourceLoc {
   int line = 0, col = 0;  // 1-based; 0 means "not from text"

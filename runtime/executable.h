@@ -26,7 +26,7 @@
 
 #include "codegen/cubin_cache.h"
 #include "ir/graph.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "passes/fusion/kernel_family.h"
 #include "runtime/gemm_tuning_cache.h"
 

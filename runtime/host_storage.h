@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::rt {
 

@@ -15,6 +15,7 @@
 #include "frontend/init.h"
 #include "frontend/models/transformer.h"
 #include "frontend/safetensors.h"
+#include "ir/interpreter.h"
 #include "passes/autodiff.h"
 
 using namespace fusec;

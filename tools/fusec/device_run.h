@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 
 namespace fusec::cli {
 
