@@ -1,5 +1,5 @@
-// The `adamw` pass: appends torch.optim.AdamW (frontend/optim.h, the same traced math that
-// models::buildTrainStep always used) to a function returning `loss, grads...`
+// The `adamw` pass: appends torch.optim.AdamW (passes/adamw_update.h, the same math that
+// models::buildTrainStep traces through fe::AdamW) to a function returning `loss, grads...`
 // (passes/train_passes.h). The optimizer state and the step are declared next to the
 // existing inputs and params, so the signature reads as if traced up front.
 #include <list>
@@ -7,7 +7,7 @@
 #include <optional>
 #include <unordered_set>
 
-#include "frontend/optim.h"
+#include "passes/adamw_update.h"
 #include "passes/pass.h"
 #include "passes/train_passes.h"
 
@@ -48,7 +48,7 @@ void hoistNewSources(Graph& g, size_t mark) {
 
 }  // namespace
 
-bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
+bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
   std::vector<Op*> params = trainableParams(g);
   if (params.empty()) return false;
   bool shaped = g.outputs.size() == 1 + params.size() && g.outputs[0]->type.rank() == 0;
@@ -62,8 +62,9 @@ bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
 
   Builder b(g);
   const size_t mark = g.ops.size();
-  fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
-  std::vector<fe::Tensor> expAvg, expAvgSq;
+  Value* step = b.input("step", Type{DType::f32, {}});
+  step->name = "step";
+  std::vector<Value*> expAvg, expAvgSq;
   std::unordered_set<std::string> paramNames;  // once: a findParam per new name is O(ops)
   for (Op* p : g.params()) paramNames.insert(p->attrStr("name"));
   for (Op* p : params) {
@@ -71,12 +72,14 @@ bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
     const Type& t = p->result()->type;
     for (const char* suffix : {".exp_avg", ".exp_avg_sq"})
       if (paramNames.count(name + suffix)) throw Error("adamw: @" + g.name + " already has a param named \"" + name + suffix + "\"");
-    expAvg.push_back(fe::param(b, name + ".exp_avg", t).named(name + ".exp_avg"));
-    expAvgSq.push_back(fe::param(b, name + ".exp_avg_sq", t).named(name + ".exp_avg_sq"));
+    expAvg.push_back(b.param(name + ".exp_avg", t));
+    expAvg.back()->name = name + ".exp_avg";
+    expAvgSq.push_back(b.param(name + ".exp_avg_sq", t));
+    expAvgSq.back()->name = name + ".exp_avg_sq";
   }
   hoistNewSources(g, mark);
 
-  fe::AdamW adamw(cfg, step);
+  AdamWUpdate adamw(b, cfg, step);
   std::vector<Value*> grads(g.outputs.begin() + 1, g.outputs.end());
   Value* loss = g.outputs[0];
   g.outputs.clear();
@@ -84,21 +87,21 @@ bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg) {
   g.addOutput(loss);
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string name = params[i]->attrStr("name");
-    fe::AdamW::Update u = adamw.update(fe::Tensor(&b, params[i]->result()), fe::Tensor(&b, grads[i]), expAvg[i], expAvgSq[i]);
-    u.param.named(name + ".new");
-    u.expAvg.named(name + ".exp_avg.new");
-    u.expAvgSq.named(name + ".exp_avg_sq.new");
-    g.addOutput(u.param.value(), name);  // written in place over the weight and its moments
-    g.addOutput(u.expAvg.value(), name + ".exp_avg");
-    g.addOutput(u.expAvgSq.value(), name + ".exp_avg_sq");
+    AdamWUpdate::Update u = adamw.update(params[i]->result(), grads[i], expAvg[i], expAvgSq[i]);
+    u.param->name = name + ".new";
+    u.expAvg->name = name + ".exp_avg.new";
+    u.expAvgSq->name = name + ".exp_avg_sq.new";
+    g.addOutput(u.param, name);  // written in place over the weight and its moments
+    g.addOutput(u.expAvg, name + ".exp_avg");
+    g.addOutput(u.expAvgSq, name + ".exp_avg_sq");
   }
   return true;
 }
 
-std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg) {
+std::unique_ptr<Pass> createAdamWPass(const AdamWConfig& cfg) {
   class AdamWPass : public Pass {
    public:
-    explicit AdamWPass(const fe::AdamWConfig& c) : cfg_(c) {}
+    explicit AdamWPass(const AdamWConfig& c) : cfg_(c) {}
     std::string_view name() const override { return "adamw"; }
     bool run(Module& m) override {
       bool changed = false;
@@ -107,11 +110,11 @@ std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg) {
     }
 
    private:
-    fe::AdamWConfig cfg_;
+    AdamWConfig cfg_;
   };
   return std::make_unique<AdamWPass>(cfg);
 }
 
-std::unique_ptr<Pass> createAdamWPass() { return createAdamWPass(fe::AdamWConfig{}); }
+std::unique_ptr<Pass> createAdamWPass() { return createAdamWPass(AdamWConfig{}); }
 
 }  // namespace fusec

@@ -9,9 +9,7 @@
 
 namespace fusec {
 
-namespace fe {
 struct AdamWConfig;
-}
 
 class Pass {
  public:
@@ -50,8 +48,8 @@ std::unique_ptr<Pass> createDecomposeAttentionPass();
 // attention_backward, which fuse turns into kernels of the `attention` family.
 std::unique_ptr<Pass> createDecomposeKeepAttentionPass();
 std::unique_ptr<Pass> createAutodiffPass();
-std::unique_ptr<Pass> createAdamWPass();  // fe::AdamWConfig's defaults
-std::unique_ptr<Pass> createAdamWPass(const fe::AdamWConfig& cfg);
+std::unique_ptr<Pass> createAdamWPass();  // AdamWConfig's defaults
+std::unique_ptr<Pass> createAdamWPass(const AdamWConfig& cfg);
 std::unique_ptr<Pass> createAutocastPass();
 std::unique_ptr<Pass> createCacheWeightCastsPass();
 std::unique_ptr<Pass> createFusePass();

@@ -68,7 +68,7 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   return names;
 }
 
-std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw,
+std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const AdamWConfig& adamw,
                                                  AttentionLowering attention) {
   std::vector<std::unique_ptr<Pass>> passes;
   for (const std::string& name : programPassNames(program, dtype, attention))

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/optim.h"
+#include "passes/adamw_update.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -35,7 +35,7 @@ const std::vector<std::string>& programNames();
 // dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only when naive). "fwd_bwd" (fusec bench) is
 // "train_step" without adamw: it returns the loss and every gradient. Throws Error for another
 // program or dtype.
-std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const fe::AdamWConfig& adamw,
+std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const AdamWConfig& adamw,
                                                  AttentionLowering attention = AttentionLowering::Default);
 
 // Their names, in order (for messages and tests).

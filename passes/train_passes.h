@@ -2,7 +2,7 @@
 // function (models::buildTrainStep) applies them to it without touching the rest of its
 // module. The registered passes (autodiff, adamw) run these on every function.
 #pragma once
-#include "frontend/optim.h"
+#include "passes/adamw_update.h"
 #include "ir/graph.h"
 
 namespace fusec {
@@ -19,7 +19,7 @@ bool appendLossGradients(Graph& g);
 // beside the existing ones, appends the AdamW update and returns `loss` then, per param,
 // new weight, new exp_avg, new exp_avg_sq, each the in-place update of its param. Returns
 // false for a function with no float params; throws Error for any other signature.
-bool appendAdamWUpdate(Graph& g, const fe::AdamWConfig& cfg);
+bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg);
 
 // The float params of `g`, in order: the weights that get gradients and optimizer state.
 std::vector<Op*> trainableParams(const Graph& g);

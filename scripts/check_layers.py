@@ -17,15 +17,6 @@ import sys
 
 LAYERS = {"ir": 0, "passes": 1, "codegen": 2, "runtime": 2, "frontend": 3, "bench": 3, "tools": 4}
 
-# Known wrong includes, each to be removed by the change named beside it. An entry that no
-# longer occurs is itself an error, so the list only shrinks.
-KNOWN = {
-    # AdamW's config and traced math live in the frontend; issue 13 moves them into passes/.
-    ("passes/adamw_pass.cpp", "frontend/optim.h"),
-    ("passes/pipeline.h", "frontend/optim.h"),
-    ("passes/train_passes.h", "frontend/optim.h"),
-}
-
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"')
 SOURCES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".inc")
 
@@ -38,7 +29,7 @@ def main(argv):
     if not os.path.isdir(root):
         print(f"check_layers: {root} is not a directory", file=sys.stderr)
         return 2
-    wrong, seen_known, files = [], set(), 0
+    wrong, files = [], 0
     for layer, rank in sorted(LAYERS.items()):
         top = os.path.join(root, layer)
         for dirpath, _, names in os.walk(top):
@@ -56,18 +47,13 @@ def main(argv):
                         target = f"{m.group(1)}/{m.group(2)}"
                         if LAYERS[m.group(1)] <= rank:
                             continue
-                        if (rel, target) in KNOWN:
-                            seen_known.add((rel, target))
-                            continue
                         wrong.append(f"{rel}:{number}: includes {target}: layer '{layer}' may not include "
                                      f"layer '{m.group(1)}' (ir <- passes <- codegen, runtime <- frontend, bench <- tools)")
-    for rel, target in sorted(KNOWN - seen_known):
-        wrong.append(f"{rel}: no longer includes {target}: remove it from check_layers.py's KNOWN list")
     for w in wrong:
         print(w)
     if wrong:
         return 1
-    print(f"check_layers: {files} files, includes run one way ({len(KNOWN)} known exceptions)")
+    print(f"check_layers: {files} files, includes run one way")
     return 0
 
 
