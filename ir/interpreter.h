@@ -1,5 +1,5 @@
 // CPU reference interpreter for every op, fused kernel bodies included. It is the oracle
-// for passes and, later, for generated kernels: f32 arithmetic in float with double
+// for passes and for generated kernels: f32 arithmetic in float with double
 // accumulators for reductions and matmul; bf16/f16 emulated by rounding every result to
 // nearest-even; integer and bool values held as int64.
 #pragma once

@@ -1,4 +1,4 @@
-// The kernel families codegen (issue 5) generates from: every kernel body the fuse pass
+// The kernel families codegen generates from: every kernel body the fuse pass
 // builds belongs to exactly one, decided from the body alone.
 #pragma once
 #include <string>

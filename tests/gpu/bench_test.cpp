@@ -56,7 +56,7 @@ TEST(Bench, CeilingsAndTimer) {
 }
 
 // The whole command on the small model at a short context: every row OK, compiled faster
-// than eager on each (issue 6's bar), memory and MFU filled in.
+// than eager on each, memory and MFU filled in.
 TEST(Bench, SmallModelSweep) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;

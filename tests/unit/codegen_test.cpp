@@ -144,7 +144,7 @@ TEST(CodegenTest, InPlaceUpdatesDropRestrict) {
   EXPECT_GT(withAliases, 0) << "AdamW updates params in place";
 }
 
-// The fast paths (issue 5) are in the sources of real training steps: 16-byte vectors in
+// The fast paths are in the sources of real training steps: 16-byte vectors in
 // the element-wise families, the row in registers for row reductions, and a scatter_add
 // without atomics (deterministic).
 TEST(CodegenTest, TrainStepKernelsUseVectorsRegistersAndNoAtomics) {

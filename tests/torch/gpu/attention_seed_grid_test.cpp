@@ -1,4 +1,4 @@
-// The attention programs on the GPU over the CS336 seed grid (issue 5): batch 8, d 16, 32,
+// The attention programs on the GPU over the CS336 seed grid: batch 8, d 16, 32,
 // 64, 128, N 256, 1024, 4096, 8192, 16384. For each shape, `attention` and
 // `attention_backward` are compiled (frontend/models/attention.h), run with rt::Executable on
 // random non-zero q, k, v, grad_out, and compared with LibTorch eager naive attention on the

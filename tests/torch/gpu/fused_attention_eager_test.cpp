@@ -1,5 +1,5 @@
 // The fused (flash) attention programs on the GPU against LibTorch eager naive attention on
-// the GPU (bench/eager_attention.h), issue 12's correctness grid: causal, d 16, 32, 64, 128,
+// the GPU (bench/eager_attention.h), the fused composite's correctness grid: causal, d 16, 32, 64, 128,
 // N 1, 17, 256, 1000, 4096, fp32 and bf16, forward out and the three gradients dq, dk, dv.
 // Norm-wise relative tolerances: fp32 1e-4; bf16 2e-2, against eager f32 attention on q, k, v
 // and grad_out rounded to bf16 (what autocast hands the bf16 kernels). tests/gpu's
