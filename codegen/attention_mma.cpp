@@ -34,13 +34,12 @@
 // The backward is deterministic (no atomics), as in the SIMT template: dQ is its own pass over
 // the key tiles of a query tile; dK and dV sum over the query tiles of a key tile. The row
 // statistics D = rowsum(dO o) and L2 = lse log2(e) are computed once, by the dQ pass, which
-// leaves them in
-// `fa_rowstats`, a module-scope array (codegen/kernel_abi.h: launches of a kernel run in order
-// on one stream). The dK/dV pass streams them in with each query tile, 8 bytes a row, instead
-// of an o tile and a dot product per row per tile. The dQ launch runs even when dq is unused,
-// for the statistics only. dQ sums them from an o tile that streams in with its first key
-// tile (FA_DQ_OTILE), or, where that tile would cost it blocks per SM, from global memory
-// while its first tiles stream in.
+// leaves them in `fa_rowstats`, a module-scope array (codegen/kernel_abi.h: launches of a
+// kernel run in order on one stream). The dK/dV pass streams them in with each query tile, 8
+// bytes a row, instead of an o tile and a dot product per row per tile. The dQ launch runs
+// even when dq is unused, for the statistics only. dQ sums them from an o tile that streams in
+// with its first key tile (FA_DQ_OTILE), or, where that tile would cost it blocks per SM, from
+// global memory while its first tiles stream in.
 #include "codegen/attention_sources.h"
 
 namespace fusec::codegen {

@@ -3,9 +3,9 @@
 // GeneratedKernel; it never has to look inside the source.
 //
 // * One `extern "C" __global__` function per launch, named by the kernel's `name` attribute
-//   sanitised to a C identifier (sanitizeKernelName). Every family is one launch today (a
-//   scatter included: codegen/scatter_kernel.cpp); a kernel of several is launched in the
-//   order of `launches` on one stream.
+//   sanitised to a C identifier (sanitizeKernelName). Every family is one launch except the
+//   attention backward (dq, then dk and dv: codegen/attention_kernel.cpp); a kernel of several
+//   is launched in the order of `launches` on one stream.
 // * Parameters, identical for every launch of a kernel: one pointer per kernel operand, in
 //   operand order (`const T* __restrict__`), then one pointer per kernel result, in result
 //   order (`T* __restrict__`). Scalars (AdamW's `step`) are f32[] tensors, so pointers too;
