@@ -362,16 +362,41 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     }
     case OpKind::Concat: {
       // Each operand is read only inside its own branch: the others' indices are out of
-      // range there.
+      // range there. A pinned concat has no branch (pinConcat). In a vector loop where lane
+      // 0's coordinate along the axis is known exactly (RoPE's pairs: even lanes read the
+      // first operand), each lane's operand is a compile-time constant: the branch tests a
+      // constant table, which the unrolled loop folds away.
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "concat");
       std::string reg = fresh("c");
       w_.line(rt + " " + reg + ";" + comment);
+      std::string laneOperand;  // name of the lane -> operand table, if known
+      if (laneWidth_ != 0 && !lanes_.empty() && !lanes_.back().broken && lanes_.back().g[size_t(ax)] == 0) {
+        const LaneMap& M = lanes_.back();
+        std::string table;
+        for (int j = 0; j < laneWidth_; ++j) {
+          const int64_t c = M.r[size_t(ax)] + M.off[size_t(ax)][size_t(j)];
+          int64_t k = 0, end = 0;
+          while (k < int64_t(op.operands.size()) && c >= (end += op.operands[size_t(k)]->type.shape[size_t(ax)])) ++k;
+          // A lane that does not read this value (or lies outside it) takes any branch.
+          if (!M.active[size_t(j)] || k == int64_t(op.operands.size())) k = 0;
+          table += (j ? ", " : "") + std::to_string(k);
+        }
+        laneOperand = fresh("lk");
+        laneDecls_.push_back("const int " + laneOperand + "[" + std::to_string(laneWidth_) + "] = {" + table +
+                             "};  // lane -> operand of " + describe(op).substr(0, describe(op).find(" =")));
+      }
       int64_t start = 0;
       for (size_t k = 0; k < op.operands.size(); ++k) {
         const int64_t end = start + op.operands[k]->type.shape[size_t(ax)];
+        if (&op == pinned_ && k != pinnedOperand_) {
+          start = end;
+          continue;
+        }
         const bool last = k + 1 == op.operands.size();
-        std::string cond = idx[size_t(ax)] + " < " + std::to_string(end);
-        openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
+        std::string cond = laneOperand.empty() ? idx[size_t(ax)] + " < " + std::to_string(end)
+                                               : laneOperand + "[" + laneVar_ + "] == " + std::to_string(k);
+        const bool branch = &op != pinned_;
+        if (branch) openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
         Index in = idx;
         if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + ")";
         // The operand's base: the result's, moved to the first lane that reads this operand
@@ -389,7 +414,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
           base->idx[size_t(ax)] = plus(base->idx[size_t(ax)], -start);
         }
         w_.line(reg + " = " + evalOperand(op, k, in, base) + ";");
-        closeScope();
+        if (branch) closeScope();
         start = end;
       }
       return reg;

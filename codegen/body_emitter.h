@@ -74,6 +74,10 @@ class BodyEmitter {
   // per-lane index arithmetic). Elsewhere the index is computed per lane.
   std::string evalLanes(const Value* v, const Index& idx, const Index& lane0);
   const std::vector<std::string>& declarations() const { return laneDecls_; }
+  // Evaluate `concat` as its operand k alone, without the per-element branch: the caller has
+  // branched once, outside the lane loop, on the coordinate that selects the operand (a
+  // vector loop whose vectors never straddle an operand boundary). nullptr: none pinned.
+  void pinConcat(const Op* concat, size_t k) { pinned_ = concat, pinnedOperand_ = k; }
 
   void openScope(const std::string& header);  // a C++ block with its own memo
   void closeScope();
@@ -122,6 +126,8 @@ class BodyEmitter {
   std::vector<std::optional<LaneBase>> bases_;  // the lane base of the same, where known
   std::vector<std::string> laneDecls_;          // declarations and lane-base index lines
   std::map<std::string, std::pair<Index, LaneBase>> hoisted_;  // (op, base) -> hoistedOperandIndex
+  const Op* pinned_ = nullptr;
+  size_t pinnedOperand_ = 0;
 };
 
 }  // namespace fusec::codegen

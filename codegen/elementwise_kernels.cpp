@@ -112,23 +112,41 @@ void scalarLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs,
   e.closeScope();
 }
 
-// The loop over n elements: with a vector plan, the vector path when every vectorised
-// pointer is 16-byte aligned and the scalar loop otherwise (one uniform branch). n is a
-// multiple of the width (the innermost extent is), so the vector path has no tail.
-void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, int64_t n,
-                 const std::string& block, const std::string& blocks) {
-  if (plan.width == 1) return scalarLoop(e, body, outs, n, block, blocks);
+// A concat that a vector loop branches on once per thread, outside its lane loop, instead of
+// per element inside it: one that every output reaches only through pointwise ops (so it is
+// read at the output's index) and whose operand boundaries no vector straddles. Otherwise the
+// index arithmetic of every operand (RoPE-backward's head merge of dq, dk and dv) is
+// computed by each thread before the lane loop, though a thread reads only one operand.
+const Op* splittableConcat(const Graph& body, const std::vector<int>& outs, int V) {
+  std::set<const Value*> direct, other;  // reached only through pointwise ops / otherwise
+  std::vector<std::pair<const Value*, bool>> stack;
+  for (int k : outs) stack.push_back({body.outputs[size_t(k)], true});
+  std::vector<const Op*> order;
+  while (!stack.empty()) {
+    auto [v, same] = stack.back();
+    stack.pop_back();
+    if (!(same ? direct : other).insert(v).second) continue;
+    const Op& op = *v->def;
+    if (same && op.kind == OpKind::Concat) order.push_back(&op);
+    const bool keeps = op.info().category == OpCategory::Pointwise;
+    for (const Value* u : op.operands) stack.push_back({u, same && keeps});
+  }
+  for (const Op* c : order) {
+    if (other.count(c->result())) continue;
+    const Shape& shape = c->result()->type.shape;
+    const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
+    bool aligned = true;
+    for (const Value* u : c->operands) aligned &= ax + 1 != shape.size() || u->type.shape[ax] % V == 0;
+    if (aligned) return c;
+  }
+  return nullptr;
+}
+
+// The vector path's body for one thread's vector at `first` (lane 0's output index): the lane
+// loop, its declarations before it, and the vector stores.
+void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, const Index& first) {
   CodeWriter& w = e.writer();
   const std::string V = std::to_string(plan.width);
-  const Shape& shape = body.outputs[size_t(outs[0])]->type.shape;
-  std::vector<std::string> pointers;
-  for (const Value* in : plan.inputs) pointers.push_back(inputPointer(body, in));
-  for (int k : plan.outputs) pointers.push_back("out" + std::to_string(k));
-  e.openScope("if (" + alignedTest(pointers) + ")");
-  w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
-  e.openScope(gridStride("v", n / plan.width, block, blocks));
-  w.line("const fusec_idx i = v * " + V + ";");
-  const Index first = delinearize(w, "i", shape, "o");
   const size_t declarations = w.mark();
   for (int k : plan.outputs) w.line("float s" + std::to_string(k) + "[" + V + "];");
   w.line("#pragma unroll");
@@ -146,6 +164,40 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   w.insertLines(declarations, e.declarations());
   e.endLanes();
   for (int k : plan.outputs) w.line("fusec_vstore<" + V + ">(out" + std::to_string(k) + " + i, s" + std::to_string(k) + ");");
+}
+
+// The loop over n elements: with a vector plan, the vector path when every vectorised
+// pointer is 16-byte aligned and the scalar loop otherwise (one uniform branch). n is a
+// multiple of the width (the innermost extent is), so the vector path has no tail.
+void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, int64_t n,
+                 const std::string& block, const std::string& blocks) {
+  if (plan.width == 1) return scalarLoop(e, body, outs, n, block, blocks);
+  CodeWriter& w = e.writer();
+  const std::string V = std::to_string(plan.width);
+  const Shape& shape = body.outputs[size_t(outs[0])]->type.shape;
+  std::vector<std::string> pointers;
+  for (const Value* in : plan.inputs) pointers.push_back(inputPointer(body, in));
+  for (int k : plan.outputs) pointers.push_back("out" + std::to_string(k));
+  e.openScope("if (" + alignedTest(pointers) + ")");
+  w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
+  e.openScope(gridStride("v", n / plan.width, block, blocks));
+  w.line("const fusec_idx i = v * " + V + ";");
+  const Index first = delinearize(w, "i", shape, "o");
+  if (const Op* c = splittableConcat(body, outs, plan.width)) {
+    const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
+    int64_t end = 0;
+    for (size_t k = 0; k < c->operands.size(); ++k) {
+      end += c->operands[k]->type.shape[ax];
+      const std::string cond = first[ax] + " < " + std::to_string(end);
+      e.openScope(k == 0 ? "if (" + cond + ")" : k + 1 == c->operands.size() ? "else" : "else if (" + cond + ")");
+      e.pinConcat(c, k);
+      laneLoop(e, body, outs, plan, first);
+      e.pinConcat(nullptr, 0);
+      e.closeScope();
+    }
+  } else {
+    laneLoop(e, body, outs, plan, first);
+  }
   e.closeScope();
   e.closeScope();
   e.openScope("else");
