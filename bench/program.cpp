@@ -1,7 +1,7 @@
 #include "bench/program.h"
 
-#include "passes/pass_manager.h"
-#include "passes/pipeline.h"
+#include "api/compile.h"
+#include "frontend/models/zoo_model.h"
 #include "runtime/gemm_plan.h"
 
 namespace fusec::bench {
@@ -14,11 +14,12 @@ Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, D
                 cfg.name + "'");
   m.sourceName = "<bench>";
   const char* program = pass == BenchPass::Forward ? "forward" : pass == BenchPass::FwdBwd ? "fwd_bwd" : "train_step";
-  Graph& g = pass == BenchPass::Forward ? models::buildForward(m, cfg, batch, seq) : models::buildTrainLoss(m, cfg, batch, seq);
-  PassManager pm(PassManagerOptions{});
-  for (auto& p : programPasses(program, dtype, adamw, attention)) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::CompileOptions o;
+  o.dtype = dtype;
+  o.adamw = adamw;
+  o.attention = attention;
+  Graph& g = models::transformerModel(cfg)->trace(m, api::Program{program, batch, seq}, o);
+  api::lowerProgram(m, program, o);
   return g;
 }
 

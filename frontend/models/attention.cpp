@@ -6,8 +6,7 @@
 #include "frontend/optim.h"
 #include "passes/autodiff.h"
 #include "passes/decompose.h"
-#include "passes/pass_manager.h"
-#include "passes/pipeline.h"
+#include "api/compile.h"
 
 namespace fusec::models {
 
@@ -85,10 +84,10 @@ std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int6
                                                 AttentionLowering lowering, DType dtype) {
   auto m = std::make_unique<Module>();
   buildAttentionProgram(*m, program, batch, seq, d, lowering);
-  PassManager pm;  // verifies after every pass by default
-  for (auto& p : programPasses(program, dtype, fe::AdamWConfig{}, lowering)) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(*m);
+  api::CompileOptions o;  // verifies after every pass by default
+  o.dtype = dtype;
+  o.attention = lowering;
+  api::lowerProgram(*m, program, o);
   return m;
 }
 

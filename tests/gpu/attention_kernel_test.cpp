@@ -18,6 +18,7 @@
 #include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "frontend/program_state.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "ir/interpreter.h"
 #include "passes/pass_manager.h"
@@ -106,10 +107,7 @@ TEST_F(FusedAttention, DkDvWithoutDq) {
     ASSERT_EQ(g.outputs.size(), 3u);
     ASSERT_EQ(g.outputs[0]->name, "dq");
     g.outputs.erase(g.outputs.begin());
-    PassManager pm;
-    for (auto& p : programPasses("attention_backward", dt, fe::AdamWConfig{}, AttentionLowering::Fused)) pm.add(std::move(p));
-    pm.addPipeline(defaultOptimizationPipeline());
-    pm.run(m);
+    api::lowerProgram(m, "attention_backward", {.dtype = dt, .attention = AttentionLowering::Fused});
     rt::Executable a(*full->funcs.front()), b(*m.funcs.front());
     std::mt19937 rng(11);
     Bindings env;
@@ -134,10 +132,7 @@ std::vector<HostTensor> modelRun(const std::string& model, DType dt, AttentionLo
                                  std::mt19937::result_type seed, int* attentionKernels) {
   Module m;
   models::buildTrainLoss(m, models::namedConfig(model), B, T);
-  PassManager pm;
-  for (auto& p : programPasses("fwd_bwd", dt, fe::AdamWConfig{}, lowering)) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::lowerProgram(m, "fwd_bwd", {.dtype = dt, .attention = lowering});
   const Graph& g = *m.funcs.front();
   *attentionKernels = 0;
   for (const auto& op : g.ops) *attentionKernels += op->kind == OpKind::Kernel && op->attrStr("name").find("attention_") == 0;

@@ -15,6 +15,7 @@
 #include "frontend/program_state.h"
 #include "ir/parser.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
@@ -42,16 +43,10 @@ void buildProgram(Module& m, const Case& c) {
   cfg.layers = c.layers;
   if (c.program == "forward") models::buildForward(m, cfg, c.batch, c.ctx);
   else models::buildTrainLoss(m, cfg, c.batch, c.ctx);
-  PassManager pm;
-  for (auto& p : programPasses(c.program, c.dtype, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.run(m);
+  api::lowerProgram(m, c.program, {.dtype = c.dtype, .passes = ""});
 }
 
-void optimise(Module& m) {
-  PassManager pm;
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
-}
+void optimise(Module& m) { api::lowerProgram(m, "", {.programPasses = false}); }
 
 // Weights, ids, targets and the program's own state for `g`.
 Bindings bindings(const Case& c, const Graph& g) {
@@ -224,10 +219,7 @@ TEST_F(ExecutableErrors, UnboundAndMistypedSources) {
 TEST_F(ExecutableErrors, OutOfMemoryIsOneLine) {
   Module m;
   models::buildAttention(m, 64, 1 << 17, 64);  // scores alone: 64 * 2^34 * 4 bytes = 4 TiB
-  PassManager pm;
-  for (auto& p : programPasses("attention", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::lowerProgram(m, "attention", {.dtype = DType::f32});
   test::expectError([&] { rt::Executable exe(*m.funcs.at(0)); }, "out of GPU memory: needs ");
 }
 

@@ -16,6 +16,7 @@
 #include "codegen/nvrtc_compiler.h"
 #include "frontend/models/transformer.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/host_storage.h"
@@ -161,10 +162,7 @@ TEST_P(KernelRun, EveryKernelMatchesTheInterpreter) {
   Module m;
   if (c.program == "forward") models::buildForward(m, cfg, c.batch, c.ctx);
   else models::buildTrainLoss(m, cfg, c.batch, c.ctx);
-  PassManager pm;
-  for (auto& p : programPasses(c.program, c.dtype, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::lowerProgram(m, c.program, {.dtype = c.dtype});
 
   std::vector<GeneratedKernel> kernels = codegen::generateModule(m);
   codegen::CubinCache cache(codegen::CubinCache::defaultDir());
@@ -270,10 +268,7 @@ TEST(KernelModule, LaunchErrorsNameTheKernel) {
   rt::openDevice();
   Module m;
   models::buildForward(m, models::namedConfig("tiny"), 1, 4);
-  PassManager pm;
-  for (auto& p : programPasses("forward", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::lowerProgram(m, "forward", {.dtype = DType::f32});
   std::vector<GeneratedKernel> kernels = codegen::generateModule(m);
   ASSERT_FALSE(kernels.empty());
   GeneratedKernel& k = kernels.front();

@@ -17,6 +17,7 @@
 #include "frontend/models/transformer.h"
 #include "ir/parser.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
 
@@ -44,10 +45,7 @@ std::unique_ptr<Module> compiled(const std::string& model, const std::string& pr
   models::ModelConfig cfg = models::namedConfig(model);
   if (program == "forward") models::buildForward(*m, cfg, batch, ctx);
   else models::buildTrainLoss(*m, cfg, batch, ctx);
-  PassManager pm;
-  for (auto& p : programPasses(program, dt, fe::AdamWConfig{}, attention)) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(*m);
+  api::lowerProgram(*m, program, {.dtype = dt, .attention = attention});
   return m;
 }
 

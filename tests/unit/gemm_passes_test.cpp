@@ -19,6 +19,7 @@
 #include "passes/gemm_layout.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
 
@@ -176,9 +177,7 @@ std::unique_ptr<Module> trainStep(const std::string& model, int64_t batch, int64
   // autodiff, AdamW and decompose.
   auto m = std::make_unique<Module>();
   models::buildTrainLoss(*m, models::namedConfig(model), batch, seq);
-  PassManager pm;
-  for (auto& p : programPasses("train_step", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.run(*m);
+  api::lowerProgram(*m, "train_step", {.dtype = DType::f32, .passes = ""});
   decomposeGraph(*m->funcs[0]);
   EXPECT_EQ(countKind(*m->funcs[0], OpKind::Attention), 0);
   return m;

@@ -18,6 +18,7 @@
 #include "ir/strided_view.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/gemm_plan.h"
 #include "test_util.h"
@@ -32,10 +33,7 @@ inline std::unique_ptr<Module> compiledTrainStep(const std::string& model, DType
   cfg.layers = layers;
   auto m = std::make_unique<Module>();
   models::buildTrainLoss(*m, cfg, batch, seq);
-  PassManager pm;
-  for (auto& p : programPasses("train_step", dtype, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(*m);
+  api::lowerProgram(*m, "train_step", {.dtype = dtype});
   verify(*m);
   return m;
 }

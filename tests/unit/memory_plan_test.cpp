@@ -19,6 +19,7 @@
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "random_graph.h"
 
@@ -357,10 +358,7 @@ TEST(Schedule, LayerGradientsDieWithTheirLayersBackward) {
   cfg.layers = 2;
   Module m;
   models::buildTrainLoss(m, cfg, 4, 256);
-  PassManager pm;
-  for (auto& p : programPasses("train_step", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(m);
+  api::lowerProgram(m, "train_step", {.dtype = DType::f32});
   const Graph& g = *m.funcs[0];
   StorageMap storage(g);
   Liveness live = computeLiveness(g, storage);

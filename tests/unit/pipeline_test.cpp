@@ -15,6 +15,7 @@
 #include "passes/launch_stats.h"
 #include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
 
@@ -35,10 +36,7 @@ std::unique_ptr<Module> buildProgram(const std::string& program, DType dtype, bo
     models::buildForward(*m, cfg, batch, seq);
   else
     models::buildTrainLoss(*m, cfg, batch, seq);
-  PassManager pm;
-  for (auto& p : programPasses(program, dtype, fe::AdamWConfig{})) pm.add(std::move(p));
-  if (optimise) pm.addPipeline(defaultOptimizationPipeline());
-  pm.run(*m);
+  api::lowerProgram(*m, program, {.dtype = dtype, .passes = optimise ? std::nullopt : std::optional<std::string>("")});
   verify(*m);
   return m;
 }

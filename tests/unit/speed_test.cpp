@@ -14,6 +14,7 @@
 #include "passes/launch_stats.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
+#include "api/compile.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
 
@@ -36,11 +37,8 @@ std::unique_ptr<Module> compileTrainStep(const std::string& model, int64_t batch
   models::buildTrainLoss(*m, models::namedConfig(model), batch, ctx);
   PassManagerOptions opts;
   opts.verifyEach = true;
-  PassManager pm(opts);
-  for (auto& p : programPasses("train_step", DType::f32, fe::AdamWConfig{})) pm.add(std::move(p));
-  pm.addPipeline(defaultOptimizationPipeline());
   auto t0 = std::chrono::steady_clock::now();
-  pm.run(*m);
+  api::lowerProgram(*m, "train_step", {.dtype = DType::f32, .passManager = opts});
   if (passMs) *passMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

@@ -12,6 +12,8 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "api/compile.h"
+#include "frontend/models/zoo_model.h"
 #include "frontend/models/attention.h"
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
@@ -156,22 +158,21 @@ models::AdamWConfig adamwConfig(const CompileArgs& a) {
   return opt;
 }
 
-// Traces the program the program passes start from (train_step: the loss only).
-void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m) {
-  if (a.model == "toy") {
-    if (models::isAttentionProgram(a.program))
-      throw Error("compile --model toy has the programs forward and train_step");
-    if (a.program == "forward") models::buildToyForward(m, models::ToyConfig{}, a.batch);
-    else models::buildToyTrainLoss(m, models::ToyConfig{}, a.batch);
-  } else if (a.program == "forward") {
-    models::buildForward(m, *cfg, a.batch, a.ctx);
-  } else if (a.program == "train_step") {
-    models::buildTrainLoss(m, *cfg, a.batch, a.ctx);
-  } else {
+// The model whose program `a` asks for: an attention program (at --d-head, else the model's
+// head size), the toy model or a zoo size (with its overrides).
+std::unique_ptr<api::Model> modelOf(const CompileArgs& a, const models::ModelConfig* cfg) {
+  if (models::isAttentionProgram(a.program)) {
+    if (a.model == "toy") throw Error("compile --model toy has the programs forward and train_step");
     int64_t d = a.dHead ? *a.dHead : cfg ? cfg->dModel / cfg->heads : 0;
     if (d <= 0) throw Error("compile --program " + a.program + " needs --d-head or --model");
-    models::buildAttentionProgram(m, a.program, a.batch, a.ctx, d, loweringOf(a));
+    return models::attentionModel(d);
   }
+  return a.model == "toy" ? models::toyModel() : models::transformerModel(*cfg);
+}
+
+// Traces the program the program passes start from (train_step: the loss only).
+void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m, const api::CompileOptions& o) {
+  modelOf(a, cfg)->trace(m, api::Program{a.program, a.batch, a.ctx}, o);
 }
 
 }  // namespace
@@ -248,20 +249,20 @@ Command addCompileCommand(CLI::App& app) {
     Module m;
     m.sourceName = "<compile>";
     auto t0 = Clock::now();
-    trace(*a, cfg ? &*cfg : nullptr, m);
+    api::CompileOptions o;
+    o.dtype = a->dtype == "bf16" ? DType::bf16 : DType::f32;
+    o.adamw = adamwConfig(*a);
+    o.attention = loweringOf(*a);
+    o.passManager = a->pm;
+    if (a->printDTypes) o.passes = "";
+    else if (a->passesOpt->count()) o.passes = a->passes;
+    trace(*a, cfg ? &*cfg : nullptr, m, o);
     if (a->pm.verifyEach) verify(m);
     const TracedNames traced = recordTracedNames(*m.funcs.at(0));
     auto t1 = Clock::now();
-    // One pass manager for the program passes and the rest, so that --print-ir-after-all,
-    // --dump-dir and --time-passes cover all of them.
-    PassManager pm(a->pm);
-    for (auto& p : programPasses(a->program, a->dtype == "bf16" ? DType::bf16 : DType::f32, adamwConfig(*a), loweringOf(*a)))
-      pm.add(std::move(p));
-    if (!a->printDTypes) {
-      std::string rest = a->passesOpt->count() ? a->passes : defaultOptimizationPipeline();
-      if (!rest.empty()) pm.addPipeline(rest);
-    }
-    pm.run(m);
+    // One pass manager for the program passes and the rest (lowerProgram), so that
+    // --print-ir-after-all, --dump-dir and --time-passes cover all of them.
+    api::lowerProgram(m, a->program, o);
     auto t2 = Clock::now();
 
     if (emitKernels(a->emit, m)) return 0;

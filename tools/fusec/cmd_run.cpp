@@ -213,22 +213,24 @@ int runProgram(RunArgs& a) {
   }
   for (auto& [name, t] : weights) env[name] = std::move(t);
 
-  PassManager pm;
-  // On the GPU the models' attention is fused unless --attention=naive.
-  const AttentionLowering lowering = !a.attention.empty() ? parseAttentionLowering(a.attention)
-                                     : a.device == "cuda" ? AttentionLowering::Fused
-                                                          : AttentionLowering::Default;
-  for (auto& p : programPasses(a.program, a.dtype == "bf16" ? DType::bf16 : DType::f32, a.adamw, lowering))
-    pm.add(std::move(p));
-  pm.run(module);
+  // On the GPU the program is optimised (fused kernels over a memory plan) and its models'
+  // attention is fused unless --attention=naive; the interpreter runs it as traced.
+  api::CompileOptions o;
+  o.dtype = a.dtype == "bf16" ? DType::bf16 : DType::f32;
+  o.adamw = a.adamw;
+  if (!a.attention.empty()) o.attention = parseAttentionLowering(a.attention);
+  o.device = a.device == "cuda" ? api::Device::Cuda : api::Device::Cpu;
+  if (o.device == api::Device::Cpu) o.passes = "";
+  o.cudaGraph = !a.noCudaGraph;
+  o.tf32 = a.tf32;
+  api::lowerProgram(module, a.program, o);
   const Graph& g = *module.funcs.at(0);
   bindProgramState(g, env);
   const SafetensorsMetadata meta = toy ? SafetensorsMetadata{{"format", "pt"}, {"fusec_model", "toy"}} : metadataFor(*cfg);
 
   if (a.device == "cuda") {
     std::vector<float> losses;
-    std::vector<HostTensor> outs = runOnDevice(module, env, train ? a.steps : 1, train ? &losses : nullptr,
-                                               DeviceRunOptions{!a.noCudaGraph, a.tf32});
+    std::vector<HostTensor> outs = runOnDevice(module, env, train ? a.steps : 1, train ? &losses : nullptr, o);
     Bindings result;
     if (!train) {
       result["logits"] = std::move(outs.at(0));

@@ -1,0 +1,68 @@
+// compile(): a Model's program traced, lowered (lowerProgram) and loaded on its device, as
+// an object to bind weights to and step.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/compile.h"
+#include "api/model.h"
+#include "api/runner.h"
+#include "passes/launch_stats.h"
+
+namespace fusec::api {
+
+// What compile produced, for reports (`fusec compile --stats` prints more).
+struct ProgramStats {
+  LaunchStats launches;          // GEMMs and kernels, per layer
+  int64_t arenaBytes = 0;        // scratch of one call (the memory plan's arena)
+  int64_t residentBytes = 0;     // params and inputs (weights, AdamW state, bf16 copies)
+  double passMs = 0;             // wall time of the passes
+};
+
+class CompiledProgram {
+ public:
+  CompiledProgram(std::unique_ptr<Model> model, Program program, CompileOptions options, std::unique_ptr<Module> module,
+                  std::vector<PassTiming> timings);
+  CompiledProgram(CompiledProgram&&) noexcept;
+  CompiledProgram& operator=(CompiledProgram&&) noexcept;
+  ~CompiledProgram();
+
+  const Program& program() const { return program_; }
+  const CompileOptions& options() const { return options_; }
+  const Module& module() const { return *module_; }
+  const Graph& graph() const { return *module_->funcs.at(0); }
+  const std::vector<PassTiming>& passTimings() const { return timings_; }
+  ProgramStats stats() const;
+
+  // Binds params (weights, and the AdamW state and bf16 copies where the program has them:
+  // frontend/program_state.h fills those) and any input by name; values are consumed. Names
+  // that are not sources of the program are ignored.
+  void bind(Bindings values);
+  // One call: validates and binds `inputs` (Model::validateInputs), and for a training step
+  // the `step` input (the 1-based count of step() calls); runs; returns every output, in
+  // order (train_step: the loss first).
+  std::vector<HostTensor> step(Bindings inputs);
+  // The current value of a source: a param after the updates of the steps run so far.
+  HostTensor read(const std::string& name);
+  int64_t stepsRun() const { return steps_; }
+
+ private:
+  ProgramRunner& runner();
+
+  std::unique_ptr<Model> model_;
+  Program program_;
+  CompileOptions options_;
+  std::unique_ptr<Module> module_;
+  std::vector<PassTiming> timings_;
+  std::unique_ptr<ProgramRunner> runner_;
+  int64_t steps_ = 0;
+  bool counted_ = false;  // the program has a `step` input (a training step)
+};
+
+// Traces `p` of `model`, lowers it with `o` (lowerProgram) and, on Device::Cuda, compiles and
+// loads its kernels. Throws Error: an unknown program, a shape the model rejects, a pass
+// error, "no CUDA device", out of GPU memory.
+CompiledProgram compile(const Model& model, const Program& p, const CompileOptions& o = {});
+
+}  // namespace fusec::api

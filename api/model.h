@@ -1,0 +1,38 @@
+// What compile() needs of a model: its parameters, the programs it can trace, and a check of
+// the inputs a step is given. The CS336 zoo, the toy model and the attention programs
+// implement it (frontend/models/zoo_model.h); so does any model a user writes against the
+// tracing API.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/compile.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace fusec::api {
+
+struct ParamInfo {
+  std::string name;  // as in the weights file (a PyTorch state_dict name)
+  Shape shape;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::unique_ptr<Model> clone() const = 0;
+  virtual std::string name() const = 0;
+  // The trainable parameters, in state_dict order, f32.
+  virtual std::vector<ParamInfo> params() const = 0;
+  // The program names trace() accepts.
+  virtual std::vector<std::string> programs() const = 0;
+  // Traces `p` as its program passes expect it (train_step and fwd_bwd: the loss) into `m`,
+  // as its only function. Throws Error for a program or shape the model cannot trace.
+  virtual Graph& trace(Module& m, const Program& p, const CompileOptions& o) const = 0;
+  // Throws Error (one line) when `inputs` cannot feed one call of `p`: a missing input, a
+  // wrong dtype or shape, a token id out of the vocabulary.
+  virtual void validateInputs(const Program& p, const Bindings& inputs) const = 0;
+};
+
+}  // namespace fusec::api
