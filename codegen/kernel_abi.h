@@ -26,11 +26,13 @@
 //   given the same pointer as the operand that reads that param. Codegen drops __restrict__
 //   from both pointers of such a pair (GeneratedKernel::aliases), and every generated
 //   family reads an aliased element only in the thread that writes it, before writing it.
-// * Launch-to-launch intermediates: a kernel of several launches may pass data from one to
-//   the next through a module-scope `__device__` array of its source (the flash backward's
-//   row statistics). That relies on the runtime's order: the launches of a kernel run one
-//   after another on one stream, and each loaded module (KernelModule) has its own copy of
-//   the array, so executables never share it.
+// * Module-scope state: a kernel may keep data in `__device__` arrays of its source. The
+//   flash backward passes its row statistics from one launch to the next; a row kernel with
+//   column sums keeps each block's partial and counters of finished blocks, which its last
+//   block resets (codegen/reduce_kernels.cpp). That relies on the runtime's order: the
+//   launches of a module's kernels run one after another on one stream, never two at once,
+//   and each loaded module (KernelModule) has its own copy of the arrays, so executables
+//   never share them.
 // * All shapes are static: they are baked into the source, so a kernel is launched with
 //   exactly the grid/block/shared memory of its Launch entries, no other.
 #pragma once

@@ -19,6 +19,7 @@
 // row; ops after a reduction read its value from a register. Row-shaped outputs are written
 // by lane 0, full-shaped ones in a last pass over the row.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "codegen/cuda_types.h"
@@ -139,6 +140,7 @@ struct RowRegisters {
   // Register array k<i> holds cached[i].first, computed by pass cached[i].second (passes:
   // the reductions in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
+  bool columnRegisters = true;  // column sums' accumulators fit beside the row
 };
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96;
@@ -154,7 +156,8 @@ bool reducesSuffix(const Reduction& red) {
   return true;
 }
 
-RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<int>& fullOuts, int lanes) {
+RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<int>& fullOuts,
+                     const std::vector<const Op*>& cols, int lanes) {
   RowRegisters plan;
   std::vector<const Value*> roots;
   for (const Reduction& red : reds) {
@@ -162,6 +165,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     roots.push_back(red.op->operands[0]);
   }
   for (int o : fullOuts) roots.push_back(body.outputs[size_t(o)]);
+  for (const Op* c : cols) roots.push_back(c->operands[0]);
   plan.inputs = inputsReadInPlace(body, roots);
   if (plan.inputs.empty()) return plan;
   std::vector<DType> dtypes;
@@ -181,6 +185,9 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   else
     plan.vectorOuts.clear();  // the row is re-read in every pass, outputs stored element by element
   if (plan.chunks == 0) return plan;
+  // Column sums' accumulators (one per element a thread holds) share the budget, or live in
+  // shared memory (see ColumnSums).
+  plan.columnRegisters = perThread * int64_t(plan.inputs.size() + cols.size()) <= kMaxRowRegisters;
   // The costly values each pass evaluates at its own element (reached from its root through
   // pointwise ops only, of the root's shape); those a later pass reaches again are cached
   // while the register budget lasts.
@@ -207,8 +214,10 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   std::vector<const Value*> outRoots;
   for (int o : fullOuts)
     if (body.outputs[size_t(o)]->type.shape == full) outRoots.push_back(body.outputs[size_t(o)]);
+  for (const Op* c : cols)
+    if (c->operands[0]->type.shape == full) outRoots.push_back(c->operands[0]);
   reach.push_back(walk(outRoots, full));
-  int64_t arrays = int64_t(plan.inputs.size());
+  int64_t arrays = int64_t(plan.inputs.size() + (plan.columnRegisters ? cols.size() : 0));
   std::set<const Value*> taken;
   for (size_t a = 0; a < reach.size(); ++a)
     for (const Value* v : reach[a]) {
@@ -221,6 +230,182 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       ++arrays;
     }
   return plan;
+}
+
+// ---- column sums in a row kernel ---------------------------------------------------------
+// A row kernel may also reduce its elements down the rows (fusion/domain.h columnSums: the
+// norm-weight gradient beside the rmsnorm backward, which reads the same dy and x). In the
+// last pass each thread adds the elements it holds into per-column registers: its columns
+// are the same in every row it takes from a fixed grid. After its rows, a block combines its
+// groups (warps) in group order through shared memory and writes its partial to a row of a
+// module-scope scratch (kernel_abi.h). Blocks are counted in clusters: the last block of a
+// cluster to finish adds that cluster's partials in block order, and the last cluster to
+// finish adds the clusters' sums in cluster order, stores the result and resets the
+// counters for the next launch. Every addition happens in an order fixed by the grid, not
+// by which block finishes first, so the sums are the same bits run to run. Before, the
+// column reduction was a kernel of its own that read dy and x again (split-reductions'
+// first stage), then a second launch over the partials: 0.8 ms of small's step at batch 64.
+constexpr int64_t kColumnSumBlocks = 264;  // two blocks per SM of an H100 or H200 (132 SMs)
+
+struct ColumnSums {
+  std::vector<const Op*> ops;
+  int64_t width = 0;         // the columns (the row length r)
+  int slots = 0;             // columns a thread holds
+  bool slotted = false;      // row not in registers: slot c is inner c * L + lane
+  int chunks = 0, vec = 1;   // register mode: slot c * V + j is inner (c * L + lane) * V + j
+  int lanes = 32, blocks = 1, groupsPerBlock = 1, perCluster = 1, clusters = 1;
+  // Accumulators in registers, or (when the row's registers leave no room: medium's rows of
+  // 1024 hold 96 already) in shared memory, [group][sum][slot][lane]: each thread owns its
+  // entries, so no barrier, and a warp's accesses to one slot hit 32 banks.
+  bool shared = false;
+  // The accumulator of sum q at `slot`.
+  std::string at(size_t q, const std::string& slot) const {
+    if (!shared) return "cs" + std::to_string(q) + "[" + slot + "]";
+    return "fusec_cs_acc[((threadIdx.x / " + std::to_string(lanes) + ") * " + std::to_string(ops.size() * slots) +
+           " + " + std::to_string(q * size_t(slots)) + " + " + slot + ") * " + std::to_string(lanes) + " + lane]";
+  }
+};
+
+// Static shared memory a kernel may declare (48 KB), less room for the block's other arrays.
+constexpr int64_t kMaxColumnSharedBytes = 40 * 1024;
+
+ColumnSums planColumnSums(const Graph& body, const std::vector<const Op*>& cols, int64_t n, int64_t r, int lanes,
+                          const RowRegisters& regs, int blocks, int block) {
+  for (const Op* c : cols)
+    for (auto& op : body.ops)
+      if (std::count(op->operands.begin(), op->operands.end(), c->result()))
+        throw Error("codegen: kernel '" + body.name + "' reads its column sum " + c->result()->name +
+                    " inside the kernel; it exists only after every block finished");
+  ColumnSums cs;
+  cs.ops = cols;
+  cs.width = r;
+  cs.lanes = lanes;
+  cs.slotted = regs.chunks == 0;
+  cs.chunks = int(regs.chunks);
+  cs.vec = regs.width;
+  cs.slots = cs.slotted ? int((r + lanes - 1) / lanes) : int(regs.chunks) * regs.width;
+  if (cs.slots > 32)
+    throw Error("codegen: kernel '" + body.name + "' sums " + std::to_string(r) + " columns over " +
+                std::to_string(n) + " rows, more than " + std::to_string(32 * lanes) + " (32 per thread)");
+  cs.blocks = blocks;
+  cs.groupsPerBlock = block / lanes;
+  // Rows re-read from memory leave the registers to the accumulators.
+  const bool registers = cs.slotted ? cs.slots * int64_t(cols.size()) <= 32 : regs.columnRegisters;
+  cs.shared = !registers && int64_t(block) * cs.slots * int64_t(cols.size()) * 4 <= kMaxColumnSharedBytes;
+  int perCluster = 1;
+  while (perCluster * perCluster < blocks) ++perCluster;
+  cs.perCluster = perCluster;
+  cs.clusters = (blocks + perCluster - 1) / perCluster;
+  return cs;
+}
+
+void writeColumnSumsScratch(CodeWriter& w, const ColumnSums& cs) {
+  const std::string kw = std::to_string(int64_t(cs.ops.size()) * cs.width);
+  w.line("// Column sums across blocks: each block's partial, each cluster's sum, and the blocks (then");
+  w.line("// clusters) finished so far, reset by the last one (kernel_abi.h: module-scope state).");
+  w.line("__device__ float fusec_cs_part[" + std::to_string(cs.blocks) + " * " + kw + "];");
+  w.line("__device__ float fusec_cs_cluster[" + std::to_string(cs.clusters) + " * " + kw + "];");
+  w.line("__device__ unsigned fusec_cs_count[" + std::to_string(cs.clusters + 1) + "] = {0};");
+}
+
+// Calls `f(column, slot)` inside unrolled loops over the columns this thread holds.
+void forEachSlot(BodyEmitter& e, const ColumnSums& cs, const std::function<void(const std::string&, const std::string&)>& f) {
+  CodeWriter& w = e.writer();
+  const std::string L = std::to_string(cs.lanes), R = std::to_string(cs.width);
+  w.line("#pragma unroll");
+  if (cs.slotted) {
+    e.openScope("for (int c = 0; c < " + std::to_string(cs.slots) + "; ++c)");
+    w.line("const fusec_idx col = c * " + L + " + lane;");
+    e.openScope("if (col < " + R + ")");
+    f("col", "c");
+    e.closeScope();
+    e.closeScope();
+    return;
+  }
+  const std::string V = std::to_string(cs.vec);
+  e.openScope("for (int c = 0; c < " + std::to_string(cs.chunks) + "; ++c)");
+  w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
+  e.openScope("if (base < " + R + ")");
+  w.line("#pragma unroll");
+  e.openScope("for (int j = 0; j < " + V + "; ++j)");
+  f("(base + j)", "c * " + V + " + j");
+  e.closeScope();
+  e.closeScope();
+  e.closeScope();
+}
+
+// After the row loop: the block's partial, then the clusters' and the total (see above).
+void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& cs, const std::vector<int>& colOuts,
+                          int64_t rows) {
+  CodeWriter& w = e.writer();
+  const int64_t K = int64_t(cs.ops.size());
+  const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width);
+  auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)) + "()"; };
+  w.line("// column sums: this block's rows (its groups in order), then every block's");
+  if (cs.groupsPerBlock > 1) {
+    w.line("__shared__ float fusec_cs_block[" + KW + "];");
+    e.openScope("for (int g = 0; g < " + std::to_string(cs.groupsPerBlock) + "; ++g)");
+    e.openScope("if (threadIdx.x / " + std::to_string(cs.lanes) + " == g)");
+    forEachSlot(e, cs, [&](const std::string& col, const std::string& slot) {
+      for (size_t q = 0; q < cs.ops.size(); ++q) {
+        const std::string at = "fusec_cs_block[" + std::to_string(q) + " * " + W + " + " + col + "]";
+        w.line(at + " = g == 0 ? " + cs.at(q, slot) + " : " + comb(q) + "(" + at + ", " + cs.at(q, slot) + ");");
+      }
+    });
+    e.closeScope();
+    w.line("__syncthreads();");
+    e.closeScope();
+    w.line("for (int i = threadIdx.x; i < " + KW + "; i += blockDim.x) fusec_cs_part[blockIdx.x * " + KW +
+           " + i] = fusec_cs_block[i];");
+  } else {
+    forEachSlot(e, cs, [&](const std::string& col, const std::string& slot) {
+      for (size_t q = 0; q < cs.ops.size(); ++q)
+        w.line("fusec_cs_part[blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + " + col +
+               "] = " + cs.at(q, slot) + ";");
+    });
+  }
+  const std::string S = std::to_string(cs.perCluster), G = std::to_string(cs.blocks),
+                    C = std::to_string(cs.clusters);
+  w.line("__shared__ bool fusec_cs_last;");
+  w.line("const int cluster = blockIdx.x / " + S + ", first = cluster * " + S + ", end = min(first + " + S + ", " + G +
+         ");");
+  w.line("__threadfence();  // the partial is visible before the count says so");
+  w.line("__syncthreads();");
+  w.line("if (threadIdx.x == 0) fusec_cs_last = atomicAdd(&fusec_cs_count[cluster], 1u) == unsigned(end - first - 1);");
+  w.line("__syncthreads();");
+  w.line("if (!fusec_cs_last) return;");
+  w.line("__threadfence();");
+  for (size_t q = 0; q < cs.ops.size(); ++q) {
+    const std::string off = std::to_string(q) + " * " + W + " + i";
+    e.openScope("for (int i = threadIdx.x; i < " + W + "; i += blockDim.x)");
+    w.line("float a = __ldcg(&fusec_cs_part[first * " + KW + " + " + off + "]);");
+    w.line("for (int b = first + 1; b < end; ++b) a = " + comb(q) + "(a, __ldcg(&fusec_cs_part[b * " + KW + " + " + off +
+           "]));");
+    w.line("fusec_cs_cluster[cluster * " + KW + " + " + off + "] = a;");
+    e.closeScope();
+  }
+  w.line("if (threadIdx.x == 0) fusec_cs_count[cluster] = 0;");
+  w.line("__threadfence();");
+  w.line("__syncthreads();");
+  w.line("if (threadIdx.x == 0) fusec_cs_last = atomicAdd(&fusec_cs_count[" + C + "], 1u) == " + C + "u - 1u;");
+  w.line("__syncthreads();");
+  w.line("if (!fusec_cs_last) return;");
+  w.line("__threadfence();");
+  for (size_t q = 0; q < cs.ops.size(); ++q) {
+    const Op& op = *cs.ops[q];
+    const std::string off = std::to_string(q) + " * " + W + " + i";
+    e.openScope("for (int i = threadIdx.x; i < " + W + "; i += blockDim.x)");
+    w.line("float a = __ldcg(&fusec_cs_cluster[" + off + "]);");
+    w.line("for (int b = 1; b < " + C + "; ++b) a = " + comb(q) + "(a, __ldcg(&fusec_cs_cluster[b * " + KW + " + " + off +
+           "]));");
+    if (op.kind == OpKind::Mean) w.line("a = a / " + literal(DType::f32, double(rows)) + ";");
+    e.bindReduction(op.result(), "a");
+    for (int o : colOuts)
+      if (body.outputs[size_t(o)] == op.result())
+        e.store(op.result(), "out" + std::to_string(o), delinearize(w, "i", op.result()->type.shape, e.fresh("c")));
+    e.closeScope();
+  }
+  w.line("if (threadIdx.x == 0) fusec_cs_count[" + C + "] = 0;");
 }
 
 constexpr int64_t kMinColumnTiles = 128;
@@ -325,15 +510,26 @@ std::string reductionPrelude() { return prelude(); }
 
 std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
   std::vector<Reduction> reds;
-  for (auto& op : k.body.ops)
-    if (op->info().category == OpCategory::Reduction && fusion::domainOf(*op).kind != fusion::DomainKind::Pointwise)
-      reds.push_back(analyse(*op));
+  std::vector<const Op*> cols;  // a row kernel's column sums (see columnSumsPrologue)
+  for (auto& op : k.body.ops) {
+    if (op->info().category != OpCategory::Reduction) continue;
+    const fusion::DomainKind d = fusion::domainOf(*op).kind;
+    if (family == KernelFamily::RowReduce && d == fusion::DomainKind::Col) cols.push_back(op.get());
+    else if (d != fusion::DomainKind::Pointwise) reds.push_back(analyse(*op));
+  }
   const Reduction& ref = reds.at(0);
   const int64_t n = ref.n, r = ref.r;
   for (const Reduction& red : reds)
     if (red.n != n || red.r != r)
       throw Error("codegen: kernel '" + k.body.name + "' mixes reductions of " + std::to_string(n) + "x" +
                   std::to_string(r) + " and " + std::to_string(red.n) + "x" + std::to_string(red.r) + " elements");
+  for (const Op* c : cols) {
+    const Reduction cr = analyse(*c);
+    if (cr.n != r || cr.r != n || !reducesSuffix(ref) || !isFloat(c->result()->type.dtype))
+      throw Error("codegen: kernel '" + k.body.name + "' has a column reduction of " + std::to_string(cr.r) + "x" +
+                  std::to_string(cr.n) + " elements that is not a float sum of its " + std::to_string(n) + " rows of " +
+                  std::to_string(r));
+  }
 
   int lanes = 1, block = kBlock;
   int64_t grid = 1;
@@ -347,10 +543,11 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     lanes = block = 1024;
   }
   const bool columns = family == KernelFamily::ColReduce;
-  std::vector<int> rowOuts, fullOuts;
+  std::vector<int> rowOuts, fullOuts, colOuts;
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const int64_t c = k.body.outputs[i]->type.numel();
-    if (c == n) rowOuts.push_back(int(i));
+    if (std::count(cols.begin(), cols.end(), k.body.outputs[i]->def)) colOuts.push_back(int(i));
+    else if (c == n) rowOuts.push_back(int(i));
     else if (c == n * r) fullOuts.push_back(int(i));
     else
       throw Error("codegen: kernel '" + k.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
@@ -374,7 +571,15 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   };
 
   const RowRegisters regs =
-      family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, lanes) : RowRegisters{};
+      family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, cols, lanes) : RowRegisters{};
+  // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
+  // one row of the scratch the last blocks add up), and a thread's columns in registers.
+  ColumnSums colSums;
+  if (!cols.empty()) {
+    grid = std::min<int64_t>(grid, kColumnSumBlocks);
+    colSums = planColumnSums(k.body, cols, n, r, lanes, regs, int(grid), block);
+    writeColumnSumsScratch(w, colSums);
+  }
 
   // Row kernels of up to 512 threads ask for two blocks per SM, which caps them at 128 (64)
   // registers against ptxas's default 255. Measured on small bf16 b64's train step (H200,
@@ -436,6 +641,17 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     w.line("const fusec_idx outer = tile + threadIdx.x % 32;");
     w.line("const bool live = outer < " + N + ";");
   } else {
+    const std::string C = std::to_string(colSums.slots);
+    if (colSums.shared && !cols.empty())
+      w.line("__shared__ float fusec_cs_acc[" + std::to_string(block * colSums.slots * int64_t(cols.size())) +
+             "];  // the column sums' accumulators, [group][sum][slot][lane]");
+    for (size_t q = 0; q < cols.size(); ++q) {
+      w.line("// " + e.describe(*cols[q]) + ": this thread's columns");
+      if (!colSums.shared) w.line("float cs" + std::to_string(q) + "[" + C + "];");
+      w.line("#pragma unroll");
+      w.line("for (int c = 0; c < " + C + "; ++c) " + colSums.at(q, "c") + " = " + initValue(cols[q]->kind, DType::f32) +
+             ";");
+    }
     e.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
   }
   const std::string innerLoop =
@@ -543,13 +759,31 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     }
     e.closeScope();
   }
-  if (!fullOuts.empty()) {
+  if (!fullOuts.empty() || !cols.empty()) {
     Index kept = delinearize(w, "outer", ref.kept, e.fresh("k"));
     for (int o : regs.vectorOuts) w.line("float s" + std::to_string(o) + "[" + V + "];");
-    const int scopes = openPass();
+    // With column sums and the row not in registers, the pass is unrolled over a thread's
+    // columns (slot c: inner c * L + lane) so that their accumulators stay in registers.
+    int scopes = 0;
+    if (colSums.slotted && !cols.empty()) {
+      w.line("#pragma unroll");
+      e.openScope("for (int c = 0; c < " + std::to_string(colSums.slots) + "; ++c)");
+      w.line("const fusec_idx inner = c * " + L + " + lane;");
+      e.openScope("if (inner < " + R + ")");
+      scopes = 2;
+    } else {
+      scopes = openPass();
+    }
+    const std::string slot = colSums.slotted ? "c" : "c * " + V + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;
     Index full = fullIndex(w, ref, kept, "inner", e.fresh("f"));
     if (regs.chunks) bindRow(full, s, reds.size());
+    for (size_t q = 0; q < cols.size(); ++q) {
+      const Value* x = cols[q]->operands[0];
+      const Index idx = x->type.shape == s ? full : delinearize(w, linearize(full, s), x->type.shape, e.fresh("x"));
+      const std::string acc = colSums.at(q, slot);
+      w.line(acc + " = " + combiner(cols[q]->kind) + "()(" + acc + ", (float)" + e.eval(x, idx) + ");");
+    }
     for (int o : fullOuts) {
       const Value* v = k.body.outputs[size_t(o)];
       // Any bijection onto the output's elements will do; its own shape when it differs
@@ -581,6 +815,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     }
   }
   e.closeScope();
+  if (!cols.empty()) emitColumnSumsFinish(e, k.body, colSums, colOuts, n);
   w.close();
   return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
 }

@@ -19,9 +19,15 @@
 // 1,024 columns) with 64 such tiles. Reductions of fewer than kMinRowsToSplit rows are left
 // alone; only f32 sum, reduce_max and reduce_min are split (mean's scale would need a third
 // op; none is this large).
+//
+// A column reduction whose elements a row reduction also reads (the norm-weight gradient
+// beside the rmsnorm backward: both read dy and x) is left whole: fuse makes its column sums
+// part of that row kernel (fusion/domain.h columnSums), which reads those rows anyway.
+#include <set>
 #include <unordered_map>
 
 #include "ir/builder.h"
+#include "ir/strided_view.h"
 #include "passes/fusion/domain.h"
 #include "passes/pass.h"
 
@@ -50,8 +56,51 @@ int64_t partialsFor(int64_t r, int64_t n) {
   return best;
 }
 
+// The stored values of `numel` elements that `v` is computed from element by element: `v`
+// itself, or, through pointwise ops and views of that element count, their operands.
+void elementLeaves(const Value* v, int64_t numel, std::set<const Value*>& out) {
+  if (v->type.numel() != numel || !out.insert(v).second) return;
+  const Op* d = v->def;
+  if (!d || (d->info().category != OpCategory::Pointwise && !isViewOp(d->kind))) return;
+  out.erase(v);
+  for (const Value* o : d->operands) elementLeaves(o, numel, out);
+}
+
+// For each row reduction, its domain and the stored values its elements come from.
+struct RowReader {
+  fusion::Domain domain;
+  std::set<const Value*> leaves;
+};
+
+std::vector<RowReader> rowReaders(const Graph& g) {
+  std::vector<RowReader> rows;
+  for (auto& op : g.ops) {
+    if (op->info().category != OpCategory::Reduction) continue;
+    const fusion::Domain d = fusion::reductionDomain(op->operands[0]->type.shape, op->attrInts("axes"));
+    if (d.kind != fusion::DomainKind::Row) continue;
+    RowReader r{d, {}};
+    elementLeaves(op->operands[0], d.n * d.r, r.leaves);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// True when a row reduction reads a stored value that the column reduction of `x` (domain
+// `col`) is computed from, over the same elements.
+bool sharesRows(const Value* x, const fusion::Domain& col, const std::vector<RowReader>& rows) {
+  std::set<const Value*> leaves;
+  elementLeaves(x, col.n * col.r, leaves);
+  for (const RowReader& r : rows) {
+    if (!fusion::sumsColumnsOf(col, r.domain)) continue;
+    for (const Value* v : leaves)
+      if (r.leaves.count(v)) return true;
+  }
+  return false;
+}
+
 bool splitGraph(Graph& g) {
   bool changed = false;
+  const std::vector<RowReader> rows = rowReaders(g);
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
   g.ops.clear();
   std::unordered_map<const Value*, Value*> repl;  // split reduction -> its two-stage value
@@ -65,7 +114,7 @@ bool splitGraph(Graph& g) {
     // round like the one-stage accumulator (bf16 partials would round twice).
     const bool candidate = splittable(op->kind) && x->type.dtype == DType::f32;
     const fusion::Domain d = candidate ? fusion::reductionDomain(x->type.shape, op->attrInts("axes")) : fusion::Domain{};
-    const int64_t parts = d.kind == fusion::DomainKind::Col ? partialsFor(d.r, d.n) : 1;
+    const int64_t parts = d.kind == fusion::DomainKind::Col && !sharesRows(x, d, rows) ? partialsFor(d.r, d.n) : 1;
     if (parts == 1) {
       g.ops.push_back(std::move(op));
       continue;

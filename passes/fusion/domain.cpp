@@ -65,7 +65,22 @@ bool isReduction(DomainKind k) {
 
 }  // namespace
 
+bool sumsColumnsOf(const Domain& col, const Domain& row) {
+  return col.kind == DomainKind::Col && row.kind == DomainKind::Row && col.n == row.r && col.r == row.n &&
+         col.n <= kMaxColumnSumWidth;
+}
+
 std::optional<Domain> fuseDomains(const Domain& producer, const Domain& consumer, bool edge) {
+  // Column sums join the row kernel over their elements: as a sibling, or reading its
+  // per-element values (the row group is then the producer); never the other way round.
+  if (sumsColumnsOf(consumer, producer) || (!edge && sumsColumnsOf(producer, consumer))) {
+    Domain d = producer.kind == DomainKind::Row ? producer : consumer;
+    d.columnSums = true;
+    return d;
+  }
+  if (producer.kind == DomainKind::Row && consumer.kind == DomainKind::Row && producer.n == consumer.n &&
+      producer.r == consumer.r && (producer.columnSums || consumer.columnSums))
+    return Domain{DomainKind::Row, producer.n, producer.r, true};
   for (DomainKind alone : {DomainKind::Multi, DomainKind::Attention})
     if (producer.kind == alone || consumer.kind == alone) return std::nullopt;
   const bool pp = producer.kind == DomainKind::Pointwise, cp = consumer.kind == DomainKind::Pointwise;

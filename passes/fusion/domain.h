@@ -22,8 +22,21 @@ enum class DomainKind {
 struct Domain {
   DomainKind kind = DomainKind::Pointwise;
   int64_t n = 1, r = 1;
+  // A Row group that also sums its elements down the rows: column reductions over the same
+  // n x r elements (the norm-weight gradient beside the rmsnorm backward, as Apex and Liger
+  // fuse it). Their results exist only after every block finished, like a Col group's.
+  bool columnSums = false;
   bool operator==(const Domain&) const = default;
 };
+
+// The widest row whose column sums a row kernel keeps: codegen holds a thread's columns in
+// registers (at most 32 of a 512-thread block's row).
+constexpr int64_t kMaxColumnSumWidth = 16384;
+
+// True when the column reduction `col` sums exactly the elements of the row domain `row`
+// down its rows (col.n == row.r columns of col.r == row.n rows), so a row kernel can add
+// each element it already holds into its column.
+bool sumsColumnsOf(const Domain& col, const Domain& row);
 
 // How a reduction of `in` over `axes` iterates (size-1 dims ignored): over the trailing dims
 // a Row, over the leading dims (or one block of dims with kept dims after it) a Col, over
@@ -37,7 +50,10 @@ Domain domainOf(const Op& op);
 // The domain of the group made of a producer group and a consumer group (edge = true), or
 // of two groups that only share an input (edge = false); nullopt when they cannot share a
 // kernel. Col, All and Scatter groups take pointwise producers but never consumers: their
-// result exists only after every block finished.
+// result exists only after every block finished. A Row group and a Col group over the same
+// elements (sumsColumnsOf) share a kernel as siblings, or with the Row group as producer;
+// the merged Row group has columnSums, and which of its values a consumer may read is the
+// planner's check (fusion/plan.cpp), not the domains'.
 std::optional<Domain> fuseDomains(const Domain& producer, const Domain& consumer, bool edge);
 
 }  // namespace fusec::fusion

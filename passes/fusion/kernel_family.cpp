@@ -27,6 +27,7 @@ KernelFamily classifyKernel(const Graph& body) {
     throw Error("kernel '" + body.name + "' fits no kernel family: " + why);
   };
   std::set<DomainKind> reductions;
+  std::vector<fusion::Domain> rows, cols;
   int scatters = 0, attentions = 0;
   for (auto& op : body.ops)
     attentions += op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
@@ -48,14 +49,23 @@ KernelFamily classifyKernel(const Graph& body) {
     if (c == OpCategory::Matmul || c == OpCategory::Composite || c == OpCategory::Fused)
       return fail("it holds " + std::string(op->info().name));
     if (c == OpCategory::Reduction) {
-      DomainKind k = fusion::domainOf(*op).kind;
-      if (k != DomainKind::Pointwise) reductions.insert(k);
+      const fusion::Domain d = fusion::domainOf(*op);
+      if (d.kind != DomainKind::Pointwise) reductions.insert(d.kind);
+      if (d.kind == DomainKind::Row) rows.push_back(d);
+      if (d.kind == DomainKind::Col) cols.push_back(d);
     }
   }
   if (body.outputs.empty()) return fail("it has no outputs");
   if (scatters > 0) {
     if (scatters > 1 || !reductions.empty()) return fail("a scatter_add shares it with other scatters or reductions");
     return KernelFamily::Scatter;
+  }
+  // A row kernel that also sums its elements down the rows (fusion/domain.h columnSums).
+  if (reductions == std::set<DomainKind>{DomainKind::Row, DomainKind::Col}) {
+    for (const fusion::Domain& c : cols)
+      for (const fusion::Domain& r : rows)
+        if (!fusion::sumsColumnsOf(c, r)) return fail("its column reductions do not sum its rows' elements");
+    return KernelFamily::RowReduce;
   }
   if (reductions.size() > 1) return fail("it mixes reductions of different shapes");
   if (reductions.empty()) {

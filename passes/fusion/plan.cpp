@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "ir/strided_view.h"
+#include "ir/types.h"
 
 namespace fusec::fusion {
 
@@ -310,6 +311,39 @@ class Planner {
     return std::nullopt;
   }
 
+  // True when a member of `reader` reads a column sum computed by a member of `sums`: that
+  // sum exists only once every block of their kernel finished.
+  bool readsColumnSums(int reader, int sums) {
+    for (Op* m : groups_[size_t(reader)].members)
+      for (Value* o : m->operands)
+        for (Value* s : sources(o))
+          if (groupOf(s->def) == sums && s->def->info().category == OpCategory::Reduction &&
+              domainOf(*s->def).kind == DomainKind::Col)
+            return true;
+    return false;
+  }
+
+  // What codegen's row kernel adds column sums to: rows of trailing (contiguous) elements,
+  // and float column sums.
+  bool columnSumsFit(int gid) const {
+    for (const Op* m : groups_[size_t(gid)].members) {
+      if (m->info().category != OpCategory::Reduction) continue;
+      const DomainKind k = domainOf(*m).kind;
+      if (k == DomainKind::Col && !isFloat(m->result()->type.dtype)) return false;
+      if (k != DomainKind::Row) continue;
+      const Shape& in = m->operands[0]->type.shape;
+      std::vector<bool> reduced(in.size(), false);
+      for (int64_t a : m->attrInts("axes")) reduced[size_t(a < 0 ? a + int64_t(in.size()) : a)] = true;
+      bool seenReduced = false;
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (in[d] == 1) continue;
+        if (!reduced[d] && seenReduced) return false;
+        seenReduced |= reduced[d];
+      }
+    }
+    return true;
+  }
+
   bool mergeable(int gid) const {
     const Group& grp = groups_[size_t(gid)];
     return grp.alive && !grp.fixed && !grp.frozen;
@@ -320,6 +354,9 @@ class Planner {
     if (producer == consumer || !mergeable(producer) || !mergeable(consumer)) return false;
     auto dom = forced ? forced : fuseDomains(groups_[size_t(producer)].domain, groups_[size_t(consumer)].domain, edge);
     if (!dom) return false;
+    if (dom->columnSums && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
+                            !columnSumsFit(producer) || !columnSumsFit(consumer)))
+      return false;
     auto rank = placement(producer, consumer);
     if (!rank) return false;
     Group& keep = groups_[size_t(consumer)];
