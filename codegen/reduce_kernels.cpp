@@ -143,7 +143,7 @@ struct RowRegisters {
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
 };
 
-constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96;
+constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96, kMaxColumnRegisters = 80;
 
 // The kept dims before the reduced ones: element `inner` of point `outer` is at row-major
 // position outer * r + inner of the reduction's operand.
@@ -185,9 +185,11 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   else
     plan.vectorOuts.clear();  // the row is re-read in every pass, outputs stored element by element
   if (plan.chunks == 0) return plan;
-  // Column sums' accumulators (one per element a thread holds) share the budget, or live in
-  // shared memory (see ColumnSums).
-  plan.columnRegisters = perThread * int64_t(plan.inputs.size() + cols.size()) <= kMaxRowRegisters;
+  // Column sums' accumulators (one per element a thread holds) join the row in registers
+  // while the arrays leave 48 of the 128 registers to the rest, else they live in shared
+  // memory (see ColumnSums): at 96 (small's rmsnorm backward, 3 rows of 24 and the sums)
+  // ptxas spilled.
+  plan.columnRegisters = perThread * int64_t(plan.inputs.size() + cols.size()) <= kMaxColumnRegisters;
   // The costly values each pass evaluates at its own element (reached from its root through
   // pointwise ops only, of the root's shape); those a later pass reaches again are cached
   // while the register budget lasts.
@@ -335,28 +337,49 @@ void forEachSlot(BodyEmitter& e, const ColumnSums& cs, const std::function<void(
 }
 
 // After the row loop: the block's partial, then the clusters' and the total (see above).
+// Every step loads all the values it adds before adding them in order: a loop of dependent
+// L2 loads (17 partials of a cluster, then 16 clusters) cost about 10 us a launch.
 void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& cs, const std::vector<int>& colOuts,
                           int64_t rows) {
   CodeWriter& w = e.writer();
   const int64_t K = int64_t(cs.ops.size());
-  const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width);
+  const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width), L = std::to_string(cs.lanes),
+                    SL = std::to_string(int64_t(cs.slots) * cs.lanes), GPB = std::to_string(cs.groupsPerBlock);
   auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)) + "()"; };
   w.line("// column sums: this block's rows (its groups in order), then every block's");
   if (cs.groupsPerBlock > 1) {
-    w.line("__shared__ float fusec_cs_block[" + KW + "];");
-    e.openScope("for (int g = 0; g < " + std::to_string(cs.groupsPerBlock) + "; ++g)");
-    e.openScope("if (threadIdx.x / " + std::to_string(cs.lanes) + " == g)");
-    forEachSlot(e, cs, [&](const std::string& col, const std::string& slot) {
-      for (size_t q = 0; q < cs.ops.size(); ++q) {
-        const std::string at = "fusec_cs_block[" + std::to_string(q) + " * " + W + " + " + col + "]";
-        w.line(at + " = g == 0 ? " + cs.at(q, slot) + " : " + comb(q) + "(" + at + ", " + cs.at(q, slot) + ");");
+    // The groups' accumulators side by side in shared memory ([group][slot][lane], as the
+    // shared accumulators are; registers are staged there one sum at a time), then each
+    // thread adds a column's groups in order.
+    if (!cs.shared) w.line("__shared__ float fusec_cs_stage[" + std::to_string(int64_t(cs.groupsPerBlock) * cs.slots * cs.lanes) + "];");
+    const std::string col = cs.slotted ? "s * " + L + " + l"
+                                       : "((s / " + std::to_string(cs.vec) + ") * " + L + " + l) * " +
+                                             std::to_string(cs.vec) + " + s % " + std::to_string(cs.vec);
+    for (size_t q = 0; q < cs.ops.size(); ++q) {
+      std::string stride = std::to_string(cs.slots), base = "0", array = "fusec_cs_stage";
+      if (cs.shared) {
+        stride = std::to_string(K * cs.slots), base = std::to_string(q * size_t(cs.slots)), array = "fusec_cs_acc";
+      } else {
+        if (q > 0) w.line("__syncthreads();  // the previous sum's readers are done with the stage");
+        w.line("#pragma unroll");
+        w.line("for (int c = 0; c < " + std::to_string(cs.slots) + "; ++c) fusec_cs_stage[((threadIdx.x / " + L + ") * " +
+               stride + " + c) * " + L + " + lane] = " + cs.at(q, "c") + ";");
       }
-    });
-    e.closeScope();
-    w.line("__syncthreads();");
-    e.closeScope();
-    w.line("for (int i = threadIdx.x; i < " + KW + "; i += blockDim.x) fusec_cs_part[blockIdx.x * " + KW +
-           " + i] = fusec_cs_block[i];");
+      w.line("__syncthreads();");
+      e.openScope("for (int i = threadIdx.x; i < " + SL + "; i += blockDim.x)");
+      w.line("const int s = i / " + L + ", l = i % " + L + ";");
+      w.line("const fusec_idx col = " + col + ";");
+      e.openScope("if (col < " + W + ")");
+      auto acc = [&](const std::string& g) {
+        return array + "[((" + g + ") * " + stride + " + " + base + " + s) * " + L + " + l]";
+      };
+      w.line("float a = " + acc("0") + ";");
+      w.line("#pragma unroll");
+      w.line("for (int g = 1; g < " + GPB + "; ++g) a = " + comb(q) + "(a, " + acc("g") + ");");
+      w.line("fusec_cs_part[blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + col] = a;");
+      e.closeScope();
+      e.closeScope();
+    }
   } else {
     forEachSlot(e, cs, [&](const std::string& col, const std::string& slot) {
       for (size_t q = 0; q < cs.ops.size(); ++q)
@@ -366,6 +389,19 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   }
   const std::string S = std::to_string(cs.perCluster), G = std::to_string(cs.blocks),
                     C = std::to_string(cs.clusters);
+  // Adds `count` rows of `array` (`first` + b, b < count; those at or past `end` are absent)
+  // at column i of sum q: loaded together, added in row order.
+  auto addRows = [&](size_t q, const std::string& array, const std::string& first, const std::string& count,
+                     const std::string& end) {
+    const std::string off = std::to_string(q) + " * " + W + " + i";
+    w.line("float v[" + count + "];");
+    w.line("#pragma unroll");
+    w.line("for (int b = 0; b < " + count + "; ++b) v[b] = " + first + " + b < " + end + " ? __ldcg(&" + array + "[(" +
+           first + " + b) * " + KW + " + " + off + "]) : 0.0f;");
+    w.line("float a = v[0];");
+    w.line("#pragma unroll");
+    w.line("for (int b = 1; b < " + count + "; ++b) if (" + first + " + b < " + end + ") a = " + comb(q) + "(a, v[b]);");
+  };
   w.line("__shared__ bool fusec_cs_last;");
   w.line("const int cluster = blockIdx.x / " + S + ", first = cluster * " + S + ", end = min(first + " + S + ", " + G +
          ");");
@@ -376,12 +412,9 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   w.line("if (!fusec_cs_last) return;");
   w.line("__threadfence();");
   for (size_t q = 0; q < cs.ops.size(); ++q) {
-    const std::string off = std::to_string(q) + " * " + W + " + i";
     e.openScope("for (int i = threadIdx.x; i < " + W + "; i += blockDim.x)");
-    w.line("float a = __ldcg(&fusec_cs_part[first * " + KW + " + " + off + "]);");
-    w.line("for (int b = first + 1; b < end; ++b) a = " + comb(q) + "(a, __ldcg(&fusec_cs_part[b * " + KW + " + " + off +
-           "]));");
-    w.line("fusec_cs_cluster[cluster * " + KW + " + " + off + "] = a;");
+    addRows(q, "fusec_cs_part", "first", S, "end");
+    w.line("fusec_cs_cluster[cluster * " + KW + " + " + std::to_string(q) + " * " + W + " + i] = a;");
     e.closeScope();
   }
   w.line("if (threadIdx.x == 0) fusec_cs_count[cluster] = 0;");
@@ -393,11 +426,8 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   w.line("__threadfence();");
   for (size_t q = 0; q < cs.ops.size(); ++q) {
     const Op& op = *cs.ops[q];
-    const std::string off = std::to_string(q) + " * " + W + " + i";
     e.openScope("for (int i = threadIdx.x; i < " + W + "; i += blockDim.x)");
-    w.line("float a = __ldcg(&fusec_cs_cluster[" + off + "]);");
-    w.line("for (int b = 1; b < " + C + "; ++b) a = " + comb(q) + "(a, __ldcg(&fusec_cs_cluster[b * " + KW + " + " + off +
-           "]));");
+    addRows(q, "fusec_cs_cluster", "0", C, C);
     if (op.kind == OpKind::Mean) w.line("a = a / " + literal(DType::f32, double(rows)) + ";");
     e.bindReduction(op.result(), "a");
     for (int o : colOuts)

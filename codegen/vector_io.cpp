@@ -37,15 +37,27 @@ __device__ __forceinline__ unsigned fusec_pack2(const float* s, __half*) {
 template <class T> __device__ __forceinline__ void fusec_st16(T* p, const float* s) {
   *reinterpret_cast<uint4*>(p) = make_uint4(fusec_pack2(s, p), fusec_pack2(s + 2, p), fusec_pack2(s + 4, p), fusec_pack2(s + 6, p));
 }
+__device__ __forceinline__ float fusec_f32(float x) { return x; }
+__device__ __forceinline__ float fusec_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float fusec_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ void fusec_put(float* p, float x) { *p = x; }
+__device__ __forceinline__ void fusec_put(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void fusec_put(__half* p, float x) { *p = __float2half_rn(x); }
+// V elements: 16-byte accesses, and element by element for a vector narrower than 16 bytes
+// (a col_reduce of 2 f32 columns per thread once loaded nothing at all).
 template <int V, class T> __device__ __forceinline__ void fusec_vload(float* d, const T* p) {
   constexpr int E = 16 / sizeof(T);
 #pragma unroll
   for (int q = 0; q < V / E; ++q) fusec_ld16(d + q * E, p + q * E);
+#pragma unroll
+  for (int k = V / E * E; k < V; ++k) d[k] = fusec_f32(p[k]);
 }
 template <int V, class T> __device__ __forceinline__ void fusec_vstore(T* p, const float* s) {
   constexpr int E = 16 / sizeof(T);
 #pragma unroll
   for (int q = 0; q < V / E; ++q) fusec_st16(p + q * E, s + q * E);
+#pragma unroll
+  for (int k = V / E * E; k < V; ++k) fusec_put(p + k, s[k]);
 }
 )";
 }
