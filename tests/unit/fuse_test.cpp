@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "api/compile.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
 #include "ir/parser.h"
@@ -240,6 +241,32 @@ void modelChecked(const std::string& program) {
   pm.addPipeline("decompose,canonicalize,cse,dce");
   pm.run(m);
   fuseChecked(m, 1e-6);
+}
+
+// The norm-weight gradients of a training step are column sums over the batch's rows; each
+// joins the rmsnorm backward's row kernel, which reads the same dy and x (fusion/domain.h
+// columnSums), instead of split-reductions' two col_reduce launches. Small at batch 16 has
+// 4096 rows: enough that split-reductions would split them.
+TEST(PassFuse, NormWeightGradientsJoinTheRmsnormBackward) {
+  Module m;
+  auto cfg = models::namedConfig("small");
+  cfg.layers = 2;
+  models::buildTrainLoss(m, cfg, 16, 256);
+  api::lowerProgram(m, "train_step", {.dtype = DType::bf16});
+  const Graph& g = *m.funcs.at(0);
+  EXPECT_EQ(kernels(g, KernelFamily::ColReduce), 0);
+  int withColumnSums = 0;
+  for (auto& op : g.ops) {
+    if (op->kind != OpKind::Kernel) continue;
+    bool rows = false, cols = false;
+    for (auto& b : op->body->ops) {
+      if (b->info().category != OpCategory::Reduction) continue;
+      rows |= fusion::domainOf(*b).kind == fusion::DomainKind::Row;
+      cols |= fusion::domainOf(*b).kind == fusion::DomainKind::Col;
+    }
+    withColumnSums += rows && cols;
+  }
+  EXPECT_EQ(withColumnSums, 2 * cfg.layers + 1);  // two norms per layer and the final norm
 }
 
 TEST(PassFuse, TinyForward) { modelChecked("forward"); }
