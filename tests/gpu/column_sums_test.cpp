@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/compile.h"
 #include "ir/interpreter.h"
@@ -32,58 +34,72 @@ std::string ty(const std::string& dt, int64_t a, int64_t b) {
   return dt + "[" + std::to_string(a) + "," + std::to_string(b) + "]";
 }
 
+// `text` with every $NAME of `subs` replaced (the types of one shape of a test graph).
+std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& subs) {
+  for (const auto& [key, value] : subs)
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+      text.replace(at, key.size(), value);
+  return text;
+}
+
 // An rmsnorm backward over R rows of n: dx, and the weight gradient sum(dy * x * rstd) over
 // the rows. dy in `dt` (bf16 in a bf16 step), x and rstd in f32.
 std::string rmsnormBackward(const std::string& dt, int64_t R, int64_t n) {
-  const std::string f = ty("f32", R, n), d = ty(dt, R, n), r1 = ty("f32", R, 1);
-  const std::string w = "f32[" + std::to_string(n) + "]";
-  return "func @rmsnorm_bwd {\n"
-         "  %dyi = input() {name = \"dy\"} : " + d + "\n"
-         "  %x = input() {name = \"x\"} : " + f + "\n"
-         "  %r = input() {name = \"r\"} : " + r1 + "\n"
-         "  %w = input() {name = \"w\"} : " + w + "\n"
-         "  %dy = cast(%dyi) : " + f + "\n"
-         "  %rb = broadcast(%r) : " + f + "\n"
-         "  %wb = broadcast(%w) : " + f + "\n"
-         "  %xn = mul(%x, %rb) : " + f + "\n"
-         "  %g = mul(%dy, %xn) : " + f + "\n"
-         "  %dw = sum(%g) {axes = [0]} : " + w + "\n"
-         "  %dyw = mul(%dy, %wb) : " + f + "\n"
-         "  %p = mul(%dyw, %xn) : " + f + "\n"
-         "  %m = mean(%p) {axes = [1], keepdim = true} : " + r1 + "\n"
-         "  %mb = broadcast(%m) : " + f + "\n"
-         "  %t = mul(%xn, %mb) : " + f + "\n"
-         "  %u = sub(%dyw, %t) : " + f + "\n"
-         "  %dx = mul(%u, %rb) : " + f + "\n"
-         "  return %dx, %dw\n}\n";
+  return fill(R"(func @rmsnorm_bwd {
+  %dyi = input() {name = "dy"} : $D
+  %x = input() {name = "x"} : $F
+  %r = input() {name = "r"} : $ROW
+  %w = input() {name = "w"} : $COL
+  %dy = cast(%dyi) : $F
+  %rb = broadcast(%r) : $F
+  %wb = broadcast(%w) : $F
+  %xn = mul(%x, %rb) : $F
+  %g = mul(%dy, %xn) : $F
+  %dw = sum(%g) {axes = [0]} : $COL
+  %dyw = mul(%dy, %wb) : $F
+  %p = mul(%dyw, %xn) : $F
+  %m = mean(%p) {axes = [1], keepdim = true} : $ROW
+  %mb = broadcast(%m) : $F
+  %t = mul(%xn, %mb) : $F
+  %u = sub(%dyw, %t) : $F
+  %dx = mul(%u, %rb) : $F
+  return %dx, %dw
+}
+)",
+              {{"$D", ty(dt, R, n)}, {"$F", ty("f32", R, n)}, {"$ROW", ty("f32", R, 1)},
+               {"$COL", "f32[" + std::to_string(n) + "]"}});
 }
 
 // Rows of n too long for registers beside four inputs: the column maxima of a + b * c * d
 // and the row sums.
 std::string wideRows(int64_t R, int64_t n) {
-  const std::string f = ty("f32", R, n);
-  return "func @wide {\n"
-         "  %a = input() {name = \"a\"} : " + f + "\n"
-         "  %b = input() {name = \"b\"} : " + f + "\n"
-         "  %c = input() {name = \"c\"} : " + f + "\n"
-         "  %d = input() {name = \"d\"} : " + f + "\n"
-         "  %bc = mul(%b, %c) : " + f + "\n"
-         "  %bcd = mul(%bc, %d) : " + f + "\n"
-         "  %s = add(%a, %bcd) : " + f + "\n"
-         "  %cm = reduce_max(%s) {axes = [0]} : f32[" + std::to_string(n) + "]\n"
-         "  %rs = sum(%s) {axes = [1], keepdim = true} : " + ty("f32", R, 1) + "\n"
-         "  return %rs, %cm\n}\n";
+  return fill(R"(func @wide {
+  %a = input() {name = "a"} : $F
+  %b = input() {name = "b"} : $F
+  %c = input() {name = "c"} : $F
+  %d = input() {name = "d"} : $F
+  %bc = mul(%b, %c) : $F
+  %bcd = mul(%bc, %d) : $F
+  %s = add(%a, %bcd) : $F
+  %cm = reduce_max(%s) {axes = [0]} : $COL
+  %rs = sum(%s) {axes = [1], keepdim = true} : $ROW
+  return %rs, %cm
+}
+)",
+              {{"$F", ty("f32", R, n)}, {"$ROW", ty("f32", R, 1)}, {"$COL", "f32[" + std::to_string(n) + "]"}});
 }
 
 // A column sum with no row reduction beside it: a col_reduce kernel (two when split).
 std::string plainColumnSum(int64_t R, int64_t n) {
-  const std::string f = ty("f32", R, n);
-  return "func @colsum {\n"
-         "  %x = input() {name = \"x\"} : " + f + "\n"
-         "  %y = input() {name = \"y\"} : " + f + "\n"
-         "  %p = mul(%x, %y) : " + f + "\n"
-         "  %g = sum(%p) {axes = [0]} : f32[" + std::to_string(n) + "]\n"
-         "  return %g\n}\n";
+  return fill(R"(func @colsum {
+  %x = input() {name = "x"} : $F
+  %y = input() {name = "y"} : $F
+  %p = mul(%x, %y) : $F
+  %g = sum(%p) {axes = [0]} : $COL
+  return %g
+}
+)",
+              {{"$F", ty("f32", R, n)}, {"$COL", "f32[" + std::to_string(n) + "]"}});
 }
 
 int countKernels(const Graph& g, const std::string& family) {
