@@ -314,7 +314,9 @@ void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& i
     }
     case OpKind::Slice: {
       const int ax = normalizeAxis(op.attrInt("axis"), int(inShape.size()), "slice");
-      const int64_t start = op.attrInt("start"), step = op.attrInt("step");
+      const int64_t start = op.attrInt("start");
+      // One element taken: index 0 only, whatever the step (which may be huge).
+      const int64_t step = op.result()->type.shape[size_t(ax)] == 1 ? 1 : op.attrInt("step");
       in = idx;
       std::string e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] + " * " + std::to_string(step);
       if (start != 0) e = "(" + e + " + " + std::to_string(start) + ")";

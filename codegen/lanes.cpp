@@ -142,7 +142,9 @@ LaneMap operandLanes(const Op& op, size_t k, const LaneMap& m, int V) {
     case OpKind::Slice: {
       LaneMap o = m;
       const size_t ax = size_t(normalizeAxis(op.attrInt("axis"), int(in.size()), "slice"));
-      const int64_t start = op.attrInt("start"), step = op.attrInt("step");
+      const int64_t start = op.attrInt("start");
+      // One element taken: index 0 only, whatever the step (which may be huge).
+      const int64_t step = op.result()->type.shape[ax] == 1 ? 1 : op.attrInt("step");
       for (auto& x : o.off[ax]) x *= step;
       if (o.g[ax] != 0) o.g[ax] *= step;
       o.r[ax] = o.r[ax] * step + start;

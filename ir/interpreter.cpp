@@ -388,7 +388,7 @@ HostTensor slice(const Op& op, const HostTensor& x) {
     internal(op, "slice reads outside its operand");
   std::vector<int64_t> st = stridesOf(x.type.shape);
   int64_t base = start * st[size_t(axis)];
-  st[size_t(axis)] *= step;
+  if (n > 1) st[size_t(axis)] *= step;  // one element: the stride is unused (and could overflow)
   onStorage(rt.dtype, x, out, [&](const auto& s, auto& d) {
     forEachStrided(rt.shape, st, base, [&](size_t k, int64_t o) { d[k] = s[size_t(o)]; });
   });

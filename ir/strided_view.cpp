@@ -78,7 +78,8 @@ std::optional<StridedView> resolveView(const Value* v) {
     case OpKind::Slice: {
       int ax = normalizeAxis(op->attrInt("axis"), x->type.rank(), "slice");
       out.offset += op->attrInt("start") * in->strides[size_t(ax)];
-      out.strides[size_t(ax)] *= op->attrInt("step");
+      // One element taken: its stride is never used (and stride * step could overflow).
+      if (op->result()->type.shape[size_t(ax)] > 1) out.strides[size_t(ax)] *= op->attrInt("step");
       return out;
     }
     case OpKind::Broadcast: {

@@ -270,8 +270,13 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (start < 0 || start > end || end > dim)
         fail("slice [" + std::to_string(start) + ", " + std::to_string(end) + ") is out of range for dimension of size " +
              std::to_string(dim));
+      if (start == end)  // see the verifier: no value may have a zero-size dimension
+        fail("slice [" + std::to_string(start) + ", " + std::to_string(end) +
+             ") is empty: fusec does not support tensors with a zero-size dimension");
       Type t = x;
-      t.shape[size_t(ax)] = (end - start + step - 1) / step;
+      // ceil((end - start) / step) without end - start + step - 1, which overflows for a
+      // step near INT64_MAX (and then inferred f32[0] for a one-element slice).
+      t.shape[size_t(ax)] = (end - start - 1) / step + 1;
       return {t};
     }
     case TypeRule::Concat: {

@@ -58,6 +58,13 @@ class Verifier {
         if (r.def != &op || r.index != int(i)) fail("result " + std::to_string(i) + " has a wrong back-link");
         if (!validValueName(r.name)) fail("invalid value name '%" + r.name + "'");
         if (!r.name.empty() && !names.insert(r.name).second) fail("duplicate value name %" + r.name);
+        // Empty tensors are refused here, once, rather than handled by every pass and kernel
+        // family (autodiff divided by a zero dimension; a kernel of no elements would have
+        // no grid).
+        for (int64_t d : r.type.shape)
+          if (d == 0)
+            fail("%" + (r.name.empty() ? std::to_string(i) : r.name) + " has type " + r.type.str() +
+                 ": fusec does not support tensors with a zero-size dimension");
         resultTypes[i] = r.type;
       }
       if (op.body && op.kind != OpKind::Kernel) fail(std::string(info.name) + " cannot have a body");

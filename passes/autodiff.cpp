@@ -289,7 +289,7 @@ class Autodiff {
       return zeros(Type{xt.dtype, std::move(s)});
     };
     Value* d = dy;
-    if (step > 1) {
+    if (step > 1 && n > 1) {  // one element taken: a plain slice of it (step - 1 zeros could be huge)
       Shape s1 = ys;
       s1.insert(s1.begin() + ax + 1, 1);
       Value* spread = b_.concat({reshape(dy, s1), zerosAlong(step - 1, s1, ax + 1)}, ax + 1);

@@ -9,6 +9,8 @@
 // ir/ops.def is covered by none (a new op needs a VJP test or a no-gradient test).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -343,7 +345,9 @@ COVERS(OpKind::Slice, OpKind::Concat);
 TEST(AutodiffLayout, Slice) {
   const std::vector<SliceCase> cases = {
       {1, 0, 9, 1}, {1, 2, 7, 1}, {1, 0, 9, 2}, {1, 1, 8, 3}, {1, 0, 3, 4}, {1, 2, 9, 4}, {1, 8, 9, 5},
-      {0, 1, 5, 2}, {-1, 1, 4, 1}, {-1, 0, 4, 3}, {1, 4, 4, 1}};
+      {0, 1, 5, 2}, {-1, 1, 4, 1}, {-1, 0, 4, 3},
+      // One element through a step near INT64_MAX: its type once overflowed to [5, 0, 4].
+      {1, 2, 7, INT64_MAX}};
   int n = 0;
   for (const SliceCase& c : cases) {
     SCOPED_TRACE("slice axis " + std::to_string(c.axis) + " [" + std::to_string(c.start) + ", " +
@@ -352,12 +356,17 @@ TEST(AutodiffLayout, Slice) {
     Fn f;
     Value* x = f.in("x", test::randomNonZero(Type{F, {5, 9, 4}}, rng));
     Value* s = f.b.slice(x, c.axis, c.start, c.end, c.step);
-    // Plus a term on x itself so that an empty slice still has a nonzero gradient.
+    // Plus a term on x itself, so that x's whole gradient is checked, not only the slice's.
     Value* out = f.b.binary(OpKind::Mul, s, s);
     Value* loss = f.b.binary(OpKind::Add, f.weightedLoss(out, rng),
                              f.b.reduce(OpKind::Sum, f.b.unary(OpKind::Sin, x), {0, 1, 2}));
     checkLossGrad(f, loss, {x});
   }
+  // Empty slices are refused where they are built (no value may have a zero-size dimension).
+  Fn f;
+  Value* x = f.b.input("x", Type{F, {5, 9, 4}});
+  EXPECT_EQ(test::errorOf([&] { f.b.slice(x, 1, 4, 4, 1); }),
+            "slice [4, 4) is empty: fusec does not support tensors with a zero-size dimension");
 }
 
 COVERS(OpKind::Concat);
