@@ -36,13 +36,15 @@ std::unique_ptr<Op> makeOp(OpKind kind) {
   auto op = std::make_unique<Op>();
   op->kind = kind;
   for (const AttrSpec& s : opInfo(kind).attrs) {
+    // Required ones get a placeholder the builder/parser overwrites. Built in place: GCC 12
+    // saw the moved-from temporaries of push_back as maybe-uninitialized.
     if (s.defaultValue) op->attrs.push_back(*s.defaultValue);
-    else switch (s.kind) {  // required: a placeholder the builder/parser overwrites
-      case AttrKind::Int: op->attrs.push_back(int64_t(0)); break;
-      case AttrKind::Ints: op->attrs.push_back(std::vector<int64_t>{}); break;
-      case AttrKind::Float: op->attrs.push_back(0.0); break;
-      case AttrKind::Bool: op->attrs.push_back(false); break;
-      case AttrKind::Str: op->attrs.push_back(std::string()); break;
+    else switch (s.kind) {
+      case AttrKind::Int: op->attrs.emplace_back(std::in_place_type<int64_t>, 0); break;
+      case AttrKind::Ints: op->attrs.emplace_back(std::in_place_type<std::vector<int64_t>>); break;
+      case AttrKind::Float: op->attrs.emplace_back(std::in_place_type<double>, 0.0); break;
+      case AttrKind::Bool: op->attrs.emplace_back(std::in_place_type<bool>, false); break;
+      case AttrKind::Str: op->attrs.emplace_back(std::in_place_type<std::string>); break;
     }
   }
   return op;

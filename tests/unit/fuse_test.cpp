@@ -202,8 +202,11 @@ func @cheap {
   EXPECT_EQ(kernels(*m->find("table"), KernelFamily::Pointwise), 2) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("same_size"), KernelFamily::Pointwise), 1) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("cheap"), KernelFamily::Pointwise), 1) << printModule(*m);
-  for (const OpInfo& info : allOps())
-    if (info.costly) EXPECT_EQ(info.category, OpCategory::Pointwise) << info.name;
+  for (const OpInfo& info : allOps()) {
+    if (info.costly) {
+      EXPECT_EQ(info.category, OpCategory::Pointwise) << info.name;
+    }
+  }
   EXPECT_TRUE(opInfo(OpKind::Rsqrt).costly);
   EXPECT_FALSE(opInfo(OpKind::Mul).costly);
 }

@@ -60,7 +60,7 @@ int64_t checkPlan(const Graph& g) {
     for (auto& r : op.results) {
       const bool residentConcat = op.kind == OpKind::Concat && r->offset < 0;
       const bool mustOwn = !isSource(op) && !isView && !residentConcat && !inPlace.count(r.get());
-      EXPECT_EQ(r->offset >= 0, mustOwn || isSource(op) && (op.kind == OpKind::Input || op.kind == OpKind::Param))
+      EXPECT_EQ(r->offset >= 0, mustOwn || (isSource(op) && (op.kind == OpKind::Input || op.kind == OpKind::Param)))
           << "value %" << r->name << " of " << op.info().name;
       if (mustOwn) ranges[r.get()] = Range{r.get(), i, i};
       if (residentConcat) {  // operands back to back in the resident region
@@ -282,8 +282,12 @@ TEST(MemoryPlan, PlansTwentyThousandBuffersQuickly) {
     const int64_t at = plan.offset.at(b.value);
     EXPECT_LE(at + b.bytes, plan.bytes);
     auto next = byOffset.lower_bound(at);
-    if (next != byOffset.end()) ASSERT_LE(at + b.bytes, next->first);
-    if (next != byOffset.begin()) ASSERT_LE(plan.offset.at(std::prev(next)->second->value) + std::prev(next)->second->bytes, at);
+    if (next != byOffset.end()) {
+      ASSERT_LE(at + b.bytes, next->first);
+    }
+    if (next != byOffset.begin()) {
+      ASSERT_LE(plan.offset.at(std::prev(next)->second->value) + std::prev(next)->second->bytes, at);
+    }
     byOffset[at] = &b;
     byEnd.emplace(b.lastUse, &b);
   }
