@@ -1,4 +1,4 @@
-// Issue 5's correctness comparisons on the GPU: the compiled programs (planned by the whole
+// Correctness against eager PyTorch on the GPU: the compiled programs (planned by the whole
 // pipeline, run by runtime/executable.h) against LibTorch CUDA eager with the same weights and
 // tokens, ctx 256: small, medium, large, xl (batch 4) and 2.7B (batch 2), fp32 and bf16
 // (eager under CUDA autocast). Forward logits, the losses of 3 train_steps and every
