@@ -237,8 +237,9 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
 // ---- column sums in a row kernel ---------------------------------------------------------
 // A row kernel may also reduce its elements down the rows (fusion/domain.h columnSums: the
 // norm-weight gradient beside the rmsnorm backward, which reads the same dy and x). In the
-// last pass each thread adds the elements it holds into per-column registers: its columns
-// are the same in every row it takes from a fixed grid. After its rows, a block combines its
+// last pass each thread adds the elements it holds into per-column accumulators (registers,
+// or shared memory when the row leaves no room): its columns are the same in every row it
+// takes from a fixed grid. After its rows, a block combines its
 // groups (warps) in group order through shared memory and writes its partial to a row of a
 // module-scope scratch (kernel_abi.h). Blocks are counted in clusters: the last block of a
 // cluster to finish adds that cluster's partials in block order, and the last cluster to
@@ -540,7 +541,7 @@ std::string reductionPrelude() { return prelude(); }
 
 std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
   std::vector<Reduction> reds;
-  std::vector<const Op*> cols;  // a row kernel's column sums (see columnSumsPrologue)
+  std::vector<const Op*> cols;  // a row kernel's column sums (see ColumnSums)
   for (auto& op : k.body.ops) {
     if (op->info().category != OpCategory::Reduction) continue;
     const fusion::DomainKind d = fusion::domainOf(*op).kind;
@@ -603,7 +604,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   const RowRegisters regs =
       family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, cols, lanes) : RowRegisters{};
   // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
-  // one row of the scratch the last blocks add up), and a thread's columns in registers.
+  // one row of the scratch the last blocks add up).
   ColumnSums colSums;
   if (!cols.empty()) {
     grid = std::min<int64_t>(grid, kColumnSumBlocks);

@@ -58,12 +58,21 @@ int64_t partialsFor(int64_t r, int64_t n) {
 
 // The stored values of `numel` elements that `v` is computed from element by element: `v`
 // itself, or, through pointwise ops and views of that element count, their operands.
-void elementLeaves(const Value* v, int64_t numel, std::set<const Value*>& out) {
-  if (v->type.numel() != numel || !out.insert(v).second) return;
-  const Op* d = v->def;
-  if (!d || (d->info().category != OpCategory::Pointwise && !isViewOp(d->kind))) return;
-  out.erase(v);
-  for (const Value* o : d->operands) elementLeaves(o, numel, out);
+// Each value is visited once (a shared subexpression is not walked again per use).
+void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out) {
+  std::set<const Value*> seen;
+  std::vector<const Value*> stack{root};
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (v->type.numel() != numel || !seen.insert(v).second) continue;
+    const Op* d = v->def;
+    if (!d || (d->info().category != OpCategory::Pointwise && !isViewOp(d->kind))) {
+      out.insert(v);
+      continue;
+    }
+    for (const Value* o : d->operands) stack.push_back(o);
+  }
 }
 
 // For each row reduction, its domain and the stored values its elements come from.
