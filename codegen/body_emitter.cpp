@@ -64,6 +64,34 @@ BodyEmitter::BodyEmitter(const Graph& body, CodeWriter& w) : body_(body), w_(w) 
   for (size_t i = 0; i < body.ops.size(); ++i) position_[body.ops[i].get()] = int(i);
   memo_.emplace_back();
   findRoundedOnly();
+  findLowPrecisionData();
+}
+
+// A float value computed, inside this body, from bf16/f16 inputs alone (constants, integer
+// and boolean operands are exact and do not count; a reduction or a layout op of such values
+// is one too).
+// Those inputs were rounded to 8 or 11 significant bits where they were made, which moved
+// any function of them by about |x| * 2^-8 relative; the hardware exp and division err by
+// 2 + 1.2|x| f32 ulps (about |x| * 2^-23), thousands of times less, so their results take the
+// fast forms too. Cross-entropy's logsumexp over bf16 logits is the case: its accurate expf
+// per logit was a third of the kernel's instructions. An f32 program has no such inputs and
+// keeps every accurate form.
+void BodyEmitter::findLowPrecisionData() {
+  for (const auto& op : body_.ops) {
+    if (op->results.size() != 1 || !isFloat(op->result()->type.dtype)) continue;
+    if (op->kind == OpKind::Input) {
+      if (isReduced(op->result()->type.dtype)) lowPrecisionData_.insert(op->result());
+      continue;
+    }
+    const OpCategory c = op->info().category;
+    if (c != OpCategory::Pointwise && c != OpCategory::Reduction && c != OpCategory::Layout) continue;
+    bool derived = false, exact = true;
+    for (const Value* v : op->operands) {
+      if (lowPrecisionData_.count(v)) derived = true;
+      else if (isFloat(v->type.dtype) && v->def->kind != OpKind::Constant) exact = false;
+    }
+    if (derived && exact) lowPrecisionData_.insert(op->result());
+  }
 }
 
 // A value whose every use is a rounding to bf16/f16 (a cast, or a pointwise op with such a
@@ -459,7 +487,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   if (op.kind == OpKind::Cast) {
     w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
   } else {
-    const bool fast = isReduced(dt) || roundedOnly_.count(op.result());
+    const bool fast = isReduced(dt) || roundedOnly_.count(op.result()) || lowPrecisionData_.count(op.result());
     w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, fast) + ");" + comment);
   }
   return reg;

@@ -112,10 +112,13 @@ class BodyEmitter {
 
   // Sets roundedOnly_ (body_emitter.cpp says which values).
   void findRoundedOnly();
+  // Sets lowPrecisionData_ (body_emitter.cpp says which values).
+  void findLowPrecisionData();
 
   const Graph& body_;
   CodeWriter& w_;
   std::set<const Value*> roundedOnly_;  // f32 values that reach memory only rounded to bf16/f16
+  std::set<const Value*> lowPrecisionData_;  // float values computed from bf16/f16 inputs alone
   std::map<const Op*, int> inputNumber_, position_;
   std::vector<std::map<std::string, std::string>> memo_;  // per scope: key -> register
   std::map<const Value*, std::string> bound_;

@@ -3,7 +3,9 @@
 // reduced elements; each reduction is a per-thread f32 (or integer) accumulator in a fixed
 // order, combined across the group by a fixed shuffle/shared-memory tree. Results are
 // therefore deterministic run to run. The three families differ only in L:
-//   row_reduce: L = 32 (a warp per row) for rows of at most 1024, else a block per row;
+//   row_reduce: L = a warp per row, more warps for long rows (rowLanes: at most 16 of a
+//               row's elements per thread, up to 512 threads), combined through shared
+//               memory behind a named barrier of the row's warps alone;
 //   col_reduce: a block owns a tile of 32 x V columns: row lanes per column (32 of 1024
 //               threads; 8 of 256 when V > 1), each summing every 8th or 32nd row (a warp
 //               reads 32 x V adjacent columns of one row, coalesced), then the lanes
@@ -15,11 +17,14 @@
 //               bandwidth. (One thread per column summing all rows, the first version, was
 //               latency-bound: 0.46 ms for 1024 x 768 on an H200, 25 times per small step.)
 //   reduce_all: one block of 1024 threads.
-// Reductions run in body order (softmax: max, then sum), each in its own pass over the
-// row; ops after a reduction read its value from a register. Row-shaped outputs are written
-// by lane 0, full-shaped ones in a last pass over the row.
+// Reductions run by level (reductionLevels: softmax's max, then its sum; cross-entropy's
+// max and label logit together, then its sum), a pass over the row and one group reduction
+// per level; ops after a reduction read its value from a register. Row-shaped outputs are
+// written by lane 0, full-shaped ones in a last pass over the row.
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "codegen/cuda_types.h"
@@ -72,25 +77,47 @@ const char* combiner(OpKind k) { return k == OpKind::RMax ? "fusec_max" : k == O
 // Combining functors (formulas of add/max/min from ir/ops.def: max and min propagate NaN
 // as the interpreter does) and the group reductions.
 std::string prelude() {
-  auto functor = [](const char* name, OpKind k) {
+  auto functor = [](const char* name, OpKind k, const char* nanForm) {
     return std::string("struct ") + name + " {\n  template <class T> __device__ T operator()(T a, T b) const { return " +
-           scalarFormula(k, {"a", "b"}) + "; }\n};\n";
+           scalarFormula(k, {"a", "b"}) + "; }\n" +
+           (nanForm ? std::string("  __device__ float operator()(float a, float b) const { return ") + nanForm + "(a, b); }\n"
+                    : std::string()) +
+           "};\n";
   };
-  return functor("fusec_sum", OpKind::Add) + functor("fusec_max", OpKind::Max) + functor("fusec_min", OpKind::Min) +
+  // f32 max and min in one instruction (max.NaN / min.NaN, sm_80 on) where the formula's
+  // compare-and-select takes four: cross-entropy takes a max per logit.
+  const std::string nanMinMax = "__device__ __forceinline__ float fusec_fmax_nan(float a, float b) {\n#if __CUDA_ARCH__ >= 800\n"
+                                "  float r;\n  asm(\"max.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n  return r;\n#else\n  return " +
+                                scalarFormula(OpKind::Max, {"a", "b"}) +
+                                ";\n#endif\n}\n"
+                                "__device__ __forceinline__ float fusec_fmin_nan(float a, float b) {\n#if __CUDA_ARCH__ >= 800\n"
+                                "  float r;\n  asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n  return r;\n#else\n  return " +
+                                scalarFormula(OpKind::Min, {"a", "b"}) + ";\n#endif\n}\n";
+  return nanMinMax + functor("fusec_sum", OpKind::Add, nullptr) + functor("fusec_max", OpKind::Max, "fusec_fmax_nan") +
+         functor("fusec_min", OpKind::Min, "fusec_fmin_nan") +
          R"(// Butterfly over a warp: every lane ends with the same value, combined in a fixed order.
 template <class T, class Op> __device__ T fusec_warp_reduce(T v, Op op) {
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// Over a block: warps reduce, then every thread combines the warp results in warp order.
-template <class T, class Op> __device__ T fusec_block_reduce(T v, Op op) {
-  __shared__ T part[32];
+// A group of LANES threads (whole warps; the block when LANES == BLOCK) waits for its own
+// threads only: named barrier 1 + g for group g of the block (barrier 0 is __syncthreads).
+template <int LANES, int BLOCK> __device__ __forceinline__ void fusec_group_sync() {
+  if (LANES == BLOCK) __syncthreads();
+  else asm volatile("bar.sync %0, %1;" : : "r"(1 + (int)threadIdx.x / LANES), "r"(LANES) : "memory");
+}
+// A reduction over a group of warps: each warp's butterfly result in its slot of `part`
+// (the block's warps side by side), then, after fusec_group_sync, every thread combines its
+// group's warps in warp order. Several reductions share one pair of barriers.
+template <class T, class Op> __device__ __forceinline__ void fusec_warp_part(T v, Op op, T* part) {
   v = fusec_warp_reduce(v, op);
-  __syncthreads();  // the previous reduction's readers are done with `part`
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
-  __syncthreads();
-  T r = part[0];
-  for (unsigned w = 1; w < blockDim.x / 32; ++w) r = op(r, part[w]);
+}
+template <int LANES, class T, class Op> __device__ __forceinline__ T fusec_group_total(const T* part, Op op) {
+  const T* p = part + threadIdx.x / LANES * (LANES / 32);
+  T r = p[0];
+#pragma unroll
+  for (int w = 1; w < LANES / 32; ++w) r = op(r, p[w]);
   return r;
 }
 // Over the row lanes of a column tile (col_reduce: thread t holds column t % 32 of the tile
@@ -138,7 +165,7 @@ struct RowRegisters {
   std::vector<const Value*> inputs;  // register array r<k> holds inputs[k]
   std::vector<int> vectorOuts;       // full outputs stored as vectors
   // Register array k<i> holds cached[i].first, computed by pass cached[i].second (passes:
-  // the reductions in order, then the full outputs' pass).
+  // the reduction levels in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
 };
@@ -156,8 +183,8 @@ bool reducesSuffix(const Reduction& red) {
   return true;
 }
 
-RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<int>& fullOuts,
-                     const std::vector<const Op*>& cols, int lanes) {
+RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<std::vector<size_t>>& levels,
+                     const std::vector<int>& fullOuts, const std::vector<const Op*>& cols, int lanes) {
   RowRegisters plan;
   std::vector<const Value*> roots;
   for (const Reduction& red : reds) {
@@ -193,9 +220,18 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   // The costly values each pass evaluates at its own element (reached from its root through
   // pointwise ops only, of the root's shape); those a later pass reaches again are cached
   // while the register budget lasts.
-  std::vector<std::pair<const Value*, Shape>> passRoots;
-  for (const Reduction& red : reds) passRoots.push_back({red.op->operands[0], red.op->operands[0]->type.shape});
+  // A pass per level (its reductions' operands), then the outputs' pass.
   const Shape& full = reds[0].op->operands[0]->type.shape;
+  std::vector<std::pair<std::vector<const Value*>, bool>> passRoots;  // roots, all of the full shape
+  for (const auto& level : levels) {
+    std::vector<const Value*> roots;
+    bool whole = true;
+    for (size_t i : level) {
+      roots.push_back(reds[i].op->operands[0]);
+      whole &= reds[i].op->operands[0]->type.shape == full;
+    }
+    passRoots.push_back({roots, whole});
+  }
   std::set<const Value*> reduced;
   for (const Reduction& red : reds) reduced.insert(red.op->result());
   std::vector<std::set<const Value*>> reach;
@@ -212,7 +248,14 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     }
     return costly;
   };
-  for (const auto& [root, shape] : passRoots) reach.push_back(walk({root}, shape));
+  for (const auto& [roots, whole] : passRoots) {
+    std::set<const Value*> costly;
+    for (const Value* root : roots) {
+      const std::set<const Value*> c = walk({root}, root->type.shape);
+      costly.insert(c.begin(), c.end());
+    }
+    reach.push_back(costly);
+  }
   std::vector<const Value*> outRoots;
   for (int o : fullOuts)
     if (body.outputs[size_t(o)]->type.shape == full) outRoots.push_back(body.outputs[size_t(o)]);
@@ -226,7 +269,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       if (taken.count(v) || (arrays + 1) * perThread > kMaxRowRegisters) continue;
       bool later = false;
       for (size_t b = a + 1; b < reach.size(); ++b) later |= reach[b].count(v) > 0;
-      if (!later || (a < passRoots.size() && passRoots[a].second != full)) continue;
+      if (!later || (a < passRoots.size() && !passRoots[a].second)) continue;
       taken.insert(v);
       plan.cached.push_back({v, a});
       ++arrays;
@@ -535,6 +578,46 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
   e.closeScope();
 }
 
+// Reduction levels: a reduction whose operand reads no other reduction of the kernel is on
+// level 0, any other one level above the highest it reads. A level's reductions share one
+// pass over the row and one group reduction (one pair of barriers): cross-entropy's max and
+// its label's logit, then the sum of exp, where each had a pass and a block reduction.
+std::vector<std::vector<size_t>> reductionLevels(const std::vector<Reduction>& reds) {
+  std::map<const Value*, size_t> index;
+  for (size_t i = 0; i < reds.size(); ++i) index[reds[i].op->result()] = i;
+  std::vector<size_t> level(reds.size(), 0);
+  std::vector<std::vector<size_t>> levels;
+  for (size_t i = 0; i < reds.size(); ++i) {
+    std::vector<const Value*> stack{reds[i].op->operands[0]};
+    std::set<const Value*> seen;
+    while (!stack.empty()) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (!seen.insert(v).second) continue;
+      if (auto it = index.find(v); it != index.end()) {
+        if (it->second >= i)
+          throw Error("codegen: reduction '" + reds[i].op->result()->name + "' reads a reduction computed after it");
+        level[i] = std::max(level[i], level[it->second] + 1);
+        continue;
+      }
+      for (const Value* o : v->def->operands) stack.push_back(o);
+    }
+    if (levels.size() <= level[i]) levels.resize(level[i] + 1);
+    levels[level[i]].push_back(i);
+  }
+  return levels;
+}
+
+// Threads per row of a row kernel: a warp, doubled while a thread would hold more than 16
+// of the row's elements, up to 512. Rows of 768 and 1024 (small's and medium's width) take
+// 64: at 32 medium's rmsnorm backward held three arrays of 32 registers, spilled, and its
+// weight-gradient accumulators went to shared memory (48% of the copy bandwidth).
+int rowLanes(int64_t r) {
+  int lanes = 32;
+  while (lanes < 512 && r > int64_t(lanes) * 16) lanes *= 2;
+  return lanes;
+}
+
 }  // namespace
 
 std::string reductionPrelude() { return prelude(); }
@@ -564,12 +647,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
 
   int lanes = 1, block = kBlock;
   int64_t grid = 1;
-  if (family == KernelFamily::RowReduce && r <= 1024) {
-    lanes = 32;
+  if (family == KernelFamily::RowReduce) {
+    lanes = rowLanes(r);
+    block = std::max(kBlock, lanes);
     grid = (n * lanes + block - 1) / block;
-  } else if (family == KernelFamily::RowReduce) {
-    lanes = block = 512;
-    grid = n;
   } else {
     lanes = block = 1024;
   }
@@ -595,14 +676,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     grid = (n + 32 * colV - 1) / (32 * colV);
   }
   grid = std::clamp<int64_t>(grid, 1, 65535);
-  auto groupReduce = [&](const std::string& v, OpKind kind) {
-    if (lanes == 1) return v;
-    if (family == KernelFamily::ColReduce) return std::string("fusec_col_reduce(") + v + ", " + combiner(kind) + "())";
-    return std::string(lanes == 32 ? "fusec_warp_reduce(" : "fusec_block_reduce(") + v + ", " + combiner(kind) + "())";
-  };
-
+  const std::vector<std::vector<size_t>> levels = reductionLevels(reds);
   const RowRegisters regs =
-      family == KernelFamily::RowReduce ? planRow(k.body, reds, fullOuts, cols, lanes) : RowRegisters{};
+      family == KernelFamily::RowReduce ? planRow(k.body, reds, levels, fullOuts, cols, lanes) : RowRegisters{};
   // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
   // one row of the scratch the last blocks add up).
   ColumnSums colSums;
@@ -760,26 +836,68 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     e.closeScope();
     e.closeScope();
   }
-  for (size_t pass = 0; pass < reds.size(); ++pass) {
-    const Reduction& red = reds[pass];
-    const Op& op = *red.op;
-    const DType dt = op.result()->type.dtype;
-    const std::string acc = e.fresh("acc"), rt = registerType(dt);
-    w.line("// " + e.describe(op));
-    w.line(rt + " " + acc + " = " + initValue(op.kind, dt) + ";");
-    Index kept = delinearize(w, "outer", red.kept, e.fresh("k"));
+  // The group's total of each accumulator of a level (see reductionLevels).
+  const std::string B = std::to_string(block);
+  auto groupReduce = [&](const std::vector<std::pair<std::string, const Op*>>& accs) {
+    std::vector<std::string> totals;
+    if (lanes == 1 || lanes == 32 || columns) {
+      for (const auto& [acc, op] : accs) {
+        const std::string comb = std::string(combiner(op->kind)) + "()";
+        totals.push_back(lanes == 1 ? acc
+                         : columns  ? "fusec_col_reduce(" + acc + ", " + comb + ")"
+                                    : "fusec_warp_reduce(" + acc + ", " + comb + ")");
+      }
+      return totals;
+    }
+    for (const auto& [acc, op] : accs)
+      w.line("__shared__ " + registerType(op->result()->type.dtype) + " fusec_part_" + acc + "[" +
+             std::to_string(block / 32) + "];");
+    // One level: the next point's writes wait for this point's readers. With more, another
+    // level's barriers stand between a level's reads and its next writes.
+    if (levels.size() == 1)
+      w.line("fusec_group_sync<" + L + ", " + B + ">();  // the previous point's readers are done with the parts");
+    for (const auto& [acc, op] : accs)
+      w.line("fusec_warp_part(" + acc + ", " + combiner(op->kind) + "(), fusec_part_" + acc + ");");
+    w.line("fusec_group_sync<" + L + ", " + B + ">();");
+    for (const auto& [acc, op] : accs)
+      totals.push_back("fusec_group_total<" + L + ">(fusec_part_" + acc + ", " + combiner(op->kind) + "())");
+    return totals;
+  };
+  for (size_t pass = 0; pass < levels.size(); ++pass) {
+    std::vector<std::pair<std::string, const Op*>> accs;
+    std::vector<Index> kept;
+    for (size_t i : levels[pass]) {
+      const Op& op = *reds[i].op;
+      const DType dt = op.result()->type.dtype;
+      accs.push_back({e.fresh("acc"), &op});
+      w.line("// " + e.describe(op));
+      w.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
+      kept.push_back(delinearize(w, "outer", reds[i].kept, e.fresh("k")));
+    }
     const int scopes = openPass();
-    Index idx = fullIndex(w, red, kept, "inner", e.fresh("e"));
-    if (regs.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
-    w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + rt + ")" + e.eval(op.operands[0], idx) + ");");
-    if (regs.chunks) keepRow(idx, pass);
+    std::optional<Index> first;
+    for (size_t a = 0; a < accs.size(); ++a) {
+      const Reduction& red = reds[levels[pass][a]];
+      const Op& op = *red.op;
+      const Index idx = fullIndex(w, red, kept[a], "inner", e.fresh("e"));
+      if (!first) first = idx;
+      if (regs.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
+      const std::string& acc = accs[a].first;
+      w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + registerType(op.result()->type.dtype) + ")" +
+             e.eval(op.operands[0], idx) + ");");
+    }
+    if (regs.chunks) keepRow(*first, pass);
     closePass(scopes);
-    std::string value = groupReduce(acc, op.kind);
-    if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
-    const std::string reg = e.fresh("red");
-    // Kept in f32 like every intermediate; a bf16 result is rounded where it is stored.
-    w.line("const " + rt + " " + reg + " = " + value + ";");
-    e.bindReduction(op.result(), reg);
+    const std::vector<std::string> totals = groupReduce(accs);
+    for (size_t a = 0; a < accs.size(); ++a) {
+      const Op& op = *accs[a].second;
+      std::string value = totals[a];
+      if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
+      const std::string reg = e.fresh("red");
+      // Kept in f32 like every intermediate; a bf16 result is rounded where it is stored.
+      w.line("const " + registerType(op.result()->type.dtype) + " " + reg + " = " + value + ";");
+      e.bindReduction(op.result(), reg);
+    }
   }
 
   if (!rowOuts.empty()) {
@@ -792,6 +910,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   if (!fullOuts.empty() || !cols.empty()) {
     Index kept = delinearize(w, "outer", ref.kept, e.fresh("k"));
+    const size_t outputPass = levels.size();
     for (int o : regs.vectorOuts) w.line("float s" + std::to_string(o) + "[" + V + "];");
     // With column sums and the row not in registers, the pass is unrolled over a thread's
     // columns (slot c: inner c * L + lane) so that their accumulators stay in registers.
@@ -808,7 +927,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     const std::string slot = colSums.slotted ? "c" : "c * " + V + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;
     Index full = fullIndex(w, ref, kept, "inner", e.fresh("f"));
-    if (regs.chunks) bindRow(full, s, reds.size());
+    if (regs.chunks) bindRow(full, s, outputPass);
     for (size_t q = 0; q < cols.size(); ++q) {
       const Value* x = cols[q]->operands[0];
       const Index idx = x->type.shape == s ? full : delinearize(w, linearize(full, s), x->type.shape, e.fresh("x"));
