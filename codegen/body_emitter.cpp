@@ -120,6 +120,11 @@ void BodyEmitter::findRoundedOnly() {
     }
 }
 
+bool BodyEmitter::hardwareForm(const Value* v) const {
+  return hasLowPrecisionFormula(v->def->kind) && v->def->kind != OpKind::Cast &&
+         (isReduced(v->type.dtype) || roundedOnly_.count(v) || lowPrecisionData_.count(v));
+}
+
 std::string BodyEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
 
 void BodyEmitter::openScope(const std::string& header) {
@@ -487,8 +492,8 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   if (op.kind == OpKind::Cast) {
     w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
   } else {
-    const bool fast = isReduced(dt) || roundedOnly_.count(op.result()) || lowPrecisionData_.count(op.result());
-    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, fast) + ");" + comment);
+    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, hardwareForm(op.result())) +
+            ");" + comment);
   }
   return reg;
 }

@@ -47,6 +47,10 @@ class BodyEmitter {
 
   // The register holding `v` at `idx` (emits what computes it, if not already in scope).
   std::string eval(const Value* v, const Index& idx);
+  // Whether pointwise value `v` is computed in the hardware form of its op (scalar_ops.h):
+  // a bf16/f16 result, or one of the f32 values the .cpp's findRoundedOnly and
+  // findLowPrecisionData describe.
+  bool hardwareForm(const Value* v) const;
   // `ptr[linearize(idx)] = v at idx`.
   void store(const Value* v, const std::string& ptr, const Index& idx);
   // A reduction's value for the current row/column/scalar, whatever index it is read at.

@@ -184,7 +184,8 @@ bool reducesSuffix(const Reduction& red) {
 }
 
 RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<std::vector<size_t>>& levels,
-                     const std::vector<int>& fullOuts, const std::vector<const Op*>& cols, int lanes) {
+                     const std::vector<int>& fullOuts, const std::vector<const Op*>& cols, int lanes,
+                     const BodyEmitter& emitter) {
   RowRegisters plan;
   std::vector<const Value*> roots;
   for (const Reduction& red : reds) {
@@ -243,7 +244,9 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       if (reduced.count(v) || v->type.shape != shape || !seen.insert(v).second) continue;
       const Op& op = *v->def;
       if (op.info().category != OpCategory::Pointwise || !hasScalarFormula(op.kind)) continue;
-      if (op.info().costly) costly.insert(v);
+      // In its hardware form (exp over bf16 data: a multiply and ex2) recomputing costs less
+      // than the registers: cross-entropy's cached exp held 24 of its 64.
+      if (op.info().costly && !emitter.hardwareForm(v)) costly.insert(v);
       for (const Value* o : op.operands) stack.push_back(o);
     }
     return costly;
@@ -608,13 +611,15 @@ std::vector<std::vector<size_t>> reductionLevels(const std::vector<Reduction>& r
   return levels;
 }
 
-// Threads per row of a row kernel: a warp, doubled while a thread would hold more than 16
-// of the row's elements, up to 512. Rows of 768 and 1024 (small's and medium's width) take
-// 64: at 32 medium's rmsnorm backward held three arrays of 32 registers, spilled, and its
-// weight-gradient accumulators went to shared memory (48% of the copy bandwidth).
+// Threads per row of a row kernel: a warp, doubled while a thread would hold more than 24
+// of the row's elements, up to 512. Measured on an H200 (small bf16 b64, medium b16, per-launch
+// sums): medium's rows of 1024 at 32 threads held three arrays of 32 registers, spilled, and put
+// the weight-gradient accumulators in shared memory; at 64 its rmsnorm backward went from 1.607
+// to 1.442 ms. Small's rows of 768 at 64 threads (the second chunk of 8 half empty) lost:
+// backward 1.527 -> 1.630 ms, forward 1.134 -> 1.180.
 int rowLanes(int64_t r) {
   int lanes = 32;
-  while (lanes < 512 && r > int64_t(lanes) * 16) lanes *= 2;
+  while (lanes < 512 && r > int64_t(lanes) * 24) lanes *= 2;
   return lanes;
 }
 
@@ -677,8 +682,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   grid = std::clamp<int64_t>(grid, 1, 65535);
   const std::vector<std::vector<size_t>> levels = reductionLevels(reds);
+  BodyEmitter e(k.body, w);
   const RowRegisters regs =
-      family == KernelFamily::RowReduce ? planRow(k.body, reds, levels, fullOuts, cols, lanes) : RowRegisters{};
+      family == KernelFamily::RowReduce ? planRow(k.body, reds, levels, fullOuts, cols, lanes, e) : RowRegisters{};
   // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
   // one row of the scratch the last blocks add up).
   ColumnSums colSums;
@@ -717,7 +723,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     w.line("const fusec_idx group = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
     w.line("const fusec_idx groups = (fusec_idx)gridDim.x * blockDim.x / " + L + ";");
   }
-  BodyEmitter e(k.body, w);
   const std::string V = std::to_string(regs.width), R = std::to_string(r);
   std::vector<std::string> vectorPointers;
   for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));

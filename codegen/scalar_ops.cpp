@@ -38,6 +38,7 @@ bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c
 }  // namespace
 
 bool hasScalarFormula(OpKind k) { return formulas().count(k) != 0; }
+bool hasLowPrecisionFormula(OpKind k) { return lowPrecisionFormulas().count(k) != 0; }
 
 std::string scalarFormula(OpKind k, const std::vector<std::string>& operands, bool lowPrecision) {
   auto it = formulas().find(k);

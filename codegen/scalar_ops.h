@@ -14,5 +14,7 @@ bool hasScalarFormula(OpKind k);
 // `lowPrecision` (the result is bf16/f16) selects the hardware approximations of exp,
 // sigmoid, division, recip and rsqrt, which are exact enough for 8 or 11 bits.
 std::string scalarFormula(OpKind k, const std::vector<std::string>& operands, bool lowPrecision = false);
+// Whether `k` has such a hardware form (a few instructions where the accurate one takes a dozen).
+bool hasLowPrecisionFormula(OpKind k);
 
 }  // namespace fusec::codegen
