@@ -3,7 +3,7 @@
 // reduced elements; each reduction is a per-thread f32 (or integer) accumulator in a fixed
 // order, combined across the group by a fixed shuffle/shared-memory tree. Results are
 // therefore deterministic run to run. The three families differ only in L:
-//   row_reduce: L = a warp per row, more warps for long rows (rowLanes: at most 16 of a
+//   row_reduce: L = a warp per row, more warps for long rows (rowLanes: at most 24 of a
 //               row's elements per thread, up to 512 threads), combined through shared
 //               memory behind a named barrier of the row's warps alone;
 //   col_reduce: a block owns a tile of 32 x V columns: row lanes per column (32 of 1024
@@ -86,13 +86,13 @@ std::string prelude() {
   };
   // f32 max and min in one instruction (max.NaN / min.NaN, sm_80 on) where the formula's
   // compare-and-select takes four: cross-entropy takes a max per logit.
-  const std::string nanMinMax = "__device__ __forceinline__ float fusec_fmax_nan(float a, float b) {\n#if __CUDA_ARCH__ >= 800\n"
-                                "  float r;\n  asm(\"max.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n  return r;\n#else\n  return " +
-                                scalarFormula(OpKind::Max, {"a", "b"}) +
-                                ";\n#endif\n}\n"
-                                "__device__ __forceinline__ float fusec_fmin_nan(float a, float b) {\n#if __CUDA_ARCH__ >= 800\n"
-                                "  float r;\n  asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n  return r;\n#else\n  return " +
-                                scalarFormula(OpKind::Min, {"a", "b"}) + ";\n#endif\n}\n";
+  auto nanForm = [](const char* name, const char* ptx, OpKind k) {
+    return std::string("__device__ __forceinline__ float ") + name + "(float a, float b) {\n#if __CUDA_ARCH__ >= 800\n" +
+           "  float r;\n  asm(\"" + ptx + " %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n  return r;\n#else\n" +
+           "  return " + scalarFormula(k, {"a", "b"}) + ";\n#endif\n}\n";
+  };
+  const std::string nanMinMax =
+      nanForm("fusec_fmax_nan", "max.NaN.f32", OpKind::Max) + nanForm("fusec_fmin_nan", "min.NaN.f32", OpKind::Min);
   return nanMinMax + functor("fusec_sum", OpKind::Add, nullptr) + functor("fusec_max", OpKind::Max, "fusec_fmax_nan") +
          functor("fusec_min", OpKind::Min, "fusec_fmin_nan") +
          R"(// Butterfly over a warp: every lane ends with the same value, combined in a fixed order.
@@ -303,8 +303,8 @@ struct ColumnSums {
   bool slotted = false;      // row not in registers: slot c is inner c * L + lane
   int chunks = 0, vec = 1;   // register mode: slot c * V + j is inner (c * L + lane) * V + j
   int lanes = 32, blocks = 1, groupsPerBlock = 1, perCluster = 1, clusters = 1;
-  // Accumulators in registers, or (when the row's registers leave no room: medium's rows of
-  // 1024 hold 96 already) in shared memory, [group][sum][slot][lane]: each thread owns its
+  // Accumulators in registers, or (when the row's registers leave no room: five inputs of
+  // 1024 at 64 threads hold 80 already) in shared memory, [group][sum][slot][lane]: each thread owns its
   // entries, so no barrier, and a warp's accesses to one slot hit 32 banks.
   bool shared = false;
   // The accumulator of sum q at `slot`.
