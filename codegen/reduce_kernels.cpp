@@ -102,9 +102,17 @@ template <class T, class Op> __device__ T fusec_warp_reduce(T v, Op op) {
 }
 // A group of LANES threads (whole warps; the block when LANES == BLOCK) waits for its own
 // threads only: named barrier 1 + g for group g of the block (barrier 0 is __syncthreads).
+// The barrier's number is an immediate: with a register operand ptxas reserves all 16
+// barriers, and an SM holds four such blocks whatever their registers allow.
+template <int G, int LANES, int GROUPS> __device__ __forceinline__ void fusec_group_bar(int g) {
+  if constexpr (G < GROUPS) {
+    if (g == G) asm volatile("bar.sync %0, %1;" : : "n"(1 + G), "n"(LANES) : "memory");
+    else fusec_group_bar<G + 1, LANES, GROUPS>(g);
+  }
+}
 template <int LANES, int BLOCK> __device__ __forceinline__ void fusec_group_sync() {
-  if (LANES == BLOCK) __syncthreads();
-  else asm volatile("bar.sync %0, %1;" : : "r"(1 + (int)threadIdx.x / LANES), "r"(LANES) : "memory");
+  if constexpr (LANES == BLOCK) __syncthreads();
+  else fusec_group_bar<0, LANES, BLOCK / LANES>((int)threadIdx.x / LANES);
 }
 // A reduction over a group of warps: each warp's butterfly result in its slot of `part`
 // (the block's warps side by side), then, after fusec_group_sync, every thread combines its
@@ -159,10 +167,18 @@ template <int V, int LANES, class T, class Op> __device__ void fusec_col_reduce_
 // Costly values (exp, division, ...: ops.def's FIR_COSTLY) that a later pass reads again are
 // kept too: cross-entropy's gradient pass recomputed the exp(x - max) of its sum pass, one
 // expf per logit more in a kernel that ran at 31% of the copy bandwidth.
+// A bf16/f16 input stays packed, two elements per register (a row of 24 takes 12), and is
+// widened where it is read (exact: a shift for bf16). Registers are what limit these
+// kernels' warps per SM, and so the loads in flight.
+// Inputs of the row's length that every row reads alike through a broadcast (a norm's
+// weight) are loaded per chunk as vectors in each pass, b<k>: element by element they were
+// a scalar load per element and pass, each waiting on L1.
 struct RowRegisters {
   int width = 1;
   int64_t chunks = 0;                // 0: the row is re-read from memory in every pass
   std::vector<const Value*> inputs;  // register array r<k> holds inputs[k]
+  std::vector<bool> packed;          // r<k> holds inputs[k] as 16-bit pairs
+  std::vector<const Value*> shared;  // b<k>: shared[k], of shape [r], the same for every row
   std::vector<int> vectorOuts;       // full outputs stored as vectors
   // Register array k<i> holds cached[i].first, computed by pass cached[i].second (passes:
   // the reduction levels in order, then the full outputs' pass).
@@ -196,33 +212,48 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   for (const Op* c : cols) roots.push_back(c->operands[0]);
   plan.inputs = inputsReadInPlace(body, roots);
   if (plan.inputs.empty()) return plan;
+  const int64_t r = reds[0].r;
+  const Shape& full = reds[0].op->operands[0]->type.shape;
+  if (!full.empty() && full.back() == r)
+    for (const Op* in : body.inputs()) {
+      const Value* v = in->result();
+      bool broadcast = false;
+      for (const auto& op : body.ops) broadcast |= op->kind == OpKind::Broadcast && op->operands[0] == v;
+      if (isFloat(v->type.dtype) && v->type.shape == Shape{r} && broadcast &&
+          !std::count(plan.inputs.begin(), plan.inputs.end(), v))
+        plan.shared.push_back(v);
+    }
   std::vector<DType> dtypes;
   for (const Value* in : plan.inputs) dtypes.push_back(in->type.dtype);
+  for (const Value* in : plan.shared) dtypes.push_back(in->type.dtype);
   for (int o : fullOuts)
     if (isFloat(body.outputs[size_t(o)]->type.dtype)) {
       plan.vectorOuts.push_back(o);
       dtypes.push_back(body.outputs[size_t(o)]->type.dtype);
     }
-  const int64_t r = reds[0].r;
   const int v = vectorWidth(dtypes);
   plan.width = r % v == 0 ? v : 1;
-  if (plan.width == 1) plan.vectorOuts.clear();
+  if (plan.width == 1) plan.vectorOuts.clear(), plan.shared.clear();
   const int64_t chunks = (r + lanes * plan.width - 1) / (lanes * plan.width), perThread = chunks * plan.width;
-  if (perThread <= kMaxRowElementsPerThread && perThread * int64_t(plan.inputs.size()) <= kMaxRowRegisters)
+  int64_t rowRegisters = 0;
+  for (const Value* in : plan.inputs) {
+    plan.packed.push_back(plan.width % 8 == 0 && (in->type.dtype == DType::bf16 || in->type.dtype == DType::f16));
+    rowRegisters += plan.packed.back() ? perThread / 2 : perThread;
+  }
+  if (perThread <= kMaxRowElementsPerThread && rowRegisters <= kMaxRowRegisters)
     plan.chunks = chunks;
   else
-    plan.vectorOuts.clear();  // the row is re-read in every pass, outputs stored element by element
+    plan.vectorOuts.clear(), plan.shared.clear();  // the row is re-read in every pass, element by element
   if (plan.chunks == 0) return plan;
   // Column sums' accumulators (one per element a thread holds) join the row in registers
   // while the arrays leave 48 of the 128 registers to the rest, else they live in shared
   // memory (see ColumnSums): at 96 (small's rmsnorm backward, 3 rows of 24 and the sums)
   // ptxas spilled.
-  plan.columnRegisters = perThread * int64_t(plan.inputs.size() + cols.size()) <= kMaxColumnRegisters;
+  plan.columnRegisters = rowRegisters + perThread * int64_t(cols.size()) <= kMaxColumnRegisters;
   // The costly values each pass evaluates at its own element (reached from its root through
   // pointwise ops only, of the root's shape); those a later pass reaches again are cached
   // while the register budget lasts.
   // A pass per level (its reductions' operands), then the outputs' pass.
-  const Shape& full = reds[0].op->operands[0]->type.shape;
   std::vector<std::pair<std::vector<const Value*>, bool>> passRoots;  // roots, all of the full shape
   for (const auto& level : levels) {
     std::vector<const Value*> roots;
@@ -265,17 +296,17 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   for (const Op* c : cols)
     if (c->operands[0]->type.shape == full) outRoots.push_back(c->operands[0]);
   reach.push_back(walk(outRoots, full));
-  int64_t arrays = int64_t(plan.inputs.size() + (plan.columnRegisters ? cols.size() : 0));
+  int64_t used = rowRegisters + (plan.columnRegisters ? perThread * int64_t(cols.size()) : 0);
   std::set<const Value*> taken;
   for (size_t a = 0; a < reach.size(); ++a)
     for (const Value* v : reach[a]) {
-      if (taken.count(v) || (arrays + 1) * perThread > kMaxRowRegisters) continue;
+      if (taken.count(v) || used + perThread > kMaxRowRegisters) continue;
       bool later = false;
       for (size_t b = a + 1; b < reach.size(); ++b) later |= reach[b].count(v) > 0;
       if (!later || (a < passRoots.size() && !passRoots[a].second)) continue;
       taken.insert(v);
       plan.cached.push_back({v, a});
-      ++arrays;
+      used += perThread;
     }
   return plan;
 }
@@ -727,6 +758,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   std::vector<std::string> vectorPointers;
   for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));
   for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
+  std::vector<std::string> sharedPointers;
+  for (const Value* in : regs.shared) sharedPointers.push_back(inputPointer(k.body, in));
+  vectorPointers.insert(vectorPointers.end(), sharedPointers.begin(), sharedPointers.end());
   const bool vectors = regs.chunks > 0 && regs.width > 1;
   if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
   if (columns && colV > 1) {
@@ -768,9 +802,22 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   const std::string innerLoop =
       "for (fusec_idx inner = lane; " + std::string(columns ? "live && " : "") + "inner < " + R + "; inner += " + L + ")";
+  // Whether a pass evaluating `roots` reads body value `v` (reductions are registers by then).
+  auto reads = [&](std::vector<const Value*> stack, const Value* v) {
+    std::set<const Value*> seen;
+    while (!stack.empty()) {
+      const Value* u = stack.back();
+      stack.pop_back();
+      if (u == v) return true;
+      if (!seen.insert(u).second || u->def->info().category == OpCategory::Reduction) continue;
+      for (const Value* o : u->def->operands) stack.push_back(o);
+    }
+    return false;
+  };
   // In register mode a pass is two unrolled loops (chunks, then the elements of a chunk);
   // `inner` is then the element's position in the row. Returns the scopes to close.
-  auto openPass = [&]() {
+  // `roots`: the values the pass evaluates.
+  auto openPass = [&](const std::vector<const Value*>& roots) {
     if (regs.chunks == 0) {
       // Columns: a few rows' loads in flight per thread (the loop is short and its only
       // dependency is the accumulator).
@@ -782,6 +829,16 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
     w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
     e.openScope("if (base < " + R + ")");
+    for (size_t a = 0; a < regs.shared.size(); ++a) {
+      if (!reads(roots, regs.shared[a])) continue;
+      const std::string b = "b" + std::to_string(a), p = sharedPointers[a];
+      w.line("float " + b + "[" + V + "];  // " + e.describe(*regs.shared[a]->def) + ", this chunk's elements");
+      w.line("if (aligned) fusec_vload<" + V + ">(" + b + ", " + p + " + base);");
+      e.openScope("else");
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < " + V + "; ++j) " + b + "[j] = fusec_f32(" + p + "[base + j]);");
+      e.closeScope();
+    }
     w.line("#pragma unroll");
     e.openScope("for (int j = 0; j < " + V + "; ++j)");
     w.line("const fusec_idx inner = base + j;");
@@ -795,7 +852,12 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   // Cached values computed by an earlier pass (`pass`: the current one) come from theirs.
   auto bindRow = [&](const Index& idx, const Shape& shape, size_t pass) {
     for (size_t a = 0; a < regs.inputs.size(); ++a)
-      e.bindElement(regs.inputs[a], linearize(idx, shape), "r" + std::to_string(a) + "[c * " + V + " + j]");
+      e.bindElement(regs.inputs[a], linearize(idx, shape),
+                    regs.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", c * " + V + " + j, " + vectorPointers[a] + ")"
+                                   : "r" + std::to_string(a) + "[c * " + V + " + j]");
+    // A broadcast reads the last coordinate (codegen/body_emitter.cpp layoutOperandIndex).
+    for (size_t a = 0; a < regs.shared.size(); ++a)
+      e.bindElement(regs.shared[a], linearize({idx.back()}, regs.shared[a]->type.shape), "b" + std::to_string(a) + "[j]");
     for (size_t a = 0; a < regs.cached.size(); ++a)
       if (regs.cached[a].second < pass)
         e.bindElement(regs.cached[a].first, linearize(idx, shape), "k" + std::to_string(a) + "[c * " + V + " + j]");
@@ -810,7 +872,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     const std::string E = std::to_string(regs.chunks * regs.width);
     w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
            " consecutive elements per thread, loaded once");
-    for (size_t a = 0; a < regs.inputs.size(); ++a) w.line("float r" + std::to_string(a) + "[" + E + "];");
+    const std::string P = std::to_string(regs.chunks * regs.width / 2), H = std::to_string(regs.width / 2);
+    for (size_t a = 0; a < regs.inputs.size(); ++a)
+      w.line(regs.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
+                            : "float r" + std::to_string(a) + "[" + E + "];");
     for (size_t a = 0; a < regs.cached.size(); ++a)
       w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
              ", kept for a later pass");
@@ -821,16 +886,22 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     auto scalarLoads = [&] {
       w.line("#pragma unroll");
       e.openScope("for (int j = 0; j < " + V + "; ++j)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a)
-        w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " +
-               loadExpr(regs.inputs[a]->type.dtype, vectorPointers[a], "outer * " + R + " + base + j") + ";");
+      for (size_t a = 0; a < regs.inputs.size(); ++a) {
+        const std::string p = vectorPointers[a], at = "outer * " + R + " + base + j";
+        if (regs.packed[a])  // pairs: j even
+          w.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at +
+                 "], " + p + "[" + at + " + 1]);");
+        else
+          w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
+      }
       e.closeScope();
     };
     if (vectors) {
       e.openScope("if (aligned)");
       for (size_t a = 0; a < regs.inputs.size(); ++a)
-        w.line("fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V + ", " + vectorPointers[a] + " + outer * " +
-               R + " + base);");
+        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(r" + std::to_string(a) + " + c * " + H
+                               : "fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V) +
+               ", " + vectorPointers[a] + " + outer * " + R + " + base);");
       e.closeScope();
       e.openScope("else");
       scalarLoads();
@@ -879,7 +950,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       w.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
       kept.push_back(delinearize(w, "outer", reds[i].kept, e.fresh("k")));
     }
-    const int scopes = openPass();
+    std::vector<const Value*> passRoots;
+    for (size_t i : levels[pass]) passRoots.push_back(reds[i].op->operands[0]);
+    const int scopes = openPass(passRoots);
     std::optional<Index> first;
     for (size_t a = 0; a < accs.size(); ++a) {
       const Reduction& red = reds[levels[pass][a]];
@@ -927,7 +1000,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       e.openScope("if (inner < " + R + ")");
       scopes = 2;
     } else {
-      scopes = openPass();
+      std::vector<const Value*> passRoots;
+      for (int o : fullOuts) passRoots.push_back(k.body.outputs[size_t(o)]);
+      for (const Op* c : cols) passRoots.push_back(c->operands[0]);
+      scopes = openPass(passRoots);
     }
     const std::string slot = colSums.slotted ? "c" : "c * " + V + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;

@@ -52,6 +52,27 @@ template <int V, class T> __device__ __forceinline__ void fusec_vload(float* d, 
 #pragma unroll
   for (int k = V / E * E; k < V; ++k) d[k] = fusec_f32(p[k]);
 }
+// 16-bit elements kept packed, two to a register (element i in the low half when i is even):
+// V of them (V a multiple of 8) loaded as raw 16-byte vectors, one read as f32.
+template <int V, class T> __device__ __forceinline__ void fusec_vload_packed(unsigned* d, const T* p) {
+#pragma unroll
+  for (int q = 0; q < V / 8; ++q) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p + q * 8);
+    d[q * 4] = u.x; d[q * 4 + 1] = u.y; d[q * 4 + 2] = u.z; d[q * 4 + 3] = u.w;
+  }
+}
+__device__ __forceinline__ unsigned fusec_pack_raw(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return (unsigned)__bfloat16_as_ushort(a) | ((unsigned)__bfloat16_as_ushort(b) << 16);
+}
+__device__ __forceinline__ unsigned fusec_pack_raw(__half a, __half b) {
+  return (unsigned)__half_as_ushort(a) | ((unsigned)__half_as_ushort(b) << 16);
+}
+__device__ __forceinline__ float fusec_elem(const unsigned* r, int i, const __nv_bfloat16*) {
+  return __uint_as_float(i & 1 ? r[i >> 1] & 0xffff0000u : r[i >> 1] << 16);
+}
+__device__ __forceinline__ float fusec_elem(const unsigned* r, int i, const __half*) {
+  return __half2float(__ushort_as_half((unsigned short)(i & 1 ? r[i >> 1] >> 16 : r[i >> 1] & 0xffffu)));
+}
 template <int V, class T> __device__ __forceinline__ void fusec_vstore(T* p, const float* s) {
   constexpr int E = 16 / sizeof(T);
 #pragma unroll

@@ -13,6 +13,8 @@ namespace fusec::codegen {
 // fusec_vload<V>(float* dst, const T* p) / fusec_vstore<V>(T* p, const float* src): V
 // consecutive elements (T = float, __nv_bfloat16, __half; p 16-byte aligned, V * sizeof(T)
 // a multiple of 16) to or from float registers; stores round to nearest even.
+// fusec_vload_packed<V>(unsigned* dst, const T* p) keeps V 16-bit elements packed two to a
+// register; fusec_elem(dst, i, p) reads element i as f32; fusec_pack_raw(a, b) packs two.
 std::string vectorPrelude();
 
 // Body inputs whose elements are read at the row-major position the roots are evaluated at:

@@ -5,7 +5,7 @@
 #   scripts/gpu-ncu.sh MODEL BATCH KERNEL...
 # Each KERNEL is a function-name regex (e.g. 'row_reduce_9_rmsnorm'); its first launch is
 # profiled. Writes $OUT/ncu-MODEL-bBATCH.txt (details pages: speed of light, launch, occupancy,
-# warp state, memory workload) and one .ncu-rep per kernel.
+# warp state, memory workload); the reports and logs stay in $BUILD/ncu.
 # Clocks are left as the device runs them (--clock-control none), as fusec profile sees them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,14 +15,14 @@ shift 2
 BUILD=${FUSEC_BUILD:-build-gpu}
 OUT=${OUT:-$PWD/$BUILD/out}
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$BUILD/ncu"
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
 name=$model-b$batch
 : >"$OUT/ncu-$name.txt"
 for regex in "$@"; do
-  rep="$OUT/ncu-$name-${regex//[^A-Za-z0-9_]/_}"
+  rep="$BUILD/ncu/$name-${regex//[^A-Za-z0-9_]/_}"
   # Two warm-up runs (the graph capture needs them) and one timed run: ncu replays the
   # selected launch itself, the rest only has to reach it.
   "$NCU" --clock-control none --kernel-name "regex:$regex" --launch-count 1 \
