@@ -184,7 +184,6 @@ struct RowRegisters {
   // the reduction levels in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
-  int64_t registers = 0;        // a thread's registers in the arrays above
 };
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96, kMaxColumnRegisters = 80;
@@ -309,7 +308,6 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       plan.cached.push_back({v, a});
       used += perThread;
     }
-  plan.registers = used;
   return plan;
 }
 
@@ -327,7 +325,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
 // by which block finishes first, so the sums are the same bits run to run. Before, the
 // column reduction was a kernel of its own that read dy and x again (split-reductions'
 // first stage), then a second launch over the partials: 0.8 ms of small's step at batch 64.
-constexpr int64_t kSMs = 132;  // an H100 SXM or H200: the column sums' grid is blocks per SM times this
+constexpr int64_t kColumnSumBlocks = 264;  // two blocks per SM of an H100 or H200 (132 SMs)
 
 struct ColumnSums {
   std::vector<const Op*> ops;
@@ -718,24 +716,21 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   BodyEmitter e(k.body, w);
   const RowRegisters regs =
       family == KernelFamily::RowReduce ? planRow(k.body, reds, levels, fullOuts, cols, lanes, e) : RowRegisters{};
+  // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
+  // one row of the scratch the last blocks add up).
+  ColumnSums colSums;
+  if (!cols.empty()) {
+    grid = std::min<int64_t>(grid, kColumnSumBlocks);
+    colSums = planColumnSums(k.body, cols, n, r, lanes, regs, int(grid), block);
+    writeColumnSumsScratch(w, colSums);
+  }
+
   // Row kernels of up to 512 threads ask for two blocks per SM, which caps them at 128 (64)
   // registers against ptxas's default 255. Measured on small bf16 b64's train step (H200,
   // per-launch sums): rmsnorm forward 1.207 -> 1.127 ms, its backward (rowsum) 1.381 ->
   // 1.346, cross-entropy unchanged (0.430 -> 0.433: it took 64 already). Asking for 3 or 4
-  // blocks made the backward spill (1.58 and 2.17 ms) while it held three rows of 24 floats.
-  // Blocks of 256 whose arrays take at most 56 registers ask for 3 (80 registers): medium's
-  // rmsnorm backward (rows of 1,024 at 64 threads) held 8 rows per SM at 108 registers.
-  const int minBlocks = family != KernelFamily::RowReduce || block > 512 ? 0
-                        : block == kBlock && regs.chunks > 0 && regs.registers <= 56 ? 3
-                                                                                     : 2;
-  // Column sums: a fixed grid of as many blocks as the SMs hold at once (each block's
-  // partial is one row of the scratch the last blocks add up).
-  ColumnSums colSums;
-  if (!cols.empty()) {
-    grid = std::min<int64_t>(grid, kSMs * minBlocks);
-    colSums = planColumnSums(k.body, cols, n, r, lanes, regs, int(grid), block);
-    writeColumnSumsScratch(w, colSums);
-  }
+  // blocks made the backward spill (1.58 and 2.17 ms).
+  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
   k.signature(w, k.name, block, minBlocks);
   const std::string L = std::to_string(lanes);
   if (columns && colV > 1)
