@@ -729,7 +729,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   // registers against ptxas's default 255. Measured on small bf16 b64's train step (H200,
   // per-launch sums): rmsnorm forward 1.207 -> 1.127 ms, its backward (rowsum) 1.381 ->
   // 1.346, cross-entropy unchanged (0.430 -> 0.433: it took 64 already). Asking for 3 or 4
-  // blocks made the backward spill (1.58 and 2.17 ms).
+  // blocks made the backward spill (1.58 and 2.17 ms). With bf16 rows packed, three blocks
+  // of medium's backward (rows of 1,024 at 64 threads, 80 registers, no spill) still lost
+  // to two (1.374 -> 1.510 ms).
   const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
   k.signature(w, k.name, block, minBlocks);
   const std::string L = std::to_string(lanes);
