@@ -9,7 +9,11 @@
 //     [B, T, H, d] / [B, H, T, d] arrangement, with no permute copy. The kernel ABI stays as
 //     it is (one pointer per operand, kernel_abi.h): the strides live in the source, which
 //     is possible because every shape is static;
-//   * results are dense. An unused result (dropped by dce) is a null pointer in the call.
+//   * results are dense, except the forward's O when fuse stored it permuted (the kernel's
+//     result is permute(O) keeping the head dim last: passes/fusion/attention_output.h):
+//     its per-batch-index offset and row stride come from that permute, so the output
+//     projection reads [B, T, H, d] without a copy kernel. An unused result (dropped by dce)
+//     is a null pointer in the call.
 // Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
 // block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics. On
 // tensor cores the dq launch also leaves each query row's softmax statistics in a module-scope
@@ -25,6 +29,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "codegen/attention_sources.h"
 #include "codegen/cuda_types.h"
@@ -55,6 +60,21 @@ struct OperandAccess {
   bool aligned16 = true;  // every row starts a multiple of 16 bytes from the operand's start
 };
 
+// The offset of batch index z (over the first `batchDims` dims of `s`, row-major) as a C++
+// expression; clears `aligned16` when a batch stride is not a multiple of `vec` elements.
+std::string batchOffset(const Shape& s, const std::vector<int64_t>& strides, int64_t offset, int batchDims, int64_t vec,
+                        bool& aligned16) {
+  std::string e = ll(offset);
+  int64_t inner = 1;
+  for (int d = batchDims - 1; d >= 0; --d) {
+    const int64_t n = s[size_t(d)], st = strides[size_t(d)];
+    if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
+    if (n != 1 && st % vec != 0) aligned16 = false;
+    inner *= n;
+  }
+  return e;
+}
+
 OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast) {
   const int64_t vec = std::max<int64_t>(1, 16 / int64_t(dtypeBytes(v->type.dtype)));  // elements per 16 bytes
   auto view = resolveView(v);
@@ -73,15 +93,21 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
   a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
   a.aligned16 = view->offset % vec == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % vec == 0);
-  std::string e = ll(view->offset);
-  int64_t inner = 1;
-  for (int d = batchDims - 1; d >= 0; --d) {
-    const int64_t n = s[size_t(d)], st = view->strides[size_t(d)];
-    if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
-    if (n != 1 && st % vec != 0) a.aligned16 = false;
-    inner *= n;
-  }
-  a.batchOffset = e;
+  a.batchOffset = batchOffset(s, view->strides, view->offset, batchDims, vec, a.aligned16);
+  return a;
+}
+
+// Where the forward stores O in a result of shape `p` = permute(O, perm) (row-major): O's
+// stride along perm[k] is the result's stride along k.
+OperandAccess permutedOutput(const Shape& o, const Shape& p, const std::vector<int64_t>& perm, int out) {
+  std::vector<int64_t> dense(p.size(), 1), strides(o.size(), 0);
+  for (size_t k = p.size(); k-- > 1;) dense[k - 1] = dense[k] * p[k];
+  for (size_t k = 0; k < perm.size(); ++k) strides[size_t(perm[k])] = dense[k];
+  OperandAccess a;
+  a.input = out;
+  const int r = int(o.size());
+  a.rowStride = strides[size_t(r - 2)];
+  a.batchOffset = batchOffset(o, strides, 0, r - 2, 1, a.aligned16);
   return a;
 }
 
@@ -152,9 +178,28 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
   if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
 
-  // Result index of the attention op -> kernel result `out<i>`.
+  // Result index of the attention op -> kernel result `out<i>`; the forward's O may be a
+  // permute of it (see the top), stored through `oStore`.
   std::map<int, int> outOf;
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) outOf[k.body.outputs[i]->index] = int(i);
+  std::optional<OperandAccess> oStore;
+  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
+    const Value* v = k.body.outputs[i];
+    int result = v->index;
+    if (v->def != att) {
+      const Value* o = v->def->operands.at(0);
+      if (backward || v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
+        throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor its output permuted");
+      oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"), int(i));
+      result = 0;
+    }
+    if (outOf.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
+    outOf[result] = int(i);
+  }
+  if (!backward && !oStore) {
+    oStore = OperandAccess{};
+    oStore->rowStride = DV;
+    oStore->batchOffset = "(long long)z * " + ll(Tq * DV);
+  }
   auto out = [&](int result) { return outOf.count(result) ? "out" + std::to_string(outOf.at(result)) : std::string("nullptr"); };
 
   const char* names[] = {"q", "k", "v", "o", "do", "lse"};
@@ -197,6 +242,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   w.line(std::string("#define FA_CAUSAL ") + (att->attrBool("causal") ? "true" : "false"));
   w.line("#define FA_SCALE " + fmtFloat(scale));
   w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
+  if (!backward) {
+    w.line("#define FA_OUT_RS " + ll(oStore->rowStride) + "  // O's row stride in its result");
+    w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + oStore->batchOffset + "; }");
+  }
   for (int i = 0; i < operands; ++i) {
     std::string up = names[i];
     for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));

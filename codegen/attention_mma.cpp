@@ -472,7 +472,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     if (o)
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
-        store2(o + (ob + qi) * FA_DV + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+        store2(o + fa_out_batch(z) + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
     if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
   }
 }

@@ -238,7 +238,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
       for (int j = 0; j < CHV; ++j)
 #pragma unroll
         for (int e = 0; e < VECV; ++e)
-          o[(ob + qi) * FA_DV + VECV * tx + 8 * VECV * j + e] = cvt<fa_t>(acc[i][j * VECV + e] * inv);
+          o[fa_out_batch(z) + (long long)qi * FA_OUT_RS + VECV * tx + 8 * VECV * j + e] = cvt<fa_t>(acc[i][j * VECV + e] * inv);
     if (lse && tx == 0) lse[ob + qi] = l[i] == 0.f ? FA_NEG_INF : (m[i] + log2f(l[i])) * LN2;
   }
 }

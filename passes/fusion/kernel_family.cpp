@@ -3,6 +3,7 @@
 #include <set>
 
 #include "ir/strided_view.h"
+#include "passes/fusion/attention_output.h"
 #include "passes/fusion/domain.h"
 
 namespace fusec {
@@ -38,9 +39,15 @@ KernelFamily classifyKernel(const Graph& body) {
       if (!attention && op->kind != OpKind::Input && !isViewOp(op->kind))
         return fail("an attention kernel holds only views of its inputs, not " + std::string(op->info().name));
     }
-    for (Value* v : body.outputs)
-      if (v->def->kind != OpKind::Attention && v->def->kind != OpKind::AttentionBackward)
-        return fail("an attention kernel returns only the attention's results");
+    // The forward's output may be stored permuted (fusion/attention_output.h): a permute
+    // keeping the last axis of the attention's first result.
+    for (Value* v : body.outputs) {
+      const Op& d = *v->def;
+      const bool permutedO = fusion::keepsRows(d) && d.operands[0]->def->kind == OpKind::Attention &&
+                             d.operands[0]->index == 0;
+      if (d.kind != OpKind::Attention && d.kind != OpKind::AttentionBackward && !permutedO)
+        return fail("an attention kernel returns only the attention's results (its output O also permuted)");
+    }
     return KernelFamily::Attention;
   }
   for (auto& op : body.ops) {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "ir/strided_view.h"
+#include "passes/fusion/attention_output.h"
 #include "ir/types.h"
 
 namespace fusec::fusion {
@@ -87,6 +88,7 @@ class Planner {
     srcMemo_.clear();
     chooseInlined();  // again: demoted ops now read as materialised values
     makeGroups();
+    absorbOutputPermutes();
     claimOptimizerUpdates();
     mergeProducersIntoConsumers();
     mergeSiblings();
@@ -370,6 +372,26 @@ class Planner {
     keep.domain = *dom;
     keep.rank = *rank;
     return true;
+  }
+
+  // A forward attention whose output O is read by one permute alone (attention_output.h),
+  // materialised for a GEMM: the permute joins the flash kernel, which stores O in that
+  // layout (codegen/attention_kernel.cpp), instead of a copy kernel reading O back.
+  void absorbOutputPermutes() {
+    for (auto& owned : g_.ops) {
+      Op* op = owned.get();
+      if (op->kind != OpKind::Attention || inlined(op)) continue;
+      Value* o = op->result(0);
+      const auto& readers = users_[o];
+      if (outputs_.count(o) || readers.size() != 1) continue;
+      Op* p = readers.front();
+      if (!keepsRows(*p) || inlined(p)) continue;
+      const int into = groupOf(op), gone = groupOf(p);
+      groups_[size_t(into)].members.push_back(p);
+      groups_[size_t(gone)].members.clear();
+      groups_[size_t(gone)].alive = false;
+      groupOf_[size_t(pos_[p])] = into;
+    }
   }
 
   // ---- AdamW: one multi-tensor kernel per layer ---------------------------------------------

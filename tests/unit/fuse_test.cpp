@@ -272,6 +272,16 @@ TEST(PassFuse, NormWeightGradientsJoinTheRmsnormBackward) {
   EXPECT_EQ(withColumnSums, 2 * cfg.layers + 1);  // two norms per layer and the final norm
 }
 
+// The forward attention stores O merged for the output projection (the backward reads it
+// through the inverse permute): same values, and no copy kernel between them.
+TEST(PassFuse, AttentionStoresItsOutputMergedForTheProjection) {
+  auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/fuse-attention.fir");
+  fuseChecked(*m, 1e-5);
+  const Graph& g = *m->find("merged");
+  EXPECT_EQ(kernels(g, KernelFamily::Attention), 2);
+  EXPECT_EQ(kernels(g, KernelFamily::Pointwise), 0) << printModule(*m);
+}
+
 TEST(PassFuse, TinyForward) { modelChecked("forward"); }
 TEST(PassFuse, TinyTrainStep) { modelChecked("train_step"); }
 
