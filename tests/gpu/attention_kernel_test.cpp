@@ -21,6 +21,8 @@
 #include "api/compile.h"
 #include "passes/pipeline.h"
 #include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "passes/pass_manager.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
@@ -176,6 +178,49 @@ TEST_F(FusedAttention, ModelGradientsMatchNaive) {
                   std::string(dtypeName(dt)).c_str(), fused.size() - 1, worst);
       EXPECT_LE(worst, dt == DType::f32 ? 1e-4 : 5e-2) << model;
     }
+}
+
+// The forward storing O merged for the output projection (passes/fusion/attention_output.h),
+// the backward reading it back through the inverse permute: a projection and the gradients
+// against the interpreter, f32, on the tensor-core template (d 16) and the SIMT one (d 24),
+// whose permuted stores no model reaches. Two rounds of inputs, as above.
+TEST_F(FusedAttention, MergedOutputFeedsTheProjection) {
+  for (int64_t d : {16, 24}) {
+    const std::string h = std::to_string(3 * d), t = "f32[2,3,40," + std::to_string(d) + "]";
+    auto m = parseModule("func @merged {\n  %q = input() {name = \"q\"} : " + t + "\n  %k = input() {name = \"k\"} : " + t +
+                         "\n  %v = input() {name = \"v\"} : " + t + "\n  %w = input() {name = \"w\"} : f32[" + h + "," + h +
+                         "]\n  %do = input() {name = \"do\"} : " + t +
+                         "\n  %o, %lse = attention(%q, %k, %v) {scale = 0.25} : " + t + ", f32[2,3,40]" +
+                         "\n  %p = permute(%o) {perm = [0, 2, 1, 3]} : f32[2,40,3," + std::to_string(d) + "]" +
+                         "\n  %x = reshape(%p) : f32[80," + h + "]\n  %y = matmul(%x, %w) : f32[80," + h + "]" +
+                         "\n  %dq, %dk, %dv = attention_backward(%q, %k, %v, %o, %do, %lse) {scale = 0.25} : " + t + ", " + t +
+                         ", " + t + "\n  return %y, %dq, %dk, %dv\n}\n");
+    auto ref = cloneModule(*m);
+    api::lowerProgram(*m, "", {.attention = AttentionLowering::Fused, .programPasses = false});
+    const Graph& g = *m->funcs.front();
+    int attention = 0, pointwise = 0;
+    for (const auto& op : g.ops)
+      if (op->kind == OpKind::Kernel) {
+        attention += op->attrStr("name").find("attention_") == 0;
+        pointwise += op->attrStr("name").find("pointwise_") == 0;
+      }
+    EXPECT_EQ(attention, 2) << printModule(*m);
+    EXPECT_EQ(pointwise, 0) << "a copy kernel between the attention and its projection\n" << printModule(*m);
+    rt::Executable exe(g);
+    std::mt19937 rng{uint32_t(d)};
+    for (int round = 0; round < 2; ++round) {
+      Bindings env;
+      for (Op* in : ref->funcs.front()->inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+      exe.bind(env);
+      exe.run();
+      const std::vector<HostTensor> want = interpret(*ref->funcs.front(), env);
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double err = test::normRelError(exe.output(i), want[i]);
+        std::printf("merged output, d=%lld output %zu round %d: rel err %.2e\n", (long long)d, i, round, err);
+        EXPECT_LE(err, 1e-4) << "d=" << d << " output " << i << " round " << round;
+      }
+    }
+  }
 }
 
 }  // namespace
