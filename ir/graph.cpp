@@ -50,6 +50,18 @@ std::unique_ptr<Op> makeOp(OpKind kind) {
   return op;
 }
 
+std::unique_ptr<Op> makePermute(Value* x, std::vector<int64_t> perm) {
+  auto op = makeOp(OpKind::Permute);
+  op->operands = {x};
+  auto r = std::make_unique<Value>();
+  r->type = Type{x->type.dtype, {}};
+  for (int64_t a : perm) r->type.shape.push_back(x->type.shape[size_t(a)]);
+  r->def = op.get();
+  op->results.push_back(std::move(r));
+  op->setAttr("perm", std::move(perm));
+  return op;
+}
+
 Op* Graph::append(std::unique_ptr<Op> op) {
   for (size_t i = 0; i < op->results.size(); ++i) {
     op->results[i]->def = op.get();

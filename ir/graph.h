@@ -108,5 +108,7 @@ std::unique_ptr<Module> cloneModule(const Module& m);
 
 // A fresh op of `kind` with default attributes and no operands or results.
 std::unique_ptr<Op> makeOp(OpKind kind);
+// A fresh `permute(x) {perm}` with its result typed (not yet in any graph).
+std::unique_ptr<Op> makePermute(Value* x, std::vector<int64_t> perm);
 
 }  // namespace fusec

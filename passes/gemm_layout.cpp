@@ -112,18 +112,6 @@ std::optional<std::vector<int64_t>> withoutMatrixSwap(const Op& p) {
   return perm;
 }
 
-std::unique_ptr<Op> newPermute(Value* x, std::vector<int64_t> perm) {
-  auto op = makeOp(OpKind::Permute);
-  op->operands = {x};
-  auto r = std::make_unique<Value>();
-  r->type = Type{x->type.dtype, {}};
-  for (int64_t a : perm) r->type.shape.push_back(x->type.shape[size_t(a)]);
-  r->def = op.get();
-  op->results.push_back(std::move(r));
-  op->setAttr("perm", std::move(perm));
-  return op;
-}
-
 bool gemmLayout(Graph& g) {
   bool changed = false;
   std::unordered_set<const Op*> dead, touched;
@@ -146,7 +134,7 @@ bool gemmLayout(Graph& g) {
         Value* x = d->operands[0];
         touched.insert(d);
         if (!isIdentity(*rest)) {
-          out.push_back(newPermute(x, *rest));
+          out.push_back(makePermute(x, *rest));
           out.back()->loc = d->loc;
           x = out.back()->result();
         }

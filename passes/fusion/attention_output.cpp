@@ -1,7 +1,6 @@
 #include "passes/fusion/attention_output.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace fusec::fusion {
 
@@ -35,13 +34,7 @@ bool readAttentionOutputThroughPermute(Graph& g) {
     const auto& perm = permute->attrInts("perm");
     std::vector<int64_t> inverse(perm.size());
     for (size_t k = 0; k < perm.size(); ++k) inverse[size_t(perm[k])] = int64_t(k);
-    auto back = makeOp(OpKind::Permute);
-    back->operands = {permute->result()};
-    auto r = std::make_unique<Value>();
-    r->type = o->type;
-    r->def = back.get();
-    back->results.push_back(std::move(r));
-    back->setAttr("perm", inverse);
+    auto back = makePermute(permute->result(), inverse);
     back->loc = permute->loc;
     Value* view = back->result();
     g.ops.insert(g.ops.begin() + long(at) + 1, std::move(back));
