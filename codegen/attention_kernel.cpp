@@ -97,18 +97,21 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   return a;
 }
 
-// Where the forward stores O in a result of shape `p` = permute(O, perm) (row-major): O's
-// stride along perm[k] is the result's stride along k.
-OperandAccess permutedOutput(const Shape& o, const Shape& p, const std::vector<int64_t>& perm, int out) {
+// Where the forward stores O ([batch..., T, d]): its row stride and the offset of batch index z.
+struct OutputStore {
+  int64_t rowStride = 0;
+  std::string batchOffset;
+};
+
+// O stored as the result `p` = permute(O, perm), row-major: O's stride along perm[k] is the
+// result's stride along k.
+OutputStore permutedOutput(const Shape& o, const Shape& p, const std::vector<int64_t>& perm) {
   std::vector<int64_t> dense(p.size(), 1), strides(o.size(), 0);
   for (size_t k = p.size(); k-- > 1;) dense[k - 1] = dense[k] * p[k];
   for (size_t k = 0; k < perm.size(); ++k) strides[size_t(perm[k])] = dense[k];
-  OperandAccess a;
-  a.input = out;
   const int r = int(o.size());
-  a.rowStride = strides[size_t(r - 2)];
-  a.batchOffset = batchOffset(o, strides, 0, r - 2, 1, a.aligned16);
-  return a;
+  bool aligned = true;  // the store is element-wise: no alignment to keep
+  return {strides[size_t(r - 2)], batchOffset(o, strides, 0, r - 2, 1, aligned)};
 }
 
 // The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BC,
@@ -181,7 +184,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // Result index of the attention op -> kernel result `out<i>`; the forward's O may be a
   // permute of it (see the top), stored through `oStore`.
   std::map<int, int> outOf;
-  std::optional<OperandAccess> oStore;
+  std::optional<OutputStore> oStore;
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const Value* v = k.body.outputs[i];
     int result = v->index;
@@ -189,17 +192,13 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
       const Value* o = v->def->operands.at(0);
       if (backward || v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
         throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor its output permuted");
-      oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"), int(i));
+      oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"));
       result = 0;
     }
     if (outOf.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
     outOf[result] = int(i);
   }
-  if (!backward && !oStore) {
-    oStore = OperandAccess{};
-    oStore->rowStride = DV;
-    oStore->batchOffset = "(long long)z * " + ll(Tq * DV);
-  }
+  if (!backward && !oStore) oStore = OutputStore{DV, "(long long)z * " + ll(Tq * DV)};  // dense
   auto out = [&](int result) { return outOf.count(result) ? "out" + std::to_string(outOf.at(result)) : std::string("nullptr"); };
 
   const char* names[] = {"q", "k", "v", "o", "do", "lse"};

@@ -15,8 +15,8 @@
 #include <unordered_map>
 
 #include "ir/strided_view.h"
-#include "passes/fusion/attention_output.h"
 #include "ir/types.h"
+#include "passes/fusion/attention_output.h"
 
 namespace fusec::fusion {
 
