@@ -178,7 +178,7 @@ struct RowRegisters {
   int64_t chunks = 0;                // 0: the row is re-read from memory in every pass
   std::vector<const Value*> inputs;  // register array r<k> holds inputs[k]
   std::vector<bool> packed;          // r<k> holds inputs[k] as 16-bit pairs
-  std::vector<const Value*> shared;  // b<k>: shared[k], of shape [r], the same for every row
+  std::vector<const Value*> rowConstants;  // b<k>: rowConstants[k], of shape [r], the same for every row
   std::vector<int> vectorOuts;       // full outputs stored as vectors
   // Register array k<i> holds cached[i].first, computed by pass cached[i].second (passes:
   // the reduction levels in order, then the full outputs' pass).
@@ -214,18 +214,20 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   if (plan.inputs.empty()) return plan;
   const int64_t r = reds[0].r;
   const Shape& full = reds[0].op->operands[0]->type.shape;
-  if (!full.empty() && full.back() == r)
+  if (!full.empty() && full.back() == r) {
+    std::set<const Value*> broadcast;
+    for (const auto& op : body.ops)
+      if (op->kind == OpKind::Broadcast) broadcast.insert(op->operands[0]);
     for (const Op* in : body.inputs()) {
       const Value* v = in->result();
-      bool broadcast = false;
-      for (const auto& op : body.ops) broadcast |= op->kind == OpKind::Broadcast && op->operands[0] == v;
-      if (isFloat(v->type.dtype) && v->type.shape == Shape{r} && broadcast &&
+      if (isFloat(v->type.dtype) && v->type.shape == Shape{r} && broadcast.count(v) &&
           !std::count(plan.inputs.begin(), plan.inputs.end(), v))
-        plan.shared.push_back(v);
+        plan.rowConstants.push_back(v);
     }
+  }
   std::vector<DType> dtypes;
   for (const Value* in : plan.inputs) dtypes.push_back(in->type.dtype);
-  for (const Value* in : plan.shared) dtypes.push_back(in->type.dtype);
+  for (const Value* in : plan.rowConstants) dtypes.push_back(in->type.dtype);
   for (int o : fullOuts)
     if (isFloat(body.outputs[size_t(o)]->type.dtype)) {
       plan.vectorOuts.push_back(o);
@@ -233,7 +235,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     }
   const int v = vectorWidth(dtypes);
   plan.width = r % v == 0 ? v : 1;
-  if (plan.width == 1) plan.vectorOuts.clear(), plan.shared.clear();
+  if (plan.width == 1) plan.vectorOuts.clear(), plan.rowConstants.clear();
   const int64_t chunks = (r + lanes * plan.width - 1) / (lanes * plan.width), perThread = chunks * plan.width;
   int64_t rowRegisters = 0;
   for (const Value* in : plan.inputs) {
@@ -243,7 +245,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   if (perThread <= kMaxRowElementsPerThread && rowRegisters <= kMaxRowRegisters)
     plan.chunks = chunks;
   else
-    plan.vectorOuts.clear(), plan.shared.clear();  // the row is re-read in every pass, element by element
+    plan.vectorOuts.clear(), plan.rowConstants.clear();  // the row is re-read in every pass, element by element
   if (plan.chunks == 0) return plan;
   // Column sums' accumulators (one per element a thread holds) join the row in registers
   // while the arrays leave 48 of the 128 registers to the rest, else they live in shared
@@ -760,9 +762,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   std::vector<std::string> vectorPointers;
   for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));
   for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
-  std::vector<std::string> sharedPointers;
-  for (const Value* in : regs.shared) sharedPointers.push_back(inputPointer(k.body, in));
-  vectorPointers.insert(vectorPointers.end(), sharedPointers.begin(), sharedPointers.end());
+  std::vector<std::string> rowConstantPointers;
+  for (const Value* in : regs.rowConstants) rowConstantPointers.push_back(inputPointer(k.body, in));
+  vectorPointers.insert(vectorPointers.end(), rowConstantPointers.begin(), rowConstantPointers.end());
   const bool vectors = regs.chunks > 0 && regs.width > 1;
   if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
   if (columns && colV > 1) {
@@ -831,10 +833,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
     w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
     e.openScope("if (base < " + R + ")");
-    for (size_t a = 0; a < regs.shared.size(); ++a) {
-      if (!reads(roots, regs.shared[a])) continue;
-      const std::string b = "b" + std::to_string(a), p = sharedPointers[a];
-      w.line("float " + b + "[" + V + "];  // " + e.describe(*regs.shared[a]->def) + ", this chunk's elements");
+    for (size_t a = 0; a < regs.rowConstants.size(); ++a) {
+      if (!reads(roots, regs.rowConstants[a])) continue;
+      const std::string b = "b" + std::to_string(a), p = rowConstantPointers[a];
+      w.line("float " + b + "[" + V + "];  // " + e.describe(*regs.rowConstants[a]->def) + ", this chunk's elements");
       w.line("if (aligned) fusec_vload<" + V + ">(" + b + ", " + p + " + base);");
       e.openScope("else");
       w.line("#pragma unroll");
@@ -858,8 +860,8 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                     regs.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", c * " + V + " + j, " + vectorPointers[a] + ")"
                                    : "r" + std::to_string(a) + "[c * " + V + " + j]");
     // A broadcast reads the last coordinate (codegen/body_emitter.cpp layoutOperandIndex).
-    for (size_t a = 0; a < regs.shared.size(); ++a)
-      e.bindElement(regs.shared[a], linearize({idx.back()}, regs.shared[a]->type.shape), "b" + std::to_string(a) + "[j]");
+    for (size_t a = 0; a < regs.rowConstants.size(); ++a)
+      e.bindElement(regs.rowConstants[a], linearize({idx.back()}, regs.rowConstants[a]->type.shape), "b" + std::to_string(a) + "[j]");
     for (size_t a = 0; a < regs.cached.size(); ++a)
       if (regs.cached[a].second < pass)
         e.bindElement(regs.cached[a].first, linearize(idx, shape), "k" + std::to_string(a) + "[c * " + V + " + j]");
