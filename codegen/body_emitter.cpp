@@ -188,8 +188,14 @@ std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   return reg;
 }
 
+const Value* BodyEmitter::storedForm(const Value* v) const {
+  if (v->def->kind != OpKind::Cast || !isReduced(v->type.dtype)) return v;
+  const Value* x = v->def->operands[0];
+  return isFloat(x->type.dtype) && x->type.shape == v->type.shape ? x : v;
+}
+
 void BodyEmitter::store(const Value* v, const std::string& ptr, const Index& idx) {
-  std::string reg = eval(v, idx);
+  std::string reg = eval(storedForm(v), idx);
   w_.line(ptr + "[" + linearize(idx, v->type.shape) + "] = " + storeValue(v->type.dtype, reg) + ";");
 }
 

@@ -51,6 +51,11 @@ class BodyEmitter {
   // a bf16/f16 result, or one of the f32 values the .cpp's findRoundedOnly and
   // findLowPrecisionData describe.
   bool hardwareForm(const Value* v) const;
+  // What to evaluate to store `v`: its operand where `v` is a cast to its own bf16/f16
+  // storage type from a float of its shape, since the store rounds the same way. Evaluating
+  // the cast rounded once and then again at the store: two conversions and a shift per
+  // element of cross-entropy's gradient, a compute-bound kernel.
+  const Value* storedForm(const Value* v) const;
   // `ptr[linearize(idx)] = v at idx`.
   void store(const Value* v, const std::string& ptr, const Index& idx);
   // A reduction's value for the current row/column/scalar, whatever index it is read at.

@@ -10,8 +10,8 @@
 
 namespace fusec::codegen {
 
-uint32_t elementGrid(int64_t n) {
-  const int64_t full = 132 * 2048 / kBlock;
+uint32_t elementGrid(int64_t n, const Target& t) {
+  const int64_t full = int64_t(t.sms) * 2048 / kBlock;
   return uint32_t(std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, full));
 }
 
@@ -164,7 +164,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   lane.back() = "(" + first.back() + " + j)";
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
-    const std::string value = e.evalLanes(o, lane, first);
+    const std::string value = e.evalLanes(e.storedForm(o), lane, first);
     if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
     else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape) + "] = " + storeValue(o->type.dtype, value) + ";");
   }
@@ -224,7 +224,7 @@ std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
   BodyEmitter e(k.body, w);
   elementLoop(e, k.body, outs, plan, n, "blockIdx.x", "gridDim.x");
   w.close();
-  return {Launch{k.name, {elementGrid(n / plan.width), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
+  return {Launch{k.name, {elementGrid(n / plan.width, k.target), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
 }
 
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
@@ -235,7 +235,7 @@ std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   int64_t first = 0;
   for (size_t c = 0; c < groups.size(); ++c) {
     const VectorPlan plan = planVectors(k.body, groups[c].second);
-    const int64_t blocks = elementGrid(groups[c].first / plan.width), end = first + blocks;
+    const int64_t blocks = elementGrid(groups[c].first / plan.width, k.target), end = first + blocks;
     w.line("// chain " + std::to_string(c) + ": " + std::to_string(groups[c].first) + " elements, blocks [" +
            std::to_string(first) + ", " + std::to_string(end) + ")");
     e.openScope(std::string(c ? "else " : "") + "if (blockIdx.x < " + std::to_string(end) + "u)");

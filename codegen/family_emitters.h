@@ -8,6 +8,7 @@
 
 #include "codegen/body_emitter.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/target.h"
 
 namespace fusec::codegen {
 
@@ -19,6 +20,7 @@ struct FamilyInput {
   const Graph& body;
   std::string name;
   SignatureFn signature;
+  Target target;
 };
 
 std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w);
@@ -32,9 +34,9 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
 // Reduction functors and group reductions every reduction kernel's source starts with.
 std::string reductionPrelude();
 
-// Threads per block of the element-wise loops, and a grid that fills an H100 (132 SMs,
-// 2048 threads each) without more blocks than elements need.
+// Threads per block of the element-wise loops, and a grid that fills the target (2048
+// threads per SM) without more blocks than elements need.
 constexpr int kBlock = 256;
-uint32_t elementGrid(int64_t n);
+uint32_t elementGrid(int64_t n, const Target& t);
 
 }  // namespace fusec::codegen

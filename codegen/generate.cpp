@@ -46,7 +46,7 @@ bool indexFitsInt(const Op& kernel) {
 
 }  // namespace
 
-GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target) {
   if (kernel.kind != OpKind::Kernel || !kernel.body) throw Error("codegen: not a kernel op");
   const Graph& body = *kernel.body;
   GeneratedKernel k;
@@ -92,7 +92,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
                        k.family == KernelFamily::ReduceAll;
   std::string text = w.str() + (reduces ? reductionPrelude() : "");
   CodeWriter fw;
-  FamilyInput in{body, k.name, signature};
+  FamilyInput in{body, k.name, signature, target};
   switch (k.family) {
     case KernelFamily::Pointwise: k.launches = emitPointwise(in, fw); break;
     case KernelFamily::MultiTensor: k.launches = emitMultiTensor(in, fw); break;
@@ -109,13 +109,13 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing) {
 namespace {
 
 // Every kernel of `graphs`, identical sources generated once (GeneratedKernel::image).
-std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs) {
+std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs, const Target& target) {
   std::vector<GeneratedKernel> out;
   std::map<std::string, size_t> firstOf;  // source with the name replaced -> kernel
   for (const Graph* g : graphs)
     for (const auto& op : g->ops) {
       if (op->kind != OpKind::Kernel) continue;
-      GeneratedKernel k = generateKernel(*op, *g);
+      GeneratedKernel k = generateKernel(*op, *g, target);
       std::string key = k.source;
       for (size_t p; (p = key.find(k.name)) != std::string::npos;) key.replace(p, k.name.size(), "\x01");
       auto [it, fresh] = firstOf.emplace(key, out.size());
@@ -132,12 +132,14 @@ std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& gra
 
 }  // namespace
 
-std::vector<GeneratedKernel> generateModule(const Module& m) {
+std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target) {
   std::vector<const Graph*> graphs;
   for (const auto& g : m.funcs) graphs.push_back(g.get());
-  return generateGraphs(graphs);
+  return generateGraphs(graphs, target);
 }
 
-std::vector<GeneratedKernel> generateFunction(const Graph& g) { return generateGraphs({&g}); }
+std::vector<GeneratedKernel> generateFunction(const Graph& g, const Target& target) {
+  return generateGraphs({&g}, target);
+}
 
 }  // namespace fusec::codegen

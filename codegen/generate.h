@@ -4,19 +4,20 @@
 #include <vector>
 
 #include "codegen/kernel_abi.h"
+#include "codegen/target.h"
 #include "ir/graph.h"
 
 namespace fusec::codegen {
 
 // The kernel for `kernel` (a `kernel` op of `enclosing`, which says which results update
 // params in place). Throws a one-line Error for a body codegen cannot handle.
-GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing);
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target = {});
 
 // Every top-level kernel of every function, in program order, each identical source (modulo
 // the kernel name) generated once: later copies point at the first (GeneratedKernel::image).
-std::vector<GeneratedKernel> generateModule(const Module& m);
+std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target = {});
 
 // The same for one function (what the runtime loads).
-std::vector<GeneratedKernel> generateFunction(const Graph& g);
+std::vector<GeneratedKernel> generateFunction(const Graph& g, const Target& target = {});
 
 }  // namespace fusec::codegen

@@ -22,6 +22,7 @@
 // per level; ops after a reduction read its value from a register. Row-shaped outputs are
 // written by lane 0, full-shaped ones in a last pass over the row.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
@@ -184,7 +185,15 @@ struct RowRegisters {
   // the reduction levels in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
+  int64_t rowRegisters = 0;     // the row's arrays
+  int64_t registers = 0;        // the row's, the column sums' (in registers) and the cached arrays
 };
+
+// A row kernel whose row is in registers loads the next row a group takes before it works
+// on the current one, so that a group's loads are in flight while it reduces, computes and
+// stores (at one row per group, those phases left the memory system idle in turn). Its grid
+// is then what the device holds at once (Launch::residentGrid), so that each group takes
+// several rows.
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96, kMaxColumnRegisters = 80;
 
@@ -200,13 +209,13 @@ bool reducesSuffix(const Reduction& red) {
 }
 
 RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<std::vector<size_t>>& levels,
-                     const std::vector<int>& fullOuts, const std::vector<const Op*>& cols, int lanes,
-                     const BodyEmitter& emitter) {
+                     const std::vector<bool>& picked, const std::vector<int>& fullOuts,
+                     const std::vector<const Op*>& cols, int lanes, const BodyEmitter& emitter) {
   RowRegisters plan;
   std::vector<const Value*> roots;
-  for (const Reduction& red : reds) {
-    if (!reducesSuffix(red)) return plan;
-    roots.push_back(red.op->operands[0]);
+  for (size_t i = 0; i < reds.size(); ++i) {
+    if (!reducesSuffix(reds[i])) return plan;
+    if (!picked[i]) roots.push_back(reds[i].op->operands[0]);
   }
   for (int o : fullOuts) roots.push_back(body.outputs[size_t(o)]);
   for (const Op* c : cols) roots.push_back(c->operands[0]);
@@ -261,6 +270,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     std::vector<const Value*> roots;
     bool whole = true;
     for (size_t i : level) {
+      if (picked[i]) continue;  // read where it is picked, not in the pass
       roots.push_back(reds[i].op->operands[0]);
       whole &= reds[i].op->operands[0]->type.shape == full;
     }
@@ -299,6 +309,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     if (c->operands[0]->type.shape == full) outRoots.push_back(c->operands[0]);
   reach.push_back(walk(outRoots, full));
   int64_t used = rowRegisters + (plan.columnRegisters ? perThread * int64_t(cols.size()) : 0);
+  plan.rowRegisters = rowRegisters;
   std::set<const Value*> taken;
   for (size_t a = 0; a < reach.size(); ++a)
     for (const Value* v : reach[a]) {
@@ -310,6 +321,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       plan.cached.push_back({v, a});
       used += perThread;
     }
+  plan.registers = used;
   return plan;
 }
 
@@ -327,7 +339,6 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
 // by which block finishes first, so the sums are the same bits run to run. Before, the
 // column reduction was a kernel of its own that read dy and x again (split-reductions'
 // first stage), then a second launch over the partials: 0.8 ms of small's step at batch 64.
-constexpr int64_t kColumnSumBlocks = 264;  // two blocks per SM of an H100 or H200 (132 SMs)
 
 struct ColumnSums {
   std::vector<const Op*> ops;
@@ -644,6 +655,41 @@ std::vector<std::vector<size_t>> reductionLevels(const std::vector<Reduction>& r
   return levels;
 }
 
+// A sum over the row of select(iota == t, x, 0), t the same along the row (a broadcast of a
+// row value): cross-entropy's target logit, as decompose writes it so that its gradient stays
+// pointwise. Its value is the one element t selects, 0 + x[row, t] (the other terms are +0,
+// so the sum is that bit for bit, a -0 turned +0 included), and 0 when t is outside the
+// row. The kernel reads that element once per row instead of comparing, selecting and adding
+// at every element: five instructions of the ~35 per logit of a kernel bound by its
+// instructions. Returns {x, t} for such a reduction.
+std::optional<std::pair<const Value*, const Value*>> pickedElement(const Reduction& red) {
+  const Op& op = *red.op;
+  const Shape& full = op.operands[0]->type.shape;
+  if (op.kind != OpKind::Sum || full.empty() || !reducesSuffix(red)) return std::nullopt;
+  const size_t last = full.size() - 1;
+  for (size_t d = 0; d < last; ++d)
+    if (red.reduced[d] != 1) return std::nullopt;  // the last axis alone
+  const Op& sel = *op.operands[0]->def;
+  if (sel.kind != OpKind::Select) return std::nullopt;
+  const Op& zero = *sel.operands[2]->def;
+  if (zero.kind != OpKind::Constant || zero.attrFloat("value") != 0.0 || !isFloat(sel.operands[1]->type.dtype) ||
+      sel.operands[1]->type.shape != full)
+    return std::nullopt;
+  const Op& eq = *sel.operands[0]->def;
+  if (eq.kind != OpKind::Eq) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    const Value* iota = eq.operands[size_t(k)];
+    const Value* t = eq.operands[size_t(1 - k)];
+    const bool alongRow = iota->def->kind == OpKind::Iota && iota->type.shape == full &&
+                          normalizeAxis(iota->def->attrInt("axis"), int(full.size()), "iota") == int(last);
+    const bool rowValue = t->def->kind == OpKind::Broadcast && t->type.shape == full &&
+                          t->def->operands[0]->type.rank() == int(full.size()) &&
+                          t->def->operands[0]->type.shape[last] == 1 && !isFloat(t->type.dtype);
+    if (alongRow && rowValue) return std::make_pair(sel.operands[1], t);
+  }
+  return std::nullopt;
+}
+
 // Threads per row of a row kernel: a warp, doubled while a thread would hold more than 24
 // of the row's elements, up to 512. Measured on an H200 (small bf16 b64, medium b16, per-launch
 // sums): medium's rows of 1024 at 32 threads held three arrays of 32 registers, spilled, and put
@@ -715,14 +761,27 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   grid = std::clamp<int64_t>(grid, 1, 65535);
   const std::vector<std::vector<size_t>> levels = reductionLevels(reds);
+  // Row sums that pick one element (pickedElement): no pass over the row, no group reduction.
+  std::vector<std::optional<std::pair<const Value*, const Value*>>> picks(reds.size());
+  std::vector<bool> picked(reds.size(), false);
+  if (family == KernelFamily::RowReduce)
+    for (size_t i = 0; i < reds.size(); ++i) picked[i] = (picks[i] = pickedElement(reds[i])).has_value();
   BodyEmitter e(k.body, w);
-  const RowRegisters regs =
-      family == KernelFamily::RowReduce ? planRow(k.body, reds, levels, fullOuts, cols, lanes, e) : RowRegisters{};
-  // Column sums: a fixed grid of at most kColumnSumBlocks blocks (each block's partial is
-  // one row of the scratch the last blocks add up).
+  const RowRegisters regs = family == KernelFamily::RowReduce
+                                ? planRow(k.body, reds, levels, picked, fullOuts, cols, lanes, e)
+                                : RowRegisters{};
+  // Row kernels of up to 512 threads ask for two blocks per SM (see below).
+  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
+  // Prefetch (see kRowPrefetchBlocksPerSM) while the second copy of the row leaves 32 of
+  // the registers that minBlocks allows to the rest.
+  const int64_t registerCap = minBlocks ? 65536 / (int64_t(block) * minBlocks) : 255;
+  const bool prefetch = regs.chunks > 0 && regs.registers + regs.rowRegisters <= registerCap - 32 &&
+                        std::getenv("FUSEC_ROW_PREFETCH") == nullptr;
+  // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
+  // of the scratch the last blocks add up).
   ColumnSums colSums;
   if (!cols.empty()) {
-    grid = std::min<int64_t>(grid, kColumnSumBlocks);
+    grid = std::min<int64_t>(grid, 2 * int64_t(k.target.sms));
     colSums = planColumnSums(k.body, cols, n, r, lanes, regs, int(grid), block);
     writeColumnSumsScratch(w, colSums);
   }
@@ -734,7 +793,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   // blocks made the backward spill (1.58 and 2.17 ms). With bf16 rows packed, three blocks
   // of medium's backward (rows of 1,024 at 64 threads, 80 registers, no spill) still lost
   // to two (1.374 -> 1.510 ms).
-  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
   k.signature(w, k.name, block, minBlocks);
   const std::string L = std::to_string(lanes);
   if (columns && colV > 1)
@@ -784,6 +842,55 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
   }
   const std::string N = std::to_string(n);
+  // The row's register arrays (`prefix`<k>) and their loads for row `row`.
+  const std::string E = std::to_string(regs.chunks * regs.width), P = std::to_string(regs.chunks * regs.width / 2),
+                    H = std::to_string(regs.width / 2);
+  auto declareRow = [&](const std::string& prefix) {
+    for (size_t a = 0; a < regs.inputs.size(); ++a)
+      w.line(regs.packed[a] ? "unsigned " + prefix + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
+                            : "float " + prefix + std::to_string(a) + "[" + E + "];");
+  };
+  auto loadRow = [&](const std::string& prefix, const std::string& row) {
+    w.line("#pragma unroll");
+    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
+    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
+    e.openScope("if (base < " + R + ")");
+    auto scalarLoads = [&] {
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + V + "; ++j)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a) {
+        const std::string p = vectorPointers[a], at = row + " * " + R + " + base + j", arr = prefix + std::to_string(a);
+        if (regs.packed[a])  // pairs: j even
+          w.line("if (j % 2 == 0) " + arr + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at + "], " + p +
+                 "[" + at + " + 1]);");
+        else
+          w.line(arr + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
+      }
+      e.closeScope();
+    };
+    if (vectors) {
+      e.openScope("if (aligned)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a)
+        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(" + prefix + std::to_string(a) + " + c * " + H
+                               : "fusec_vload<" + V + ">(" + prefix + std::to_string(a) + " + c * " + V) +
+               ", " + vectorPointers[a] + " + " + row + " * " + R + " + base);");
+      e.closeScope();
+      e.openScope("else");
+      scalarLoads();
+      e.closeScope();
+    } else {
+      scalarLoads();
+    }
+    e.closeScope();
+    e.closeScope();
+  };
+  if (prefetch) {
+    w.line("// this group's first row; each iteration then loads the next row before using this one");
+    declareRow("r");
+    e.openScope("if (group < " + N + ")");
+    loadRow("r", "group");
+    e.closeScope();
+  }
   if (columns) {
     // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
     // columns past the end only skip their loads and stores.
@@ -873,48 +980,21 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
         w.line("k" + std::to_string(a) + "[c * " + V + " + j] = " + e.eval(regs.cached[a].first, idx) + ";");
   };
   if (regs.chunks > 0) {
-    const std::string E = std::to_string(regs.chunks * regs.width);
     w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
-           " consecutive elements per thread, loaded once");
-    const std::string P = std::to_string(regs.chunks * regs.width / 2), H = std::to_string(regs.width / 2);
-    for (size_t a = 0; a < regs.inputs.size(); ++a)
-      w.line(regs.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
-                            : "float r" + std::to_string(a) + "[" + E + "];");
+           " consecutive elements per thread, loaded once" + (prefetch ? " (the next row's loads issued first)" : ""));
+    if (prefetch) {
+      w.line("const fusec_idx next = outer + groups;");
+      declareRow("p");
+      e.openScope("if (next < " + N + ")");
+      loadRow("p", "next");
+      e.closeScope();
+    } else {
+      declareRow("r");
+      loadRow("r", "outer");
+    }
     for (size_t a = 0; a < regs.cached.size(); ++a)
       w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
              ", kept for a later pass");
-    w.line("#pragma unroll");
-    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
-    e.openScope("if (base < " + R + ")");
-    auto scalarLoads = [&] {
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + V + "; ++j)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a) {
-        const std::string p = vectorPointers[a], at = "outer * " + R + " + base + j";
-        if (regs.packed[a])  // pairs: j even
-          w.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at +
-                 "], " + p + "[" + at + " + 1]);");
-        else
-          w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
-      }
-      e.closeScope();
-    };
-    if (vectors) {
-      e.openScope("if (aligned)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a)
-        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(r" + std::to_string(a) + " + c * " + H
-                               : "fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V) +
-               ", " + vectorPointers[a] + " + outer * " + R + " + base);");
-      e.closeScope();
-      e.openScope("else");
-      scalarLoads();
-      e.closeScope();
-    } else {
-      scalarLoads();
-    }
-    e.closeScope();
-    e.closeScope();
   }
   // The group's total of each accumulator of a level (see reductionLevels).
   const std::string B = std::to_string(block);
@@ -946,7 +1026,24 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   for (size_t pass = 0; pass < levels.size(); ++pass) {
     std::vector<std::pair<std::string, const Op*>> accs;
     std::vector<Index> kept;
+    std::vector<size_t> summed;  // the level's reductions that take a pass over the row
     for (size_t i : levels[pass]) {
+      if (picked[i]) {
+        const auto [x, t] = *picks[i];
+        const Reduction& red = reds[i];
+        const std::string acc = e.fresh("acc"), at = e.fresh("pick");
+        w.line("// " + e.describe(*red.op) + ": the element " + e.describe(*t->def) + " selects, read once");
+        w.line("float " + acc + " = 0.0f;");
+        Index idx = fullIndex(w, red, delinearize(w, "outer", red.kept, e.fresh("k")), "0", e.fresh("e"));
+        w.line("const long long " + at + " = (long long)" + e.eval(t, idx) + ";");
+        e.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
+        idx.back() = "(fusec_idx)" + at;
+        w.line(acc + " = 0.0f + (float)" + e.eval(x, idx) + ";");
+        e.closeScope();
+        e.bindReduction(red.op->result(), acc);
+        continue;
+      }
+      summed.push_back(i);
       const Op& op = *reds[i].op;
       const DType dt = op.result()->type.dtype;
       accs.push_back({e.fresh("acc"), &op});
@@ -954,12 +1051,13 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       w.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
       kept.push_back(delinearize(w, "outer", reds[i].kept, e.fresh("k")));
     }
+    if (summed.empty()) continue;
     std::vector<const Value*> passRoots;
-    for (size_t i : levels[pass]) passRoots.push_back(reds[i].op->operands[0]);
+    for (size_t i : summed) passRoots.push_back(reds[i].op->operands[0]);
     const int scopes = openPass(passRoots);
     std::optional<Index> first;
     for (size_t a = 0; a < accs.size(); ++a) {
-      const Reduction& red = reds[levels[pass][a]];
+      const Reduction& red = reds[summed[a]];
       const Op& op = *red.op;
       const Index idx = fullIndex(w, red, kept[a], "inner", e.fresh("e"));
       if (!first) first = idx;
@@ -1026,7 +1124,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       Index idx = v->type.shape == s ? full
                                      : delinearize(w, linearize(full, s), v->type.shape, "g" + std::to_string(o));
       if (std::count(regs.vectorOuts.begin(), regs.vectorOuts.end(), o))
-        w.line("s" + std::to_string(o) + "[j] = " + e.eval(v, idx) + ";");
+        w.line("s" + std::to_string(o) + "[j] = " + e.eval(e.storedForm(v), idx) + ";");
       else
         e.store(v, "out" + std::to_string(o), idx);
     }
@@ -1049,10 +1147,17 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       closePass(scopes);
     }
   }
+  if (prefetch) {
+    for (size_t a = 0; a < regs.inputs.size(); ++a) {
+      const std::string k = std::to_string(a);
+      w.line("#pragma unroll");
+      w.line("for (int i = 0; i < " + (regs.packed[a] ? P : E) + "; ++i) r" + k + "[i] = p" + k + "[i];");
+    }
+  }
   e.closeScope();
   if (!cols.empty()) emitColumnSumsFinish(e, k.body, colSums, colOuts, n);
   w.close();
-  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
+  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0, prefetch && cols.empty()}};
 }
 
 }  // namespace fusec::codegen

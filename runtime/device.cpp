@@ -45,6 +45,7 @@ DeviceInfo openDevice() {
   d.name = prop.name;
   d.major = prop.major;
   d.minor = prop.minor;
+  d.sms = prop.multiProcessorCount;
   FUSEC_CUDA(cudaMemGetInfo(&d.freeBytes, &d.totalBytes), "device discovery");
   return d;
 }

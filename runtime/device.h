@@ -21,6 +21,7 @@ struct DeviceInfo {
   int index = 0;
   std::string name;       // "NVIDIA H100 80GB HBM3"
   int major = 0, minor = 0;
+  int sms = 0;             // streaming multiprocessors
   size_t freeBytes = 0, totalBytes = 0;
 };
 

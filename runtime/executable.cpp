@@ -261,7 +261,7 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
                                           dev.major * 10 + dev.minor, uint64_t(cublasLtGetVersion()));
   gemmOpts.tuningCache = m.gemmTuning;
   m.gemm = std::make_unique<CublasLtGemm>(gemmOpts);
-  std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g);
+  std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, codegen::Target{dev.sms});
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
   m.buildLaunchList(generated);
 }
