@@ -22,8 +22,7 @@ std::string kernelsJson(const std::vector<GeneratedKernel>& kernels) {
     j["image"] = k.image;
     nlohmann::ordered_json launches = nlohmann::ordered_json::array();
     for (const auto& l : k.launches)
-      launches.push_back({{"function", l.function}, {"grid", l.grid}, {"block", l.block}, {"smem", l.dynamicSmem},
-                          {"resident_grid", l.residentGrid}});
+      launches.push_back({{"function", l.function}, {"grid", l.grid}, {"block", l.block}, {"smem", l.dynamicSmem}});
     j["launches"] = launches;
     j["operands"] = types(k.operands);
     j["results"] = types(k.results);

@@ -52,10 +52,6 @@ struct Launch {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t dynamicSmem = 0;              // bytes
-  // The function covers its work from any grid[0] (a loop strided by gridDim.x): the runtime
-  // launches min(grid[0], the blocks the device holds at once), so that each block takes
-  // several of its units of work one after another (codegen/reduce_kernels.cpp, prefetch).
-  bool residentGrid = false;
 };
 
 struct GeneratedKernel {

@@ -185,15 +185,7 @@ struct RowRegisters {
   // the reduction levels in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
-  int64_t rowRegisters = 0;     // the row's arrays
-  int64_t registers = 0;        // the row's, the column sums' (in registers) and the cached arrays
 };
-
-// A row kernel whose row is in registers loads the next row a group takes before it works
-// on the current one, so that a group's loads are in flight while it reduces, computes and
-// stores (at one row per group, those phases left the memory system idle in turn). Its grid
-// is then what the device holds at once (Launch::residentGrid), so that each group takes
-// several rows.
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96, kMaxColumnRegisters = 80;
 
@@ -309,7 +301,6 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     if (c->operands[0]->type.shape == full) outRoots.push_back(c->operands[0]);
   reach.push_back(walk(outRoots, full));
   int64_t used = rowRegisters + (plan.columnRegisters ? perThread * int64_t(cols.size()) : 0);
-  plan.rowRegisters = rowRegisters;
   std::set<const Value*> taken;
   for (size_t a = 0; a < reach.size(); ++a)
     for (const Value* v : reach[a]) {
@@ -321,7 +312,6 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
       plan.cached.push_back({v, a});
       used += perThread;
     }
-  plan.registers = used;
   return plan;
 }
 
@@ -772,11 +762,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                                 : RowRegisters{};
   // Row kernels of up to 512 threads ask for two blocks per SM (see below).
   const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
-  // Prefetch (see kRowPrefetchBlocksPerSM) while the second copy of the row leaves 32 of
-  // the registers that minBlocks allows to the rest.
-  const int64_t registerCap = minBlocks ? 65536 / (int64_t(block) * minBlocks) : 255;
-  const bool prefetch = regs.chunks > 0 && regs.registers + regs.rowRegisters <= registerCap - 32 &&
-                        std::getenv("FUSEC_ROW_PREFETCH") == nullptr;
   // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
   // of the scratch the last blocks add up).
   ColumnSums colSums;
@@ -884,13 +869,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     e.closeScope();
     e.closeScope();
   };
-  if (prefetch) {
-    w.line("// this group's first row; each iteration then loads the next row before using this one");
-    declareRow("r");
-    e.openScope("if (group < " + N + ")");
-    loadRow("r", "group");
-    e.closeScope();
-  }
   if (columns) {
     // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
     // columns past the end only skip their loads and stores.
@@ -981,20 +959,12 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   };
   if (regs.chunks > 0) {
     w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
-           " consecutive elements per thread, loaded once" + (prefetch ? " (the next row's loads issued first)" : ""));
-    if (prefetch) {
-      w.line("const fusec_idx next = outer + groups;");
-      declareRow("p");
-      e.openScope("if (next < " + N + ")");
-      loadRow("p", "next");
-      e.closeScope();
-    } else {
-      declareRow("r");
-      loadRow("r", "outer");
-    }
+           " consecutive elements per thread, loaded once");
+    declareRow("r");
     for (size_t a = 0; a < regs.cached.size(); ++a)
       w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
              ", kept for a later pass");
+    loadRow("r", "outer");
   }
   // The group's total of each accumulator of a level (see reductionLevels).
   const std::string B = std::to_string(block);
@@ -1147,17 +1117,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       closePass(scopes);
     }
   }
-  if (prefetch) {
-    for (size_t a = 0; a < regs.inputs.size(); ++a) {
-      const std::string k = std::to_string(a);
-      w.line("#pragma unroll");
-      w.line("for (int i = 0; i < " + (regs.packed[a] ? P : E) + "; ++i) r" + k + "[i] = p" + k + "[i];");
-    }
-  }
   e.closeScope();
   if (!cols.empty()) emitColumnSumsFinish(e, k.body, colSums, colOuts, n);
   w.close();
-  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0, prefetch && cols.empty()}};
+  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
 }
 
 }  // namespace fusec::codegen

@@ -1,7 +1,5 @@
 #include "runtime/kernel_module.h"
 
-#include <algorithm>
-
 #include "codegen/nvrtc_compiler.h"
 #include "runtime/device.h"
 
@@ -11,19 +9,6 @@ namespace {
 
 // Above 48 KiB, dynamic shared memory is opt-in per function.
 constexpr uint32_t kDefaultSmemLimit = 48 * 1024;
-
-// The grid of a Launch::residentGrid launch: its blocks that the device holds at once (the
-// occupancy of the compiled function times the SMs), at most the grid codegen asked for.
-uint32_t residentBlocks(cudaKernel_t fn, const codegen::Launch& l, int device) {
-  int perSM = 0, sms = 0;
-  const int threads = int(l.block[0] * l.block[1] * l.block[2]);
-  FUSEC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, reinterpret_cast<const void*>(fn), threads,
-                                                           l.dynamicSmem),
-             "the occupancy of " + l.function);
-  FUSEC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "device discovery");
-  if (perSM < 1) throw Error("kernel " + l.function + " cannot run: not one block of it fits on an SM");
-  return std::min<uint32_t>(l.grid[0], uint32_t(perSM) * uint32_t(sms));
-}
 
 }  // namespace
 
@@ -51,9 +36,7 @@ KernelModule::KernelModule(const std::vector<codegen::GeneratedKernel>& kernels,
           FUSEC_CUDA(cudaKernelSetAttributeForDevice(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      int(launch.dynamicSmem), device),
                      "raising the shared memory limit of " + launch.function);
-        codegen::Launch l = launch;
-        if (l.residentGrid) l.grid[0] = residentBlocks(fn, l, device);
-        loaded.steps.push_back({fn, l});
+        loaded.steps.push_back({fn, launch});
       }
     }
   } catch (...) {

@@ -1,10 +1,8 @@
 // Row kernels on the GPU, for what the model-sized kernel tests (kernel_test.cpp) do not
-// reach: many rows per group (a grid of the blocks resident at once, each group loading its
-// next row while it works on the current one: codegen/reduce_kernels.cpp), with row counts
-// that leave groups uneven, and cross-entropy's label logit read as the one element the
-// label selects, with labels at and past both ends of the row (outside it the select-sum is
-// 0, and so must the pick be). Each against the interpreter on the unoptimised graph.
-// Skips without a device.
+// reach: cross-entropy's label logit read as the one element the label selects
+// (codegen/reduce_kernels.cpp pickedElement), with labels at and past both ends of the row
+// (outside it the select-sum is 0, and so must the pick be), and many rows per group of
+// warps. Each against the interpreter on the unoptimised graph. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -137,7 +135,8 @@ TEST_F(RowKernels, CrossEntropyPicksTheLabelLogit) {
   check(crossEntropy(4099, 24, "f32"), ceInputs(4099, 24, DType::f32, rng), 1e-5);
 }
 
-// 100,003 rows of 64: hundreds of rows per group of the resident grid, the last ones uneven.
+// 100,003 rows of 64: a grid of more blocks than any device holds at once, its last block
+// partly empty.
 TEST_F(RowKernels, ManyRowsPerGroup) {
   std::mt19937 rng(12);
   Bindings env;

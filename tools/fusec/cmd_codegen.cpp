@@ -37,8 +37,7 @@ Command addCodegenCommand(CLI::App& app) {
     for (const auto& k : codegen::generateModule(*module)) {
       std::cout << "// ===== kernel " << k.name << " family=" << familyName(k.family);
       for (const auto& l : k.launches)
-        std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem
-                  << (l.residentGrid ? " (grid: at most the resident blocks)" : "");
+        std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem;
       std::cout << "\n" << k.source;
     }
     std::cout.flush();
