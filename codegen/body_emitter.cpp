@@ -385,22 +385,6 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "iota");
       return "((" + rt + ")" + idx[size_t(ax)] + ")";
     }
-    case OpKind::Eq: {
-      // A position against an integer (cross-entropy's one-hot, iota == label): compared as
-      // fusec_idx, and-ed with whether the integer is one, which nvcc hoists out of the row's
-      // loops: one 32-bit compare per element where the 64-bit one took two.
-      for (size_t k = 0; k < 2; ++k) {
-        const Op& iota = *op.operands[k]->def;
-        const DType other = op.operands[1 - k]->type.dtype;
-        if (iota.kind != OpKind::Iota || (other != DType::i64 && other != DType::i32)) continue;
-        const int ax = normalizeAxis(iota.attrInt("axis"), iota.result()->type.rank(), "iota");
-        const std::string t = evalOperand(op, 1 - k, idx), reg = fresh("t");
-        w_.line("const " + rt + " " + reg + " = (fusec_idx)(" + t + ") == (fusec_idx)(" + idx[size_t(ax)] +
-                ") && (long long)(fusec_idx)(" + t + ") == (long long)(" + t + ");" + comment);
-        return reg;
-      }
-      break;
-    }
     case OpKind::Reshape: {
       const Value* src = op.operands[0];
       while (src->def->kind == OpKind::Reshape) src = src->def->operands[0];

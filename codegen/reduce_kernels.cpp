@@ -22,7 +22,6 @@
 // per level; ops after a reduction read its value from a register. Row-shaped outputs are
 // written by lane 0, full-shaped ones in a last pass over the row.
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
