@@ -1,5 +1,7 @@
 #include "runtime/cublaslt_gemm.h"
 
+#include "runtime/gemm_candidates.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -177,6 +179,8 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
   for (int i = 0; i < found; ++i)
     if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS && results[size_t(i)].workspaceSize <= ws)
       e->candidates.push_back(results[size_t(i)]);
+  if (opts_.autotune)
+    e->candidates = widenGemmCandidates(handle_, e->desc, e->a, e->b, e->c, e->candidates, ws, kWideGemmVariants);
   if (e->candidates.empty()) throw Error("cuBLASLt has no algorithm for " + what);
   return *cache_.emplace(key, std::move(e)).first->second;
 }
@@ -247,39 +251,67 @@ bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* 
     FUSEC_CUDA(cudaEventElapsedTime(&t, events.ev[size_t(2 * i)], events.ev[size_t(2 * i + 1)]), what);
     return t;
   };
-  int ran = 0, best = -1;
-  double bestMs = 0, firstMs = NAN;
-  for (size_t i = 0; i < e.candidates.size(); ++i) {
-    const cublasLtMatmulAlgo_t* algo = &e.candidates[i].algo;
-    auto call = [&] {
-      return cublasLtMatmul(handle_, e.desc, &p.alpha, pb, e.a, pa, e.b, &p.beta, pc, e.c, pc, e.c, algo,
-                            workspace_.data(), workspace_.bytes(), stream);
-    };
-    if (call() != CUBLAS_STATUS_SUCCESS) {  // an algorithm that does not run is skipped
+  auto call = [&](size_t i) {
+    return cublasLtMatmul(handle_, e.desc, &p.alpha, pb, e.a, pa, e.b, &p.beta, pc, e.c, pc, e.c,
+                          &e.candidates[i].algo, workspace_.data(), workspace_.bytes(), stream);
+  };
+  // `reps` timed calls of candidate i, recorded back to back, then read.
+  auto timeCalls = [&](size_t i, int reps) {
+    for (int r = 0; r < reps; ++r) {
+      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r)], stream), what);
+      FUSEC_LT(call(i), what);
+      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r + 1)], stream), what);
+    }
+    sync(events.ev[size_t(2 * reps - 1)]);
+    std::vector<float> times;
+    for (int r = 0; r < reps; ++r) times.push_back(ms(r));
+    return times;
+  };
+
+  // Screening: one untimed call (it loads the kernel and proves the algorithm runs), then
+  // the best of two timed calls, for every candidate.
+  // Candidates come best-first (the heuristic's, then the fullest-wave variants): a slow
+  // GEMM (strict f32 at large M) stops screening once it has spent its budget.
+  constexpr float kScreenBudgetMs = 250.0f;
+  float screenedMs = 0;
+  std::vector<std::pair<float, size_t>> screened;
+  for (size_t i = 0; i < e.candidates.size() && screenedMs < kScreenBudgetMs; ++i) {
+    if (call(i) != CUBLAS_STATUS_SUCCESS) {  // an algorithm that does not run is skipped
       cudaGetLastError();
       continue;
     }
-    // The first timed call decides how many follow: slow GEMMs (strict f32 at large M) need
-    // fewer calls for a stable median, and tuning them must not take seconds.
-    FUSEC_CUDA(cudaEventRecord(events.ev[0], stream), what);
-    FUSEC_LT(call(), what);
-    FUSEC_CUDA(cudaEventRecord(events.ev[1], stream), what);
-    sync(events.ev[1]);
-    std::vector<float> times{ms(0)};
-    const int reps = times[0] > 2.0f ? 2 : times[0] > 0.25f ? 4 : kMaxReps - 1;
-    for (int r = 1; r <= reps; ++r) {
-      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r)], stream), what);
-      FUSEC_LT(call(), what);
-      FUSEC_CUDA(cudaEventRecord(events.ev[size_t(2 * r + 1)], stream), what);
-    }
-    sync(events.ev[size_t(2 * reps + 1)]);
-    for (int r = 1; r <= reps; ++r) times.push_back(ms(r));
+    const std::vector<float> t = timeCalls(i, 2);
+    screened.emplace_back(std::min(t[0], t[1]), i);
+    screenedMs += 3 * screened.back().first;
+  }
+  if (screened.empty())
+    throw Error("cuBLASLt: none of the " + std::to_string(e.candidates.size()) + " algorithms ran for " + what);
+  const int ran = int(screened.size());
+  // The finalists get a median of several calls: the heuristic's first (the baseline the
+  // gain is reported against) and the fastest few of the screen.
+  constexpr size_t kFinalists = 6;
+  std::stable_sort(screened.begin(), screened.end());
+  const bool heuristicRan =
+      std::any_of(screened.begin(), screened.end(), [](const auto& s) { return s.second == 0; });
+  std::vector<size_t> finalists;
+  if (heuristicRan) finalists.push_back(0);
+  for (const auto& s : screened) {
+    if (finalists.size() >= kFinalists + (heuristicRan ? 1 : 0)) break;
+    if (s.second != 0) finalists.push_back(s.second);
+  }
+  int best = -1;
+  double bestMs = 0, firstMs = NAN;
+  for (const size_t i : finalists) {
+    // The first call decides how many follow: slow GEMMs (strict f32 at large M) need fewer
+    // calls for a stable median, and tuning them must not take seconds.
+    const float first = timeCalls(i, 1)[0];
+    const int reps = first > 2.0f ? 2 : first > 0.25f ? 4 : kMaxReps - 1;
+    std::vector<float> times = timeCalls(i, reps);
+    times.push_back(first);
     const double m = median(times);
     if (i == 0) firstMs = m;
     if (best < 0 || m < bestMs) best = int(i), bestMs = m;
-    ++ran;
   }
-  if (best < 0) throw Error("cuBLASLt: none of the " + std::to_string(e.candidates.size()) + " algorithms ran for " + what);
   e.algo = e.candidates[size_t(best)].algo;
   e.tuning = GemmTuning{algoWords(e.algo), describe(e.algo), ran, firstMs, bestMs, GemmTuning::Source::Tuned};
   tuning_->put(e.key, e.tuning);

@@ -13,8 +13,10 @@
 //
 // Algorithms are chosen once per (shape, operand alignment), at the plan's first run:
 //   * autotune off: cuBLASLt's heuristic's first algorithm, as before;
-//   * autotune on: the heuristic's top kMaxCandidates algorithms are each timed (CUDA
-//     events, median of a few calls on the real operands) and the fastest is kept and
+//   * autotune on: the heuristic's top kMaxGemmCandidates algorithms, and the variants
+//     widenGemmCandidates adds, are screened (best of two calls each, on the real
+//     operands), the heuristic's first and the six fastest are timed again (CUDA events,
+//     median of a few calls), and the fastest is kept and
 //     recorded in the GemmTuningCache (runtime/gemm_tuning_cache.h), from which a later
 //     process loads it instead of timing again (re-checked with cublasLtMatmulAlgoCheck).
 //     Timing needs synchronisation, so it never happens under stream capture: a plan first
@@ -42,8 +44,10 @@ struct GemmOptions {
   GemmTuningCache* tuningCache = nullptr;    // autotuned choices (null: this object's own)
 };
 
-// cuBLASLt's heuristic is asked for this many algorithms when autotuning.
+// cuBLASLt's heuristic is asked for this many algorithms when autotuning, and at most
+// kWideGemmVariants configurations it did not offer are added (runtime/gemm_candidates.h).
 constexpr int kMaxGemmCandidates = 16;
+constexpr int kWideGemmVariants = 48;
 
 class CublasLtGemm {
  public:

@@ -185,7 +185,7 @@ TEST_F(GemmAutotune, CorruptCacheIsRetuned) {
   TempDir dir("corrupt");
   std::filesystem::create_directories(dir.path);
   const std::string file = tuningFile(dir.path);
-  { std::ofstream(file, std::ios::trunc) << "{\"format\": \"fusec-gemm-tuning-1\", \"entr"; }
+  { std::ofstream(file, std::ios::trunc) << "{\"format\": \"fusec-gemm-tuning-2\", \"entr"; }
   codegen::CubinCache cache(dir.path);
   rt::ExecutableOptions opts;
   opts.cache = &cache;

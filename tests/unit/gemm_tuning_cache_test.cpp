@@ -157,7 +157,7 @@ TEST(GemmTuningCache, CorruptFileIsIgnoredWithAWarning) {
       good.substr(0, good.size() / 2),                                                  // truncated
       "\x01\x02garbage",                                                                // not JSON
       "[]",                                                                             // JSON, wrong shape
-      std::string(good).replace(good.find("fusec-gemm-tuning-1"), 19, "fusec-gemm-tuning-0"),  // old format
+      std::string(good).replace(good.find("fusec-gemm-tuning-2"), 19, "fusec-gemm-tuning-1"),  // old format
       std::string(good).replace(good.find("\"candidates\""), 12, "\"candidatez\""),   // missing field
   };
   for (size_t i = 0; i < damaged.size(); ++i) {
