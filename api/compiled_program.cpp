@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/roles.h"
 #include "passes/memory_plan.h"
 
 namespace fusec::api {
@@ -13,7 +14,7 @@ CompiledProgram::CompiledProgram(std::unique_ptr<Model> model, Program program, 
       options_(std::move(options)),
       module_(std::move(module)),
       timings_(std::move(timings)) {
-  for (const Op* in : graph().inputs()) counted_ |= in->attrStr("name") == "step";
+  if (const Op* c = findInputByRole(graph(), Role::StepCount)) counter_ = c->attrStr("name");
   // The device backend compiles and loads now: compile() returns a program ready to run, and
   // its errors (no device, out of memory) are compile's.
   if (options_.device == Device::Cuda) runner_ = deviceRunner(graph(), options_);
@@ -42,10 +43,10 @@ void CompiledProgram::bind(Bindings values) { runner().bind(std::move(values)); 
 
 std::vector<HostTensor> CompiledProgram::step(Bindings inputs) {
   model_->validateInputs(program_, inputs);
-  if (counted_) {
+  if (!counter_.empty()) {
     HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
     t.f[0] = float(steps_ + 1);
-    inputs["step"] = std::move(t);
+    inputs[counter_] = std::move(t);
   }
   ProgramRunner& r = runner();
   r.bind(std::move(inputs));

@@ -57,7 +57,7 @@ class CompiledProgram {
   std::vector<PassTiming> timings_;
   std::unique_ptr<ProgramRunner> runner_;
   int64_t steps_ = 0;
-  bool counted_ = false;  // the program has a `step` input (a training step)
+  std::string counter_;  // the name of its step-counter input (a training step), "" when none
 };
 
 // Traces `p` of `model`, lowers it with `o` (lowerProgram) and, on Device::Cuda, compiles and

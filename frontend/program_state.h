@@ -1,6 +1,6 @@
-// The values of the params that the program passes add beyond the model's weights: AdamW's
-// moments (`W.exp_avg`, `W.exp_avg_sq`) start at zero, and each cached weight copy `W.bf16`
-// (cache-weight-casts) starts as bf16(W); the step's in-place updates carry both on. Shared
+// The values of the params that the program passes add beyond the model's weights, found by
+// their roles (ir/roles.h): AdamW's moments (exp_avg, exp_avg_sq) start at zero, and each
+// cached weight copy (bf16_copy, from cache-weight-casts) starts as bf16 of its `of` weight; the step's in-place updates carry both on. Shared
 // by the CPU interpreter (`fusec run --device cpu`) and the GPU runtime, so both start a
 // program from the same state.
 #pragma once
@@ -10,7 +10,7 @@
 namespace fusec {
 
 // Adds to `env` a value for every param of `g` it lacks. Throws Error("internal: …") for a
-// param that is neither a weight in `env`, a moment nor a cached copy of a weight in `env`.
+// weight missing from `env`, or a cached copy of a weight missing from it.
 void bindProgramState(const Graph& g, Bindings& env);
 
 }  // namespace fusec

@@ -186,8 +186,16 @@ Tensor Tensor::matmul(const Tensor& b, bool ta, bool tb) const {
 }
 
 // ---- sources
-Tensor input(Builder& b, const std::string& name, const Type& t) { return Tensor(&b, b.input(name, t)); }
-Tensor param(Builder& b, const std::string& name, const Type& t) { return Tensor(&b, b.param(name, t)); }
+Tensor input(Builder& b, const std::string& name, const Type& t, Role role) {
+  Value* v = b.input(name, t);
+  setRole(*v->def, role);
+  return Tensor(&b, v);
+}
+Tensor param(Builder& b, const std::string& name, const Type& t, int64_t layer) {
+  Value* v = b.param(name, t);
+  setLayer(*v->def, layer);
+  return Tensor(&b, v);
+}
 Tensor full(Builder& b, const Shape& shape, double value, DType dtype) {
   return Tensor(&b, b.constant(value, Type{dtype, shape}));
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/roles.h"
 
 namespace fusec::fe {
 
@@ -99,8 +100,10 @@ class Tensor {
 Shape broadcastShapes(const Shape& a, const Shape& b);
 
 // ---- sources
-Tensor input(Builder& b, const std::string& name, const Type& t);
-Tensor param(Builder& b, const std::string& name, const Type& t);
+// `role` and `layer`: what the source is (ir/roles.h), which passes and runners read instead
+// of its name.
+Tensor input(Builder& b, const std::string& name, const Type& t, Role role = Role::Data);
+Tensor param(Builder& b, const std::string& name, const Type& t, int64_t layer = -1);  // role weight
 Tensor full(Builder& b, const Shape& shape, double value, DType dtype = DType::f32);
 Tensor scalar(Builder& b, double value, DType dtype = DType::f32);  // rank 0
 Tensor arange(Builder& b, int64_t n, DType dtype = DType::i64);     // 0 .. n-1

@@ -1,10 +1,12 @@
 #include "ir/verifier.h"
 
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/printer.h"
+#include "ir/roles.h"
 #include "ir/type_rules.h"
 
 namespace fusec {
@@ -30,6 +32,7 @@ class Verifier {
     std::unordered_set<const Value*> defined;
     std::unordered_set<std::string_view> names, inputNames;
     std::unordered_map<std::string_view, const Op*> params;
+    std::unordered_set<std::string> roleInputs;
     defined.reserve(g.ops.size() * 2);
     std::vector<Type> operandTypes, resultTypes;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
@@ -78,13 +81,45 @@ class Verifier {
         fail("duplicate input name \"" + op.attrStr("name") + "\"");
       if (op.kind == OpKind::Param && !params.emplace(op.attrStr("name"), &op).second)
         fail("duplicate param name \"" + op.attrStr("name") + "\"");
+      if (op.kind == OpKind::Input || op.kind == OpKind::Param) role(op, fail, roleInputs);
       if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) defined.insert(r.get());
     }
+    owners(g, params, where);
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (!g.outputs[i] || !defined.count(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
     updates(g, params, where);
+  }
+
+  // The role attributes (ir/roles.h): a role of the op's kind, an `of` exactly for state and
+  // copies, a layer of -1 or more, and at most one input of each non-data role.
+  template <class Fail>
+  void role(const Op& op, const Fail& fail, std::unordered_set<std::string>& roleInputs) {
+    const std::string& text = op.attrStr("role");
+    const std::optional<Role> r = parseRole(text);
+    if (!r || !roleFits(*r, op.kind))
+      fail("\"" + text + "\" is not a role of " + std::string(op.info().name) + " (" +
+           (op.kind == OpKind::Param ? "weight, exp_avg, exp_avg_sq, bf16_copy" : "ids, targets, step, or none") + ")");
+    if (roleHasOwner(*r) && op.attrStr("of").empty()) fail("a " + text + " param needs `of`, the weight it belongs to");
+    if (!roleHasOwner(*r) && !op.attrStr("of").empty())
+      fail("`of` belongs to optimizer state and weight copies, not to a " + (text.empty() ? std::string("data") : text) + " " +
+           std::string(op.info().name));
+    if (op.attrInt("layer") < -1) fail("layer must be -1 (outside the blocks) or more, got " + std::to_string(op.attrInt("layer")));
+    if (op.kind == OpKind::Input && *r != Role::Data && !roleInputs.insert(text).second)
+      fail("two inputs have the role \"" + text + "\"");
+  }
+
+  // Each `of` names a weight of the same graph.
+  void owners(const Graph& g, const std::unordered_map<std::string_view, const Op*>& params, const std::string& where) {
+    for (const auto& [name, p] : params) {
+      const std::string& of = p->attrStr("of");
+      if (of.empty()) continue;
+      auto w = params.find(of);
+      if (w == params.end() || w->second->attrStr("role") != roleName(Role::Weight))
+        throw errorAt(file_, p->loc.valid() ? p->loc : g.loc,
+                      where + ": param \"" + std::string(name) + "\" belongs to \"" + of + "\", which is not a weight of this function");
+    }
   }
 
   // In-place state updates: each target is a param of this graph with the output's type,

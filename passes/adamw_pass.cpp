@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "ir/roles.h"
 #include "passes/adamw_update.h"
 #include "passes/pass.h"
 #include "passes/train_passes.h"
@@ -59,11 +60,14 @@ bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
                 std::to_string(1 + params.size()) + " values; run autodiff first), it returns " +
                 std::to_string(g.outputs.size()));
   if (g.findInput("step")) throw Error("adamw: @" + g.name + " already has an input named \"step\"");
+  if (const Op* s = findInputByRole(g, Role::StepCount))
+    throw Error("adamw: @" + g.name + " already has a step counter, \"" + s->attrStr("name") + "\"");
 
   Builder b(g);
   const size_t mark = g.ops.size();
   Value* step = b.input("step", Type{DType::f32, {}});
   step->name = "step";
+  setRole(*step->def, Role::StepCount);
   std::vector<Value*> expAvg, expAvgSq;
   std::unordered_set<std::string> paramNames;  // once: a findParam per new name is O(ops)
   for (Op* p : g.params()) paramNames.insert(p->attrStr("name"));
@@ -76,6 +80,10 @@ bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
     expAvg.back()->name = name + ".exp_avg";
     expAvgSq.push_back(b.param(name + ".exp_avg_sq", t));
     expAvgSq.back()->name = name + ".exp_avg_sq";
+    for (auto [state, role] : {std::pair{expAvg.back(), Role::ExpAvg}, std::pair{expAvgSq.back(), Role::ExpAvgSq}}) {
+      setRole(*state->def, role, name);
+      setLayer(*state->def, layerOf(*p));
+    }
   }
   hoistNewSources(g, mark);
 

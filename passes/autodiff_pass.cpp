@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "passes/autodiff.h"
+#include "ir/roles.h"
 #include "passes/pass.h"
 #include "passes/train_passes.h"
 
@@ -15,7 +16,7 @@ namespace fusec {
 std::vector<Op*> trainableParams(const Graph& g) {
   std::vector<Op*> out;
   for (Op* p : g.params())
-    if (isFloat(p->result()->type.dtype)) out.push_back(p);
+    if (isFloat(p->result()->type.dtype) && roleOf(*p) == Role::Weight) out.push_back(p);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/builder.h"
+#include "ir/roles.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -18,7 +19,7 @@ constexpr DType kLow = DType::bf16;
 bool isWeightCast(const Op& op) {
   if (op.kind != OpKind::Cast || op.result()->type.dtype != kLow) return false;
   const Op* src = op.operands[0]->def;
-  return src && src->kind == OpKind::Param && src->result()->type.dtype != kLow;
+  return src && src->kind == OpKind::Param && roleOf(*src) == Role::Weight && src->result()->type.dtype != kLow;
 }
 
 bool cacheWeightCasts(Graph& g) {
@@ -45,6 +46,8 @@ bool cacheWeightCasts(Graph& g) {
       const std::string name = weight + "." + std::string(dtypeName(kLow));
       if (params.count(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
       copy = b.param(name, op.result()->type);
+      setRole(*copy->def, Role::WeightCopy, weight);
+      setLayer(*copy->def, layerOf(*op.operands[0]->def));
       // The cast's own name (if any) goes away with it; the param takes the weight's.
       if (op.result()->name == name || names.insert(name).second) copy->name = name;
       declaredAfter[op.operands[0]->def] = copy->def;  // beside the weight it copies

@@ -1,9 +1,11 @@
 #include "passes/launch_stats.h"
 
 #include <algorithm>
-#include <cctype>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "ir/roles.h"
 #include "passes/liveness.h"
 
 namespace fusec {
@@ -19,19 +21,34 @@ struct Reach {
   }
 };
 
-// The layer of a param name, -1 when it is not a layer param; `other` when it is neither a
-// layer param nor the embedding.
-Reach paramReach(const std::string& name, const LaunchStatsOptions& o) {
-  Reach r;
-  if (name.rfind(o.layerPrefix, 0) == 0) {
-    size_t i = o.layerPrefix.size(), j = i;
-    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
-    if (j > i && j < name.size() && name[j] == '.') {
-      r.layer = std::stoi(name.substr(i, j - i));
-      return r;
+// The weights read as the table of a gather (the token embedding), directly or as a
+// kernel's operand that its body gathers from, with their optimizer state and copies (a
+// gather of the copy makes its weight a table too).
+std::unordered_set<std::string> embeddingTables(const Graph& g) {
+  std::unordered_set<std::string> tables;
+  auto table = [&](const Value* v) {
+    if (v->def && v->def->kind == OpKind::Param)
+      tables.insert(roleHasOwner(roleOf(*v->def)) ? ownerOf(*v->def) : v->def->attrStr("name"));
+  };
+  for (auto& op : g.ops) {
+    if (op->kind == OpKind::Gather) table(op->operands[0]);
+    if (op->kind != OpKind::Kernel || !op->body) continue;
+    const std::vector<Op*> inputs = op->body->inputs();  // bound to the operands in order
+    for (auto& inner : op->body->ops) {
+      if (inner->kind != OpKind::Gather) continue;
+      auto at = std::find(inputs.begin(), inputs.end(), inner->operands[0]->def);
+      if (at != inputs.end()) table(op->operands[size_t(at - inputs.begin())]);
     }
   }
-  r.other = name.rfind(o.embeddingPrefix, 0) != 0;
+  return tables;
+}
+
+// A param's layer (its role attribute), -1 outside the blocks; `other` when it is outside
+// the blocks and not (the state or copy of) an embedding table.
+Reach paramReach(const Op& p, const std::unordered_set<std::string>& tables) {
+  Reach r;
+  r.layer = int(layerOf(p));
+  if (r.layer < 0) r.other = !tables.count(roleHasOwner(roleOf(p)) ? ownerOf(p) : p.attrStr("name"));
   return r;
 }
 
@@ -49,8 +66,11 @@ int64_t maxOf(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_
 
 }  // namespace
 
-LaunchStats launchStats(const Graph& g, const LaunchStatsOptions& opts) {
+LaunchStats launchStats(const Graph& g) {
   const StorageMap storage(g);
+  const std::unordered_set<std::string> tables = embeddingTables(g);
+  std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
+  for (const Op* p : g.params()) params.emplace(p->attrStr("name"), p);
   auto isLaunch = [&](const Op& op) {
     for (auto& r : op.results)
       if (storage.of(r.get()) == Storage::Arena || storage.of(r.get()) == Storage::InPlace) return true;
@@ -61,7 +81,7 @@ LaunchStats launchStats(const Graph& g, const LaunchStatsOptions& opts) {
   std::unordered_map<const Op*, Reach> dependsOn;
   for (auto& op : g.ops) {
     Reach r;
-    if (op->kind == OpKind::Param) r = paramReach(op->attrStr("name"), opts);
+    if (op->kind == OpKind::Param) r = paramReach(*op, tables);
     for (const Value* v : op->operands) r.merge(dependsOn[v->def]);
     dependsOn[op.get()] = r;
   }
@@ -73,7 +93,7 @@ LaunchStats launchStats(const Graph& g, const LaunchStatsOptions& opts) {
     const std::string& target = g.updateOf(i);
     hasUpdates = hasUpdates || !target.empty();
     if (target.empty()) forward[g.outputs[i]->def] = true;
-    else feeds[g.outputs[i]->def].merge(paramReach(target, opts));
+    else feeds[g.outputs[i]->def].merge(paramReach(*params.at(target), tables));
   }
   for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it)
     for (const Value* v : (*it)->operands) {
@@ -95,10 +115,10 @@ LaunchStats launchStats(const Graph& g, const LaunchStatsOptions& opts) {
   return s;
 }
 
-LaunchStats launchStats(const Module& m, const LaunchStatsOptions& opts) {
+LaunchStats launchStats(const Module& m) {
   LaunchStats total;
   for (auto& g : m.funcs) {
-    LaunchStats s = launchStats(*g, opts);
+    LaunchStats s = launchStats(*g);
     total.gemms += s.gemms;
     total.kernels += s.kernels;
     total.outside.forward += s.outside.forward;

@@ -4,14 +4,16 @@
 // that computes data (a `kernel`, or in an unfused graph each remaining compute op). Inputs,
 // params, constants, iotas, resolvable views and resident concats are not launches.
 //
-// Each launch is attributed to a layer through the params named `layers.<i>.`:
+// Each launch is attributed to a layer through the `layer` role attribute of the params it
+// reads or updates (ir/roles.h; never their names):
 //   forward launches (ancestors of an ordinary output, i.e. of the loss; every launch of a
 //   function without update outputs) go to the highest layer among the params they depend
 //   on, transitively;
 //   backward launches (the rest) go to the highest layer among the params whose in-place
 //   updates they feed, transitively.
 // A launch that depends on (forward) or feeds (backward) a non-layer param other than the
-// embedding, or no layer param at all, counts as outside the layers.
+// embedding (a weight some gather reads as its table, with its state and copies), or no
+// layer param at all, counts as outside the layers.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,11 +22,6 @@
 #include "ir/graph.h"
 
 namespace fusec {
-
-struct LaunchStatsOptions {
-  std::string layerPrefix = "layers.";                // then the layer index and a '.'
-  std::string embeddingPrefix = "token_embeddings.";  // non-layer params that do not count
-};
 
 struct LaunchStats {
   int64_t gemms = 0, kernels = 0;  // launches = gemms + kernels
@@ -38,8 +35,8 @@ struct LaunchStats {
 };
 
 // Launch statistics of one function.
-LaunchStats launchStats(const Graph& g, const LaunchStatsOptions& opts = {});
+LaunchStats launchStats(const Graph& g);
 // Of every function of a module: counts and per-layer vectors summed (functions run in turn).
-LaunchStats launchStats(const Module& m, const LaunchStatsOptions& opts = {});
+LaunchStats launchStats(const Module& m);
 
 }  // namespace fusec

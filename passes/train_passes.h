@@ -15,13 +15,14 @@ namespace fusec {
 bool appendLossGradients(Graph& g);
 
 // When `g` returns `loss, grads...` (as appendLossGradients leaves it): declares the f32[]
-// input "step" (the 1-based AdamW step) and the params "<p>.exp_avg", "<p>.exp_avg_sq"
-// beside the existing ones, appends the AdamW update and returns `loss` then, per param,
+// input "step" (role step: the 1-based AdamW step) and the params "<p>.exp_avg",
+// "<p>.exp_avg_sq" (roles exp_avg, exp_avg_sq of p, in p's layer) beside the existing ones, appends the AdamW update and returns `loss` then, per param,
 // new weight, new exp_avg, new exp_avg_sq, each the in-place update of its param. Returns
 // false for a function with no float params; throws Error for any other signature.
 bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg);
 
-// The float params of `g`, in order: the weights that get gradients and optimizer state.
+// The float params of role weight (ir/roles.h) of `g`, in order: the weights that get
+// gradients and optimizer state.
 std::vector<Op*> trainableParams(const Graph& g);
 
 }  // namespace fusec

@@ -48,7 +48,7 @@ Graph& buildToyTrainLoss(Module& m, const ToyConfig& c, int64_t batch) {
   Graph& g = m.add("train_step");
   Builder b(g);
   Tensor x = fe::input(b, "x", Type{DType::f32, {batch, c.inFeatures}}).named("x");
-  Tensor targets = fe::input(b, "targets", Type{DType::i64, {batch}}).named("targets");
+  Tensor targets = fe::input(b, "targets", Type{DType::i64, {batch}}, Role::Targets).named("targets");
   b.output(fe::crossEntropy(traceToy(c, x), targets).named("loss").value());
   return g;
 }

@@ -112,12 +112,12 @@ std::vector<ParamSpec> parameterSpecs(const ModelConfig& c) {
     // Registration order of the PyTorch modules: attn (q, k, v, output), ffn (w1, w2, w3), ln1, ln2.
     const std::string pre = layerPrefix(i);
     for (const char* proj : {"q_proj", "k_proj", "v_proj", "output_proj"})
-      specs.push_back({pre + "attn." + proj + ".weight", {d, d}, Init::Linear});
-    specs.push_back({pre + "ffn.w1.weight", {f, d}, Init::Linear});
-    specs.push_back({pre + "ffn.w2.weight", {d, f}, Init::Linear});
-    specs.push_back({pre + "ffn.w3.weight", {f, d}, Init::Linear});
-    specs.push_back({pre + "ln1.weight", {d}, Init::Ones});
-    specs.push_back({pre + "ln2.weight", {d}, Init::Ones});
+      specs.push_back({pre + "attn." + proj + ".weight", {d, d}, Init::Linear, i});
+    specs.push_back({pre + "ffn.w1.weight", {f, d}, Init::Linear, i});
+    specs.push_back({pre + "ffn.w2.weight", {d, f}, Init::Linear, i});
+    specs.push_back({pre + "ffn.w3.weight", {f, d}, Init::Linear, i});
+    specs.push_back({pre + "ln1.weight", {d}, Init::Ones, i});
+    specs.push_back({pre + "ln2.weight", {d}, Init::Ones, i});
   }
   specs.push_back({"ln_final.weight", {d}, Init::Ones});
   specs.push_back({"lm_head.weight", {c.vocab, d}, Init::Linear});
@@ -133,7 +133,7 @@ int64_t parameterCount(const ModelConfig& c) {
 std::map<std::string, Tensor> declareParameters(Builder& b, const ModelConfig& cfg) {
   std::map<std::string, Tensor> params;
   for (const ParamSpec& s : parameterSpecs(cfg))
-    params.emplace(s.name, fe::param(b, s.name, Type{DType::f32, s.shape}).named(s.name));
+    params.emplace(s.name, fe::param(b, s.name, Type{DType::f32, s.shape}, s.layer).named(s.name));
   return params;
 }
 
@@ -159,7 +159,7 @@ Graph& buildForward(Module& m, const ModelConfig& cfg, int64_t batch, int64_t se
   checkRun(cfg, batch, seq);
   Graph& g = m.add("forward");
   Builder b(g);
-  Tensor ids = fe::input(b, "ids", Type{DType::i64, {batch, seq}}).named("ids");
+  Tensor ids = fe::input(b, "ids", Type{DType::i64, {batch, seq}}, Role::TokenIds).named("ids");
   auto params = declareParameters(b, cfg);
   b.output(traceLogits(cfg, params, ids).value());
   return g;
@@ -169,8 +169,8 @@ Graph& buildTrainLoss(Module& m, const ModelConfig& cfg, int64_t batch, int64_t 
   checkRun(cfg, batch, seq);
   Graph& g = m.add("train_step");
   Builder b(g);
-  Tensor ids = fe::input(b, "ids", Type{DType::i64, {batch, seq}}).named("ids");
-  Tensor targets = fe::input(b, "targets", Type{DType::i64, {batch, seq}}).named("targets");
+  Tensor ids = fe::input(b, "ids", Type{DType::i64, {batch, seq}}, Role::TokenIds).named("ids");
+  Tensor targets = fe::input(b, "targets", Type{DType::i64, {batch, seq}}, Role::Targets).named("targets");
   auto params = declareParameters(b, cfg);
   b.output(fe::crossEntropy(traceLogits(cfg, params, ids), targets).named("loss").value());
   return g;

@@ -36,6 +36,7 @@ struct ParamSpec {
   std::string name;
   Shape shape;
   Init init;
+  int64_t layer = -1;  // the transformer block it belongs to (its `layer` role attribute)
 };
 std::vector<ParamSpec> parameterSpecs(const ModelConfig&);  // state_dict order and names
 int64_t parameterCount(const ModelConfig&);

@@ -14,30 +14,16 @@
 #include <string>
 #include <unordered_map>
 
+#include "ir/roles.h"
 #include "ir/strided_view.h"
 #include "ir/types.h"
 #include "passes/fusion/attention_output.h"
 
 namespace fusec::fusion {
 
-std::string updateGroupKey(const std::string& param) {
-  const std::string layers = "layers.";
-  if (param.rfind(layers, 0) == 0) {
-    size_t dot = param.find('.', layers.size());
-    return param.substr(0, dot);
-  }
-  std::string key = param;
-  for (bool stripped = true; stripped;) {
-    stripped = false;
-    for (const char* s : {".exp_avg_sq", ".exp_avg", ".bf16"}) {
-      const std::string suf = s;
-      if (key.size() > suf.size() && key.compare(key.size() - suf.size(), suf.size(), suf) == 0) {
-        key.resize(key.size() - suf.size());
-        stripped = true;
-      }
-    }
-  }
-  return key;
+std::string updateGroupKey(const Op& param) {
+  if (layerOf(param) >= 0) return "layer " + std::to_string(layerOf(param));
+  return roleHasOwner(roleOf(param)) ? ownerOf(param) : param.attrStr("name");
 }
 
 namespace {
@@ -399,9 +385,11 @@ class Planner {
   // The ops computing param updates, and the pointwise ops only they read, grouped by
   // updateGroupKey. Walked backwards so every reader is decided before its producer.
   void claimOptimizerUpdates() {
+    std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
+    for (const Op* p : g_.params()) params.emplace(p->attrStr("name"), p);
     std::unordered_map<const Value*, std::string> updateKey;
     for (size_t i = 0; i < g_.outputs.size(); ++i)
-      if (!g_.updateOf(i).empty()) updateKey[g_.outputs[i]] = updateGroupKey(g_.updateOf(i));
+      if (!g_.updateOf(i).empty()) updateKey[g_.outputs[i]] = updateGroupKey(*params.at(g_.updateOf(i)));
     if (updateKey.empty()) return;
     std::unordered_map<const Op*, std::string> claim;
     std::map<std::string, std::vector<Op*>> byKey;

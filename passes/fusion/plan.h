@@ -36,8 +36,10 @@ struct Plan {
 // Throws Error for ops fuse cannot place (composites: run decompose first).
 Plan planFusion(const Graph& g);
 
-// The group AdamW state updates of `param` belong to: "layers.<i>" for layer params, the
-// param itself (its optimizer-state and bf16-copy suffixes removed) otherwise.
-std::string updateGroupKey(const std::string& param);
+// The group the in-place updates of the param op `param` belong to, from its role
+// attributes (ir/roles.h), never its name: "layer <i>" for a param of block i (its
+// optimizer state and weight copy have its layer), else the weight it belongs to: itself,
+// or the weight its state or copy is `of`.
+std::string updateGroupKey(const Op& param);
 
 }  // namespace fusec::fusion

@@ -18,6 +18,7 @@
 #include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "frontend/program_state.h"
+#include "ir/roles.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
 #include "ir/interpreter.h"
@@ -142,10 +143,8 @@ std::vector<HostTensor> modelRun(const std::string& model, DType dt, AttentionLo
   // from them by bindProgramState.
   std::map<std::string, Type> sources;
   for (Op* in : g.inputs()) sources[in->attrStr("name")] = in->result()->type;
-  for (Op* p : g.params()) {
-    const std::string& n = p->attrStr("name");
-    if (n.size() <= 5 || n.compare(n.size() - 5, 5, ".bf16") != 0) sources[n] = p->result()->type;
-  }
+  for (Op* p : g.params())
+    if (roleOf(*p) != Role::WeightCopy) sources[p->attrStr("name")] = p->result()->type;
   std::mt19937 rng(seed);
   Bindings env;
   const int64_t vocab = models::namedConfig(model).vocab;

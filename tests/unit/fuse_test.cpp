@@ -227,11 +227,24 @@ func @f {
   EXPECT_EQ(msg, "fuse: softmax is a composite op; run decompose before fuse");
 }
 
+// The keys come from the role attributes, whatever the names say.
 TEST(PassFuse, UpdateGroupKeys) {
-  EXPECT_EQ(fusion::updateGroupKey("layers.3.ffn.w1.weight.exp_avg_sq"), "layers.3");
-  EXPECT_EQ(fusion::updateGroupKey("layers.12.attn.q_proj.weight.bf16"), "layers.12");
-  EXPECT_EQ(fusion::updateGroupKey("lm_head.weight.exp_avg"), "lm_head.weight");
-  EXPECT_EQ(fusion::updateGroupKey("token_embeddings.weight.bf16"), "token_embeddings.weight");
+  auto m = parseModule(R"(
+func @f {
+  %a = param() {name = "layers.7.w", layer = 3} : f32[4]
+  %a_m = param() {name = "anything", role = "exp_avg_sq", of = "layers.7.w", layer = 3} : f32[4]
+  %b = param() {name = "head"} : f32[4]
+  %b_m = param() {name = "head.exp_avg", role = "exp_avg", of = "head"} : f32[4]
+  %b_c = param() {name = "copy", role = "bf16_copy", of = "head"} : bf16[4]
+  return %a
+})");
+  verify(*m);
+  const Graph& g = *m->funcs[0];
+  EXPECT_EQ(fusion::updateGroupKey(*g.findParam("layers.7.w")), "layer 3");
+  EXPECT_EQ(fusion::updateGroupKey(*g.findParam("anything")), "layer 3");
+  EXPECT_EQ(fusion::updateGroupKey(*g.findParam("head")), "head");
+  EXPECT_EQ(fusion::updateGroupKey(*g.findParam("head.exp_avg")), "head");
+  EXPECT_EQ(fusion::updateGroupKey(*g.findParam("copy")), "head");
 }
 
 // The tiny model through the pipeline up to fuse.

@@ -12,6 +12,7 @@
 
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
+#include "ir/roles.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -131,9 +132,9 @@ Bindings randomBindings(const Graph& g, uint32_t seed, int64_t vocab = 3) {
       else if (t.type.dtype == DType::boolean) t.set(k, double(rng() % 2));
       else t.set(k, double(rng() % uint64_t(vocab)));
     }
-    const std::string& name = op->attrStr("name");
-    if (name == "step") t.set(0, 3);
-    if (name.ends_with("exp_avg_sq"))  // a second moment: sqrt of it must be real
+    const Role role = roleOf(*op);
+    if (role == Role::StepCount) t.set(0, 3);
+    if (role == Role::ExpAvgSq)  // a second moment: sqrt of it must be real
       for (size_t k = 0; k < t.size(); ++k) t.set(k, std::fabs(t.get(k)));
     env[op->attrStr("name")] = t;
   }
@@ -408,12 +409,12 @@ TEST(Schedule, LayerGradientsDieWithTheirLayersBackward) {
 
 TEST(LaunchStats, AttributesForwardAndBackwardToLayers) {
   auto m = parse(R"(func @f {
-    %ids = input() {name = "ids"} : f32[4,8]
-    %emb = param() {name = "token_embeddings.weight"} : f32[4,8]
-    %w0 = param() {name = "layers.0.w"} : f32[8,8]
-    %w1 = param() {name = "layers.1.w"} : f32[8,8]
+    %ids = input() {name = "ids", role = "ids"} : i64[4,8]
+    %emb = param() {name = "token_embeddings.weight"} : f32[6,8]
+    %w0 = param() {name = "layers.0.w", layer = 0} : f32[8,8]
+    %w1 = param() {name = "layers.1.w", layer = 1} : f32[8,8]
     %head = param() {name = "lm_head.weight"} : f32[8,8]
-    %x = add(%ids, %emb) : f32[4,8]
+    %x = gather(%emb, %ids) {axis = 0} : f32[4,8]
     %h0 = matmul(%x, %w0) : f32[4,8]
     %a0 = tanh(%h0) : f32[4,8]
     %h1 = matmul(%a0, %w1) : f32[4,8]
@@ -433,10 +434,10 @@ TEST(LaunchStats, AttributesForwardAndBackwardToLayers) {
   })");
   LaunchStats s = launchStats(*m);
   EXPECT_EQ(s.gemms, 5);
-  EXPECT_EQ(s.kernels, 5);  // add, tanh, sum, sub, kernel
+  EXPECT_EQ(s.kernels, 5);  // gather, tanh, sum, sub, kernel
   EXPECT_EQ(s.forwardPerLayer, (std::vector<int64_t>{2, 1}));  // h0 and a0; h1
   EXPECT_EQ(s.backwardPerLayer, (std::vector<int64_t>{2, 2}));  // dw0, kernel; dw1, w1.new
-  EXPECT_EQ(s.outside.forward, 3);  // add (embedding only), out and loss (lm_head)
+  EXPECT_EQ(s.outside.forward, 3);  // gather (embedding only), out and loss (lm_head)
   EXPECT_EQ(s.outside.backward, 0);
   EXPECT_EQ(s.launchesPerLayer.forward, 2);
   EXPECT_EQ(s.launchesPerLayer.backward, 2);

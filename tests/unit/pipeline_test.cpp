@@ -10,6 +10,7 @@
 #include "frontend/init.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
+#include "ir/roles.h"
 #include "ir/verifier.h"
 #include "passes/fusion/kernel_family.h"
 #include "passes/launch_stats.h"
@@ -61,16 +62,14 @@ Bindings bindingsFor(const Graph& g, uint32_t seed) {
   for (Op* p : g.params()) {
     const std::string& name = p->attrStr("name");
     const Type& t = p->result()->type;
-    auto endsWith = [&](const std::string& s) {
-      return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
-    if (endsWith(".bf16")) {
-      const HostTensor& w = env.at(name.substr(0, name.size() - 5));
+    const Role role = roleOf(*p);
+    if (role == Role::WeightCopy) {
+      const HostTensor& w = env.at(ownerOf(*p));
       HostTensor c = HostTensor::zeros(t);
       for (size_t k = 0; k < c.size(); ++k) c.set(k, w.f[k]);
       env[name] = c;
-    } else if (endsWith(".exp_avg") || endsWith(".exp_avg_sq")) {
-      const bool sq = endsWith(".exp_avg_sq");
+    } else if (role == Role::ExpAvg || role == Role::ExpAvgSq) {
+      const bool sq = role == Role::ExpAvgSq;
       HostTensor h = HostTensor::zeros(t);
       for (size_t k = 0; k < h.size(); ++k) h.set(k, (sq ? 1e-4 : ((rng() & 1) ? 1e-2 : -1e-2)) * mag(rng));
       env[name] = h;
@@ -124,8 +123,7 @@ double worstUpdateError(const Graph& g, const Bindings& env, const std::vector<H
   double worst = 0;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const std::string& w = g.updateOf(i);
-    if (w.empty() || w.find(".exp_avg") != std::string::npos || (w.size() > 5 && w.substr(w.size() - 5) == ".bf16"))
-      continue;
+    if (w.empty() || roleOf(*g.findParam(w)) != Role::Weight) continue;
     const HostTensor& old = env.at(w);
     HostTensor dg = got[i], dw = want[i];
     for (size_t k = 0; k < dg.size(); ++k) {

@@ -131,8 +131,11 @@ class Gen {
     NamedAttrs attrs;
     for (const AttrSpec& s : info.attrs)
       if (!s.defaultValue || rng_() % 2) {
-        if (info.kind == OpKind::Input || info.kind == OpKind::Param) attrs.push_back({s.name, "v" + std::to_string(serial_++)});
-        else attrs.push_back({s.name, randomAttr(s, first)});
+        if (info.kind == OpKind::Input || info.kind == OpKind::Param) {
+          if (s.name == "name") attrs.push_back({s.name, "v" + std::to_string(serial_++)});  // roles stay default
+        } else {
+          attrs.push_back({s.name, randomAttr(s, first)});
+        }
       }
     try {
       std::vector<Value*> results;

@@ -12,6 +12,7 @@
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
+#include "ir/roles.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
@@ -41,11 +42,11 @@ Bindings randomBindings(const Graph& g, int64_t vocab, uint32_t seed) {
       std::uniform_int_distribution<int64_t> id(0, vocab - 1);
       for (auto& v : h.i) v = id(rng);
       env[name] = h;
-    } else if (name == "step") {
+    } else if (op->kind == OpKind::Input && roleOf(*op) == Role::StepCount) {
       env[name] = HostTensor::zeros(t);
       env[name].set(0, 3);
     } else {
-      const bool sq = name.size() > 11 && name.compare(name.size() - 11, 11, ".exp_avg_sq") == 0;
+      const bool sq = op->kind == OpKind::Param && roleOf(*op) == Role::ExpAvgSq;
       env[name] = test::randomNonZero(t, rng, sq ? 0.01 : 0.3, sq);
     }
   }
@@ -71,15 +72,17 @@ void runPasses(Module& m, const std::vector<std::string>& names) {
 Graph& referenceTrainStep(Module& m, const ModelConfig& cfg, const fe::AdamWConfig& opt) {
   Graph& g = m.add("train_step");
   Builder b(g);
-  fe::Tensor ids = fe::input(b, "ids", Type{DType::i64, {B, T}}).named("ids");
-  fe::Tensor targets = fe::input(b, "targets", Type{DType::i64, {B, T}}).named("targets");
-  fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}).named("step");
+  fe::Tensor ids = fe::input(b, "ids", Type{DType::i64, {B, T}}, Role::TokenIds).named("ids");
+  fe::Tensor targets = fe::input(b, "targets", Type{DType::i64, {B, T}}, Role::Targets).named("targets");
+  fe::Tensor step = fe::input(b, "step", Type{DType::f32, {}}, Role::StepCount).named("step");
   auto params = models::declareParameters(b, cfg);
   auto specs = models::parameterSpecs(cfg);
   std::vector<fe::Tensor> m1, v1;
   for (auto& s : specs) {
-    m1.push_back(fe::param(b, s.name + ".exp_avg", Type{DType::f32, s.shape}));
-    v1.push_back(fe::param(b, s.name + ".exp_avg_sq", Type{DType::f32, s.shape}));
+    m1.push_back(fe::param(b, s.name + ".exp_avg", Type{DType::f32, s.shape}, s.layer));
+    setRole(*m1.back().value()->def, Role::ExpAvg, s.name);
+    v1.push_back(fe::param(b, s.name + ".exp_avg_sq", Type{DType::f32, s.shape}, s.layer));
+    setRole(*v1.back().value()->def, Role::ExpAvgSq, s.name);
   }
   fe::Tensor loss = fe::crossEntropy(models::traceLogits(cfg, params, ids), targets);
   std::vector<Value*> wrt;
@@ -229,8 +232,8 @@ TEST(CacheWeightCasts, SameResultsWhenCopiesAreBound) {
   std::vector<std::string> copies;
   for (Op* p : g.params()) {
     const std::string& name = p->attrStr("name");
-    if (name.size() < 5 || name.substr(name.size() - 5) != ".bf16") continue;
-    const HostTensor& w = env.at(name.substr(0, name.size() - 5));
+    if (roleOf(*p) != Role::WeightCopy) continue;
+    const HostTensor& w = env.at(ownerOf(*p));
     HostTensor c = HostTensor::zeros(p->result()->type);
     for (size_t k = 0; k < c.size(); ++k) c.set(k, w.f[k]);
     env[name] = c;

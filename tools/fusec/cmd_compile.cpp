@@ -18,6 +18,7 @@
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/printer.h"
+#include "ir/roles.h"
 #include "passes/launch_stats.h"
 #include "passes/memory_plan.h"
 #include "ir/verifier.h"
@@ -88,18 +89,12 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
                    {"heads", cfg->heads}, {"d_ff", cfg->dFF},    {"rope_theta", cfg->ropeTheta}, {"eps", cfg->eps}};
     j["parameters"] = models::parameterCount(*cfg);
   } else {
-    // No transformer config (toy, attention): the weights are the params that are not
-    // optimizer state or cached casts.
+    // No transformer config (toy, attention): the weights are the params of role weight
+    // (not optimizer state or cached casts).
     int64_t n = 0;
-    auto endsWith = [](const std::string& s, const std::string& t) {
-      return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-    };
     for (const auto& g : m.funcs)
-      for (Op* p : g->params()) {
-        const std::string& name = p->attrStr("name");
-        if (!endsWith(name, ".exp_avg") && !endsWith(name, ".exp_avg_sq") && !endsWith(name, ".bf16"))
-          n += p->result()->type.numel();
-      }
+      for (Op* p : g->params())
+        if (roleOf(*p) == Role::Weight) n += p->result()->type.numel();
     j["parameters"] = n;
   }
   int64_t ops = 0, params = 0, paramElements = 0, outputs = 0;
