@@ -12,6 +12,7 @@
 #include "bench/sweep.h"
 #include "frontend/models/transformer.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/common_flags.h"
 #include "tools/fusec/script_rows.h"
 #include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
@@ -48,12 +49,6 @@ std::vector<models::ModelConfig> modelConfigs(const std::vector<std::string>& na
     }
   }
   return out;
-}
-
-template <class T>
-void requirePositive(const std::vector<T>& v, const char* flag, T min) {
-  for (T x : v)
-    if (x < min) throw Error(std::string(flag) + " must be at least " + std::to_string(min) + ", got " + std::to_string(x));
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -96,13 +91,8 @@ Command addBenchCommand(CLI::App& app) {
       ->type_name("LIST");
   cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
   cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
-  cmd->add_option("--attention", a->attention, "Attention lowering of the compiled side: fused (default) or naive")
-      ->check(CLI::IsMember({"fused", "naive"}))
-      ->type_name("LOWERING");
-  cmd->add_option("--dtype", a->dtypes, "Precisions: fp32, bf16 (autocast) (default: fp32,bf16)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->type_name("LIST");
+  addAttentionFlag(*cmd, a->attention, "fused; the compiled side");
+  addDtypeFlag(*cmd, a->dtypes, "fp32,bf16");
   cmd->add_option("--passes", a->passes, "forward, fwd_bwd, step (default: all three)")
       ->delimiter(',')
       ->check(CLI::IsMember({"forward", "fwd_bwd", "step"}))
@@ -131,10 +121,10 @@ Command addBenchCommand(CLI::App& app) {
     // Everything the flags can get wrong fails before the device is touched.
     bench::SweepConfig sweep;
     sweep.models = modelConfigs(a->models);
-    requirePositive(a->ctxs, "--ctx", int64_t(1));
-    requirePositive(a->batches, "--batch", int64_t(1));
-    requirePositive(a->warmups, "--warmup", 0);
-    requirePositive(std::vector<int>{a->iters}, "--iters", 1);
+    requireAtLeast(a->ctxs, "--ctx", 1);
+    requireAtLeast(a->batches, "--batch", 1);
+    requireAtLeast(a->warmups, "--warmup", 0);
+    requireAtLeast(a->iters, "--iters", 1);
     sweep.ctxs = a->ctxs, sweep.batches = a->batches, sweep.dtypes = a->dtypes, sweep.warmups = a->warmups;
     sweep.iters = a->iters, sweep.impls = a->impls, sweep.seed = a->seed;
     sweep.passes.clear();

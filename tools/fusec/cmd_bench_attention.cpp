@@ -9,6 +9,7 @@
 
 #include "bench/attention_bench.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/common_flags.h"
 #include "tools/fusec/script_rows.h"
 #include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
@@ -48,12 +49,6 @@ std::vector<bench::AttentionRow> sdpaRows(const AttentionArgs& a) {
   return rows;
 }
 
-template <class T>
-void requireAtLeast(const std::vector<T>& v, const char* flag, T min) {
-  if (v.empty()) throw Error(std::string(flag) + " needs at least one value");
-  for (T x : v)
-    if (x < min) throw Error(std::string(flag) + " must be at least " + std::to_string(min) + ", got " + std::to_string(x));
-}
 
 }  // namespace
 
@@ -75,10 +70,7 @@ Command addBenchAttention(CLI::App& bench) {
       ->delimiter(',')
       ->check(CLI::IsMember({"eager", "compiled", "fused"}))
       ->type_name("LIST");
-  cmd->add_option("--dtype", a->sweep.dtypes, "fp32, bf16 (default: fp32)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->type_name("LIST");
+  addDtypeFlag(*cmd, a->sweep.dtypes, "fp32");
   cmd->add_option("--format", a->format, "table (default), json (one object per row) or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->type_name("FORMAT");
@@ -91,11 +83,11 @@ Command addBenchAttention(CLI::App& bench) {
 
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
-    requireAtLeast(std::vector<int64_t>{a->sweep.batch}, "--batch", int64_t(1));
-    requireAtLeast(a->sweep.ds, "--d", int64_t(1));
-    requireAtLeast(a->sweep.seqs, "--seq", int64_t(1));
-    requireAtLeast(std::vector<int>{a->sweep.warmup}, "--warmup", 0);
-    requireAtLeast(std::vector<int>{a->sweep.iters}, "--iters", 1);
+    requireAtLeast(a->sweep.batch, "--batch", 1);
+    requireAtLeast(a->sweep.ds, "--d", 1);
+    requireAtLeast(a->sweep.seqs, "--seq", 1);
+    requireAtLeast(a->sweep.warmup, "--warmup", 0);
+    requireAtLeast(a->sweep.iters, "--iters", 1);
     const bench::Format format = bench::parseFormat(a->format);
     if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
     if (a->vsTorch && !std::ifstream(a->torchScript)) throw Error("--torch-script: cannot read '" + a->torchScript + "'");

@@ -24,6 +24,7 @@
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/common_flags.h"
 #include "tools/fusec/dtype_report.h"
 #include "tools/fusec/emit_flags.h"
 
@@ -37,19 +38,12 @@ struct CompileArgs {
   bool stats = false, printDTypes = false;
   CLI::Option* passesOpt = nullptr;
   CLI::Option* ctxOpt = nullptr;
-  // Model overrides (unset: the named size's value).
-  std::optional<int64_t> vocab, dModel, layers, heads, dFF, dHead;
-  std::optional<double> ropeTheta;
-  // AdamW.
-  double lr = 1e-3, eps = 1e-8, weightDecay = 0.01;
-  std::vector<double> betas = {0.9, 0.999};
+  ModelOverrides overrides;  // unset: the named size's values
+  std::optional<int64_t> dHead;
+  AdamWFlags adamw;
   PassManagerOptions pm;
   EmitArgs emit;
 };
-
-AttentionLowering loweringOf(const CompileArgs& a) {
-  return a.attention.empty() ? AttentionLowering::Default : parseAttentionLowering(a.attention);
-}
 
 int64_t countOps(const Graph& g) {
   int64_t n = 0;
@@ -64,17 +58,7 @@ void countByKind(const Graph& g, std::map<std::string, int64_t>& out) {
   }
 }
 
-models::ModelConfig modelConfig(const CompileArgs& a) {
-  models::ModelConfig c = models::namedConfig(a.model);
-  if (a.vocab) c.vocab = *a.vocab;
-  if (a.dModel) c.dModel = *a.dModel;
-  if (a.layers) c.layers = *a.layers;
-  if (a.heads) c.heads = *a.heads;
-  if (a.dFF) c.dFF = *a.dFF;
-  if (a.ropeTheta) c.ropeTheta = *a.ropeTheta;
-  models::validate(c);
-  return c;
-}
+models::ModelConfig modelConfig(const CompileArgs& a) { return a.overrides.apply(models::namedConfig(a.model)); }
 
 nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cfg, const Module& m, double buildMs,
                              double passMs) {
@@ -143,16 +127,6 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
   return j;
 }
 
-models::AdamWConfig adamwConfig(const CompileArgs& a) {
-  models::AdamWConfig opt;
-  opt.lr = a.lr;
-  opt.beta1 = a.betas.at(0);
-  opt.beta2 = a.betas.at(1);
-  opt.eps = a.eps;
-  opt.weightDecay = a.weightDecay;
-  return opt;
-}
-
 // The model whose program `a` asks for: an attention program (at --d-head, else the model's
 // head size), the toy model or a zoo size (with its overrides).
 std::unique_ptr<api::Model> modelOf(const CompileArgs& a, const models::ModelConfig* cfg) {
@@ -186,26 +160,16 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
   a->ctxOpt = cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256, or the model's context if shorter)")
                   ->type_name("T");
-  cmd->add_option("--dtype", a->dtype, "Precision: fp32 (default) or bf16 (PyTorch autocast's policy)")->check(CLI::IsMember({"fp32", "bf16"}))->type_name("DTYPE");
+  addDtypeFlag(*cmd, a->dtype, "fp32");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
-  cmd->add_option("--attention", a->attention, "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax); default: fused for the models, naive for the attention programs")
-      ->check(CLI::IsMember({"fused", "naive"}))
-      ->type_name("LOWERING");
+  addAttentionFlag(*cmd, a->attention, "fused for the models, naive for the attention programs");
   cmd->add_flag("--print-dtypes", a->printDTypes,
                 "Print the dtype of the params, every named traced value and the gradients after the program "
                 "passes, instead of the IR (the optimisation passes do not run)");
-  cmd->add_option("--vocab", a->vocab, "Override the vocabulary size")->type_name("N");
-  cmd->add_option("--d-model", a->dModel, "Override d_model")->type_name("N");
-  cmd->add_option("--layers", a->layers, "Override the number of layers")->type_name("N");
-  cmd->add_option("--heads", a->heads, "Override the number of heads")->type_name("N");
-  cmd->add_option("--d-ff", a->dFF, "Override d_ff")->type_name("N");
-  cmd->add_option("--rope-theta", a->ropeTheta, "Override the RoPE theta")->type_name("X");
+  a->overrides.add(*cmd);
   cmd->add_option("--d-head", a->dHead, "Head size of --program attention and attention_backward (default: the model's d_model/heads)")
       ->type_name("N");
-  cmd->add_option("--lr", a->lr, "AdamW learning rate (default: 1e-3)")->type_name("X");
-  cmd->add_option("--betas", a->betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
-  cmd->add_option("--eps", a->eps, "AdamW eps (default: 1e-8)")->type_name("X");
-  cmd->add_option("--weight-decay", a->weightDecay, "AdamW weight decay (default: 0.01)")->type_name("X");
+  a->adamw.add(*cmd);
   a->passesOpt = cmd->add_option("--passes", a->passes,
                                   "Comma-separated pipeline to run after the program's own passes (default: " +
                                       defaultOptimizationPipeline() + "; empty: none); passes: " + passes)
@@ -221,6 +185,7 @@ Command addCompileCommand(CLI::App& app) {
     if (a->model.empty() && !models::isAttentionProgram(a->program)) throw Error("compile --program " + a->program + " needs --model");
     if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
+    if (a->model == "toy" && a->overrides.any()) throw Error("the model overrides apply to the zoo models, not toy");
     std::optional<models::ModelConfig> cfg;
     if (!a->model.empty() && a->model != "toy") {
       const auto names = models::modelNames();
@@ -235,8 +200,8 @@ Command addCompileCommand(CLI::App& app) {
         throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg->ctx) +
                     " of model '" + cfg->name + "'");
     }
-    if (a->batch <= 0) throw Error("--batch must be positive, got " + std::to_string(a->batch));
-    if (a->ctx <= 0) throw Error("--ctx must be positive, got " + std::to_string(a->ctx));
+    requireAtLeast(a->batch, "--batch", 1);
+    requireAtLeast(a->ctx, "--ctx", 1);
 
     if (a->emit.emit != "ir" && a->emit.outDir.empty()) throw Error("--emit=" + a->emit.emit + " needs --out-dir");
     if (a->emit.emit != "ir" && (a->stats || a->printDTypes))
@@ -245,9 +210,9 @@ Command addCompileCommand(CLI::App& app) {
     m.sourceName = "<compile>";
     auto t0 = Clock::now();
     api::CompileOptions o;
-    o.dtype = a->dtype == "bf16" ? DType::bf16 : DType::f32;
-    o.adamw = adamwConfig(*a);
-    o.attention = loweringOf(*a);
+    o.dtype = dtypeOf(a->dtype);
+    o.adamw = a->adamw.config();
+    o.attention = attentionOf(a->attention);
     o.passManager = a->pm;
     if (a->printDTypes) o.passes = "";
     else if (a->passesOpt->count()) o.passes = a->passes;

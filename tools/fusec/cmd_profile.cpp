@@ -12,6 +12,7 @@
 #include "frontend/models/transformer.h"
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/common_flags.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/ceilings.h"
 #include "bench/program.h"
@@ -29,7 +30,8 @@ namespace {
 
 struct ProfileArgs {
   std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention;
-  int64_t batch = 4, ctx = 256, contextLength = 0;  // 0: the model's own
+  int64_t batch = 4, ctx = 256;
+  ModelOverrides overrides;
   int iters = 10, warmup = 3;
   uint64_t seed = 0;
 };
@@ -95,18 +97,11 @@ Command addProfileCommand(CLI::App& app) {
   cmd->add_option("--program", a->program, "forward or train_step (default; profiles forward too)")
       ->check(CLI::IsMember({"forward", "train_step"}))
       ->type_name("PROGRAM");
-  cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16 (autocast)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->type_name("DTYPE");
-  cmd->add_option("--attention", a->attention, "Attention lowering: fused (default) or naive")
-      ->check(CLI::IsMember({"fused", "naive"}))
-      ->type_name("LOWERING");
+  addDtypeFlag(*cmd, a->dtype, "fp32");
+  addAttentionFlag(*cmd, a->attention, "fused");
   cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("N");
   cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256)")->type_name("N");
-  cmd->add_option("--context-length", a->contextLength,
-                  "Override the model's context length (1024), the longest --ctx: RoPE has no learned "
-                  "positions, so only its tables grow")
-      ->type_name("N");
+  a->overrides.add(*cmd);
   cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");
   cmd->add_option("--warmup", a->warmup, "Untimed runs first (default: 3; at least 2, the graph capture)")->type_name("N");
   cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
@@ -117,17 +112,14 @@ Command addProfileCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     // Everything the flags can get wrong fails before the device is touched.
-    models::ModelConfig cfg = models::namedConfig(a->model);
-    if (a->contextLength < 0 || (a->contextLength == 0 && cmd->count("--context-length")))
-      throw Error("--context-length must be at least 1, got " + std::to_string(a->contextLength));
-    if (a->contextLength > 0) cfg.ctx = a->contextLength;
-    if (a->batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(a->batch));
-    if (a->ctx < 1) throw Error("--ctx must be at least 1, got " + std::to_string(a->ctx));
+    models::ModelConfig cfg = a->overrides.apply(models::namedConfig(a->model));
+    requireAtLeast(a->batch, "--batch", 1);
+    requireAtLeast(a->ctx, "--ctx", 1);
     if (a->ctx > cfg.ctx)
       throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg.ctx) +
                   " of model '" + cfg.name + "' (--context-length raises it)");
-    if (a->iters < 1) throw Error("--iters must be at least 1, got " + std::to_string(a->iters));
-    if (a->warmup < 0) throw Error("--warmup must be at least 0, got " + std::to_string(a->warmup));
+    requireAtLeast(a->iters, "--iters", 1);
+    requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
 
 #ifndef FUSEC_HAVE_CUDA

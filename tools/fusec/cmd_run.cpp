@@ -2,7 +2,7 @@
 //
 //   fusec run --program forward|train_step --weights W.safetensors --inputs I.safetensors
 //             --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
-//             [--model NAME] [--vocab V --ctx C --d-model D --layers L --heads H --d-ff F
+//             [--model NAME] [--vocab V --context-length C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
 //
@@ -29,6 +29,7 @@
 #include "ir/interpreter.h"
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/common_flags.h"
 #include "tools/fusec/device_run.h"
 
 namespace fusec::cli {
@@ -38,45 +39,15 @@ namespace {
 struct RunArgs {
   std::string program, weights, inputs, out, initWeights;
   int64_t steps = 1;
-  std::string device, dtype = "fp32", model = "small", betas, attention;
+  std::string device, dtype = "fp32", model = "small", attention;
   uint64_t seed = 0;
-  // Config overrides; applied only when given.
-  int64_t vocab = 0, ctx = 0, dModel = 0, layers = 0, heads = 0, dFF = 0;
-  double ropeTheta = 0;
-  CLI::Option *oVocab, *oCtx, *oDModel, *oLayers, *oHeads, *oDFF, *oRope, *oSteps, *oBetas;
-  models::AdamWConfig adamw;
+  ModelOverrides overrides;  // applied only when given
+  CLI::Option* oSteps = nullptr;
+  AdamWFlags adamw;
   bool noCudaGraph = false, tf32 = false;
 };
 
-models::ModelConfig modelConfig(const RunArgs& a) {
-  models::ModelConfig c = models::namedConfig(a.model);
-  if (a.oVocab->count()) c.vocab = a.vocab;
-  if (a.oCtx->count()) c.ctx = a.ctx;
-  if (a.oDModel->count()) c.dModel = a.dModel;
-  if (a.oLayers->count()) c.layers = a.layers;
-  if (a.oHeads->count()) c.heads = a.heads;
-  if (a.oDFF->count()) c.dFF = a.dFF;
-  if (a.oRope->count()) c.ropeTheta = a.ropeTheta;
-  models::validate(c);
-  return c;
-}
-
-// "B1,B2" -> the AdamW betas, each in [0, 1).
-void parseBetas(const std::string& s, models::AdamWConfig& cfg) {
-  auto comma = s.find(',');
-  auto bad = [&]() { return Error("--betas expects B1,B2 with 0 <= B < 1, got '" + s + "'"); };
-  if (comma == std::string::npos) throw bad();
-  try {
-    size_t used1 = 0, used2 = 0;
-    std::string s1 = s.substr(0, comma), s2 = s.substr(comma + 1);
-    double b1 = std::stod(s1, &used1), b2 = std::stod(s2, &used2);
-    if (used1 != s1.size() || used2 != s2.size() || !(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) throw bad();
-    cfg.beta1 = b1;
-    cfg.beta2 = b2;
-  } catch (const std::logic_error&) {  // stod: invalid_argument, out_of_range
-    throw bad();
-  }
-}
+models::ModelConfig modelConfig(const RunArgs& a) { return a.overrides.apply(models::namedConfig(a.model)); }
 
 // The model's parameters from `file`, checked name by name against the specs.
 Bindings bindWeights(const std::string& file, const std::string& model, const std::vector<models::ParamSpec>& specs) {
@@ -127,6 +98,7 @@ SafetensorsMetadata metadataFor(const models::ModelConfig& c) {
 }
 
 int runInit(const RunArgs& a) {
+  if (a.model == "toy" && a.overrides.any()) throw Error("the model overrides apply to the zoo models, not toy");
   if (a.model == "toy") {
     Bindings w;
     for (const auto& spec : models::toyParameterSpecs(models::ToyConfig{})) w.emplace(spec.name, initParameter(spec, a.seed));
@@ -162,9 +134,10 @@ int runProgram(RunArgs& a) {
   if (a.device == "cuda") requireCudaDevice();
   if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
-  if (a.steps < 1) throw Error("--steps must be at least 1, got " + std::to_string(a.steps));
-  if (a.oBetas->count()) parseBetas(a.betas, a.adamw);
+  requireAtLeast(a.steps, "--steps", 1);
+  const AdamWConfig adamw = a.adamw.config();
   const bool toy = a.model == "toy";
+  if (toy && a.overrides.any()) throw Error("the model overrides apply to the zoo models, not toy");
   const bool train = a.program == "train_step";
   std::optional<models::ModelConfig> cfg;
   if (!toy) cfg = modelConfig(a);
@@ -216,9 +189,9 @@ int runProgram(RunArgs& a) {
   // On the GPU the program is optimised (fused kernels over a memory plan) and its models'
   // attention is fused unless --attention=naive; the interpreter runs it as traced.
   api::CompileOptions o;
-  o.dtype = a.dtype == "bf16" ? DType::bf16 : DType::f32;
-  o.adamw = a.adamw;
-  if (!a.attention.empty()) o.attention = parseAttentionLowering(a.attention);
+  o.dtype = dtypeOf(a.dtype);
+  o.adamw = adamw;
+  o.attention = attentionOf(a.attention);
   o.device = a.device == "cuda" ? api::Device::Cuda : api::Device::Cpu;
   if (o.device == api::Device::Cpu) o.passes = "";
   o.cudaGraph = !a.noCudaGraph;
@@ -286,23 +259,12 @@ Command addRunCommand(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--no-cuda-graph", a->noCudaGraph, "cuda: launch the step's kernels one by one instead of replaying a CUDA graph");
   cmd->add_flag("--tf32", a->tf32, "cuda: run f32 GEMMs on TF32 tensor cores (default: strict f32)");
-  cmd->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--attention", a->attention, "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax); default: fused for the models, naive for the attention programs")
-      ->check(CLI::IsMember({"fused", "naive"}))
-      ->type_name("LOWERING");
+  addDtypeFlag(*cmd, a->dtype, "fp32");
+  addAttentionFlag(*cmd, a->attention, "fused");
   cmd->add_option("--model", a->model,
                   "small (default), medium, large, xl, 2.7B, tiny, toy (the CS336 mixed-precision ToyModel)");
-  a->oVocab = cmd->add_option("--vocab", a->vocab, "Override the vocabulary size");
-  a->oCtx = cmd->add_option("--ctx", a->ctx, "Override the context length");
-  a->oDModel = cmd->add_option("--d-model", a->dModel, "Override d_model");
-  a->oLayers = cmd->add_option("--layers", a->layers, "Override the number of layers");
-  a->oHeads = cmd->add_option("--heads", a->heads, "Override the number of heads");
-  a->oDFF = cmd->add_option("--d-ff", a->dFF, "Override d_ff");
-  a->oRope = cmd->add_option("--rope-theta", a->ropeTheta, "Override the RoPE theta");
-  cmd->add_option("--lr", a->adamw.lr, "AdamW learning rate (default 1e-3)");
-  a->oBetas = cmd->add_option("--betas", a->betas, "AdamW betas (default 0.9,0.999)")->type_name("B1,B2");
-  cmd->add_option("--eps", a->adamw.eps, "AdamW epsilon (default 1e-8)");
-  cmd->add_option("--weight-decay", a->adamw.weightDecay, "AdamW weight decay (default 0.01)");
+  a->overrides.add(*cmd);
+  a->adamw.add(*cmd);
   cmd->add_option("--seed", a->seed, "Seed for initialised weights (default 0)");
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;

@@ -1,0 +1,117 @@
+#include "tools/fusec/common_flags.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace fusec::cli {
+namespace {
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+void requireAtLeast(int64_t v, const std::string& flag, int64_t min) {
+  if (v < min) throw Error(flag + " must be at least " + std::to_string(min) + ", got " + std::to_string(v));
+}
+
+void requireAtLeast(const std::vector<int64_t>& v, const std::string& flag, int64_t min) {
+  if (v.empty()) throw Error(flag + " needs at least one value");
+  for (int64_t x : v) requireAtLeast(x, flag, min);
+}
+
+void requireAtLeast(const std::vector<int>& v, const std::string& flag, int min) {
+  requireAtLeast(std::vector<int64_t>(v.begin(), v.end()), flag, min);
+}
+
+void addDtypeFlag(CLI::App& cmd, std::string& dtype, const std::string& defaultText) {
+  cmd.add_option("--dtype", dtype, "Precision: fp32 or bf16 (PyTorch autocast's policy) (default: " + defaultText + ")")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->type_name("DTYPE");
+}
+
+void addDtypeFlag(CLI::App& cmd, std::vector<std::string>& dtypes, const std::string& defaultText) {
+  cmd.add_option("--dtype", dtypes, "Precisions, comma-separated: fp32, bf16 (autocast) (default: " + defaultText + ")")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->type_name("LIST");
+}
+
+DType dtypeOf(const std::string& flag) { return flag == "bf16" ? DType::bf16 : DType::f32; }
+
+void addAttentionFlag(CLI::App& cmd, std::string& attention, const std::string& defaultText) {
+  cmd.add_option("--attention", attention,
+                 "Attention lowering: fused (one flash-attention kernel) or naive (GEMMs around a softmax) (default: " +
+                     defaultText + ")")
+      ->check(CLI::IsMember({"fused", "naive"}))
+      ->type_name("LOWERING");
+}
+
+AttentionLowering attentionOf(const std::string& flag) {
+  return flag.empty() ? AttentionLowering::Default : parseAttentionLowering(flag);
+}
+
+void ModelOverrides::add(CLI::App& cmd) {
+  cmd.add_option("--vocab", vocab, "Override the vocabulary size")->type_name("N");
+  cmd.add_option("--d-model", dModel, "Override d_model")->type_name("N");
+  cmd.add_option("--layers", layers, "Override the number of layers")->type_name("N");
+  cmd.add_option("--heads", heads, "Override the number of heads")->type_name("N");
+  cmd.add_option("--d-ff", dFF, "Override d_ff")->type_name("N");
+  cmd.add_option("--context-length", contextLength,
+                 "Override the context length, the longest sequence (RoPE has no learned positions: only its "
+                 "tables grow)")
+      ->type_name("N");
+  cmd.add_option("--rope-theta", ropeTheta, "Override the RoPE theta")->type_name("X");
+}
+
+bool ModelOverrides::any() const { return vocab || dModel || layers || heads || dFF || contextLength || ropeTheta; }
+
+models::ModelConfig ModelOverrides::apply(models::ModelConfig c) const {
+  auto set = [](int64_t& field, const std::optional<int64_t>& v, const char* flag) {
+    if (!v) return;
+    requireAtLeast(*v, flag, 1);
+    field = *v;
+  };
+  set(c.vocab, vocab, "--vocab");
+  set(c.dModel, dModel, "--d-model");
+  set(c.layers, layers, "--layers");
+  set(c.heads, heads, "--heads");
+  set(c.dFF, dFF, "--d-ff");
+  set(c.ctx, contextLength, "--context-length");
+  if (ropeTheta) {
+    if (!(*ropeTheta > 0) || !std::isfinite(*ropeTheta))
+      throw Error("--rope-theta must be a finite number above 0, got " + number(*ropeTheta));
+    c.ropeTheta = *ropeTheta;
+  }
+  models::validate(c);
+  return c;
+}
+
+void AdamWFlags::add(CLI::App& cmd) {
+  cmd.add_option("--lr", lr, "AdamW learning rate (default: 1e-3)")->type_name("X");
+  cmd.add_option("--betas", betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
+  cmd.add_option("--eps", eps, "AdamW eps (default: 1e-8)")->type_name("X");
+  cmd.add_option("--weight-decay", weightDecay, "AdamW weight decay (default: 0.01)")->type_name("X");
+}
+
+AdamWConfig AdamWFlags::config() const {
+  if (!(lr > 0) || !std::isfinite(lr)) throw Error("--lr must be a finite number above 0, got " + number(lr));
+  if (!(eps > 0) || !std::isfinite(eps)) throw Error("--eps must be a finite number above 0, got " + number(eps));
+  if (!(weightDecay >= 0) || !std::isfinite(weightDecay))
+    throw Error("--weight-decay must be a finite number of at least 0, got " + number(weightDecay));
+  if (betas.size() != 2) throw Error("--betas expects B1,B2");
+  for (double b : betas)
+    if (!(b >= 0 && b < 1)) throw Error("--betas must each be in [0, 1), got " + number(b));
+  AdamWConfig c;
+  c.lr = lr;
+  c.beta1 = betas[0];
+  c.beta2 = betas[1];
+  c.eps = eps;
+  c.weightDecay = weightDecay;
+  return c;
+}
+
+}  // namespace fusec::cli
