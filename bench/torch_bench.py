@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_compile_ref import CTX, EPS, SIZES, THETA, VOCAB
+from torch_compile_ref import CONFIGS
 
 
 def trunc_normal(shape, std):
@@ -28,14 +28,15 @@ class Linear(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, d):
+    def __init__(self, d, eps):
         super().__init__()
+        self.eps = eps
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x):
         dtype = x.dtype
         xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * self.weight).to(dtype)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(dtype)
 
 
 def rope(x, cos, sin):  # x [B, H, T, dh]; adjacent pairs (x[2i], x[2i+1]) rotated
@@ -45,10 +46,10 @@ def rope(x, cos, sin):  # x [B, H, T, dh]; adjacent pairs (x[2i], x[2i+1]) rotat
 
 
 class Block(nn.Module):
-    def __init__(self, d, dff, heads):
+    def __init__(self, d, dff, heads, eps):
         super().__init__()
         self.heads = heads
-        self.ln1, self.ln2 = RMSNorm(d), RMSNorm(d)
+        self.ln1, self.ln2 = RMSNorm(d, eps), RMSNorm(d, eps)
         self.q_proj, self.k_proj, self.v_proj, self.output_proj = (Linear(d, d) for _ in range(4))
         self.w1, self.w2, self.w3 = Linear(d, dff), Linear(dff, d), Linear(d, dff)
 
@@ -66,16 +67,18 @@ class Block(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, d, dff, layers, heads):
+    def __init__(self, c):  # c: fusec's configuration of the model (torch_compile_ref.model_config)
         super().__init__()
-        self.token_embeddings = nn.Embedding(VOCAB, d)
+        d, heads, eps = c["d_model"], c["heads"], c["eps"]
+        self.vocab = c["vocab"]
+        self.token_embeddings = nn.Embedding(self.vocab, d)
         nn.init.trunc_normal_(self.token_embeddings.weight, std=1, a=-3, b=3)
-        self.layers = nn.ModuleList(Block(d, dff, heads) for _ in range(layers))
-        self.ln_final = RMSNorm(d)
-        self.lm_head = Linear(d, VOCAB)
+        self.layers = nn.ModuleList(Block(d, c["d_ff"], heads, eps) for _ in range(c["layers"]))
+        self.ln_final = RMSNorm(d, eps)
+        self.lm_head = Linear(d, self.vocab)
         dh = d // heads
-        freqs = THETA ** -(torch.arange(0, dh, 2, dtype=torch.float32) / dh)
-        angles = torch.outer(torch.arange(CTX, dtype=torch.float32), freqs)
+        freqs = c["rope_theta"] ** -(torch.arange(0, dh, 2, dtype=torch.float32) / dh)
+        angles = torch.outer(torch.arange(c["ctx"], dtype=torch.float32), freqs)
         self.register_buffer("cos", torch.cos(angles), persistent=False)
         self.register_buffer("sin", torch.sin(angles), persistent=False)
 
@@ -127,7 +130,7 @@ def make_call(model, opt, impl, pass_, dtype, ids, targets):
         opt.zero_grad(set_to_none=True)
         with autocast():
             logits = fwd(ids)
-        F.cross_entropy(logits.view(-1, VOCAB).float(), targets.view(-1)).backward()
+        F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1)).backward()
 
     if pass_ == "forward":
         def forward():
@@ -157,11 +160,12 @@ def run(a, grid, make_row, finish_row, fill_speedups):
         model = opt = None
         try:
             torch.manual_seed(a.seed)
-            model = TransformerLM(*SIZES[model_name]).cuda()
+            model = TransformerLM(CONFIGS[model_name]).cuda()
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
             gen = torch.Generator().manual_seed(a.seed + 1)
-            ids = torch.randint(0, VOCAB, (batch, ctx), generator=gen).cuda()
-            targets = torch.randint(0, VOCAB, (batch, ctx), generator=gen).cuda()
+            vocab = CONFIGS[model_name]["vocab"]
+            ids = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
+            targets = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
             ms = time_calls(make_call(model, opt, impl, pass_, dtype, ids, targets), warmup, a.iters)
             finish_row(row, ms, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
         except torch.cuda.OutOfMemoryError:

@@ -15,24 +15,22 @@ plus AdamW; under torch.compile the optimizer step is compiled too, as PyTorch's
 "compiled optimizer" recipe does). Each row: W warm-up calls, then I calls each between two
 CUDA events and synchronised, median over iterations (bench/timer.h does the same).
 
---help and --dry-run need neither torch nor a GPU; otherwise, without CUDA: "error: no CUDA
-device", exit 1.
+The model sizes are fusec's own: each model's configuration (vocab, context length, d_model,
+layers, heads, d_ff, RoPE theta, eps) is read from `fusec compile --model M --stats` (--fusec
+names the binary; `fusec bench --vs-torch` passes itself), so nothing here restates them.
+
+--help and --dry-run need neither torch nor a GPU (--dry-run needs fusec); otherwise, without
+CUDA: "error: no CUDA device", exit 1.
 """
 import argparse
 import json
-import math
+import os
 import statistics
+import subprocess
 import sys
 
-# name: (d_model, d_ff, layers, heads); vocab 10000, context 1024, RoPE theta 10000 for all.
-SIZES = {
-    "small": (768, 3072, 12, 12),
-    "medium": (1024, 4096, 24, 16),
-    "large": (1280, 5120, 36, 20),
-    "xl": (1600, 6400, 48, 25),
-    "2.7B": (2560, 10240, 32, 32),
-}
-VOCAB, CTX, THETA, EPS = 10000, 1024, 10000.0, 1e-5
+ZOO = ("small", "medium", "large", "xl", "2.7B")  # --model all
+CONFIGS = {}  # model name -> fusec's configuration of it (load_configs)
 IMPLS = ("eager", "torch.compile", "torch.compile-ro")
 # The row keys, in bench/report.cpp's order (a C++ test parses --dry-run rows to hold this).
 KEYS = ("model", "ctx", "batch", "dtype", "pass", "impl", "warmup", "iters", "status", "mean_ms", "std_ms",
@@ -40,10 +38,33 @@ KEYS = ("model", "ctx", "batch", "dtype", "pass", "impl", "warmup", "iters", "st
         "arena_bytes", "resident_bytes", "speedup", "model_flops_per_token", "peak_tflops", "mfu")
 
 
+def model_config(fusec, name):
+    """fusec's configuration of model `name` (the "config" object of `compile --stats`); raises
+    ValueError with fusec's one-line message for a model it does not know."""
+    cmd = [fusec, "compile", "--model", name, "--batch", "1", "--ctx", "1", "--passes=", "--stats"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise ValueError("--fusec: cannot run '%s': %s" % (fusec, e.strerror))
+    if out.returncode != 0:
+        raise ValueError((out.stderr.strip().splitlines() or ["fusec failed"])[-1].replace("error: ", "", 1))
+    config = json.loads(out.stdout).get("config")
+    if config is None:
+        raise ValueError("--model %s: not a transformer of the zoo" % name)
+    return config
+
+
+def load_configs(fusec, names):
+    for name in names:
+        if name not in CONFIGS:
+            CONFIGS[name] = model_config(fusec, name)
+
+
 def model_flops_per_token(name, seq, pass_):
     """bench/flops.cpp's count: 2 * GEMM weights + 4 T d per layer forward; backward twice that."""
-    d, dff, layers, _ = SIZES[name]
-    forward = 2 * (layers * (4 * d * d + 3 * d * dff) + d * VOCAB) + layers * 4 * seq * d
+    c = CONFIGS[name]
+    d, dff, layers = c["d_model"], c["d_ff"], c["layers"]
+    forward = 2 * (layers * (4 * d * d + 3 * d * dff) + d * c["vocab"]) + layers * 4 * seq * d
     return float(forward if pass_ == "forward" else 3 * forward)
 
 
@@ -93,7 +114,7 @@ class Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     lst = lambda kind: (lambda s: [kind(x) for x in s.split(",")])
-    p.add_argument("--model", type=lst(str), default=["small"], help="comma-separated: %s or all" % ", ".join(SIZES))
+    p.add_argument("--model", type=lst(str), default=["small"], help="comma-separated: fusec's models, or all (%s)" % ", ".join(ZOO))
     p.add_argument("--ctx", type=lst(int), default=[256])
     p.add_argument("--batch", type=lst(int), default=[4])
     p.add_argument("--dtype", type=lst(str), default=["fp32", "bf16"], help="fp32, bf16 (autocast)")
@@ -104,15 +125,25 @@ def parse_args(argv):
     p.add_argument("--format", choices=["json"], default="json")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="print the rows' fixed fields (no torch, no GPU)")
+    p.add_argument("--fusec", default=os.environ.get("FUSEC", "fusec"),
+                   help="the fusec binary the model sizes come from (default: $FUSEC, else fusec on PATH)")
     a = p.parse_args(argv)
     if a.model == ["all"]:
-        a.model = list(SIZES)
-    p.check_choices([("--model", a.model, SIZES), ("--dtype", a.dtype, ("fp32", "bf16")),
+        a.model = list(ZOO)
+    p.check_choices([("--dtype", a.dtype, ("fp32", "bf16")),
                      ("--passes", a.passes, ("forward", "fwd_bwd", "step")), ("--impl", a.impl, IMPLS)])
-    if a.iters < 1 or min(a.warmup) < 0 or min(a.ctx) < 1 or min(a.batch) < 1:
-        p.error("--iters, --ctx and --batch must be positive, --warmup not negative")
-    if max(a.ctx) > CTX:
-        p.error("--ctx %d exceeds the context length %d" % (max(a.ctx), CTX))
+    for flag, values, least in (("--iters", [a.iters], 1), ("--ctx", a.ctx, 1), ("--batch", a.batch, 1),
+                                ("--warmup", a.warmup, 0)):
+        for v in values:
+            if v < least:  # fusec's message (tools/fusec/common_flags.h)
+                p.error("%s must be at least %d, got %d" % (flag, least, v))
+    try:
+        load_configs(a.fusec, a.model)
+    except ValueError as e:
+        p.error(str(e))
+    for name in a.model:
+        if max(a.ctx) > CONFIGS[name]["ctx"]:
+            p.error("--ctx %d exceeds the context length %d of model '%s'" % (max(a.ctx), CONFIGS[name]["ctx"], name))
     return a
 
 

@@ -165,7 +165,7 @@ std::vector<std::string> jsonKeys(const std::string& line) {
 // bench/torch_compile_ref.py keeps the row contract (keys, order) and the FLOP count: its
 // --dry-run rows need neither torch nor a GPU.
 TEST(BenchTorchRef, RowsMatchTheCppContract) {
-  const std::string script = std::string(FUSEC_SOURCE_DIR) + "/bench/torch_compile_ref.py";
+  const std::string script = std::string(FUSEC_SOURCE_DIR) + "/bench/torch_compile_ref.py --fusec " FUSEC_BINARY;
   auto run = [](const std::string& cmd) { return test::runCommand(cmd + " 2>&1"); };
   auto [out, rc] = run("python3 " + script + " --dry-run --model all --ctx 128,1024 --passes forward,fwd_bwd,step --dtype bf16 --impl torch.compile");
   ASSERT_EQ(rc, 0) << out;
@@ -186,7 +186,13 @@ TEST(BenchTorchRef, RowsMatchTheCppContract) {
   }
   EXPECT_EQ(rows, 5 * 2 * 3);
   auto [bad, badRc] = run("python3 " + script + " --model nosuch");
-  EXPECT_EQ(bad, "error: --model: unknown 'nosuch' (known: small, medium, large, xl, 2.7B)\n");
+  // The sizes, and the error for a model fusec does not know, are fusec's: tiny, which no
+  // table in the script names, gets fusec's FLOP count.
+  auto [tiny, tinyRc] = run("python3 " + script + " --dry-run --model tiny --ctx 16 --passes step --dtype bf16 --impl eager");
+  ASSERT_EQ(tinyRc, 0) << tiny;
+  EXPECT_EQ(bench::parseJsonRow(tiny.substr(0, tiny.find('\n'))).modelFlopsPerToken,
+            bench::modelFlopsPerToken(models::namedConfig("tiny"), 16, bench::BenchPass::Step));
+  EXPECT_EQ(bad, "error: unknown model 'nosuch' (known: small, medium, large, xl, 2.7B, tiny, toy)\n");
   EXPECT_EQ(badRc, 1);
   auto [help, helpRc] = run("python3 " + script + " --help");
   EXPECT_EQ(helpRc, 0);

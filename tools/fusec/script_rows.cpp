@@ -1,6 +1,7 @@
 #include "tools/fusec/script_rows.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sys/wait.h>
 
@@ -8,12 +9,20 @@
 
 namespace fusec::cli {
 
-std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
-  // The script's path single-quoted for the shell ('\'' inside).
+std::string shellQuoted(const std::string& s) {
   std::string quoted = "'";
-  for (char c : script) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
-  const std::string cmd = "python3 " + quoted + " " + args;
+  for (char c : s) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string selfExecutable() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("fusec") : p.string();
+}
+
+std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
+  const std::string cmd = "python3 " + shellQuoted(script) + " " + args;
   std::cerr << "running " << cmd << "\n";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw Error("--vs-torch: cannot run python3");

@@ -11,4 +11,9 @@ namespace fusec::cli {
 // Throws Error when python3 cannot start or the script exits non-zero.
 std::vector<std::string> scriptRows(const std::string& script, const std::string& args);
 
+// `s` single-quoted for the shell.
+std::string shellQuoted(const std::string& s);
+// The path of the running fusec binary (the reference scripts ask it for the model sizes).
+std::string selfExecutable();
+
 }  // namespace fusec::cli
