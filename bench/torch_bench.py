@@ -9,7 +9,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_compile_ref import CONFIGS
 
 
 def trunc_normal(shape, std):
@@ -160,10 +159,10 @@ def run(a, grid, make_row, finish_row, fill_speedups):
         model = opt = None
         try:
             torch.manual_seed(a.seed)
-            model = TransformerLM(CONFIGS[model_name]).cuda()
+            model = TransformerLM(a.configs[model_name]).cuda()
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
             gen = torch.Generator().manual_seed(a.seed + 1)
-            vocab = CONFIGS[model_name]["vocab"]
+            vocab = a.configs[model_name]["vocab"]
             ids = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
             targets = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
             ms = time_calls(make_call(model, opt, impl, pass_, dtype, ids, targets), warmup, a.iters)

@@ -141,6 +141,9 @@ def parse_args(argv):
         load_configs(a.fusec, a.model)
     except ValueError as e:
         p.error(str(e))
+    # Run as a script this module is __main__, not the torch_compile_ref torch_bench could
+    # import: the configurations travel with the arguments.
+    a.configs = {name: CONFIGS[name] for name in a.model}
     for name in a.model:
         if max(a.ctx) > CONFIGS[name]["ctx"]:
             p.error("--ctx %d exceeds the context length %d of model '%s'" % (max(a.ctx), CONFIGS[name]["ctx"], name))
