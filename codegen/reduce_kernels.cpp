@@ -759,8 +759,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   const RowRegisters regs = family == KernelFamily::RowReduce
                                 ? planRow(k.body, reds, levels, picked, fullOuts, cols, lanes, e)
                                 : RowRegisters{};
-  // Row kernels of up to 512 threads ask for two blocks per SM (see below).
-  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
   // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
   // of the scratch the last blocks add up).
   ColumnSums colSums;
@@ -777,6 +775,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   // blocks made the backward spill (1.58 and 2.17 ms). With bf16 rows packed, three blocks
   // of medium's backward (rows of 1,024 at 64 threads, 80 registers, no spill) still lost
   // to two (1.374 -> 1.510 ms).
+  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
   k.signature(w, k.name, block, minBlocks);
   const std::string L = std::to_string(lanes);
   if (columns && colV > 1)
@@ -826,48 +825,6 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
   }
   const std::string N = std::to_string(n);
-  // The row's register arrays (`prefix`<k>) and their loads for row `row`.
-  const std::string E = std::to_string(regs.chunks * regs.width), P = std::to_string(regs.chunks * regs.width / 2),
-                    H = std::to_string(regs.width / 2);
-  auto declareRow = [&](const std::string& prefix) {
-    for (size_t a = 0; a < regs.inputs.size(); ++a)
-      w.line(regs.packed[a] ? "unsigned " + prefix + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
-                            : "float " + prefix + std::to_string(a) + "[" + E + "];");
-  };
-  auto loadRow = [&](const std::string& prefix, const std::string& row) {
-    w.line("#pragma unroll");
-    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
-    e.openScope("if (base < " + R + ")");
-    auto scalarLoads = [&] {
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + V + "; ++j)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a) {
-        const std::string p = vectorPointers[a], at = row + " * " + R + " + base + j", arr = prefix + std::to_string(a);
-        if (regs.packed[a])  // pairs: j even
-          w.line("if (j % 2 == 0) " + arr + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at + "], " + p +
-                 "[" + at + " + 1]);");
-        else
-          w.line(arr + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
-      }
-      e.closeScope();
-    };
-    if (vectors) {
-      e.openScope("if (aligned)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a)
-        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(" + prefix + std::to_string(a) + " + c * " + H
-                               : "fusec_vload<" + V + ">(" + prefix + std::to_string(a) + " + c * " + V) +
-               ", " + vectorPointers[a] + " + " + row + " * " + R + " + base);");
-      e.closeScope();
-      e.openScope("else");
-      scalarLoads();
-      e.closeScope();
-    } else {
-      scalarLoads();
-    }
-    e.closeScope();
-    e.closeScope();
-  };
   if (columns) {
     // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
     // columns past the end only skip their loads and stores.
@@ -959,11 +916,46 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   if (regs.chunks > 0) {
     w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
            " consecutive elements per thread, loaded once");
-    declareRow("r");
+    const std::string E = std::to_string(regs.chunks * regs.width);
+    const std::string P = std::to_string(regs.chunks * regs.width / 2), H = std::to_string(regs.width / 2);
+    for (size_t a = 0; a < regs.inputs.size(); ++a)
+      w.line(regs.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
+                            : "float r" + std::to_string(a) + "[" + E + "];");
     for (size_t a = 0; a < regs.cached.size(); ++a)
       w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
              ", kept for a later pass");
-    loadRow("r", "outer");
+    w.line("#pragma unroll");
+    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
+    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
+    e.openScope("if (base < " + R + ")");
+    auto scalarLoads = [&] {
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + V + "; ++j)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a) {
+        const std::string p = vectorPointers[a], at = "outer * " + R + " + base + j";
+        if (regs.packed[a])  // pairs: j even
+          w.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at +
+                 "], " + p + "[" + at + " + 1]);");
+        else
+          w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
+      }
+      e.closeScope();
+    };
+    if (vectors) {
+      e.openScope("if (aligned)");
+      for (size_t a = 0; a < regs.inputs.size(); ++a)
+        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(r" + std::to_string(a) + " + c * " + H
+                               : "fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V) +
+               ", " + vectorPointers[a] + " + outer * " + R + " + base);");
+      e.closeScope();
+      e.openScope("else");
+      scalarLoads();
+      e.closeScope();
+    } else {
+      scalarLoads();
+    }
+    e.closeScope();
+    e.closeScope();
   }
   // The group's total of each accumulator of a level (see reductionLevels).
   const std::string B = std::to_string(block);
