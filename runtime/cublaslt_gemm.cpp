@@ -179,8 +179,6 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
   for (int i = 0; i < found; ++i)
     if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS && results[size_t(i)].workspaceSize <= ws)
       e->candidates.push_back(results[size_t(i)]);
-  if (opts_.autotune)
-    e->candidates = widenGemmCandidates(handle_, e->desc, e->a, e->b, e->c, e->candidates, ws, kWideGemmVariants);
   if (e->candidates.empty()) throw Error("cuBLASLt has no algorithm for " + what);
   return *cache_.emplace(key, std::move(e)).first->second;
 }
@@ -251,6 +249,9 @@ bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* 
     FUSEC_CUDA(cudaEventElapsedTime(&t, events.ev[size_t(2 * i)], events.ev[size_t(2 * i + 1)]), what);
     return t;
   };
+  // The configurations the heuristic did not offer join only here, when timing: a process
+  // that finds its choices in the cache does not enumerate them.
+  e.candidates = widenGemmCandidates(handle_, e.desc, e.a, e.b, e.c, e.candidates, opts_.workspaceBytes, kWideGemmVariants);
   auto call = [&](size_t i) {
     return cublasLtMatmul(handle_, e.desc, &p.alpha, pb, e.a, pa, e.b, &p.beta, pc, e.c, pc, e.c,
                           &e.candidates[i].algo, workspace_.data(), workspace_.bytes(), stream);
@@ -269,9 +270,9 @@ bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* 
   };
 
   // Screening: one untimed call (it loads the kernel and proves the algorithm runs), then
-  // the best of two timed calls, for every candidate.
-  // Candidates come best-first (the heuristic's, then the fullest-wave variants): a slow
-  // GEMM (strict f32 at large M) stops screening once it has spent its budget.
+  // the best of two timed calls, for every candidate. Candidates come best-first (the
+  // heuristic's, then the fullest-wave variants): a slow GEMM (strict f32 at large M) stops
+  // screening once it has spent its budget.
   constexpr float kScreenBudgetMs = 250.0f;
   float screenedMs = 0;
   std::vector<std::pair<float, size_t>> screened;
