@@ -74,6 +74,10 @@ Op* findInputByRole(const Graph& g, Role r) {
   return nullptr;
 }
 
+const std::string& ownerName(const Op& param) {
+  return roleHasOwner(roleOf(param)) ? ownerOf(param) : param.attrStr("name");
+}
+
 const Op* ownerWeight(const Graph& g, const Op& param) {
   return roleHasOwner(roleOf(param)) ? g.findParam(ownerOf(param)) : &param;
 }

@@ -51,8 +51,10 @@ void setLayer(Op& source, int64_t layer);
 
 // The graph's input of role `r`, or null.
 Op* findInputByRole(const Graph& g, Role r);
-// The weight a param belongs to: itself for a weight, its `of` weight for state and copies
-// (null when `of` names no param of `g`).
+// The name of the weight a param belongs to: its own for a weight, its `of` for state and
+// copies.
+const std::string& ownerName(const Op& param);
+// That weight's op (null when `of` names no param of `g`; a findParam, O(ops)).
 const Op* ownerWeight(const Graph& g, const Op& param);
 
 }  // namespace fusec

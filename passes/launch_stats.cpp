@@ -28,7 +28,7 @@ std::unordered_set<std::string> embeddingTables(const Graph& g) {
   std::unordered_set<std::string> tables;
   auto table = [&](const Value* v) {
     if (v->def && v->def->kind == OpKind::Param)
-      tables.insert(roleHasOwner(roleOf(*v->def)) ? ownerOf(*v->def) : v->def->attrStr("name"));
+      tables.insert(ownerName(*v->def));
   };
   for (auto& op : g.ops) {
     if (op->kind == OpKind::Gather) table(op->operands[0]);
@@ -48,7 +48,7 @@ std::unordered_set<std::string> embeddingTables(const Graph& g) {
 Reach paramReach(const Op& p, const std::unordered_set<std::string>& tables) {
   Reach r;
   r.layer = int(layerOf(p));
-  if (r.layer < 0) r.other = !tables.count(roleHasOwner(roleOf(p)) ? ownerOf(p) : p.attrStr("name"));
+  if (r.layer < 0) r.other = !tables.count(ownerName(p));
   return r;
 }
 

@@ -23,7 +23,7 @@ namespace fusec::fusion {
 
 std::string updateGroupKey(const Op& param) {
   if (layerOf(param) >= 0) return "layer " + std::to_string(layerOf(param));
-  return roleHasOwner(roleOf(param)) ? ownerOf(param) : param.attrStr("name");
+  return ownerName(param);
 }
 
 namespace {

@@ -44,6 +44,7 @@ TEST(Roles, TrainStepSourcesCarryTheirRoles) {
   const Op* w = g.findParam("layers.1.ffn.w2.weight");
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(roleOf(*w), Role::Weight);
+  EXPECT_EQ(ownerName(*w), "layers.1.ffn.w2.weight");
   EXPECT_EQ(layerOf(*w), 1);
   for (const char* state : {"layers.1.ffn.w2.weight.exp_avg", "layers.1.ffn.w2.weight.exp_avg_sq", "layers.1.ffn.w2.weight.bf16"}) {
     const Op* p = g.findParam(state);
@@ -51,6 +52,7 @@ TEST(Roles, TrainStepSourcesCarryTheirRoles) {
     EXPECT_EQ(ownerOf(*p), "layers.1.ffn.w2.weight") << state;
     EXPECT_EQ(layerOf(*p), 1) << state;
     EXPECT_EQ(ownerWeight(g, *p), w) << state;
+    EXPECT_EQ(ownerName(*p), "layers.1.ffn.w2.weight") << state;
   }
   EXPECT_EQ(roleOf(*g.findParam("layers.1.ffn.w2.weight.exp_avg_sq")), Role::ExpAvgSq);
   EXPECT_EQ(roleOf(*g.findParam("layers.1.ffn.w2.weight.bf16")), Role::WeightCopy);
