@@ -114,7 +114,8 @@ class Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     lst = lambda kind: (lambda s: [kind(x) for x in s.split(",")])
-    p.add_argument("--model", type=lst(str), default=["small"], help="comma-separated: fusec's models, or all (%s)" % ", ".join(ZOO))
+    p.add_argument("--model", type=lst(str), default=["small"],
+                   help="comma-separated: fusec's models, or all (%s)" % ", ".join(ZOO))
     p.add_argument("--ctx", type=lst(int), default=[256])
     p.add_argument("--batch", type=lst(int), default=[4])
     p.add_argument("--dtype", type=lst(str), default=["fp32", "bf16"], help="fp32, bf16 (autocast)")

@@ -14,7 +14,8 @@ void bindProgramState(const Graph& g, Bindings& env) {
       case Role::ExpAvgSq: env[name] = HostTensor::zeros(t); break;
       case Role::WeightCopy: {
         auto w = env.find(ownerOf(*p));
-        if (w == env.end()) throw Error("internal: the program's param '" + name + "' copies '" + ownerOf(*p) + "', which has no value");
+        if (w == env.end())
+          throw Error("internal: the program's param '" + name + "' copies '" + ownerOf(*p) + "', which has no value");
         if (int64_t(w->second.size()) != t.numel() || !isFloat(t.dtype))
           throw Error("internal: the program's param '" + name + "' is " + t.str() + ", its weight " + w->second.type.str());
         HostTensor copy = HostTensor::zeros(t);

@@ -70,7 +70,8 @@ std::vector<bench::BenchRow> torchCompileRows(const BenchArgs& a) {
   const std::string args = "--model " + join(a.models) + " --ctx " + joinNumbers(a.ctxs) + " --batch " +
                            joinNumbers(a.batches) + " --dtype " + join(a.dtypes) + " --passes " + join(a.passes) +
                            " --warmup " + joinNumbers(a.warmups) + " --iters " + std::to_string(a.iters) +
-                           " --impl torch.compile,torch.compile-ro --format json --fusec " + shellQuoted(selfExecutable());
+                           " --impl torch.compile,torch.compile-ro --format json" +
+                           " --fusec " + shellQuoted(selfExecutable());
   std::vector<bench::BenchRow> rows;
   for (const auto& line : scriptRows(a.torchScript, args)) rows.push_back(bench::parseJsonRow(line));
   return rows;
