@@ -53,7 +53,8 @@ std::vector<HostTensor> CompiledProgram::step(Bindings inputs) {
   r.run();
   ++steps_;
   std::vector<HostTensor> outs;
-  for (size_t i = 0; i < graph().outputs.size(); ++i) outs.push_back(r.output(i));
+  for (size_t i = 0; i < graph().outputs.size(); ++i)
+    if (graph().updateOf(i).empty()) outs.push_back(r.output(i));
   return outs;
 }
 

@@ -40,8 +40,10 @@ class CompiledProgram {
   // that are not sources of the program are ignored.
   void bind(Bindings values);
   // One call: validates and binds `inputs` (Model::validateInputs), and for a training step
-  // the `step` input (the 1-based count of step() calls); runs; returns every output, in
-  // order (train_step: the loss first).
+  // the `step` input (the 1-based count of step() calls); runs; returns the program's results
+  // in order: its outputs that are not in-place updates of a param (forward: the logits;
+  // train_step: the loss; fwd_bwd: the loss and every gradient). The updated params stay
+  // where they are (on the device): read() copies one out.
   std::vector<HostTensor> step(Bindings inputs);
   // The current value of a source: a param after the updates of the steps run so far.
   HostTensor read(const std::string& name);

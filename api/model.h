@@ -3,8 +3,10 @@
 // implement it (frontend/models/zoo_model.h); so does any model a user writes against the
 // tracing API.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/compile.h"
@@ -33,6 +35,19 @@ class Model {
   // Throws Error (one line) when `inputs` cannot feed one call of `p`: a missing input, a
   // wrong dtype or shape, a token id out of the vocabulary.
   virtual void validateInputs(const Program& p, const Bindings& inputs) const = 0;
+  // The program `program` at the shape `inputs` give it (the batch, and the sequence length
+  // where the model has one): how `fusec run` sizes a program from its input file. Throws
+  // Error (one line) when the input that gives the shape is missing or malformed; the rest is
+  // validateInputs' job.
+  virtual Program programFor(const std::string& program, const Bindings& inputs) const = 0;
+  // The model's own initial weights, f32, by the names of params(), deterministic in `seed`.
+  virtual Bindings initialWeights(uint64_t seed) const = 0;
+  // The hyperparameters that describe this instance (a transformer's sizes), in a fixed
+  // order, for reports: `compile --stats` and the metadata of the files `run` writes. Empty
+  // when the name says it all.
+  virtual std::vector<std::pair<std::string, double>> config() const { return {}; }
+  // The longest sequence a program of the model takes; 0 when it has no such limit.
+  virtual int64_t contextLength() const { return 0; }
 };
 
 }  // namespace fusec::api

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "frontend/init.h"
 #include "frontend/models/attention.h"
 
 namespace fusec::models {
@@ -10,9 +11,27 @@ namespace {
 
 const HostTensor& requireInput(const Bindings& inputs, const std::string& name, const Type& want) {
   auto it = inputs.find(name);
-  if (it == inputs.end()) throw Error("missing input '" + name + "' (expected " + want.str() + ")");
-  if (it->second.type != want) throw Error("input '" + name + "' is " + it->second.type.str() + ", expected " + want.str());
+  if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + want.str() + ")");
+  if (it->second.type != want) throw Error("tensor '" + name + "' is " + it->second.type.str() + ", expected " + want.str());
   return it->second;
+}
+
+// The input that gives a program its shape: of `dtype` and rank `rank`, every dim at least 1.
+// `want` spells the expected type for the messages ("i64[B,T]").
+const Shape& shapeInput(const Bindings& inputs, const std::string& name, DType dtype, int rank, const std::string& want) {
+  auto it = inputs.find(name);
+  if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + want + ")");
+  const Type& t = it->second.type;
+  if (t.dtype != dtype || t.rank() != rank) throw Error("tensor '" + name + "' is " + t.str() + ", expected " + want);
+  for (int64_t d : t.shape)
+    if (d < 1) throw Error("tensor '" + name + "' is " + t.str() + ": every dimension must be at least 1");
+  return t.shape;
+}
+
+Bindings initial(const std::vector<ParamSpec>& specs, uint64_t seed) {
+  Bindings out;
+  for (const auto& s : specs) out.emplace(s.name, initParameter(s, seed));
+  return out;
 }
 
 void checkTokens(const HostTensor& t, const std::string& name, int64_t vocab) {
@@ -52,6 +71,23 @@ class TransformerModel final : public api::Model {
     if (trains(p.name)) checkTokens(requireInput(inputs, "targets", tokens), "targets", cfg_.vocab);
   }
 
+  api::Program programFor(const std::string& program, const Bindings& inputs) const override {
+    const Shape& bt = shapeInput(inputs, "ids", DType::i64, 2, "i64[B,T]");
+    if (bt[1] > cfg_.ctx)
+      throw Error("tensor 'ids' has sequence length " + std::to_string(bt[1]) + ", more than the model's context " +
+                  std::to_string(cfg_.ctx));
+    return {program, bt[0], bt[1]};
+  }
+
+  Bindings initialWeights(uint64_t seed) const override { return initial(parameterSpecs(cfg_), seed); }
+
+  std::vector<std::pair<std::string, double>> config() const override {
+    return {{"vocab", double(cfg_.vocab)}, {"ctx", double(cfg_.ctx)},     {"d_model", double(cfg_.dModel)},
+            {"layers", double(cfg_.layers)}, {"heads", double(cfg_.heads)}, {"d_ff", double(cfg_.dFF)},
+            {"rope_theta", cfg_.ropeTheta},  {"eps", cfg_.eps}};
+  }
+  int64_t contextLength() const override { return cfg_.ctx; }
+
  private:
   ModelConfig cfg_;
 };
@@ -78,6 +114,21 @@ class ToyModel final : public api::Model {
                     std::to_string(cfg_.outFeatures) + " classes");
   }
 
+  // The batch is x's; the toy model has no sequence axis (seq stays 1).
+  api::Program programFor(const std::string& program, const Bindings& inputs) const override {
+    const std::string want = "f32[B," + std::to_string(cfg_.inFeatures) + "]";
+    const Shape& s = shapeInput(inputs, "x", DType::f32, 2, want);
+    if (s[1] != cfg_.inFeatures) throw Error("tensor 'x' is " + Type{DType::f32, s}.str() + ", expected " + want);
+    return {program, s[0], 1};
+  }
+
+  Bindings initialWeights(uint64_t seed) const override { return initial(toyParameterSpecs(cfg_), seed); }
+
+  std::vector<std::pair<std::string, double>> config() const override {
+    return {{"in_features", double(cfg_.inFeatures)}, {"hidden", double(ToyConfig::kHidden)},
+            {"out_features", double(cfg_.outFeatures)}};
+  }
+
  private:
   ToyConfig cfg_;
 };
@@ -102,6 +153,16 @@ class AttentionModel final : public api::Model {
     if (p.name == "attention_backward") requireInput(inputs, "grad_out", qkv);
   }
 
+  api::Program programFor(const std::string& program, const Bindings& inputs) const override {
+    const std::string want = "f32[B,N," + std::to_string(d_) + "]";
+    const Shape& s = shapeInput(inputs, "q", DType::f32, 3, want);
+    if (s[2] != d_) throw Error("tensor 'q' is " + Type{DType::f32, s}.str() + ", expected " + want);
+    return {program, s[0], s[1]};
+  }
+
+  Bindings initialWeights(uint64_t) const override { return {}; }
+  std::vector<std::pair<std::string, double>> config() const override { return {{"d_head", double(d_)}}; }
+
  private:
   int64_t d_;
 };
@@ -115,12 +176,15 @@ std::unique_ptr<api::Model> attentionModel(int64_t dHead) { return std::make_uni
 std::unique_ptr<api::Model> modelByName(const std::string& name) {
   if (name == "toy") return toyModel();
   const auto names = modelNames();
-  if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::string known;
-    for (const auto& n : names) known += n + ", ";
-    throw Error("unknown model '" + name + "' (known: " + known + "toy)");
-  }
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw Error("unknown model '" + name + "' (known: " + builtinModelNames() + ")");
   return transformerModel(namedConfig(name));
+}
+
+std::string builtinModelNames() {
+  std::string known;
+  for (const auto& n : modelNames()) known += n + ", ";
+  return known + "toy";
 }
 
 }  // namespace fusec::models

@@ -23,5 +23,7 @@ std::unique_ptr<api::Model> attentionModel(int64_t dHead);
 
 // A zoo size (small ... 2.7B, tiny) or "toy"; throws Error("unknown model 'x' (known: ...)").
 std::unique_ptr<api::Model> modelByName(const std::string& name);
+// The names modelByName knows, in that order, comma-separated ("small, medium, ..., toy").
+std::string builtinModelNames();
 
 }  // namespace fusec::models

@@ -13,15 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "api/compile.h"
-#include "frontend/models/zoo_model.h"
 #include "frontend/models/attention.h"
-#include "frontend/models/toy.h"
-#include "frontend/models/transformer.h"
+#include "frontend/models/zoo_model.h"
 #include "ir/printer.h"
-#include "ir/roles.h"
+#include "ir/verifier.h"
 #include "passes/launch_stats.h"
 #include "passes/memory_plan.h"
-#include "ir/verifier.h"
 #include "passes/pipeline.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
@@ -58,29 +55,23 @@ void countByKind(const Graph& g, std::map<std::string, int64_t>& out) {
   }
 }
 
-models::ModelConfig modelConfig(const CompileArgs& a) { return a.overrides.apply(models::namedConfig(a.model)); }
-
-nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cfg, const Module& m, double buildMs,
+nlohmann::ordered_json stats(const CompileArgs& a, const api::Model& model, const Module& m, double buildMs,
                              double passMs) {
   nlohmann::ordered_json j;
-  j["model"] = cfg ? cfg->name : "";
+  j["model"] = model.name();
   j["program"] = a.program;
   j["batch"] = a.batch;
   j["seq"] = a.ctx;
   j["dtype"] = a.dtype;
-  if (cfg) {
-    j["config"] = {{"vocab", cfg->vocab}, {"ctx", cfg->ctx},     {"d_model", cfg->dModel},       {"layers", cfg->layers},
-                   {"heads", cfg->heads}, {"d_ff", cfg->dFF},    {"rope_theta", cfg->ropeTheta}, {"eps", cfg->eps}};
-    j["parameters"] = models::parameterCount(*cfg);
-  } else {
-    // No transformer config (toy, attention): the weights are the params of role weight
-    // (not optimizer state or cached casts).
-    int64_t n = 0;
-    for (const auto& g : m.funcs)
-      for (Op* p : g->params())
-        if (roleOf(*p) == Role::Weight) n += p->result()->type.numel();
-    j["parameters"] = n;
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : model.config()) {
+    if (value == double(int64_t(value))) config[key] = int64_t(value);  // sizes print as integers
+    else config[key] = value;
   }
+  j["config"] = config;
+  int64_t parameters = 0;  // the model's weights (not optimizer state or cached casts)
+  for (const api::ParamInfo& p : model.params()) parameters += Type{DType::f32, p.shape}.numel();
+  j["parameters"] = parameters;
   int64_t ops = 0, params = 0, paramElements = 0, outputs = 0;
   nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
   std::map<std::string, int64_t> byKind;
@@ -127,33 +118,33 @@ nlohmann::ordered_json stats(const CompileArgs& a, const models::ModelConfig* cf
   return j;
 }
 
-// The model whose program `a` asks for: an attention program (at --d-head, else the model's
-// head size), the toy model or a zoo size (with its overrides).
-std::unique_ptr<api::Model> modelOf(const CompileArgs& a, const models::ModelConfig* cfg) {
-  if (models::isAttentionProgram(a.program)) {
-    if (a.model == "toy") throw Error("compile --model toy has the programs forward and train_step");
-    int64_t d = a.dHead ? *a.dHead : cfg ? cfg->dModel / cfg->heads : 0;
-    if (d <= 0) throw Error("compile --program " + a.program + " needs --d-head or --model");
-    return models::attentionModel(d);
-  }
-  return a.model == "toy" ? models::toyModel() : models::transformerModel(*cfg);
+// A value of the model's configuration (model.config()), if it reports one.
+std::optional<double> configValue(const api::Model& model, const std::string& key) {
+  for (const auto& [k, v] : model.config())
+    if (k == key) return v;
+  return std::nullopt;
 }
 
-// Traces the program the program passes start from (train_step: the loss only).
-void trace(const CompileArgs& a, const models::ModelConfig* cfg, Module& m, const api::CompileOptions& o) {
-  modelOf(a, cfg)->trace(m, api::Program{a.program, a.batch, a.ctx}, o);
+// The model whose program `a` asks for: the attention programs at --d-head, else at the head
+// size of --model (its d_model / heads); any other program, the model --model names.
+std::unique_ptr<api::Model> modelOf(const CompileArgs& a) {
+  if (!models::isAttentionProgram(a.program)) return a.overrides.model(a.model);
+  if (a.dHead) return models::attentionModel(*a.dHead);
+  if (a.model.empty()) throw Error("compile --program " + a.program + " needs --d-head or --model");
+  std::unique_ptr<api::Model> m = a.overrides.model(a.model);
+  const std::optional<double> d = configValue(*m, "d_model"), h = configValue(*m, "heads");
+  if (!d || !h) throw Error("compile --program " + a.program + " needs --d-head: model " + m->name() + " has no attention heads");
+  return models::attentionModel(int64_t(*d / *h));
 }
 
 }  // namespace
 
 Command addCompileCommand(CLI::App& app) {
   auto a = std::make_shared<CompileArgs>();
-  std::string known, passes;
-  for (auto& n : models::modelNames()) known += (known.empty() ? "" : ", ") + n;
-  known += ", toy (the CS336 mixed-precision ToyModel; --ctx does not apply)";
+  std::string passes;
   for (auto& n : passNames()) passes += (passes.empty() ? "" : ", ") + n;
   CLI::App* cmd = app.add_subcommand("compile", "Trace a model program into IR, run passes on it and print it");
-  cmd->add_option("--model", a->model, "Model: " + known)->type_name("NAME");
+  cmd->add_option("--model", a->model, "Model: " + models::builtinModelNames())->type_name("NAME");
   cmd->add_option("--program", a->program, "Program to trace (default: forward)")
       ->check(CLI::IsMember(programNames()))
       ->type_name("PROGRAM");
@@ -185,20 +176,12 @@ Command addCompileCommand(CLI::App& app) {
     if (a->model.empty() && !models::isAttentionProgram(a->program)) throw Error("compile --program " + a->program + " needs --model");
     if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
-    if (a->model == "toy" && a->overrides.any()) throw Error("the model overrides apply to the zoo models, not toy");
-    std::optional<models::ModelConfig> cfg;
-    if (!a->model.empty() && a->model != "toy") {
-      const auto names = models::modelNames();
-      if (std::find(names.begin(), names.end(), a->model) == names.end()) {
-        std::string known;
-        for (auto& n : names) known += n + ", ";
-        throw Error("unknown model '" + a->model + "' (known: " + known + "toy)");
-      }
-      cfg = modelConfig(*a);
-      if (!a->ctxOpt->count()) a->ctx = std::min(a->ctx, cfg->ctx);  // tiny's context is 16
-      if (a->ctx > cfg->ctx)
-        throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg->ctx) +
-                    " of model '" + cfg->name + "'");
+    std::unique_ptr<api::Model> model = modelOf(*a);
+    if (const int64_t ctx = model->contextLength(); ctx > 0) {
+      if (!a->ctxOpt->count()) a->ctx = std::min(a->ctx, ctx);  // tiny's context is 16
+      if (a->ctx > ctx)
+        throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(ctx) +
+                    " of model '" + model->name() + "'");
     }
     requireAtLeast(a->batch, "--batch", 1);
     requireAtLeast(a->ctx, "--ctx", 1);
@@ -216,7 +199,7 @@ Command addCompileCommand(CLI::App& app) {
     o.passManager = a->pm;
     if (a->printDTypes) o.passes = "";
     else if (a->passesOpt->count()) o.passes = a->passes;
-    trace(*a, cfg ? &*cfg : nullptr, m, o);
+    model->trace(m, api::Program{a->program, a->batch, a->ctx}, o);
     if (a->pm.verifyEach) verify(m);
     const TracedNames traced = recordTracedNames(*m.funcs.at(0));
     auto t1 = Clock::now();
@@ -237,7 +220,7 @@ Command addCompileCommand(CLI::App& app) {
       printDTypes(*m.funcs.at(0), traced, *out);
     } else if (a->stats) {
       auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-      *out << stats(*a, cfg ? &*cfg : nullptr, m, ms(t1 - t0), ms(t2 - t1)).dump(2) << "\n";
+      *out << stats(*a, *model, m, ms(t1 - t0), ms(t2 - t1)).dump(2) << "\n";
     } else {
       print(m, *out);
     }

@@ -1,7 +1,10 @@
 #include "tools/fusec/common_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+
+#include "frontend/models/zoo_model.h"
 
 namespace fusec::cli {
 namespace {
@@ -65,6 +68,15 @@ void ModelOverrides::add(CLI::App& cmd) {
                  "tables grow)")
       ->type_name("N");
   cmd.add_option("--rope-theta", ropeTheta, "Override the RoPE theta")->type_name("X");
+}
+
+std::unique_ptr<api::Model> ModelOverrides::model(const std::string& name) const {
+  const auto sizes = models::modelNames();
+  if (std::find(sizes.begin(), sizes.end(), name) != sizes.end())
+    return models::transformerModel(apply(models::namedConfig(name)));
+  std::unique_ptr<api::Model> m = models::modelByName(name);  // throws for an unknown name
+  if (any()) throw Error("the model overrides apply to the zoo models, not " + name);
+  return m;
 }
 
 bool ModelOverrides::any() const { return vocab || dModel || layers || heads || dFF || contextLength || ropeTheta; }

@@ -9,10 +9,12 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "api/model.h"
 #include "frontend/models/transformer.h"
 #include "passes/adamw_update.h"
 #include "passes/pipeline.h"
@@ -43,6 +45,9 @@ struct ModelOverrides {
   // configuration validated (models::validate: heads divide d_model, ...).
   models::ModelConfig apply(models::ModelConfig base) const;
   bool any() const;
+  // The model --model NAME names (models::modelByName) with these overrides applied; a model
+  // that is not a zoo size takes none ("the model overrides apply to the zoo models, not toy").
+  std::unique_ptr<api::Model> model(const std::string& name) const;
 };
 
 // AdamW's hyperparameters (torch's defaults, weight decay 0.01).
