@@ -42,6 +42,9 @@ class Model {
   virtual Program programFor(const std::string& program, const Bindings& inputs) const = 0;
   // The model's own initial weights, f32, by the names of params(), deterministic in `seed`.
   virtual Bindings initialWeights(uint64_t seed) const = 0;
+  // Random inputs that validateInputs accepts for `p` (token ids uniform over the vocabulary),
+  // deterministic in `seed`: what `fusec profile` and the benchmarks feed a program.
+  virtual Bindings exampleInputs(const Program& p, uint64_t seed) const = 0;
   // The hyperparameters that describe this instance (a transformer's sizes), in a fixed
   // order, for reports: `compile --stats` and the metadata of the files `run` writes. Empty
   // when the name says it all.

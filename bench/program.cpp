@@ -1,24 +1,23 @@
 #include "bench/program.h"
 
 #include "api/compile.h"
-#include "frontend/models/zoo_model.h"
 #include "runtime/gemm_plan.h"
 
 namespace fusec::bench {
 
-Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, DType dtype, int64_t batch,
+Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
                     int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention) {
   if (!m.funcs.empty()) throw Error("internal: buildProgram needs an empty module");
-  if (seq > cfg.ctx)
-    throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(cfg.ctx) + " of model '" +
-                cfg.name + "'");
+  if (const int64_t ctx = model.contextLength(); ctx > 0 && seq > ctx)
+    throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(ctx) + " of model '" +
+                model.name() + "'");
   m.sourceName = "<bench>";
   const char* program = pass == BenchPass::Forward ? "forward" : pass == BenchPass::FwdBwd ? "fwd_bwd" : "train_step";
   api::CompileOptions o;
   o.dtype = dtype;
   o.adamw = adamw;
   o.attention = attention;
-  Graph& g = models::transformerModel(cfg)->trace(m, api::Program{program, batch, seq}, o);
+  Graph& g = model.trace(m, api::Program{program, batch, seq}, o);
   api::lowerProgram(m, program, o);
   return g;
 }

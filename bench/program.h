@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "api/model.h"
 #include "bench/flops.h"
 #include "frontend/models/transformer.h"
 #include "ir/graph.h"
@@ -14,8 +15,9 @@
 
 namespace fusec::bench {
 
-// The planned function of `pass` in `m` (its only function). dtype: f32 or bf16 (autocast).
-Graph& buildProgram(Module& m, const models::ModelConfig& cfg, BenchPass pass, DType dtype, int64_t batch,
+// The planned function of `pass` of `model` in `m` (its only function). dtype: f32 or bf16
+// (autocast). Throws Error when `seq` exceeds the model's context length.
+Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
                     int64_t seq, const models::AdamWConfig& adamw,
                     AttentionLowering attention = AttentionLowering::Default);
 

@@ -1,6 +1,7 @@
 #include "frontend/models/zoo_model.h"
 
 #include <algorithm>
+#include <random>
 
 #include "frontend/init.h"
 #include "frontend/models/attention.h"
@@ -26,6 +27,23 @@ const Shape& shapeInput(const Bindings& inputs, const std::string& name, DType d
   for (int64_t d : t.shape)
     if (d < 1) throw Error("tensor '" + name + "' is " + t.str() + ": every dimension must be at least 1");
   return t.shape;
+}
+
+// Example inputs draw from their own stream: independent of the weights' (seeded by name).
+std::mt19937_64 inputStream(uint64_t seed) { return std::mt19937_64(seed ^ 0x746f6b656e73ull); }  // "tokens"
+
+HostTensor uniformIds(const Shape& shape, int64_t classes, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> id(0, classes - 1);
+  HostTensor t = HostTensor::zeros(Type{DType::i64, shape});
+  for (auto& x : t.i) x = id(rng);
+  return t;
+}
+
+HostTensor normals(const Shape& shape, std::mt19937_64& rng) {
+  NormalSampler normal(rng());
+  HostTensor t = HostTensor::zeros(Type{DType::f32, shape});
+  for (auto& x : t.f) x = float(normal.next());
+  return t;
 }
 
 Bindings initial(const std::vector<ParamSpec>& specs, uint64_t seed) {
@@ -81,6 +99,15 @@ class TransformerModel final : public api::Model {
 
   Bindings initialWeights(uint64_t seed) const override { return initial(parameterSpecs(cfg_), seed); }
 
+  Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
+    std::mt19937_64 rng = inputStream(seed);
+    Bindings in;
+    in["ids"] = uniformIds({p.batch, p.seq}, cfg_.vocab, rng);
+    in["targets"] = uniformIds({p.batch, p.seq}, cfg_.vocab, rng);
+    if (!trains(p.name)) in.erase("targets");
+    return in;
+  }
+
   std::vector<std::pair<std::string, double>> config() const override {
     return {{"vocab", double(cfg_.vocab)}, {"ctx", double(cfg_.ctx)},     {"d_model", double(cfg_.dModel)},
             {"layers", double(cfg_.layers)}, {"heads", double(cfg_.heads)}, {"d_ff", double(cfg_.dFF)},
@@ -124,6 +151,14 @@ class ToyModel final : public api::Model {
 
   Bindings initialWeights(uint64_t seed) const override { return initial(toyParameterSpecs(cfg_), seed); }
 
+  Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
+    std::mt19937_64 rng = inputStream(seed);
+    Bindings in;
+    in["x"] = normals({p.batch, cfg_.inFeatures}, rng);
+    if (trains(p.name)) in["targets"] = uniformIds({p.batch}, cfg_.outFeatures, rng);
+    return in;
+  }
+
   std::vector<std::pair<std::string, double>> config() const override {
     return {{"in_features", double(cfg_.inFeatures)}, {"hidden", double(ToyConfig::kHidden)},
             {"out_features", double(cfg_.outFeatures)}};
@@ -161,6 +196,14 @@ class AttentionModel final : public api::Model {
   }
 
   Bindings initialWeights(uint64_t) const override { return {}; }
+
+  Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
+    std::mt19937_64 rng = inputStream(seed);
+    Bindings in;
+    for (const char* n : {"q", "k", "v", "grad_out"})
+      if (std::string(n) != "grad_out" || p.name == "attention_backward") in[n] = normals({p.batch, p.seq, d_}, rng);
+    return in;
+  }
   std::vector<std::pair<std::string, double>> config() const override { return {{"d_head", double(d_)}}; }
 
  private:

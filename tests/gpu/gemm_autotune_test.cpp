@@ -19,6 +19,7 @@
 
 #include "bench/bench_case.h"
 #include "bench/program.h"
+#include "frontend/models/zoo_model.h"
 #include "codegen/cubin_cache.h"
 #include "frontend/models/transformer.h"
 #include "frontend/program_state.h"
@@ -57,7 +58,7 @@ class GemmAutotune : public ::testing::Test {
     if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
     cfg = models::namedConfig("small");
     cfg.layers = 2;
-    g = &bench::buildProgram(m, cfg, bench::BenchPass::Step, DType::bf16, 2, 64, models::AdamWConfig{});
+    g = &bench::buildProgram(m, *models::transformerModel(cfg), bench::BenchPass::Step, DType::bf16, 2, 64, models::AdamWConfig{});
     env = bench::benchInputs(cfg, 2, 64, 3);
     bindProgramState(*g, env);
   }

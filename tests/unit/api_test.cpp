@@ -147,6 +147,20 @@ TEST(ModelInterface, ShapesInitialWeightsAndConfigComeFromTheModel) {
   }
   EXPECT_EQ(lm->initialWeights(11).at("token_embeddings.weight").f, initParameters(cfg, 11).at("token_embeddings.weight").f);
 
+  // Example inputs are valid inputs, deterministic in the seed.
+  for (const api::Model* m : {lm.get(), toy.get(), attention.get()})
+    for (const std::string& program : m->programs()) {
+      const api::Program shape{program, 2, m == toy.get() ? 1 : 6};
+      const Bindings in = m->exampleInputs(shape, 4);
+      EXPECT_NO_THROW(m->validateInputs(shape, in)) << m->name() << " " << program;
+      EXPECT_EQ(m->programFor(program, in).batch, 2) << m->name() << " " << program;
+      const Bindings again = m->exampleInputs(shape, 4);
+      for (const auto& [name, t] : in) {
+        EXPECT_EQ(again.at(name).f, t.f) << name;
+        EXPECT_EQ(again.at(name).i, t.i) << name;
+      }
+    }
+
   const auto c = lm->config();
   ASSERT_GE(c.size(), 6u);
   EXPECT_EQ(c[0], (std::pair<std::string, double>{"vocab", double(cfg.vocab)}));

@@ -9,6 +9,7 @@
 
 #include "bench/flops.h"
 #include "bench/program.h"
+#include "frontend/models/zoo_model.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "bench/sweep.h"
@@ -62,7 +63,7 @@ TEST(BenchFlops, MatchesPlannedGemms) {
   for (BenchPass pass : {BenchPass::Forward, BenchPass::FwdBwd, BenchPass::Step})
     for (DType dt : {DType::f32, DType::bf16}) {
       Module m;
-      Graph& g = bench::buildProgram(m, c, pass, dt, B, T, models::AdamWConfig{});
+      Graph& g = bench::buildProgram(m, *models::transformerModel(c), pass, dt, B, T, models::AdamWConfig{});
       EXPECT_EQ(double(bench::gemmFlops(g)), bench::modelFlopsPerToken(c, T, pass) * double(B * T))
           << bench::passName(pass) << " " << dtypeName(dt);
     }
@@ -71,12 +72,12 @@ TEST(BenchFlops, MatchesPlannedGemms) {
 TEST(BenchProgram, FwdBwdReturnsLossAndGradients) {
   models::ModelConfig c = tinyConfig();
   Module m;
-  Graph& g = bench::buildProgram(m, c, BenchPass::FwdBwd, DType::f32, 2, 4, models::AdamWConfig{});
+  Graph& g = bench::buildProgram(m, *models::transformerModel(c), BenchPass::FwdBwd, DType::f32, 2, 4, models::AdamWConfig{});
   ASSERT_EQ(g.outputs.size(), 1 + models::parameterSpecs(c).size());
   EXPECT_EQ(g.outputs[0]->type.rank(), 0);
   for (Op* in : g.inputs()) EXPECT_NE(in->attrStr("name"), "step");  // no optimizer
   Module m2;
-  EXPECT_EQ(test::errorOf([&] { bench::buildProgram(m2, c, BenchPass::Forward, DType::f32, 1, 32, {}); }),
+  EXPECT_EQ(test::errorOf([&] { bench::buildProgram(m2, *models::transformerModel(c), BenchPass::Forward, DType::f32, 1, 32, {}); }),
             "--ctx 32 exceeds the context length 16 of model 'hand'");
 }
 

@@ -9,6 +9,7 @@
 
 #include "bench/profile.h"
 #include "bench/program.h"
+#include "frontend/models/zoo_model.h"
 #include "ir/parser.h"
 #include "frontend/models/attention.h"
 #include "passes/launch_stats.h"
@@ -28,7 +29,7 @@ std::map<LaunchCategory, int> countByCategory(const std::vector<bench::LaunchCla
 
 std::vector<bench::LaunchClass> classify(bench::BenchPass pass, DType dtype, const models::ModelConfig& cfg) {
   Module m;
-  Graph& g = bench::buildProgram(m, cfg, pass, dtype, 2, 16, models::AdamWConfig{});
+  Graph& g = bench::buildProgram(m, *models::transformerModel(cfg), pass, dtype, 2, 16, models::AdamWConfig{});
   auto ls = bench::classifyLaunches(g);
   EXPECT_EQ(int64_t(ls.size()), launchStats(g).launches());
   return ls;
@@ -95,7 +96,7 @@ TEST(ProfileClassify, AttentionProgramsAreAllAttention) {
 
 bench::ProgramProfile randomProfile(const char* program, bench::BenchPass pass, std::mt19937& rng) {
   Module m;
-  Graph& g = bench::buildProgram(m, models::namedConfig("tiny"), pass, DType::f32, 2, 16, models::AdamWConfig{});
+  Graph& g = bench::buildProgram(m, *models::transformerModel(models::namedConfig("tiny")), pass, DType::f32, 2, 16, models::AdamWConfig{});
   bench::ProgramProfile p;
   p.program = program;
   p.launches = bench::classifyLaunches(g);

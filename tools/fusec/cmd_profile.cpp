@@ -9,7 +9,7 @@
 #include "bench/bench_case.h"
 #include "bench/profile.h"
 #include "bench/sweep.h"
-#include "frontend/models/transformer.h"
+#include "frontend/models/zoo_model.h"
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
@@ -39,12 +39,12 @@ struct ProfileArgs {
 #ifdef FUSEC_HAVE_CUDA
 // One program on the device: its launches classified from the planned graph, per-launch
 // medians, and the CUDA-graph step median.
-bench::ProgramProfile profileProgram(const ProfileArgs& a, const models::ModelConfig& cfg, bench::BenchPass pass,
+bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& model, bench::BenchPass pass,
                                      Bindings env, const codegen::CubinCache* cache) {
   Module m;
   // On the GPU the models' attention is fused unless --attention=naive.
   const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
-  Graph& g = bench::buildProgram(m, cfg, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering);
+  Graph& g = bench::buildProgram(m, model, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering);
   bench::ProgramProfile p;
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
   p.launches = bench::classifyLaunches(g);
@@ -112,12 +112,12 @@ Command addProfileCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     // Everything the flags can get wrong fails before the device is touched.
-    models::ModelConfig cfg = a->overrides.apply(models::namedConfig(a->model));
+    const std::unique_ptr<api::Model> model = a->overrides.model(a->model);
     requireAtLeast(a->batch, "--batch", 1);
     requireAtLeast(a->ctx, "--ctx", 1);
-    if (a->ctx > cfg.ctx)
-      throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(cfg.ctx) +
-                  " of model '" + cfg.name + "' (--context-length raises it)");
+    if (const int64_t ctx = model->contextLength(); ctx > 0 && a->ctx > ctx)
+      throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(ctx) +
+                  " of model '" + model->name() + "' (--context-length raises it)");
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
@@ -127,7 +127,9 @@ Command addProfileCommand(CLI::App& app) {
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
 #else
     const rt::DeviceInfo device = rt::openDevice();
-    const Bindings env = bench::benchInputs(cfg, a->batch, a->ctx, a->seed);
+    // The weights and the inputs of a training step (a forward ignores the targets).
+    Bindings env = model->initialWeights(a->seed);
+    for (auto& [name, t] : model->exampleInputs({"train_step", a->batch, a->ctx}, a->seed)) env[name] = std::move(t);
     codegen::CubinCache cache(codegen::CubinCache::defaultDir());
     std::vector<bench::ProgramProfile> programs;
     // The two ceilings every row's roofline is judged against, measured in this run.
@@ -137,13 +139,13 @@ Command addProfileCommand(CLI::App& app) {
     // the seeds made (forward vs full step).
     if (a->program == "train_step") {
       std::cerr << "profiling forward\n";
-      programs.push_back(profileProgram(*a, cfg, bench::BenchPass::Forward, env, &cache));
+      programs.push_back(profileProgram(*a, *model, bench::BenchPass::Forward, env, &cache));
     }
     std::cerr << "profiling " << a->program << "\n";
     programs.push_back(profileProgram(
-        *a, cfg, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache));
+        *a, *model, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache));
     for (auto& p : programs) p.ceilings = ceilings;
-    const std::string header = cfg.name + " " + a->dtype + " batch=" + std::to_string(a->batch) +
+    const std::string header = model->name() + " " + a->dtype + " batch=" + std::to_string(a->batch) +
                                " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
                                device.name + " (median per launch, CUDA events)";
     std::cout << bench::formatProfile(header, programs, format);
