@@ -51,6 +51,10 @@ class Model {
   virtual std::vector<std::pair<std::string, double>> config() const { return {}; }
   // The longest sequence a program of the model takes; 0 when it has no such limit.
   virtual int64_t contextLength() const { return 0; }
+  // A model traced at one shape (an imported .fir is specialised to the ids it was exported
+  // with) takes only that batch and sequence length: the commands default to them. {0, 0}
+  // when any shape fits.
+  virtual std::pair<int64_t, int64_t> onlyShape() const { return {0, 0}; }
 };
 
 }  // namespace fusec::api

@@ -8,7 +8,7 @@ namespace {
 constexpr std::pair<Role, std::string_view> kNames[] = {
     {Role::Data, ""},           {Role::TokenIds, "ids"},      {Role::Targets, "targets"},
     {Role::StepCount, "step"},  {Role::Weight, "weight"},     {Role::ExpAvg, "exp_avg"},
-    {Role::ExpAvgSq, "exp_avg_sq"}, {Role::WeightCopy, "bf16_copy"},
+    {Role::ExpAvgSq, "exp_avg_sq"}, {Role::WeightCopy, "bf16_copy"}, {Role::Buffer, "buffer"},
 };
 
 void requireSource(const Op& op) {
@@ -31,7 +31,8 @@ std::optional<Role> parseRole(std::string_view text) {
 }
 
 bool roleFits(Role r, OpKind kind) {
-  const bool param = r == Role::Weight || r == Role::ExpAvg || r == Role::ExpAvgSq || r == Role::WeightCopy;
+  const bool param =
+      r == Role::Weight || r == Role::ExpAvg || r == Role::ExpAvgSq || r == Role::WeightCopy || r == Role::Buffer;
   return kind == OpKind::Param ? param : kind == OpKind::Input && !param;
 }
 

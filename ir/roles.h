@@ -7,6 +7,8 @@
 //   param:  role "weight" (the default: a trainable weight), "exp_avg" / "exp_avg_sq" (AdamW's
 //           first / second moment of the weight named by `of`), "bf16_copy" (the low-precision
 //           copy of the weight `of` that the GEMMs read, refreshed by the optimizer);
+//           "buffer" (a tensor of the model that is not trained: an imported model's RoPE
+//           tables, masks and folded constants; bound like a weight, never updated);
 //           `layer`: the index of the transformer block the param belongs to, -1 (the
 //           default) outside the blocks. A state or copy has its weight's layer.
 //   input:  role "" (data: the default), "ids" (token ids), "targets" (the labels of the
@@ -31,6 +33,7 @@ enum class Role {
   ExpAvg,     // param: AdamW's first moment of `of`
   ExpAvgSq,   // param: AdamW's second moment of `of`
   WeightCopy, // param: the low-precision copy of `of` the GEMMs read
+  Buffer,     // param: a model tensor that is not trained (bound like a weight, never updated)
 };
 
 // The attribute spelling ("" for Data) and its parse (nullopt for an unknown role).

@@ -10,23 +10,25 @@ namespace fusec::models {
 
 namespace {
 
-const HostTensor& requireInput(const Bindings& inputs, const std::string& name, const Type& want) {
+// Pointers, not references: GCC 13's -Wdangling-reference flags a reference returned from a
+// call with temporary arguments.
+const HostTensor* requireInput(const Bindings& inputs, const std::string& name, const Type& want) {
   auto it = inputs.find(name);
   if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + want.str() + ")");
   if (it->second.type != want) throw Error("tensor '" + name + "' is " + it->second.type.str() + ", expected " + want.str());
-  return it->second;
+  return &it->second;
 }
 
 // The input that gives a program its shape: of `dtype` and rank `rank`, every dim at least 1.
 // `want` spells the expected type for the messages ("i64[B,T]").
-const Shape& shapeInput(const Bindings& inputs, const std::string& name, DType dtype, int rank, const std::string& want) {
+const Shape* shapeInput(const Bindings& inputs, const std::string& name, DType dtype, int rank, const std::string& want) {
   auto it = inputs.find(name);
   if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + want + ")");
   const Type& t = it->second.type;
   if (t.dtype != dtype || t.rank() != rank) throw Error("tensor '" + name + "' is " + t.str() + ", expected " + want);
   for (int64_t d : t.shape)
     if (d < 1) throw Error("tensor '" + name + "' is " + t.str() + ": every dimension must be at least 1");
-  return t.shape;
+  return &t.shape;
 }
 
 // Example inputs draw from their own stream: independent of the weights' (seeded by name).
@@ -85,12 +87,12 @@ class TransformerModel final : public api::Model {
 
   void validateInputs(const api::Program& p, const Bindings& inputs) const override {
     const Type tokens{DType::i64, {p.batch, p.seq}};
-    checkTokens(requireInput(inputs, "ids", tokens), "ids", cfg_.vocab);
-    if (trains(p.name)) checkTokens(requireInput(inputs, "targets", tokens), "targets", cfg_.vocab);
+    checkTokens(*requireInput(inputs, "ids", tokens), "ids", cfg_.vocab);
+    if (trains(p.name)) checkTokens(*requireInput(inputs, "targets", tokens), "targets", cfg_.vocab);
   }
 
   api::Program programFor(const std::string& program, const Bindings& inputs) const override {
-    const Shape& bt = shapeInput(inputs, "ids", DType::i64, 2, "i64[B,T]");
+    const Shape& bt = *shapeInput(inputs, "ids", DType::i64, 2, "i64[B,T]");
     if (bt[1] > cfg_.ctx)
       throw Error("tensor 'ids' has sequence length " + std::to_string(bt[1]) + ", more than the model's context " +
                   std::to_string(cfg_.ctx));
@@ -134,7 +136,7 @@ class ToyModel final : public api::Model {
   void validateInputs(const api::Program& p, const Bindings& inputs) const override {
     requireInput(inputs, "x", Type{DType::f32, {p.batch, cfg_.inFeatures}});
     if (!trains(p.name)) return;
-    const HostTensor& t = requireInput(inputs, "targets", Type{DType::i64, {p.batch}});
+    const HostTensor& t = *requireInput(inputs, "targets", Type{DType::i64, {p.batch}});
     for (size_t k = 0; k < t.i.size(); ++k)
       if (t.i[k] < 0 || t.i[k] >= cfg_.outFeatures)
         throw Error("target " + std::to_string(t.i[k]) + " at targets[" + std::to_string(k) + "] is out of range for " +
@@ -144,7 +146,7 @@ class ToyModel final : public api::Model {
   // The batch is x's; the toy model has no sequence axis (seq stays 1).
   api::Program programFor(const std::string& program, const Bindings& inputs) const override {
     const std::string want = "f32[B," + std::to_string(cfg_.inFeatures) + "]";
-    const Shape& s = shapeInput(inputs, "x", DType::f32, 2, want);
+    const Shape& s = *shapeInput(inputs, "x", DType::f32, 2, want);
     if (s[1] != cfg_.inFeatures) throw Error("tensor 'x' is " + Type{DType::f32, s}.str() + ", expected " + want);
     return {program, s[0], 1};
   }
@@ -190,7 +192,7 @@ class AttentionModel final : public api::Model {
 
   api::Program programFor(const std::string& program, const Bindings& inputs) const override {
     const std::string want = "f32[B,N," + std::to_string(d_) + "]";
-    const Shape& s = shapeInput(inputs, "q", DType::f32, 3, want);
+    const Shape& s = *shapeInput(inputs, "q", DType::f32, 3, want);
     if (s[2] != d_) throw Error("tensor 'q' is " + Type{DType::f32, s}.str() + ", expected " + want);
     return {program, s[0], s[1]};
   }

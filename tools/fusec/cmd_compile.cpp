@@ -35,6 +35,7 @@ struct CompileArgs {
   bool stats = false, printDTypes = false;
   CLI::Option* passesOpt = nullptr;
   CLI::Option* ctxOpt = nullptr;
+  CLI::Option* batchOpt = nullptr;
   ModelOverrides overrides;  // unset: the named size's values
   std::optional<int64_t> dHead;
   AdamWFlags adamw;
@@ -148,7 +149,7 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--program", a->program, "Program to trace (default: forward)")
       ->check(CLI::IsMember(programNames()))
       ->type_name("PROGRAM");
-  cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("B");
+  a->batchOpt = cmd->add_option("--batch", a->batch, "Batch size (default: 4, or an imported model's)")->type_name("B");
   a->ctxOpt = cmd->add_option("--ctx", a->ctx, "Sequence length, at most the model's context (default: 256, or the model's context if shorter)")
                   ->type_name("T");
   addDtypeFlag(*cmd, a->dtype, "fp32");
@@ -173,10 +174,15 @@ Command addCompileCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     using Clock = std::chrono::steady_clock;
-    if (a->model.empty() && !models::isAttentionProgram(a->program)) throw Error("compile --program " + a->program + " needs --model");
+    if (a->model.empty() && a->overrides.fir.empty() && !models::isAttentionProgram(a->program))
+      throw Error("compile --program " + a->program + " needs --model or --fir");
     if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
     std::unique_ptr<api::Model> model = modelOf(*a);
+    if (const auto [batch, seq] = model->onlyShape(); batch > 0) {  // an imported model's shape
+      if (!a->batchOpt->count()) a->batch = batch;
+      if (!a->ctxOpt->count()) a->ctx = seq;
+    }
     if (const int64_t ctx = model->contextLength(); ctx > 0) {
       if (!a->ctxOpt->count()) a->ctx = std::min(a->ctx, ctx);  // tiny's context is 16
       if (a->ctx > ctx)

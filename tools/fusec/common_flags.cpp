@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "frontend/models/fir_model.h"
 #include "frontend/models/zoo_model.h"
 
 namespace fusec::cli {
@@ -58,6 +59,11 @@ AttentionLowering attentionOf(const std::string& flag) {
 }
 
 void ModelOverrides::add(CLI::App& cmd) {
+  cmd_ = &cmd;
+  cmd.add_option("--fir", fir,
+                 "An imported model instead of --model: a .fir with @forward (ids -> logits), as "
+                 "`python3 -m fusec.export` writes it; its weights.safetensors beside it")
+      ->type_name("FILE");
   cmd.add_option("--vocab", vocab, "Override the vocabulary size")->type_name("N");
   cmd.add_option("--d-model", dModel, "Override d_model")->type_name("N");
   cmd.add_option("--layers", layers, "Override the number of layers")->type_name("N");
@@ -71,6 +77,12 @@ void ModelOverrides::add(CLI::App& cmd) {
 }
 
 std::unique_ptr<api::Model> ModelOverrides::model(const std::string& name) const {
+  if (!fir.empty()) {
+    const CLI::Option* m = cmd_ ? cmd_->get_option_no_throw("--model") : nullptr;
+    if (m && m->count()) throw Error("--fir and --model cannot be combined");
+    if (any()) throw Error("the model overrides apply to the zoo models, not an imported .fir model");
+    return models::firModel(fir);
+  }
   const auto sizes = models::modelNames();
   if (std::find(sizes.begin(), sizes.end(), name) != sizes.end())
     return models::transformerModel(apply(models::namedConfig(name)));

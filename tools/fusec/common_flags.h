@@ -40,6 +40,8 @@ AttentionLowering attentionOf(const std::string& flag);
 struct ModelOverrides {
   std::optional<int64_t> vocab, dModel, layers, heads, dFF, contextLength;
   std::optional<double> ropeTheta;
+  std::string fir;  // --fir FILE: an imported model (frontend/models/fir_model.h) instead of --model
+  // Declares the overrides and --fir on `cmd` (which declares --model itself).
   void add(CLI::App& cmd);
   // `base` with the overrides applied, each at least 1 (the theta above 0), then the whole
   // configuration validated (models::validate: heads divide d_model, ...).
@@ -47,7 +49,11 @@ struct ModelOverrides {
   bool any() const;
   // The model --model NAME names (models::modelByName) with these overrides applied; a model
   // that is not a zoo size takes none ("the model overrides apply to the zoo models, not toy").
+  // With --fir, the imported model (--model and the overrides cannot be combined with it).
   std::unique_ptr<api::Model> model(const std::string& name) const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
 };
 
 // AdamW's hyperparameters (torch's defaults, weight decay 0.01).

@@ -1,0 +1,162 @@
+#include "frontend/models/fir_model.h"
+
+#include <filesystem>
+#include <random>
+
+#include "frontend/safetensors.h"
+#include "ir/builder.h"
+#include "ir/parser.h"
+#include "ir/roles.h"
+
+namespace fusec::models {
+
+namespace {
+
+bool trains(const std::string& program) { return program == "train_step" || program == "fwd_bwd"; }
+
+class FirModel final : public api::Model {
+ public:
+  explicit FirModel(std::string path) : path_(std::move(path)) {
+    std::unique_ptr<Module> m = parseFile(path_);  // parse and verify: errors name the file
+    check(*m);
+  }
+
+  std::unique_ptr<api::Model> clone() const override { return std::make_unique<FirModel>(*this); }
+
+  // The directory's name for DIR/model.fir (the exporter's layout), else the file's stem.
+  std::string name() const override {
+    const std::filesystem::path p(path_);
+    const std::string dir = p.parent_path().filename().string();
+    return p.stem() == "model" && !dir.empty() ? dir : p.stem().string();
+  }
+
+  std::vector<api::ParamInfo> params() const override { return params_; }
+  std::vector<std::string> programs() const override { return {"forward", "train_step", "fwd_bwd"}; }
+
+  Graph& trace(Module& m, const api::Program& p, const api::CompileOptions&) const override {
+    requireShape(p.batch, p.seq);
+    std::unique_ptr<Module> parsed = parseFile(path_);
+    std::unique_ptr<Graph> g = std::move(parsed->funcs.at(0));
+    if (trains(p.name)) {
+      // The zoo's loss: mean cross entropy of the logits over the targets.
+      Builder b(*g);
+      Value* logits = g->outputs.at(0);
+      Value* targets = b.input("targets", Type{DType::i64, {batch_, seq_}});
+      targets->name = "targets";
+      setRole(*targets->def, Role::Targets);
+      Value* loss = b.create1(OpKind::CrossEntropy, {logits, targets});
+      loss->name = "loss";
+      g->outputs = {loss};
+      g->outputUpdates.clear();
+      g->name = "train_step";
+    }
+    if (m.find(g->name)) throw Error("internal: the module already has a function @" + g->name);
+    m.funcs.push_back(std::move(g));
+    return *m.funcs.back();
+  }
+
+  void validateInputs(const api::Program& p, const Bindings& inputs) const override {
+    checkTokens(inputs, "ids");
+    if (trains(p.name)) checkTokens(inputs, "targets");
+  }
+
+  api::Program programFor(const std::string& program, const Bindings& inputs) const override {
+    auto it = inputs.find("ids");
+    if (it == inputs.end()) throw Error("missing tensor 'ids' (expected " + tokens().str() + ")");
+    const Type& t = it->second.type;
+    if (t.dtype != DType::i64 || t.rank() != 2) throw Error("tensor 'ids' is " + t.str() + ", expected " + tokens().str());
+    requireShape(t.shape[0], t.shape[1]);
+    return {program, batch_, seq_};
+  }
+
+  // The exporter's weights: the PyTorch model's own initialisation, or the state dict it was
+  // given. The seed does not apply.
+  Bindings initialWeights(uint64_t) const override {
+    const std::filesystem::path w = std::filesystem::path(path_).parent_path() / "weights.safetensors";
+    if (!std::filesystem::exists(w))
+      throw Error(path_ + ": no weights.safetensors beside it (the exporter writes one); give the weights with --weights");
+    return loadSafetensors(w.string());
+  }
+
+  Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
+    std::mt19937_64 rng(seed ^ 0x746f6b656e73ull);  // "tokens", as the zoo's
+    std::uniform_int_distribution<int64_t> id(0, vocab_ - 1);
+    Bindings in;
+    for (const char* name : {"ids", "targets"}) {
+      HostTensor t = HostTensor::zeros(tokens());
+      for (auto& x : t.i) x = id(rng);
+      in[name] = std::move(t);
+    }
+    if (!trains(p.name)) in.erase("targets");
+    return in;
+  }
+
+  std::vector<std::pair<std::string, double>> config() const override {
+    return {{"vocab", double(vocab_)}, {"batch", double(batch_)}, {"seq", double(seq_)}};
+  }
+  int64_t contextLength() const override { return seq_; }
+  std::pair<int64_t, int64_t> onlyShape() const override { return {batch_, seq_}; }
+
+ private:
+  Type tokens() const { return Type{DType::i64, {batch_, seq_}}; }
+
+  void fail(const std::string& what) const { throw Error(path_ + ": " + what); }
+
+  // The module must be one @forward: ids in, logits out, weights and buffers as params.
+  void check(const Module& m) {
+    if (m.funcs.size() != 1 || m.funcs[0]->name != "forward")
+      fail("an imported model is one function, @forward (ids -> logits)");
+    const Graph& g = *m.funcs[0];
+    const std::vector<Op*> inputs = g.inputs();
+    if (inputs.size() != 1 || roleOf(*inputs[0]) != Role::TokenIds)
+      fail("@forward takes one input, the token ids (role \"ids\")");
+    const Type& ids = inputs[0]->result()->type;
+    if (ids.dtype != DType::i64 || ids.rank() != 2) fail("@forward's ids are " + ids.str() + ", expected i64[B,T]");
+    batch_ = ids.shape[0];
+    seq_ = ids.shape[1];
+    if (g.outputs.size() != 1 || !g.updateOf(0).empty())
+      fail("@forward returns one value, the logits");
+    const Type& logits = g.outputs[0]->type;
+    if (!isFloat(logits.dtype) || logits.rank() != 3 || logits.shape[0] != batch_ || logits.shape[1] != seq_)
+      fail("@forward's logits are " + logits.str() + ", expected f32[" + std::to_string(batch_) + "," +
+           std::to_string(seq_) + ",V]");
+    vocab_ = logits.shape[2];
+    for (Op* p : g.params()) {
+      const Role r = roleOf(*p);
+      if (r != Role::Weight && r != Role::Buffer)
+        fail("param '" + p->attrStr("name") + "' has role \"" + std::string(roleName(r)) +
+             "\"; an imported model's params are weights and buffers");
+      if (p->result()->type.dtype != DType::f32)
+        fail("param '" + p->attrStr("name") + "' is " + p->result()->type.str() + "; weights and buffers are f32");
+      params_.push_back({p->attrStr("name"), p->result()->type.shape});
+    }
+  }
+
+  void requireShape(int64_t batch, int64_t seq) const {
+    if (batch != batch_ || seq != seq_)
+      throw Error(path_ + " was exported for ids " + tokens().str() + ", not i64[" + std::to_string(batch) + "," +
+                  std::to_string(seq) + "] (export it again with --batch " + std::to_string(batch) + " --seq " +
+                  std::to_string(seq) + ")");
+  }
+
+  void checkTokens(const Bindings& inputs, const std::string& name) const {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + tokens().str() + ")");
+    const HostTensor& t = it->second;
+    if (t.type != tokens()) throw Error("tensor '" + name + "' is " + t.type.str() + ", expected " + tokens().str());
+    for (size_t k = 0; k < t.i.size(); ++k)
+      if (t.i[k] < 0 || t.i[k] >= vocab_)
+        throw Error("token id " + std::to_string(t.i[k]) + " at " + name + "[" + std::to_string(int64_t(k) / seq_) + "," +
+                    std::to_string(int64_t(k) % seq_) + "] is out of range for vocab " + std::to_string(vocab_));
+  }
+
+  std::string path_;
+  int64_t batch_ = 0, seq_ = 0, vocab_ = 0;
+  std::vector<api::ParamInfo> params_;
+};
+
+}  // namespace
+
+std::unique_ptr<api::Model> firModel(const std::string& path) { return std::make_unique<FirModel>(path); }
+
+}  // namespace fusec::models
