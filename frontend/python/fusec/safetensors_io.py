@@ -1,0 +1,51 @@
+"""Safetensors files without the safetensors package (Debian has none): an 8-byte little-endian
+header length, a JSON header {name: {dtype, shape, data_offsets}}, then the raw data, in the
+layout fusec's reader (frontend/safetensors.h) and PyTorch's tools expect."""
+import json
+import os
+import struct
+
+import torch
+
+_DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.bfloat16: "BF16", torch.bool: "BOOL"}
+
+
+def save(path, tensors, metadata=None):
+    """Writes `tensors` (name -> torch.Tensor) to `path` atomically (a temporary file renamed)."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        if t.dtype not in _DTYPES:
+            raise ValueError(f"{name}: dtype {t.dtype} cannot be written (f32, i64, bf16, bool)")
+        data = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def load(path):
+    """The tensors of a safetensors file (F32, I64, BOOL), by name."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    kinds = {"F32": torch.float32, "I64": torch.int64, "BOOL": torch.bool}
+    out = {}
+    for name, h in header.items():
+        b, e = h["data_offsets"]
+        buf = bytearray(raw[8 + n + b:8 + n + e])
+        out[name] = torch.frombuffer(buf, dtype=kinds[h["dtype"]]).reshape(h["shape"]).clone() if e > b else \
+            torch.zeros(h["shape"], dtype=kinds[h["dtype"]])
+    return out
