@@ -50,6 +50,9 @@ class Outliner {
     auto it = owned_.find(op);
     if (it == owned_.end() || !it->second) return;  // already emitted
     std::unique_ptr<Op> p = std::move(it->second);
+    // A top-level op that kernels also recompute (plan_.inlined) is cloned into them from its
+    // original operands, not the top-level ones it gets here (which may be kernel results).
+    if (plan_.inlined.count(p.get())) original_[p.get()] = p->operands;
     for (Value*& v : p->operands) v = top(v);
     for (auto& r : p->results) top_[r.get()] = r.get();
     out_.push_back(std::move(p));
@@ -78,7 +81,8 @@ class Outliner {
       std::unique_ptr<Op> c;
       if (plan_.inlined.count(d)) {  // recomputed here
         std::vector<Value*> xs;
-        for (Value* o : d->operands) xs.push_back(get(o));
+        auto orig = original_.find(d);
+        for (Value* o : orig != original_.end() ? orig->second : d->operands) xs.push_back(get(o));
         c = cloneWith(*d, std::move(xs));
         ops.push_back(std::move(c));
         Op* placed = ops.back().get();
@@ -135,6 +139,7 @@ class Outliner {
   const Plan& plan_;
   std::unordered_map<const Op*, std::unique_ptr<Op>> owned_;
   std::unordered_map<const Value*, Value*> top_;
+  std::unordered_map<const Op*, std::vector<Value*>> original_;  // operands before emitTop
   std::vector<std::unique_ptr<Op>> out_;
 };
 

@@ -123,6 +123,13 @@ TEST(PassFuse, LitGraphsKeepTheirMeaning) {
   fuseChecked(*m, 0);
 }
 
+// A top-level view that a kernel also recomputes is cloned from its original operands
+// (an imported model's training step, lit passes/fuse-recomputed-view.fir).
+TEST(PassFuse, RecomputedTopLevelViewKeepsItsOperands) {
+  auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/fuse-recomputed-view.fir");
+  fuseChecked(*m, 1e-5);
+}
+
 // Cross-entropy forward (two row reductions and a gather in one row kernel), its loss mean
 // (a reduce_all), a norm-weight gradient (col_reduce) and an embedding gradient (scatter).
 constexpr const char* kReductions = R"(
