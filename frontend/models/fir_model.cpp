@@ -1,8 +1,8 @@
 #include "frontend/models/fir_model.h"
 
 #include <filesystem>
-#include <random>
 
+#include "frontend/models/token_inputs.h"
 #include "frontend/safetensors.h"
 #include "ir/builder.h"
 #include "ir/parser.h"
@@ -16,9 +16,8 @@ bool trains(const std::string& program) { return program == "train_step" || prog
 
 class FirModel final : public api::Model {
  public:
-  explicit FirModel(std::string path) : path_(std::move(path)) {
-    std::unique_ptr<Module> m = parseFile(path_);  // parse and verify: errors name the file
-    check(*m);
+  explicit FirModel(std::string path) : path_(std::move(path)), module_(parseFile(path_)) {  // errors name the file
+    check(*module_);
   }
 
   std::unique_ptr<api::Model> clone() const override { return std::make_unique<FirModel>(*this); }
@@ -35,8 +34,7 @@ class FirModel final : public api::Model {
 
   Graph& trace(Module& m, const api::Program& p, const api::CompileOptions&) const override {
     requireShape(p.batch, p.seq);
-    std::unique_ptr<Module> parsed = parseFile(path_);
-    std::unique_ptr<Graph> g = std::move(parsed->funcs.at(0));
+    std::unique_ptr<Graph> g = cloneGraph(*module_->funcs.at(0));
     if (trains(p.name)) {
       // The zoo's loss: mean cross entropy of the logits over the targets.
       Builder b(*g);
@@ -56,8 +54,8 @@ class FirModel final : public api::Model {
   }
 
   void validateInputs(const api::Program& p, const Bindings& inputs) const override {
-    checkTokens(inputs, "ids");
-    if (trains(p.name)) checkTokens(inputs, "targets");
+    checkTokenInput(inputs, "ids", tokens(), vocab_);
+    if (trains(p.name)) checkTokenInput(inputs, "targets", tokens(), vocab_);
   }
 
   api::Program programFor(const std::string& program, const Bindings& inputs) const override {
@@ -79,16 +77,7 @@ class FirModel final : public api::Model {
   }
 
   Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
-    std::mt19937_64 rng(seed ^ 0x746f6b656e73ull);  // "tokens", as the zoo's
-    std::uniform_int_distribution<int64_t> id(0, vocab_ - 1);
-    Bindings in;
-    for (const char* name : {"ids", "targets"}) {
-      HostTensor t = HostTensor::zeros(tokens());
-      for (auto& x : t.i) x = id(rng);
-      in[name] = std::move(t);
-    }
-    if (!trains(p.name)) in.erase("targets");
-    return in;
+    return randomTokenInputs(tokens().shape, vocab_, trains(p.name), seed);
   }
 
   std::vector<std::pair<std::string, double>> config() const override {
@@ -139,18 +128,8 @@ class FirModel final : public api::Model {
                   std::to_string(seq) + ")");
   }
 
-  void checkTokens(const Bindings& inputs, const std::string& name) const {
-    auto it = inputs.find(name);
-    if (it == inputs.end()) throw Error("missing tensor '" + name + "' (expected " + tokens().str() + ")");
-    const HostTensor& t = it->second;
-    if (t.type != tokens()) throw Error("tensor '" + name + "' is " + t.type.str() + ", expected " + tokens().str());
-    for (size_t k = 0; k < t.i.size(); ++k)
-      if (t.i[k] < 0 || t.i[k] >= vocab_)
-        throw Error("token id " + std::to_string(t.i[k]) + " at " + name + "[" + std::to_string(int64_t(k) / seq_) + "," +
-                    std::to_string(int64_t(k) % seq_) + "] is out of range for vocab " + std::to_string(vocab_));
-  }
-
   std::string path_;
+  std::shared_ptr<const Module> module_;  // parsed and verified once; each trace clones it
   int64_t batch_ = 0, seq_ = 0, vocab_ = 0;
   std::vector<api::ParamInfo> params_;
 };

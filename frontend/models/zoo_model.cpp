@@ -5,6 +5,7 @@
 
 #include "frontend/init.h"
 #include "frontend/models/attention.h"
+#include "frontend/models/token_inputs.h"
 
 namespace fusec::models {
 
@@ -31,16 +32,6 @@ const Shape* shapeInput(const Bindings& inputs, const std::string& name, DType d
   return &t.shape;
 }
 
-// Example inputs draw from their own stream: independent of the weights' (seeded by name).
-std::mt19937_64 inputStream(uint64_t seed) { return std::mt19937_64(seed ^ 0x746f6b656e73ull); }  // "tokens"
-
-HostTensor uniformIds(const Shape& shape, int64_t classes, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> id(0, classes - 1);
-  HostTensor t = HostTensor::zeros(Type{DType::i64, shape});
-  for (auto& x : t.i) x = id(rng);
-  return t;
-}
-
 HostTensor normals(const Shape& shape, std::mt19937_64& rng) {
   NormalSampler normal(rng());
   HostTensor t = HostTensor::zeros(Type{DType::f32, shape});
@@ -52,14 +43,6 @@ Bindings initial(const std::vector<ParamSpec>& specs, uint64_t seed) {
   Bindings out;
   for (const auto& s : specs) out.emplace(s.name, initParameter(s, seed));
   return out;
-}
-
-void checkTokens(const HostTensor& t, const std::string& name, int64_t vocab) {
-  const int64_t T = t.type.shape.back();
-  for (size_t k = 0; k < t.i.size(); ++k)
-    if (t.i[k] < 0 || t.i[k] >= vocab)
-      throw Error("token id " + std::to_string(t.i[k]) + " at " + name + "[" + std::to_string(int64_t(k) / T) + "," +
-                  std::to_string(int64_t(k) % T) + "] is out of range for vocab " + std::to_string(vocab));
 }
 
 std::vector<api::ParamInfo> infos(const std::vector<ParamSpec>& specs) {
@@ -87,8 +70,8 @@ class TransformerModel final : public api::Model {
 
   void validateInputs(const api::Program& p, const Bindings& inputs) const override {
     const Type tokens{DType::i64, {p.batch, p.seq}};
-    checkTokens(*requireInput(inputs, "ids", tokens), "ids", cfg_.vocab);
-    if (trains(p.name)) checkTokens(*requireInput(inputs, "targets", tokens), "targets", cfg_.vocab);
+    checkTokenInput(inputs, "ids", tokens, cfg_.vocab);
+    if (trains(p.name)) checkTokenInput(inputs, "targets", tokens, cfg_.vocab);
   }
 
   api::Program programFor(const std::string& program, const Bindings& inputs) const override {
@@ -102,12 +85,7 @@ class TransformerModel final : public api::Model {
   Bindings initialWeights(uint64_t seed) const override { return initial(parameterSpecs(cfg_), seed); }
 
   Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
-    std::mt19937_64 rng = inputStream(seed);
-    Bindings in;
-    in["ids"] = uniformIds({p.batch, p.seq}, cfg_.vocab, rng);
-    in["targets"] = uniformIds({p.batch, p.seq}, cfg_.vocab, rng);
-    if (!trains(p.name)) in.erase("targets");
-    return in;
+    return randomTokenInputs({p.batch, p.seq}, cfg_.vocab, trains(p.name), seed);
   }
 
   std::vector<std::pair<std::string, double>> config() const override {
@@ -154,7 +132,7 @@ class ToyModel final : public api::Model {
   Bindings initialWeights(uint64_t seed) const override { return initial(toyParameterSpecs(cfg_), seed); }
 
   Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
-    std::mt19937_64 rng = inputStream(seed);
+    std::mt19937_64 rng = exampleStream(seed);
     Bindings in;
     in["x"] = normals({p.batch, cfg_.inFeatures}, rng);
     if (trains(p.name)) in["targets"] = uniformIds({p.batch}, cfg_.outFeatures, rng);
@@ -200,7 +178,7 @@ class AttentionModel final : public api::Model {
   Bindings initialWeights(uint64_t) const override { return {}; }
 
   Bindings exampleInputs(const api::Program& p, uint64_t seed) const override {
-    std::mt19937_64 rng = inputStream(seed);
+    std::mt19937_64 rng = exampleStream(seed);
     Bindings in;
     for (const char* n : {"q", "k", "v", "grad_out"})
       if (std::string(n) != "grad_out" || p.name == "attention_backward") in[n] = normals({p.batch, p.seq, d_}, rng);
