@@ -179,18 +179,7 @@ Command addCompileCommand(CLI::App& app) {
     if (a->stats && a->printDTypes) throw Error("compile: --stats and --print-dtypes cannot be combined");
 
     std::unique_ptr<api::Model> model = modelOf(*a);
-    if (const auto [batch, seq] = model->onlyShape(); batch > 0) {  // an imported model's shape
-      if (!a->batchOpt->count()) a->batch = batch;
-      if (!a->ctxOpt->count()) a->ctx = seq;
-    }
-    if (const int64_t ctx = model->contextLength(); ctx > 0) {
-      if (!a->ctxOpt->count()) a->ctx = std::min(a->ctx, ctx);  // tiny's context is 16
-      if (a->ctx > ctx)
-        throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(ctx) +
-                    " of model '" + model->name() + "'");
-    }
-    requireAtLeast(a->batch, "--batch", 1);
-    requireAtLeast(a->ctx, "--ctx", 1);
+    resolveShape(*model, a->batch, a->batchOpt->count() > 0, a->ctx, a->ctxOpt->count() > 0);
 
     if (a->emit.emit != "ir" && a->emit.outDir.empty()) throw Error("--emit=" + a->emit.emit + " needs --out-dir");
     if (a->emit.emit != "ir" && (a->stats || a->printDTypes))

@@ -31,6 +31,7 @@ namespace {
 struct ProfileArgs {
   std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention;
   int64_t batch = 4, ctx = 256;
+  CLI::Option *batchOpt = nullptr, *ctxOpt = nullptr;
   ModelOverrides overrides;
   int iters = 10, warmup = 3;
   uint64_t seed = 0;
@@ -99,8 +100,8 @@ Command addProfileCommand(CLI::App& app) {
       ->type_name("PROGRAM");
   addDtypeFlag(*cmd, a->dtype, "fp32");
   addAttentionFlag(*cmd, a->attention, "fused");
-  cmd->add_option("--batch", a->batch, "Batch size (default: 4)")->type_name("N");
-  cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256)")->type_name("N");
+  a->batchOpt = cmd->add_option("--batch", a->batch, "Batch size (default: 4, or an imported model's)")->type_name("N");
+  a->ctxOpt = cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256, at most the model's context)")->type_name("N");
   a->overrides.add(*cmd);
   cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");
   cmd->add_option("--warmup", a->warmup, "Untimed runs first (default: 3; at least 2, the graph capture)")->type_name("N");
@@ -113,11 +114,7 @@ Command addProfileCommand(CLI::App& app) {
     if (!cmd->parsed()) return -1;
     // Everything the flags can get wrong fails before the device is touched.
     const std::unique_ptr<api::Model> model = a->overrides.model(a->model);
-    requireAtLeast(a->batch, "--batch", 1);
-    requireAtLeast(a->ctx, "--ctx", 1);
-    if (const int64_t ctx = model->contextLength(); ctx > 0 && a->ctx > ctx)
-      throw Error("--ctx " + std::to_string(a->ctx) + " exceeds the context length " + std::to_string(ctx) +
-                  " of model '" + model->name() + "' (--context-length raises it)");
+    resolveShape(*model, a->batch, a->batchOpt->count() > 0, a->ctx, a->ctxOpt->count() > 0);
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);

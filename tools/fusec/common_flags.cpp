@@ -91,6 +91,20 @@ std::unique_ptr<api::Model> ModelOverrides::model(const std::string& name) const
   return m;
 }
 
+void resolveShape(const api::Model& model, int64_t& batch, bool batchGiven, int64_t& ctx, bool ctxGiven) {
+  if (const auto [b, t] = model.onlyShape(); b > 0) {
+    if (!batchGiven) batch = b;
+    if (!ctxGiven) ctx = t;
+  } else if (const int64_t c = model.contextLength(); c > 0) {
+    if (!ctxGiven) ctx = std::min(ctx, c);  // tiny's context is 16
+    if (ctx > c)
+      throw Error("--ctx " + std::to_string(ctx) + " exceeds the context length " + std::to_string(c) + " of model '" +
+                  model.name() + "' (--context-length raises it)");
+  }
+  requireAtLeast(batch, "--batch", 1);
+  requireAtLeast(ctx, "--ctx", 1);
+}
+
 bool ModelOverrides::any() const { return vocab || dModel || layers || heads || dFF || contextLength || ropeTheta; }
 
 models::ModelConfig ModelOverrides::apply(models::ModelConfig c) const {

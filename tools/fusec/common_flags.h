@@ -56,6 +56,13 @@ struct ModelOverrides {
   CLI::App* cmd_ = nullptr;
 };
 
+// The batch and sequence length (--batch, --ctx) a command traces `model` at. An imported
+// model's own shape (Model::onlyShape) unless given (its trace refuses another); a --ctx not
+// given is at most the model's context length. Then checked: each at least 1, and --ctx
+// within the context ("--ctx N exceeds the context length C of model 'M' (--context-length
+// raises it)").
+void resolveShape(const api::Model& model, int64_t& batch, bool batchGiven, int64_t& ctx, bool ctxGiven);
+
 // AdamW's hyperparameters (torch's defaults, weight decay 0.01).
 struct AdamWFlags {
   double lr = 1e-3, eps = 1e-8, weightDecay = 0.01;
