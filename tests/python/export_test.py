@@ -109,6 +109,11 @@ def cs336(fusec, tmp):
     worst = max(rel(got[n] - initial[n], p.detach() - initial[n]) for n, p in model.named_parameters())
     check(worst < 1e-3, f"cs336: every parameter's update matches, worst relative error {worst:.2e} < 1e-3")
 
+    # The GPU's pipeline (every optimisation pass, kernels planned) takes the imported step too.
+    r = run(fusec, "compile", "--fir", os.path.join(out, "model.fir"), "--program", "train_step", "--stats")
+    check(r.returncode == 0 and '"kernels"' in r.stdout,
+          f"cs336: fusec compile --program train_step runs the optimisation pipeline ({r.stderr.strip()})")
+
     # Wrong inputs: one line, exit 1, nothing written.
     bad = os.path.join(tmp, "bad.safetensors")
     safetensors_io.save(bad, {"ids": torch.zeros(B, T + 1, dtype=torch.int64)})

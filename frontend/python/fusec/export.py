@@ -173,11 +173,10 @@ class _Converter:
         return self.like(v, shape)
 
     # ---- the graph
-    def run(self, example):
+    def run(self):
         results = self.real = {}  # every node's real value on the example
         by_id = {id(leaf): node for node, (leaf, kind, _) in self.placeholders.items() if kind == "param"}
         for node in self.gm.graph.nodes:
-            node.meta_real = lambda a, r=results: r[a] if isinstance(a, torch.fx.Node) else torch.tensor(a)
             if node.op == "get_attr":  # a tensor the trace kept as a constant
                 t = getattr(self.gm, node.target)
                 if id(t) in by_id:  # a parameter reached another way (a tied weight)
@@ -297,7 +296,7 @@ class _Converter:
             # Compares take their operands' promoted dtype; the rest compute in the result's.
             dtype = out.dtype
             if fop in _COMPARES or fop in ("and", "or"):
-                reals = [node.meta_real(a) for a in (x, y)]
+                reals = [self.real[a] if isinstance(a, torch.fx.Node) else torch.tensor(a) for a in (x, y)]
                 dtype = torch.result_type(*reals) if fop in _COMPARES else torch.bool
             ys = self.operand(y, out.shape, dtype)
             if alpha != 1:
@@ -457,7 +456,7 @@ def export(model, example_ids, out_dir):
     gm, leaves, kinds, names = _capture(model, example_ids)
     conv = _Converter(gm, leaves, kinds, names, sources)
     with torch.no_grad():
-        conv.run(example_ids)
+        conv.run()
         want = model(example_ids)
     if not isinstance(want, torch.Tensor) or want.dim() != 3:
         raise ExportError("forward(ids) must return the logits as one tensor [B, T, V]")
