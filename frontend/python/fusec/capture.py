@@ -1,0 +1,125 @@
+"""Captures a PyTorch language model (forward(ids) -> logits) as an ATen-level fx graph:
+torch.export with the core-ATen decompositions where torch >= 2.1, make_fx on older torch
+(Debian's 1.13, what CI has). Either way the result is a Captured: the graph module and, for
+each of its placeholders, the real tensor it stands for, its kind ("param", "buffer" or
+"input") and its name (a parameter's first name in named_parameters(), so a tied weight is
+one parameter)."""
+import os
+import traceback
+from collections import namedtuple
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._pytree import tree_flatten
+
+try:  # torch >= 2.0
+    from torch.func import functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call
+
+
+class ExportError(Exception):
+    """An export that cannot be done faithfully; its message is one line."""
+
+
+# placeholders: [(fx node, real tensor, kind, name)] in graph order; how: "torch.export" or "make_fx".
+Captured = namedtuple("Captured", "gm placeholders how")
+
+
+def has_torch_export():
+    return hasattr(torch, "export") and hasattr(torch.export, "export")
+
+
+def capture(model, ids, how="auto"):
+    if how == "auto":
+        how = "torch.export" if has_torch_export() else "make_fx"
+    if how == "torch.export":
+        if not has_torch_export():
+            raise ExportError(f"torch.export needs torch >= 2.1, this is {torch.__version__}")
+        return _capture_export(model, ids)
+    if how == "make_fx":
+        return _capture_make_fx(model, ids)
+    raise ExportError(f"unknown capture '{how}' (auto, torch.export or make_fx)")
+
+
+def _capture_make_fx(model, ids):
+    params = dict(model.named_parameters())  # a tied weight once, under its first name
+    buffers = dict(model.named_buffers())
+
+    def forward(p, b, x):
+        return functional_call(model, {**p, **b}, (x,))
+
+    with torch.no_grad():
+        gm = make_fx(forward)(params, buffers, ids)
+    leaves, _ = tree_flatten((params, buffers, ids))
+    kinds = ["param"] * len(params) + ["buffer"] * len(buffers) + ["input"]
+    names = list(params) + list(buffers) + ["ids"]
+    nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if not (len(leaves) == len(kinds) == len(nodes)):
+        raise ExportError("internal: the captured graph's inputs do not match the model's parameters and buffers")
+    return Captured(gm, list(zip(nodes, leaves, kinds, names)), "make_fx")
+
+
+def _capture_export(model, ids):
+    from torch.export.graph_signature import InputKind
+    with torch.no_grad():
+        try:
+            ep = torch.export.export(model, (ids,), strict=False)
+        except Exception as e:  # torch's own message, first line: what could not be traced
+            raise ExportError(f"torch.export failed: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+        ep = ep.run_decompositions()
+    first = {}  # a tensor's first name in named_parameters(): the name a tied weight keeps
+    for name, p in model.named_parameters():
+        first.setdefault(id(p), name)
+    nodes = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
+    placeholders = []
+    for spec in ep.graph_signature.input_specs:
+        node = nodes[spec.arg.name]
+        if spec.kind == InputKind.USER_INPUT:
+            placeholders.append((node, ids, "input", "ids"))
+        elif spec.kind == InputKind.PARAMETER:
+            p = model.get_parameter(spec.target)
+            placeholders.append((node, p, "param", first.get(id(p), spec.target)))
+        elif spec.kind == InputKind.BUFFER:
+            t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            placeholders.append((node, t, "buffer", spec.target))
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            placeholders.append((node, ep.constants[spec.target], "buffer", spec.target))
+        else:
+            raise ExportError(f"unsupported graph input kind {spec.kind} ({spec.target})")
+    order = [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
+    placeholders.sort(key=lambda p: order.index(p[0]))
+    return Captured(ep.graph_module, placeholders, "torch.export")
+
+
+class SourceLines:
+    """The model's source line of the first call of each ATen op, from an eager run under a
+    dispatch mode: what an unsupported-op error points at."""
+
+    def __init__(self, model, args):
+        self.first = {}
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError:
+            return
+        lines = self.first
+        torch_dir = os.path.dirname(torch.__file__)
+        here = os.path.dirname(os.path.abspath(__file__))
+
+        class Recorder(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                key = str(func.overloadpacket).split("::")[-1].split(".")[-1]
+                if key not in lines:
+                    for fr in reversed(traceback.extract_stack()[:-1]):
+                        f = os.path.abspath(fr.filename)
+                        if not f.startswith(torch_dir) and not f.startswith(here):
+                            lines[key] = f"{os.path.basename(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}"
+                            break
+                return func(*args, **(kwargs or {}))
+
+        with torch.no_grad(), Recorder():
+            model(*args)
+
+    def of(self, op):
+        key = op.split(".")[1] if op.startswith("aten.") else op
+        return self.first.get(key, "source line unknown")

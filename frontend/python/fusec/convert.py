@@ -1,0 +1,457 @@
+"""Converts a captured ATen fx graph (capture.py) to a fusec @forward: ids -> logits.
+
+Every fx node is run on its real example values as it is converted, so the converter knows
+each node's real result. Nodes that depend on neither the ids nor the weights (RoPE tables,
+causal masks, position ranges) are computed here, once: a splat becomes a `constant`,
+anything else a buffer param. Each emitted op is kept as a record (_Def), so patterns can be
+matched over what was emitted (attention.py) and what ends up unused is dropped when the
+function is printed."""
+import math
+
+import torch
+
+from . import attention
+from .capture import ExportError
+
+_FIR_DTYPES = {torch.float32: "f32", torch.int64: "i64", torch.int32: "i32", torch.bool: "bool",
+               torch.bfloat16: "bf16"}
+
+
+def fir_type(dtype, shape):
+    if dtype not in _FIR_DTYPES:
+        raise ExportError(f"dtype {dtype} has no fusec equivalent")
+    return f"{_FIR_DTYPES[dtype]}[{','.join(str(int(d)) for d in shape)}]"
+
+
+def number(x):
+    x = float(x)
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if math.isnan(x):
+        return "nan"
+    return repr(x)
+
+
+class Value:
+    """A fusec value: its IR name, shape and dtype."""
+
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, tuple(int(d) for d in shape), dtype
+
+    @property
+    def type(self):
+        return fir_type(self.dtype, self.shape)
+
+
+class Def:
+    """One emitted op: its results, operands, attribute text and the attributes patterns read
+    (`meta`: a permute's perm, a constant's value, a softmax's axis)."""
+
+    def __init__(self, op, results, operands, attrs, meta):
+        self.op, self.results, self.operands, self.attrs, self.meta = op, results, operands, attrs, meta
+
+    def line(self):
+        names = ", ".join(f"%{r.name}" for r in self.results)
+        ops = ", ".join(f"%{o.name}" for o in self.operands)
+        types = ", ".join(r.type for r in self.results)
+        return f"  {names} = {self.op}({ops}){' {' + self.attrs + '}' if self.attrs else ''} : {types}"
+
+
+def op_name(target):
+    """"aten.mm.default" for an ATen overload, "getitem" for a Python function."""
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    return getattr(target, "__name__", str(target))
+
+
+class Converter:
+    def __init__(self, captured, sources):
+        self.gm, self.sources = captured.gm, sources
+        self.placeholders = {node: (leaf, kind, name) for node, leaf, kind, name in captured.placeholders}
+        self.defs, self.order = {}, []  # value name -> its Def; Defs in emission order
+        self.values, self.static = {}, {}  # fx node -> fusec value; fx node -> real tensor (export-time)
+        self.dynamic = set()  # names of values that depend on the ids or a weight
+        self.realv = {}  # value name -> its real tensor, for the values of converted nodes
+        self.tensors = {}  # what weights.safetensors holds
+        self.counter = 0
+
+    # ---- emission
+    def fresh(self, hint):
+        self.counter += 1
+        return f"{hint}.{self.counter}"
+
+    def emit_multi(self, op, operands, types, attrs="", hint="v", meta=None):
+        results = [Value(self.fresh(hint), shape, dtype) for shape, dtype in types]
+        d = Def(op, results, list(operands), attrs, meta or {})
+        self.order.append(d)
+        for r in results:
+            self.defs[r.name] = d
+        if any(o.name in self.dynamic for o in operands):
+            self.dynamic.update(r.name for r in results)
+        return results
+
+    def emit(self, op, operands, shape, dtype, attrs="", hint="v", meta=None):
+        return self.emit_multi(op, operands, [(shape, dtype)], attrs, hint, meta)[0]
+
+    def source(self, name, shape, dtype, attrs, hint, dynamic):
+        v = self.emit_multi("param" if hint != "ids" else "input", [], [(shape, dtype)], attrs, hint)[0]
+        if hint == "ids":  # the input keeps its name: fusec binds inputs by it
+            del self.defs[v.name]
+            v.name = "ids"
+            self.defs["ids"] = self.order[-1]
+        if dynamic:
+            self.dynamic.add(v.name)
+        return v
+
+    def constant(self, value, shape, dtype):
+        return self.emit("constant", [], shape, dtype, f"value = {number(value)}", "c", {"value": float(value)})
+
+    def permute(self, v, perm):
+        return self.emit("permute", [v], [v.shape[p] for p in perm], v.dtype, f"perm = {list(perm)}",
+                         meta={"perm": list(perm)})
+
+    def reshape(self, v, shape):
+        return v if tuple(shape) == v.shape else self.emit("reshape", [v], shape, v.dtype)
+
+    def materialize(self, t):
+        """A value known at export time: a splat becomes a constant, anything else a buffer."""
+        t = t.detach()
+        if t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
+            return self.constant(t.reshape(-1)[0].item(), t.shape, t.dtype)
+        name = f"_const.{len(self.tensors)}"
+        self.tensors[name] = t.to(torch.float32)
+        v = self.source(name, t.shape, torch.float32, f'name = "{name}", role = "buffer"', "buf", False)
+        if t.dtype == torch.bool:
+            return self.emit("ne", [v, self.constant(0, t.shape, torch.float32)], t.shape, torch.bool)
+        if t.dtype != torch.float32:
+            return self.emit("cast", [v], t.shape, t.dtype)
+        return v
+
+    def value(self, a):
+        """The fusec value of an fx argument (materializing export-time values)."""
+        if isinstance(a, torch.fx.Node):
+            if a in self.values:
+                return self.values[a]
+            if a in self.static:
+                v = self.materialize(self.static[a])
+                self.values[a] = v
+                return v
+        raise ExportError(f"internal: no value for {a}")
+
+    def like(self, v, shape):
+        """`v` broadcast to `shape` (numpy rules), as the binary ops need equal types."""
+        if v.shape == tuple(shape):
+            return v
+        lead = len(shape) - len(v.shape)
+        r = v if lead == 0 else self.emit("reshape", [v], (1,) * lead + v.shape, v.dtype)
+        return self.emit("broadcast", [r], shape, v.dtype)
+
+    def operand(self, a, shape, dtype):
+        """A tensor operand or a Python scalar, as a value of `shape` and `dtype`."""
+        if isinstance(a, (int, float, bool)):
+            return self.constant(a, shape, dtype)
+        v = self.value(a)
+        if v.dtype != dtype:
+            v = self.emit("cast", [v], v.shape, dtype)
+        return self.like(v, shape)
+
+    # ---- the graph
+    def run(self):
+        """Converts the graph; returns the logits value."""
+        results = self.real = {}  # every node's real value on the example
+        by_id = {}  # id(parameter tensor) -> its fusec value: a tied weight reached twice is one param
+        for node in self.gm.graph.nodes:
+            if node.op == "get_attr":  # a tensor the trace kept as a constant
+                t = getattr(self.gm, node.target)
+                results[node] = t
+                if id(t) in by_id:  # a parameter reached another way (a tied weight)
+                    self.values[node] = by_id[id(t)]
+                else:
+                    self.static[node] = t
+                continue
+            if node.op == "placeholder":
+                leaf, kind, name = self.placeholders[node]
+                results[node] = leaf
+                if kind == "input":
+                    self.values[node] = self.source("ids", leaf.shape, leaf.dtype, 'name = "ids", role = "ids"', "ids", True)
+                elif kind == "param" and id(leaf) in by_id:
+                    self.values[node] = by_id[id(leaf)]
+                elif kind == "param":
+                    self.tensors[name] = leaf.detach().to(torch.float32)
+                    v = self.source(name, leaf.shape, torch.float32, f'name = "{name}"', "w", True)
+                    self.values[node] = by_id[id(leaf)] = v
+                else:  # a buffer: known now
+                    self.static[node] = leaf
+                continue
+            if node.op == "output":
+                out = node.args[0]
+                out = out[0] if isinstance(out, (list, tuple)) else out
+                logits = self.value(out)
+                if logits.dtype != torch.float32:
+                    logits = self.emit("cast", [logits], logits.shape, torch.float32)
+                return logits
+            args = torch.fx.node.map_arg(node.args, lambda n: results[n])
+            kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: results[n])
+            if node.op != "call_function":
+                raise ExportError(f"internal: fx node {node.op} {node.target}")
+            out = node.target(*args, **kwargs)
+            results[node] = out
+            dynamic = any(isinstance(a, torch.fx.Node) and a not in self.static
+                          for a in node.all_input_nodes)
+            if not dynamic:
+                self.static[node] = out
+                continue
+            self.convert(node, out)
+        raise ExportError("internal: the graph has no output")
+
+    def convert(self, node, out):
+        op = op_name(node.target)
+        name = op.split(".")[1] if op.startswith("aten.") else op
+        try:
+            fn = getattr(self, "op_" + name, None)
+            if fn is None:
+                raise ExportError(f"unsupported op {op}")
+            v = fn(node, out, *node.args, **node.kwargs)
+        except ExportError as e:
+            msg = str(e)
+            if msg.startswith("unsupported"):
+                msg += f" ({self.sources.of(op)})"
+            raise ExportError(msg) from None
+        self.values[node] = v
+        for value, real in (zip(v, out) if isinstance(v, list) else [(v, out)]):
+            if isinstance(value, Value) and isinstance(real, torch.Tensor):
+                self.realv.setdefault(value.name, real)
+
+    def text(self, logits):
+        """The function's body: the sources (every param, even an unused one: the weights
+        file holds it), then the ops the logits need, in emission order."""
+        live, work = set(), [logits]
+        while work:
+            v = work.pop()
+            d = self.defs[v.name]
+            if id(d) not in live:
+                live.add(id(d))
+                work.extend(d.operands)
+        lines = [d.line() for d in self.order if id(d) in live or d.op in ("input", "param")]
+        return "\n".join(lines + [f"  return %{logits.name}"])
+
+    # ---- ATen ops. Each returns the fusec value of the node; `out` is its real result.
+    def _same(self, node, out, x, *rest, **kw):
+        return self.value(x)
+
+    op_clone = op_detach = op_alias = op_contiguous = op_lift_fresh_copy = _same
+
+    def _reshape(self, node, out, x, *rest, **kw):
+        return self.emit("reshape", [self.value(x)], out.shape, out.dtype)
+
+    op_view = op__reshape_alias = op__unsafe_view = op_reshape = op_unsqueeze = op_squeeze = _reshape
+    op_flatten = op_view_as = _reshape
+
+    def op_t(self, node, out, x):
+        return self.permute(self.value(x), [1, 0])
+
+    def op_transpose(self, node, out, x, d0, d1):
+        v = self.value(x)
+        perm = list(range(len(v.shape)))
+        d0, d1 = d0 % len(perm), d1 % len(perm)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return self.permute(v, perm)
+
+    def op_permute(self, node, out, x, perm):
+        v = self.value(x)
+        return self.permute(v, [p % len(v.shape) for p in perm])
+
+    def op_expand(self, node, out, x, *rest, **kw):
+        return self.like(self.value(x), out.shape)
+
+    def op__to_copy(self, node, out, x, **kw):
+        v = self.value(x)
+        return v if out.dtype == v.dtype else self.emit("cast", [v], v.shape, out.dtype)
+
+    op_to = op__to_copy
+
+    def op_embedding(self, node, out, w, ids, *rest):
+        wv, iv = self.value(w), self.value(ids)
+        n, d = int(math.prod(iv.shape)), wv.shape[1]
+        idx = self.emit("broadcast", [self.emit("reshape", [iv], (n, 1), iv.dtype)], (n, d), iv.dtype)
+        rows = self.emit("gather", [wv, idx], (n, d), wv.dtype, "axis = 0")
+        return self.emit("reshape", [rows], out.shape, out.dtype)
+
+    def op_mm(self, node, out, x, y):
+        # P @ V at the end of an explicit attention (softmax of masked, scaled Q K^T) becomes
+        # the attention composite, so the fused lowerings apply (attention.py).
+        o = attention.match_softmax_attention(self, out, self.value(x), self.value(y))
+        if o is not None:
+            return o
+        return self.emit("matmul", [self.value(x), self.value(y)], out.shape, out.dtype)
+
+    def op_scaled_dot_product_attention(self, node, out, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                        scale=None, enable_gqa=False):
+        return attention.sdpa(self, out, q, k, v, attn_mask, dropout_p, is_causal, scale)
+
+    def op__scaled_dot_product_flash_attention_for_cpu(self, node, out, q, k, v, dropout_p=0.0, is_causal=False,
+                                                         attn_mask=None, scale=None):
+        o = attention.sdpa(self, out[0], q, k, v, attn_mask, dropout_p, is_causal, scale)
+        return [o, attention.last_lse(self)]
+
+    def op__scaled_dot_product_flash_attention(self, node, out, q, k, v, dropout_p=0.0, is_causal=False,
+                                               return_debug_mask=False, scale=None):
+        o = attention.sdpa(self, out[0], q, k, v, None, dropout_p, is_causal, scale)
+        return [o, attention.last_lse(self)] + [None] * (len(out) - 2)
+
+    def op__scaled_dot_product_efficient_attention(self, node, out, q, k, v, attn_bias=None, compute_log_sumexp=False,
+                                                   dropout_p=0.0, is_causal=False, scale=None):
+        o = attention.sdpa(self, out[0], q, k, v, attn_bias, dropout_p, is_causal, scale)
+        return [o, attention.last_lse(self)] + [None] * (len(out) - 2)
+
+    op_bmm = op_matmul = op_mm
+
+    def op_addmm(self, node, out, bias, x, y, beta=1, alpha=1):
+        if beta != 1 or alpha != 1:
+            raise ExportError("unsupported op aten.addmm with beta or alpha other than 1")
+        m = self.emit("matmul", [self.value(x), self.value(y)], out.shape, out.dtype)
+        return self.emit("add", [m, self.operand(bias, out.shape, out.dtype)], out.shape, out.dtype)
+
+    def _binary(self, fop):
+        def conv(node, out, x, y, alpha=1):
+            # Compares take their operands' promoted dtype; the rest compute in the result's.
+            dtype = out.dtype
+            if fop in _COMPARES or fop in ("and", "or"):
+                reals = [self.real[a] if isinstance(a, torch.fx.Node) else torch.tensor(a) for a in (x, y)]
+                dtype = torch.result_type(*reals) if fop in _COMPARES else torch.bool
+            ys = self.operand(y, out.shape, dtype)
+            if alpha != 1:
+                ys = self.emit("mul", [ys, self.constant(alpha, out.shape, dtype)], out.shape, dtype)
+            return self.emit(fop, [self.operand(x, out.shape, dtype), ys], out.shape, out.dtype)
+        return conv
+
+    def op_pow(self, node, out, x, e):
+        v = self.operand(x, out.shape, out.dtype)
+        if isinstance(e, (int, float)):
+            if e == 2:
+                return self.emit("mul", [v, v], out.shape, out.dtype)
+            if e == 0.5:
+                return self.emit("sqrt", [v], out.shape, out.dtype)
+            if e == -0.5:
+                return self.emit("rsqrt", [v], out.shape, out.dtype)
+            if e == 1:
+                return v
+        return self.emit("pow", [v, self.operand(e, out.shape, out.dtype)], out.shape, out.dtype)
+
+    def _unary(self, fop):
+        def conv(node, out, x, *rest):
+            return self.emit(fop, [self.operand(x, out.shape, out.dtype)], out.shape, out.dtype)
+        return conv
+
+    def op_gelu(self, node, out, x, approximate="none"):
+        return self.emit("gelu", [self.value(x)], out.shape, out.dtype, f'approximate = "{approximate}"')
+
+    def _reduce(self, fop):
+        def conv(node, out, x, dims=None, keepdim=False, **kw):
+            v = self.value(x)
+            if dims is None or dims == []:
+                dims = list(range(len(v.shape)))
+            dims = sorted(d % len(v.shape) for d in ([dims] if isinstance(dims, int) else dims))
+            return self.emit(fop, [v], out.shape, out.dtype, f"axes = {dims}, keepdim = {str(bool(keepdim)).lower()}")
+        return conv
+
+    def op__softmax(self, node, out, x, dim, half_to_float=False):
+        v = self.value(x)
+        return self.emit("softmax", [v], out.shape, out.dtype, f"axis = {dim % len(v.shape)}",
+                         meta={"axis": dim % len(v.shape)})
+
+    def op__log_softmax(self, node, out, x, dim, half_to_float=False):
+        v = self.value(x)
+        return self.emit("log_softmax", [v], out.shape, out.dtype, f"axis = {dim % len(v.shape)}")
+
+    op_softmax = op__softmax
+    op_log_softmax = op__log_softmax
+
+    def op_masked_fill(self, node, out, x, mask, value):
+        m = self.operand(mask, out.shape, torch.bool)
+        return self.emit("select", [m, self.operand(value, out.shape, out.dtype), self.operand(x, out.shape, out.dtype)],
+                         out.shape, out.dtype)
+
+    def op_where(self, node, out, c, x, y):
+        return self.emit("select", [self.operand(c, out.shape, torch.bool), self.operand(x, out.shape, out.dtype),
+                                    self.operand(y, out.shape, out.dtype)], out.shape, out.dtype)
+
+    def op_slice(self, node, out, x, dim=0, start=None, end=None, step=1):
+        v = self.value(x)
+        dim %= len(v.shape)
+        size = v.shape[dim]
+        s, e, _ = slice(start, end, step).indices(size)
+        if (s, max(e, s), step) == (0, size, 1):  # x[:, :, None]'s full slices: no op
+            return v
+        return self.emit("slice", [v], out.shape, out.dtype, f"axis = {dim}, start = {s}, end = {max(e, s)}, step = {step}")
+
+    def op_select(self, node, out, x, dim, index):
+        v = self.value(x)
+        dim %= len(v.shape)
+        index %= v.shape[dim]
+        shape = list(v.shape)
+        shape[dim] = 1
+        s = self.emit("slice", [v], shape, v.dtype, f"axis = {dim}, start = {index}, end = {index + 1}, step = 1")
+        return self.emit("reshape", [s], out.shape, out.dtype)
+
+    def op_split(self, node, out, x, size, dim=0):
+        v = self.value(x)
+        dim %= len(v.shape)
+        parts, start = [], 0
+        for piece in out:
+            n = piece.shape[dim]
+            parts.append(self.emit("slice", [v], piece.shape, piece.dtype,
+                                   f"axis = {dim}, start = {start}, end = {start + n}, step = 1"))
+            start += n
+        return parts
+
+    op_split_with_sizes = op_split
+
+    def op_getitem(self, node, out, xs, i):
+        parts = self.values.get(xs)
+        if isinstance(parts, list):
+            if parts[i] is None:
+                raise ExportError(f"unsupported op getitem {i} of {op_name(node.args[0].target)}")
+            return parts[i]
+        if node.args[0].target is torch.ops.aten.native_layer_norm.default and i == 0:
+            return parts
+        raise ExportError(f"unsupported op getitem of {op_name(node.args[0].target)}")
+
+    def op_cat(self, node, out, xs, dim=0):
+        vs = [self.operand(x, tuple(self.real[x].shape), out.dtype) for x in xs]
+        return self.emit("concat", vs, out.shape, out.dtype, f"axis = {dim % len(out.shape)}")
+
+    def op_stack(self, node, out, xs, dim=0):
+        dim %= len(out.shape)
+        vs = []
+        for x in xs:
+            v = self.value(x)
+            shape = list(v.shape)
+            shape.insert(dim, 1)
+            vs.append(self.emit("reshape", [v], shape, v.dtype))
+        return self.emit("concat", vs, out.shape, out.dtype, f"axis = {dim}")
+
+    def op_native_layer_norm(self, node, out, x, shape, w, b, eps):
+        v = self.value(x)
+        if len(shape) != 1 or w is None or b is None:
+            raise ExportError("unsupported op aten.native_layer_norm over more than the last axis or without affine")
+        return self.emit("layernorm", [v, self.value(w), self.value(b)], out[0].shape, out[0].dtype, f"eps = {number(eps)}")
+
+
+_COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+for _name, _fop in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"), ("maximum", "max"),
+                    ("minimum", "min"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"), ("le", "le"), ("gt", "gt"),
+                    ("ge", "ge"), ("logical_and", "and"), ("logical_or", "or"), ("bitwise_and", "and"),
+                    ("bitwise_or", "or")]:
+    setattr(Converter, "op_" + _name, (lambda f: lambda self, *a, **k: self._binary(f)(*a, **k))(_fop))
+for _name, _fop in [("neg", "neg"), ("abs", "abs"), ("relu", "relu"), ("exp", "exp"), ("log", "log"),
+                    ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("reciprocal", "recip"), ("tanh", "tanh"), ("sin", "sin"),
+                    ("cos", "cos"), ("sigmoid", "sigmoid"), ("erf", "erf"), ("silu", "silu"),
+                    ("logical_not", "not"), ("bitwise_not", "not")]:
+    setattr(Converter, "op_" + _name, (lambda f: lambda self, *a, **k: self._unary(f)(*a, **k))(_fop))
+for _name, _fop in [("mean", "mean"), ("sum", "sum"), ("amax", "reduce_max"), ("amin", "reduce_min")]:
+    setattr(Converter, "op_" + _name, (lambda f: lambda self, *a, **k: self._reduce(f)(*a, **k))(_fop))
+
+
