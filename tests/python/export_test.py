@@ -1,16 +1,18 @@
-"""Bring-your-own-model, end to end on the CPU: a PyTorch model fusec has never seen is exported
-(python3 -m fusec.export), then `fusec run --fir` runs its forward and three AdamW steps on the
-interpreter, and both are compared with PyTorch itself:
+"""Bring-your-own-model, end to end on the CPU: three PyTorch models fusec has never seen (a
+CS336-style LM, nanoGPT's GPT-2, a Llama-style model with grouped-query attention; under
+models/) are exported (python3 -m fusec.export), then `fusec run --fir` runs each one's forward
+and three AdamW steps on the interpreter, and both are compared with PyTorch itself:
   - forward logits to 1e-4 relative (fp32);
   - three AdamW steps: the losses to 1e-4, every updated parameter to 1e-3 relative.
-The model runs at an odd configuration (vocab 37, not a multiple of 8; head dim 16; seq 12 <
-ctx 16). Also: an unsupported op fails the export with one line naming the op and the model's
+Each runs at an odd configuration (vocab 37, not a multiple of 8; head dim 16; seq 12 < ctx
+16), and each layer's attention must have become the attention composite. Also: an unsupported op fails the export with one line naming the op and the model's
 source line, exit 1, nothing written; wrong inputs fail `fusec run` with one line, exit 1,
 nothing written.
 
     python3 tests/python/export_test.py --fusec build/fusec
 Exits 77 (ctest's skip) with the reason when this python has no torch."""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -56,43 +58,67 @@ def one_line_error(r):
     return r.returncode == 1 and len(lines) == 1 and "error" in lines[0]
 
 
-def cs336(fusec, tmp):
-    from cs336_lm import TransformerLM
-    B, T, V = 2, 12, 37
-    kwargs = '{"vocab_size": 37, "context_length": 16, "d_model": 32, "num_layers": 2, "num_heads": 2, "d_ff": 64}'
-    out = os.path.join(tmp, "cs336")
-    r = export_cli(os.path.join(HERE, "models", "cs336_lm.py") + ":TransformerLM", out, B, T, kwargs)
-    check(r.returncode == 0, f"cs336: export exits 0 ({r.stderr.strip()[-300:]})")
-    if r.returncode:
-        return
-    # The same model as the exporter built (seed 0), its weights from the exported file.
+# The three architectures fusec has never seen, each at an odd configuration: vocab 37 (not a
+# multiple of 8), head dim 16, seq 12 < context 16.
+MODELS = [
+    # (name, file, class, constructor kwargs, layers)
+    ("cs336", "cs336_lm.py", "TransformerLM",
+     dict(vocab_size=37, context_length=16, d_model=32, num_layers=2, num_heads=2, d_ff=64), 2),
+    ("gpt2", "gpt2.py", "GPT", dict(vocab_size=37, block_size=16, n_layer=2, n_head=2, n_embd=32), 2),
+    ("llama", "llama.py", "Transformer",
+     dict(vocab_size=37, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=96, max_seq_len=16), 2),
+]
+B, T, V = 2, 12, 37
+
+
+def build(file, cls, kwargs):
+    """The model as the exporter built it (seed 0)."""
+    import importlib
+    module = importlib.import_module(os.path.splitext(file)[0])
     torch.manual_seed(0)
-    model = TransformerLM(vocab_size=37, context_length=16, d_model=32, num_layers=2, num_heads=2, d_ff=64)
+    return getattr(module, cls)(**kwargs)
+
+
+def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
+    out = os.path.join(tmp, name)
+    r = export_cli(os.path.join(HERE, "models", file) + ":" + cls, out, B, T, json.dumps(kwargs))
+    check(r.returncode == 0, f"{name}: export exits 0 ({r.stderr.strip()[-300:]})")
+    if r.returncode:
+        return None
+    fir = os.path.join(out, "model.fir")
+    text = open(fir).read()
+    # Form: every layer's attention became the composite (no [T, T] softmax left).
+    check(text.count(" = attention(") == layers and " softmax(" not in text,
+          f"{name}: each of the {layers} layers' attention is the attention composite")
+    model = build(file, cls, kwargs)
     weights = safetensors_io.load(os.path.join(out, "weights.safetensors"))
-    for name, p in model.named_parameters():
-        check(torch.equal(weights[name], p.detach()), f"cs336: weights.safetensors holds {name} as the model has it")
+    params = dict(model.named_parameters())  # a tied weight once, under its first name
+    same = all(torch.equal(weights[n], p.detach()) for n, p in params.items())
+    extra = sorted(k for k in weights if k not in params and not k.startswith("_const."))
+    check(same and not extra, f"{name}: weights.safetensors holds the {len(params)} parameters by their names "
+          f"(extra: {extra})")
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, V, (B, T), generator=g)
     targets = torch.randint(0, V, (B, T), generator=g)
-    inputs = os.path.join(tmp, "in.safetensors")
+    inputs = os.path.join(tmp, name + ".in.safetensors")
     safetensors_io.save(inputs, {"ids": ids, "targets": targets})
 
-    fwd = os.path.join(tmp, "fwd.safetensors")
-    r = run(fusec, "run", "--fir", os.path.join(out, "model.fir"), "--weights", os.path.join(out, "weights.safetensors"),
+    fwd = os.path.join(tmp, name + ".fwd.safetensors")
+    r = run(fusec, "run", "--fir", fir, "--weights", os.path.join(out, "weights.safetensors"),
             "--inputs", inputs, "--out", fwd, "--program", "forward", "--device", "cpu")
-    check(r.returncode == 0, f"cs336: fusec run forward exits 0 ({r.stderr.strip()})")
+    check(r.returncode == 0, f"{name}: fusec run forward exits 0 ({r.stderr.strip()})")
     if r.returncode == 0:
         with torch.no_grad():
             want = model(ids)
         err = rel(safetensors_io.load(fwd)["logits"], want)
-        check(err < 1e-4, f"cs336: forward logits match PyTorch, relative error {err:.2e} < 1e-4")
+        check(err < 1e-4, f"{name}: forward logits match PyTorch, relative error {err:.2e} < 1e-4")
 
-    steps = os.path.join(tmp, "steps.safetensors")
-    r = run(fusec, "run", "--fir", os.path.join(out, "model.fir"), "--weights", os.path.join(out, "weights.safetensors"),
+    steps = os.path.join(tmp, name + ".steps.safetensors")
+    r = run(fusec, "run", "--fir", fir, "--weights", os.path.join(out, "weights.safetensors"),
             "--inputs", inputs, "--out", steps, "--program", "train_step", "--steps", "3", "--device", "cpu")
-    check(r.returncode == 0, f"cs336: fusec run train_step --steps 3 exits 0 ({r.stderr.strip()})")
+    check(r.returncode == 0, f"{name}: fusec run train_step --steps 3 exits 0 ({r.stderr.strip()})")
     if r.returncode:
-        return
+        return out
     got = safetensors_io.load(steps)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     losses = []
@@ -103,30 +129,53 @@ def cs336(fusec, tmp):
         opt.step()
         losses.append(loss.item())
     lerr = max(abs(a - b) / abs(b) for a, b in zip(got["loss"].tolist(), losses))
-    check(lerr < 1e-4, f"cs336: three AdamW steps, losses {got['loss'].tolist()} vs {losses}, worst {lerr:.2e} < 1e-4")
-    # The update (not the weight, which barely moves) is what must match.
-    initial = safetensors_io.load(os.path.join(out, "weights.safetensors"))
-    worst = max(rel(got[n] - initial[n], p.detach() - initial[n]) for n, p in model.named_parameters())
-    check(worst < 1e-3, f"cs336: every parameter's update matches, worst relative error {worst:.2e} < 1e-3")
+    check(lerr < 1e-4, f"{name}: three AdamW steps, losses {got['loss'].tolist()} vs {losses}, worst {lerr:.2e} < 1e-4")
+    # The update (not the weight, which barely moves) is what must match; a tied weight's
+    # update comes from the sum of both uses' gradients.
+    worst, which = max((rel(got[n] - weights[n], p.detach() - weights[n]), n) for n, p in model.named_parameters())
+    check(worst < 1e-3, f"{name}: every parameter's update matches, worst relative error {worst:.2e} < 1e-3 ({which})")
 
     # The GPU's pipeline (every optimisation pass, kernels planned) takes the imported step too.
-    r = run(fusec, "compile", "--fir", os.path.join(out, "model.fir"), "--program", "train_step", "--stats")
+    r = run(fusec, "compile", "--fir", fir, "--program", "train_step", "--stats")
     check(r.returncode == 0 and '"kernels"' in r.stdout,
-          f"cs336: fusec compile --program train_step runs the optimisation pipeline ({r.stderr.strip()})")
+          f"{name}: fusec compile --program train_step runs the optimisation pipeline ({r.stderr.strip()})")
+    return out
 
-    # Wrong inputs: one line, exit 1, nothing written.
+
+def wrong_inputs(fusec, tmp, out):
+    """Wrong inputs: one line, exit 1, nothing written."""
     bad = os.path.join(tmp, "bad.safetensors")
     safetensors_io.save(bad, {"ids": torch.zeros(B, T + 1, dtype=torch.int64)})
     o = os.path.join(tmp, "never.safetensors")
     r = run(fusec, "run", "--fir", os.path.join(out, "model.fir"), "--inputs", bad, "--out", o, "--program", "forward",
             "--device", "cpu")
     check(one_line_error(r) and "exported for ids i64[2,12]" in r.stderr and not os.path.exists(o),
-          f"cs336: ids of another shape are one line, exit 1, nothing written ({r.stderr.strip()})")
+          f"ids of another shape are one line, exit 1, nothing written ({r.stderr.strip()})")
     safetensors_io.save(bad, {"ids": torch.full((B, T), V, dtype=torch.int64)})
     r = run(fusec, "run", "--fir", os.path.join(out, "model.fir"), "--inputs", bad, "--out", o, "--program", "forward",
             "--device", "cpu")
     check(one_line_error(r) and "out of range for vocab 37" in r.stderr and not os.path.exists(o),
-          f"cs336: an id out of the vocabulary is one line, exit 1, nothing written ({r.stderr.strip()})")
+          f"an id out of the vocabulary is one line, exit 1, nothing written ({r.stderr.strip()})")
+
+
+def not_causal(fusec, tmp):
+    """A banded mask is not the causal composite: the softmax stays, and the forward matches."""
+    out = os.path.join(tmp, "band")
+    r = export_cli(os.path.join(HERE, "models", "band_attention.py") + ":BandAttentionLM", out, B, T)
+    check(r.returncode == 0, f"band: export exits 0 ({r.stderr.strip()[-300:]})")
+    if r.returncode:
+        return
+    text = open(os.path.join(out, "model.fir")).read()
+    check(" = attention(" not in text and " softmax(" in text, "band: a non-causal mask keeps the explicit softmax")
+    model = build("band_attention.py", "BandAttentionLM", {})
+    ids = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(2))
+    inputs, fwd = os.path.join(tmp, "band.in.safetensors"), os.path.join(tmp, "band.fwd.safetensors")
+    safetensors_io.save(inputs, {"ids": ids})
+    r = run(fusec, "run", "--fir", os.path.join(out, "model.fir"), "--weights", os.path.join(out, "weights.safetensors"),
+            "--inputs", inputs, "--out", fwd, "--program", "forward", "--device", "cpu")
+    with torch.no_grad():
+        err = rel(safetensors_io.load(fwd)["logits"], model(ids)) if r.returncode == 0 else float("inf")
+    check(err < 1e-4, f"band: forward logits match PyTorch, relative error {err:.2e} < 1e-4 ({r.stderr.strip()})")
 
 
 def unsupported(tmp):
@@ -142,7 +191,11 @@ def main():
     ap.add_argument("--fusec", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cs336(a.fusec, tmp)
+        for m in MODELS:
+            out = matches_pytorch(a.fusec, tmp, *m)
+        if out:
+            wrong_inputs(a.fusec, tmp, out)
+        not_causal(a.fusec, tmp)
         unsupported(tmp)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

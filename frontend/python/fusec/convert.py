@@ -201,6 +201,8 @@ class Converter:
             if not dynamic:
                 self.static[node] = out
                 continue
+            if not node.users:  # dead in the trace (layer norm's mean and rstd): nothing to convert
+                continue
             self.convert(node, out)
         raise ExportError("internal: the graph has no output")
 
