@@ -40,7 +40,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = [t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v)]
         q, k = self.rope(q, T), self.rope(k, T)
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)
         probs = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
         return self.out((probs @ v).transpose(1, 2).reshape(B, T, D))
 
