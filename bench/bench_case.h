@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/bench_model.h"
 #include "bench/flops.h"
 #include "passes/pipeline.h"
 #include "frontend/models/transformer.h"
@@ -14,7 +15,7 @@
 namespace fusec::bench {
 
 struct BenchCase {
-  models::ModelConfig cfg;
+  BenchModel model;
   int64_t batch = 4, seq = 256;
   DType dtype = DType::f32;  // f32, or bf16 autocast
   BenchPass pass = BenchPass::Forward;
@@ -23,10 +24,11 @@ struct BenchCase {
   AttentionLowering attention = AttentionLowering::Fused;  // the GPU default (passes/pipeline.h)
 };
 
-// Weights by state_dict name plus "ids" and "targets" (i64[batch, seq], uniform over the
-// vocabulary). Either side adds what else its program needs (bindProgramState: AdamW moments,
-// bf16 weight copies) to the same map, so one copy of the weights serves every row.
-Bindings benchInputs(const models::ModelConfig& cfg, int64_t batch, int64_t seq, uint64_t seed);
+// Weights by state_dict name (the model's own initialisation) plus "ids" and "targets"
+// (i64[batch, seq], uniform over the vocabulary). Either side adds what else its program needs
+// (bindProgramState: AdamW moments, bf16 weight copies) to the same map, so one copy of the
+// weights serves every row.
+Bindings benchInputs(const api::Model& model, int64_t batch, int64_t seq, uint64_t seed);
 
 // A timed run: milliseconds per iteration and the device memory it held.
 struct TimedRun {

@@ -1,7 +1,6 @@
 #include "bench/compiled_runner.h"
 
 #include "bench/program.h"
-#include "frontend/models/zoo_model.h"
 #include "bench/timer.h"
 #include "ir/roles.h"
 #include "frontend/program_state.h"
@@ -11,7 +10,7 @@ namespace fusec::bench {
 
 TimedRun runCompiled(const BenchCase& c, Bindings& env, const codegen::CubinCache* cache) {
   Module m;
-  Graph& g = buildProgram(m, *models::transformerModel(c.cfg), c.pass, c.dtype, c.batch, c.seq, c.adamw, c.attention);
+  Graph& g = buildProgram(m, *c.model.model, c.pass, c.dtype, c.batch, c.seq, c.adamw, c.attention);
   bindProgramState(g, env);
   rt::ExecutableOptions opts;
   opts.cache = cache;

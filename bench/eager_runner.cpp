@@ -13,7 +13,8 @@ TimedRun runEager(const BenchCase& c, const Bindings& env) {
   resetCudaAllocator();
   TimedRun r;
   try {
-    EagerModel model(c.cfg, env, EagerOptions{"cuda", c.dtype});
+    if (!c.model.zoo) throw Error("eager LibTorch rows are for the zoo's models; an imported model's eager rows come from its PyTorch module (--vs-torch)");
+    EagerModel model(*c.model.zoo, env, EagerOptions{"cuda", c.dtype});
     model.stageTokens(env.at("ids"), env.at("targets"));
     auto call = [&] {
       switch (c.pass) {

@@ -37,4 +37,20 @@ double modelFlopsPerToken(const models::ModelConfig& c, int64_t seq, BenchPass p
   return pass == BenchPass::Forward ? forward : 3 * forward;
 }
 
+double forwardFlops(const Graph& g) {
+  double flops = 0;
+  for (const auto& op : g.ops) {
+    if (op->kind == OpKind::Matmul) {
+      const Type& a = op->operands[0]->type;
+      const int64_t k = a.shape[size_t(a.rank() - (op->attrBool("transpose_a") ? 2 : 1))];
+      flops += 2.0 * double(op->result()->type.numel()) * double(k);
+    } else if (op->kind == OpKind::Attention) {
+      const Type& k = op->operands[1]->type;
+      const double tk = double(k.shape[size_t(k.rank() - 2)]);
+      flops += 2.0 * tk * double(op->operands[0]->type.numel() + op->result()->type.numel());
+    }
+  }
+  return flops;
+}
+
 }  // namespace fusec::bench

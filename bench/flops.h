@@ -6,6 +6,7 @@
 #include <string>
 
 #include "frontend/models/transformer.h"
+#include "ir/graph.h"
 
 namespace fusec::bench {
 
@@ -17,5 +18,10 @@ const char* passName(BenchPass);
 
 // Model FLOPs per token at sequence length `seq` (see flops.cpp for the formula).
 double modelFlopsPerToken(const models::ModelConfig& cfg, int64_t seq, BenchPass pass);
+
+// The same count on a traced forward (any model): 2 M N K per matmul and, per attention,
+// Q K^T and P V in full (2 Tq Tk d + 2 Tq Tk dv per batch index, the mask not halving it).
+// On a zoo transformer's forward it equals the formula times the tokens.
+double forwardFlops(const Graph& forward);
 
 }  // namespace fusec::bench

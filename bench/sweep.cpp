@@ -3,6 +3,7 @@
 #include <map>
 #include <new>
 #include <ostream>
+#include <tuple>
 
 namespace fusec::bench {
 
@@ -20,6 +21,14 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
   const size_t total = cfg.models.size() * cfg.batches.size() * cfg.ctxs.size() * cfg.dtypes.size() *
                        cfg.passes.size() * cfg.warmups.size() * cfg.impls.size();
   std::vector<BenchRow> rows;
+  // Per (model, ctx, pass): an imported model's count traces its forward, once.
+  std::map<std::tuple<std::string, int64_t, BenchPass>, double> counted;
+  auto flops = [&](const BenchModel& m, int64_t ctx, BenchPass pass) {
+    auto key = std::make_tuple(m.name(), ctx, pass);
+    auto it = counted.find(key);
+    if (it == counted.end()) it = counted.emplace(key, m.flopsPerToken(ctx, pass)).first;
+    return it->second;
+  };
   for (const auto& model : cfg.models)
     for (int64_t batch : cfg.batches)
       for (int64_t ctx : cfg.ctxs) {
@@ -27,9 +36,10 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
         Bindings env;
         std::string setupError;
         try {
-          if (ctx > model.ctx)
-            throw Error("--ctx " + std::to_string(ctx) + " exceeds the context length " + std::to_string(model.ctx));
-          env = benchInputs(model, batch, ctx, cfg.seed);
+          if (ctx > model.contextLength())
+            throw Error("--ctx " + std::to_string(ctx) + " exceeds the context length " +
+                        std::to_string(model.contextLength()));
+          env = benchInputs(*model.model, batch, ctx, cfg.seed);
         } catch (const std::bad_alloc&) {
           setupError = "OOM";
         } catch (const std::exception& e) {
@@ -40,9 +50,9 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
             for (int warmup : cfg.warmups)
               for (const auto& impl : cfg.impls) {
                 BenchRow r;
-                r.model = model.name, r.ctx = ctx, r.batch = batch, r.dtype = dtype, r.pass = passName(pass);
+                r.model = model.name(), r.ctx = ctx, r.batch = batch, r.dtype = dtype, r.pass = passName(pass);
                 r.impl = impl, r.warmup = warmup, r.iters = cfg.iters;
-                r.modelFlopsPerToken = modelFlopsPerToken(model, ctx, pass);
+                r.modelFlopsPerToken = flops(model, ctx, pass);
                 r.peakTflops = dtype == "bf16" ? cfg.bf16Tflops : cfg.f32Tflops;
                 if (progress)
                   *progress << "[" << rows.size() + 1 << "/" << total << "] " << r.model << " ctx=" << ctx

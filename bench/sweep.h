@@ -18,7 +18,7 @@ namespace fusec::bench {
 using Runner = std::function<TimedRun(const BenchCase&, Bindings& env)>;
 
 struct SweepConfig {
-  std::vector<models::ModelConfig> models;
+  std::vector<BenchModel> models;
   std::vector<int64_t> ctxs = {256}, batches = {4};
   std::vector<std::string> dtypes = {"fp32"};  // fp32 | bf16
   std::vector<BenchPass> passes = {BenchPass::Forward};

@@ -59,7 +59,7 @@ class GemmAutotune : public ::testing::Test {
     cfg = models::namedConfig("small");
     cfg.layers = 2;
     g = &bench::buildProgram(m, *models::transformerModel(cfg), bench::BenchPass::Step, DType::bf16, 2, 64, models::AdamWConfig{});
-    env = bench::benchInputs(cfg, 2, 64, 3);
+    env = bench::benchInputs(*models::transformerModel(cfg), 2, 64, 3);
     bindProgramState(*g, env);
   }
 

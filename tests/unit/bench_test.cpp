@@ -205,12 +205,22 @@ TEST(BenchTorchRef, RowsMatchTheCppContract) {
   }
 }
 
+// The FLOPs counted on a traced forward (how an imported model's rows get theirs) equal the
+// zoo's closed form, for a zoo model traced through the same path.
+TEST(BenchFlops, CountedOnTheForwardEqualsTheFormula) {
+  const models::ModelConfig c = models::namedConfig("small");
+  const bench::BenchModel traced = bench::importedBenchModel(models::transformerModel(c));
+  for (int64_t seq : {16, 256})
+    for (BenchPass pass : {BenchPass::Forward, BenchPass::Step})
+      EXPECT_DOUBLE_EQ(traced.flopsPerToken(seq, pass), bench::modelFlopsPerToken(c, seq, pass)) << seq;
+}
+
 // The sweep with stand-in runners: nesting order, one weight set per shape, OOM and errors
 // as rows while the sweep goes on, FLOPs, ceilings and speedups on every row.
 TEST(BenchSweep, RowsOomAndProgress) {
   bench::SweepConfig cfg;
   models::ModelConfig c = tinyConfig();
-  cfg.models = {c};
+  cfg.models = {bench::zooBenchModel(c)};
   cfg.ctxs = {4, 8, 32};  // 32 exceeds the context: an error row per impl and pass, not an abort
   cfg.dtypes = {"fp32", "bf16"};
   cfg.passes = {BenchPass::Forward, BenchPass::Step};

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "bench/sweep.h"
+#include "frontend/models/fir_model.h"
 #include "frontend/models/transformer.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
@@ -35,17 +36,17 @@ struct BenchArgs {
   std::vector<int> warmups = {5};
   int iters = 10;
   uint64_t seed = 0;
-  std::string format = "table", out = "-", torchScript, attention = "fused";
+  std::string format = "table", out = "-", torchScript, attention = "fused", fir;
   bool vsTorch = false;
 };
 
-std::vector<models::ModelConfig> modelConfigs(const std::vector<std::string>& names) {
-  std::vector<models::ModelConfig> out;
+std::vector<bench::BenchModel> zooModels(const std::vector<std::string>& names) {
+  std::vector<bench::BenchModel> out;
   for (const auto& n : names) {
     if (n == "all") {
-      for (const char* s : {"small", "medium", "large", "xl", "2.7B"}) out.push_back(models::namedConfig(s));
+      for (const char* s : {"small", "medium", "large", "xl", "2.7B"}) out.push_back(bench::zooBenchModel(models::namedConfig(s)));
     } else {
-      out.push_back(models::namedConfig(n));
+      out.push_back(bench::zooBenchModel(models::namedConfig(n)));
     }
   }
   return out;
@@ -77,6 +78,33 @@ std::vector<bench::BenchRow> torchCompileRows(const BenchArgs& a) {
   return rows;
 }
 
+// An imported model's PyTorch rows (eager, torch.compile, torch.compile-ro, as asked): its own
+// nn.Module, rebuilt from the exporter's record beside the .fir by bench/torch_module_ref.py,
+// at the shape it was exported at.
+std::vector<bench::BenchRow> torchModuleRows(const BenchArgs& a, const bench::BenchModel& model,
+                                             const std::vector<std::string>& impls) {
+  const std::string dir = a.torchScript.substr(0, a.torchScript.find_last_of('/') + 1);
+  const std::string args = "--fir " + shellQuoted(a.fir) + " --dtype " + join(a.dtypes) + " --passes " +
+                           join(a.passes) + " --warmup " + joinNumbers(a.warmups) + " --iters " +
+                           std::to_string(a.iters) + " --seed " + std::to_string(a.seed) + " --impl " + join(impls) +
+                           " --name " + shellQuoted(model.name()) + " --forward-flops-per-token " +
+                           std::to_string(model.flopsPerToken(a.ctxs.at(0), bench::BenchPass::Forward));
+  std::vector<bench::BenchRow> rows;
+  for (const auto& line : scriptRows(dir + "torch_module_ref.py", args)) rows.push_back(bench::parseJsonRow(line));
+  return rows;
+}
+
+// --fir: the model's one shape; --batch and --ctx, when given, must be it.
+bench::BenchModel importedModel(BenchArgs& a, bool batchGiven, bool ctxGiven) {
+  bench::BenchModel m = bench::importedBenchModel(models::firModel(a.fir));
+  const auto [b, t] = m.model->onlyShape();
+  if ((batchGiven && a.batches != std::vector<int64_t>{b}) || (ctxGiven && a.ctxs != std::vector<int64_t>{t}))
+    throw Error(a.fir + " was exported for ids i64[" + std::to_string(b) + "," + std::to_string(t) +
+                "]: bench it at that shape (omit --batch and --ctx), or export it again with --batch and --seq");
+  a.batches = {b}, a.ctxs = {t};
+  return m;
+}
+
 }  // namespace
 
 Command addBenchCommand(CLI::App& app) {
@@ -87,11 +115,15 @@ Command addBenchCommand(CLI::App& app) {
   std::string known;
   for (auto& n : models::modelNames()) known += n + ", ";
   CLI::App* cmd = app.add_subcommand("bench", "Time eager LibTorch against compiled fusec on the GPU");
-  cmd->add_option("--model", a->models, "Models, comma-separated: " + known + "all (small..2.7B); default small")
+  CLI::Option* oModel = cmd->add_option("--model", a->models, "Models, comma-separated: " + known + "all (small..2.7B); default small")
       ->delimiter(',')
       ->type_name("LIST");
-  cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
-  cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
+  cmd->add_option("--fir", a->fir,
+                  "An imported model (DIR/model.fir from python3 -m fusec.export) instead of --model, at its exported "
+                  "shape; its eager and torch.compile rows time its PyTorch module (bench/torch_module_ref.py)")
+      ->type_name("FILE");
+  CLI::Option* oCtx = cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
+  CLI::Option* oBatch = cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
   addAttentionFlag(*cmd, a->attention, "fused; the compiled side");
   addDtypeFlag(*cmd, a->dtypes, "fp32,bf16");
   cmd->add_option("--passes", a->passes, "forward, fwd_bwd, step (default: all three)")
@@ -116,12 +148,26 @@ Command addBenchCommand(CLI::App& app) {
       ->type_name("FILE");
   Command attention = addBenchAttention(*cmd);
 
-  return [cmd, a, attention]() -> int {
+  return [cmd, a, attention, oModel, oCtx, oBatch]() -> int {
     if (!cmd->parsed()) return -1;
     if (int rc = attention(); rc >= 0) return rc;
     // Everything the flags can get wrong fails before the device is touched.
     bench::SweepConfig sweep;
-    sweep.models = modelConfigs(a->models);
+    std::vector<std::string> scriptImpls;  // --fir: the PyTorch module's rows
+    if (!a->fir.empty()) {
+      if (oModel->count()) throw Error("--fir and --model cannot be combined");
+      sweep.models = {importedModel(*a, oBatch->count() > 0, oCtx->count() > 0)};
+      for (const auto& impl : a->impls)
+        if (impl == "eager") scriptImpls.push_back(impl);
+      if (a->vsTorch) scriptImpls.insert(scriptImpls.end(), {"torch.compile", "torch.compile-ro"});
+      std::vector<std::string> own;
+      for (const auto& impl : a->impls)
+        if (impl != "eager") own.push_back(impl);
+      a->impls = own;
+      if (!scriptImpls.empty() && a->torchScript.empty()) throw Error("--fir's eager and torch.compile rows need --torch-script");
+    } else {
+      sweep.models = zooModels(a->models);
+    }
     requireAtLeast(a->ctxs, "--ctx", 1);
     requireAtLeast(a->batches, "--batch", 1);
     requireAtLeast(a->warmups, "--warmup", 0);
@@ -161,7 +207,13 @@ Command addBenchCommand(CLI::App& app) {
     };
 #endif
     std::vector<bench::BenchRow> rows = bench::runSweep(sweep, runners, &std::cerr);
-    if (a->vsTorch) {
+    if (!scriptImpls.empty()) {
+      for (auto& r : torchModuleRows(*a, sweep.models.at(0), scriptImpls)) {
+        r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
+        rows.push_back(std::move(r));
+      }
+      bench::fillSpeedups(rows);
+    } else if (a->vsTorch) {
       for (auto& r : torchCompileRows(*a)) {
         r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
         rows.push_back(std::move(r));

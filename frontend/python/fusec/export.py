@@ -29,11 +29,13 @@ from .capture import ExportError, SourceLines, capture
 from .convert import Converter
 
 
-def export(model, example_ids, out_dir, how="auto"):
+def export(model, example_ids, out_dir, how="auto", record=None):
     """Writes out_dir/model.fir and out_dir/weights.safetensors for `model` at the shape of
     `example_ids` (int64 [B, T]). `how`: "auto" (torch.export where torch >= 2.1, else
-    make_fx), "torch.export" or "make_fx". Returns the PyTorch logits of the example, for
-    checks."""
+    make_fx), "torch.export" or "make_fx". `record` (the CLI's: the model's file, class,
+    kwargs, seed) goes to out_dir/export.json with the shape and capture, which is how
+    `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). Returns the
+    PyTorch logits of the example, for checks."""
     if not isinstance(example_ids, torch.Tensor) or example_ids.dtype != torch.int64 or example_ids.dim() != 2:
         raise ExportError("the example ids must be an int64 tensor [B, T]")
     model = model.eval()
@@ -53,6 +55,12 @@ def export(model, example_ids, out_dir, how="auto"):
         f.write(text)
     safetensors_io.save(os.path.join(out_dir, "weights.safetensors"), conv.tensors,
                         {"format": "pt", "fusec_model": type(model).__name__})
+    if record is not None:
+        record = dict(record, batch=int(example_ids.shape[0]), seq=int(example_ids.shape[1]), capture=captured.how,
+                      torch=torch.__version__)
+        with open(os.path.join(out_dir, "export.json.tmp"), "w") as f:
+            json.dump(record, f, indent=1)
+        os.replace(os.path.join(out_dir, "export.json.tmp"), os.path.join(out_dir, "export.json"))
     os.replace(tmp, os.path.join(out_dir, "model.fir"))
     return want
 
@@ -96,7 +104,10 @@ def main(argv=None):
         if a.state_dict:
             model.load_state_dict(torch.load(a.state_dict, map_location="cpu"))
         ids = torch.randint(0, 2, (a.batch, a.seq), dtype=torch.int64)  # values do not shape the graph
-        export(model, ids, a.out, a.capture)
+        path, cls = a.model.rsplit(":", 1)
+        record = {"model": os.path.abspath(path) + ":" + cls, "kwargs": kwargs, "seed": a.seed,
+                  "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
+        export(model, ids, a.out, a.capture, record)
     except ExportError as e:
         print(f"fusec.export: error: {e}", file=sys.stderr)
         return 1

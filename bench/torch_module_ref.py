@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""An imported model's PyTorch side of `fusec bench --fir DIR/model.fir`: the nn.Module that
+python3 -m fusec.export exported (rebuilt from DIR/export.json, the exporter's record of its
+file, class, constructor arguments, seed and shape), timed eager, torch.compile (default) and
+torch.compile(mode="reduce-overhead") at the exported shape, printing the same JSON rows as
+`fusec bench --format json` (bench/report.h lists the keys). The passes, the timing and bf16
+autocast are bench/torch_compile_ref.py's (bench/torch_bench.py make_call, time_calls).
+
+    torch_module_ref.py --fir DIR/model.fir --name NAME --forward-flops-per-token F
+                        [--dtype fp32,bf16] [--passes forward,fwd_bwd,step] [--warmup 5]
+                        [--iters 10] [--impl eager,torch.compile,torch.compile-ro] [--seed 0]
+
+fusec passes --name (its name of the model, so rows pair up) and the model FLOPs per token of
+the forward, counted on the traced graph (bench/flops.h); fwd_bwd and step count three times
+that. Errors: one line, exit 1.
+"""
+import importlib.util
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_compile_ref as ref  # noqa: E402  (the row keys, parsing, speedups)
+
+IMPLS = ref.IMPLS
+
+
+def parse_args(argv):
+    p = ref.Parser(description=__doc__.split("\n\n")[0])
+    lst = lambda kind: (lambda s: [kind(x) for x in s.split(",")])
+    p.add_argument("--fir", required=True, help="DIR/model.fir written by python3 -m fusec.export")
+    p.add_argument("--name", help="the model's name in the rows (default: DIR's name)")
+    p.add_argument("--forward-flops-per-token", type=float, default=0.0)
+    p.add_argument("--dtype", type=lst(str), default=["fp32", "bf16"])
+    p.add_argument("--passes", type=lst(str), default=["forward", "fwd_bwd", "step"])
+    p.add_argument("--warmup", type=lst(int), default=[5])
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--impl", type=lst(str), default=list(IMPLS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=["json"], default="json")
+    a = p.parse_args(argv)
+    p.check_choices([("--dtype", a.dtype, ("fp32", "bf16")),
+                     ("--passes", a.passes, ("forward", "fwd_bwd", "step")), ("--impl", a.impl, IMPLS)])
+    if a.iters < 1:
+        p.error("--iters must be at least 1, got %d" % a.iters)
+    record = os.path.join(os.path.dirname(os.path.abspath(a.fir)), "export.json")
+    try:
+        with open(record) as f:
+            a.record = json.load(f)
+        a.record["model"], a.record["batch"], a.record["seq"]
+    except (OSError, ValueError, KeyError) as e:
+        p.error("%s: no usable exporter record (%s); export the model with python3 -m fusec.export" % (record, e))
+    a.name = a.name or os.path.basename(os.path.dirname(os.path.abspath(a.fir)))
+    return a
+
+
+def build_module(record):
+    """The module as the exporter built it: seeded, constructed, its state dict loaded."""
+    import torch
+    path, cls = record["model"].rsplit(":", 1)
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    torch.manual_seed(record.get("seed", 0))
+    model = getattr(mod, cls)(**record.get("kwargs", {}))
+    if record.get("state_dict"):
+        model.load_state_dict(torch.load(record["state_dict"], map_location="cpu"))
+    return model
+
+
+def main(argv):
+    a = parse_args(argv)
+    if not ref.torch_with_cuda():
+        return 1
+    import torch
+    import torch_bench
+    torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as fusec's fp32 GEMMs
+    torch.backends.cudnn.allow_tf32 = False
+    batch, seq = a.record["batch"], a.record["seq"]
+    ceilings = {"bf16": torch_bench.gemm_tflops(torch.bfloat16), "fp32": torch_bench.gemm_tflops(torch.float32)}
+    rows = []
+    for dtype in a.dtype:
+        for pass_ in a.passes:
+            for warmup in a.warmup:
+                for impl in a.impl:
+                    row = dict.fromkeys(ref.KEYS)
+                    row.update(model=a.name, ctx=seq, batch=batch, dtype=dtype, impl=impl, warmup=warmup,
+                               iters=a.iters, peak_tflops=ceilings[dtype],
+                               model_flops_per_token=a.forward_flops_per_token * (1 if pass_ == "forward" else 3))
+                    row["pass"] = pass_
+                    torch._dynamo.reset()
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats()
+                    model = opt = None
+                    try:
+                        model = build_module(a.record).cuda().train()
+                        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                                weight_decay=0.01)
+                        with torch.no_grad():
+                            vocab = model(torch.zeros(1, seq, dtype=torch.long, device="cuda")).shape[-1]
+                        gen = torch.Generator().manual_seed(a.seed + 1)
+                        ids = torch.randint(0, vocab, (batch, seq), generator=gen).cuda()
+                        targets = torch.randint(0, vocab, (batch, seq), generator=gen).cuda()
+                        call = torch_bench.make_call(model, opt, impl, pass_, dtype, ids, targets)
+                        ms = torch_bench.time_calls(call, warmup, a.iters)
+                        ref.finish_row(row, ms, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
+                    except torch.cuda.OutOfMemoryError:
+                        row["status"] = "OOM"
+                    except Exception as e:  # one row's failure must not end the sweep
+                        row["status"] = (str(e).splitlines() or [type(e).__name__])[0]
+                    del model, opt
+                    print("%s %s %s %s warmup=%d: %s" % (a.name, dtype, pass_, impl, warmup,
+                          row["status"] if row["status"] != "OK" else "median %.3f ms" % row["median_ms"]),
+                          file=sys.stderr, flush=True)
+                    rows.append(row)
+    ref.fill_speedups(rows)
+    for row in rows:
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
