@@ -229,7 +229,7 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
         if r.returncode == 0:
             with torch.no_grad(), autocast():
                 want = model(ids.cuda()).float().cpu()
-            err = rel(safetensors_io.load(fwd)["logits"], want)
+            err = rel(safetensors_io.load(fwd)["logits"].float(), want)
             check(err < bound, f"{name} {dtype}: forward logits match CUDA eager, {err:.2e} < {bound}")
         steps = os.path.join(tmp, f"{name}.{dtype}.steps.safetensors")
         r = run(fusec, "run", "--fir", fir, "--weights", wfile, "--inputs", inputs, "--out", steps, "--program",
@@ -251,7 +251,7 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
         lerr = max(abs(a - b) / abs(b) for a, b in zip(got["loss"].tolist(), losses))
         check(lerr < bound, f"{name} {dtype}: three AdamW steps, losses {[round(x, 5) for x in got['loss'].tolist()]} "
               f"vs {[round(x, 5) for x in losses]}, worst {lerr:.2e} < {bound}")
-        worst, which = max((rel(got[n], p.detach().cpu()), n) for n, p in model.named_parameters())
+        worst, which = max((rel(got[n].float(), p.detach().float().cpu()), n) for n, p in model.named_parameters())
         check(worst < bound, f"{name} {dtype}: every parameter after 3 steps matches, worst {worst:.2e} < {bound} ({which})")
 
 

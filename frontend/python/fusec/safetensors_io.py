@@ -35,17 +35,19 @@ def save(path, tensors, metadata=None):
 
 
 def load(path):
-    """The tensors of a safetensors file (F32, I64, BOOL), by name."""
+    """The tensors of a safetensors file (F32, I64, BF16, BOOL), by name."""
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8:8 + n])
     header.pop("__metadata__", None)
-    kinds = {"F32": torch.float32, "I64": torch.int64, "BOOL": torch.bool}
+    kinds = {code: dtype for dtype, code in _DTYPES.items()}
     out = {}
     for name, h in header.items():
         b, e = h["data_offsets"]
         buf = bytearray(raw[8 + n + b:8 + n + e])
+        if h["dtype"] not in kinds:
+            raise ValueError(f"{path}: {name} has dtype {h['dtype']}, which this reader does not know (F32, I64, BF16, BOOL)")
         out[name] = torch.frombuffer(buf, dtype=kinds[h["dtype"]]).reshape(h["shape"]).clone() if e > b else \
             torch.zeros(h["shape"], dtype=kinds[h["dtype"]])
     return out
