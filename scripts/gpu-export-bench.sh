@@ -6,7 +6,7 @@
 #   3. for each model named in $FUSEC_EXPORT_MODELS (default: gpt2 llama cs336), at GPT-2
 #      small size (d 768, 12 layers, ctx 1024, batch 8): export, then `fusec bench --fir
 #      --dtype bf16 --passes step --vs-torch` (eager PyTorch, torch.compile default and
-#      reduce-overhead, fusec), JSON rows to $OUT/bench-<model>.json, the table to the log.
+#      reduce-overhead, fusec), the table to the log.
 # Everything is logged to $OUT/gpu-export-bench.log. FUSEC_SKIP_EXPORT_TEST=1 skips step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +46,6 @@ main() {
     "$BUILD/fusec" compile --fir "$dir/model.fir" --program train_step --dtype bf16 --time-passes 2>&1 | tail -4 || status=1
     echo "== fusec bench --fir $m --dtype bf16 --passes step --vs-torch"
     "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --vs-torch --warmup 5 --iters 10 || status=1
-    "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --impl compiled --warmup 5 --iters 10 \
-      --format json --out "$OUT/bench-$m.json" 2>/dev/null || status=1
     rm -f "$dir/weights.safetensors"  # large, and rebuilt by the export
   done
   return $status
