@@ -60,6 +60,16 @@ def _capture_make_fx(model, ids):
     return Captured(gm, list(zip(nodes, leaves, kinds, names)), "make_fx")
 
 
+def _decompositions():
+    """Core ATen, except scaled_dot_product_attention, which stays whole: it maps to fusec's
+    attention composite directly (decomposed, it becomes the math form with a "safe softmax"
+    whose fully-masked-row test has no fusec equivalent)."""
+    table = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default,):
+        table.pop(op, None)
+    return table
+
+
 def _capture_export(model, ids):
     from torch.export.graph_signature import InputKind
     with torch.no_grad():
@@ -67,7 +77,7 @@ def _capture_export(model, ids):
             ep = torch.export.export(model, (ids,), strict=False)
         except Exception as e:  # torch's own message, first line: what could not be traced
             raise ExportError(f"torch.export failed: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
-        ep = ep.run_decompositions()
+        ep = ep.run_decompositions(_decompositions())
     first = {}  # a tensor's first name in named_parameters(): the name a tied weight keeps
     for name, p in model.named_parameters():
         first.setdefault(id(p), name)
