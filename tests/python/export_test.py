@@ -43,6 +43,21 @@ def rel(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
+def noise_only(grad):
+    """Entries whose gradient is zero in exact arithmetic but not in floating point: |g| below
+    1e-6 of the parameter's largest. GPT-2's key bias is one (softmax ignores a shift of every
+    score of a row, so d loss / d b_k = 0, computed as ~1e-10 of rounding): AdamW turns such
+    noise into steps of +-lr whose signs no two implementations share, so they are left out of
+    the parameter comparison (and counted)."""
+    g = grad.abs()
+    return (g > 0) & (g < 1e-6 * g.max())
+
+
+def rel_kept(a, b, noise):
+    keep = ~noise
+    return rel(a[keep], b[keep])
+
+
 def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
@@ -121,19 +136,23 @@ def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
         return out
     got = safetensors_io.load(steps)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    losses = []
+    losses, noise = [], {}
     for _ in range(3):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(ids).reshape(-1, V), targets.reshape(-1))
         loss.backward()
+        noise = noise or {n: noise_only(p.grad) for n, p in model.named_parameters()}
         opt.step()
         losses.append(loss.item())
     lerr = max(abs(a - b) / abs(b) for a, b in zip(got["loss"].tolist(), losses))
     check(lerr < 1e-4, f"{name}: three AdamW steps, losses {got['loss'].tolist()} vs {losses}, worst {lerr:.2e} < 1e-4")
     # The update (not the weight, which barely moves) is what must match; a tied weight's
     # update comes from the sum of both uses' gradients.
-    worst, which = max((rel(got[n] - weights[n], p.detach() - weights[n]), n) for n, p in model.named_parameters())
-    check(worst < 1e-3, f"{name}: every parameter's update matches, worst relative error {worst:.2e} < 1e-3 ({which})")
+    worst, which = max((rel_kept(got[n] - weights[n], p.detach() - weights[n], noise[n]), n)
+                       for n, p in model.named_parameters())
+    left = sum(int(m.sum()) for m in noise.values())
+    check(worst < 1e-3, f"{name}: every parameter's update matches, worst relative error {worst:.2e} < 1e-3 ({which}; "
+          f"{left} entries with noise-only gradients left out)")
 
     # The GPU's pipeline (every optimisation pass, kernels planned) takes the imported step too.
     r = run(fusec, "compile", "--fir", fir, "--program", "train_step", "--stats")
@@ -239,20 +258,24 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
             continue
         got = safetensors_io.load(steps)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-        losses = []
+        losses, noise = [], {}
         for _ in range(3):
             opt.zero_grad()
             with autocast():
                 logits = model(ids.cuda())
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, GV), targets.cuda().reshape(-1))
             loss.backward()
+            noise = noise or {n: noise_only(p.grad).cpu() for n, p in model.named_parameters()}
             opt.step()
             losses.append(loss.item())
         lerr = max(abs(a - b) / abs(b) for a, b in zip(got["loss"].tolist(), losses))
         check(lerr < bound, f"{name} {dtype}: three AdamW steps, losses {[round(x, 5) for x in got['loss'].tolist()]} "
               f"vs {[round(x, 5) for x in losses]}, worst {lerr:.2e} < {bound}")
-        worst, which = max((rel(got[n].float(), p.detach().float().cpu()), n) for n, p in model.named_parameters())
-        check(worst < bound, f"{name} {dtype}: every parameter after 3 steps matches, worst {worst:.2e} < {bound} ({which})")
+        worst, which = max((rel_kept(got[n].float(), p.detach().float().cpu(), noise[n]), n)
+                           for n, p in model.named_parameters())
+        left = sum(int(m.sum()) for m in noise.values())
+        check(worst < bound, f"{name} {dtype}: every parameter after 3 steps matches, worst {worst:.2e} < {bound} "
+              f"({which}; {left} entries with noise-only gradients left out)")
 
 
 def main():
