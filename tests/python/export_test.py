@@ -245,6 +245,7 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
     safetensors_io.save(inputs, {"ids": ids, "targets": targets})
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    eager_fp32 = {}  # CUDA eager's parameters after 3 fp32 steps: bf16's own drift from them
     for dtype in ("fp32", "bf16"):
         bound = 1e-4 if dtype == "fp32" else 2e-2
         model = build(file, cls, kwargs).cuda()
@@ -278,10 +279,21 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
         lerr = max(abs(a - b) / abs(b) for a, b in zip(got["loss"].tolist(), losses))
         check(lerr < bound, f"{name} {dtype}: three AdamW steps, losses {[round(x, 5) for x in got['loss'].tolist()]} "
               f"vs {[round(x, 5) for x in losses]}, worst {lerr:.2e} < {bound}")
-        worst, which = max((rel_kept(got[n].float(), p.detach().float().cpu(), noise[n]), n)
-                           for n, p in model.named_parameters())
+        # Each parameter within the bound, or, in bf16, within twice eager bf16's own distance
+        # from eager fp32: a zero-initialised bias after 3 steps is its update alone, and bf16
+        # rounding flips the sign of AdamW's first steps where its gradient is small, in eager
+        # as in fusec (the zoo's curve test bounds drift the same way).
+        worst, which, allowed = 0.0, "", bound
+        for n, p in model.named_parameters():
+            p = p.detach().float().cpu()
+            if dtype == "fp32":
+                eager_fp32[n] = p
+            err = rel_kept(got[n].float(), p, noise[n])
+            limit = bound if dtype == "fp32" else max(bound, 2 * rel_kept(p, eager_fp32[n], noise[n]))
+            if err / limit > worst / allowed:
+                worst, which, allowed = err, n, limit
         left = sum(int(m.sum()) for m in noise.values())
-        check(worst < bound, f"{name} {dtype}: every parameter after 3 steps matches, worst {worst:.2e} < {bound} "
+        check(worst < allowed, f"{name} {dtype}: every parameter after 3 steps matches, worst {worst:.2e} < {allowed:.2e} "
               f"({which}; {left} entries with noise-only gradients left out)")
 
 
