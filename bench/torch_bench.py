@@ -146,35 +146,49 @@ def make_call(model, opt, impl, pass_, dtype, ids, targets):
     return train_step
 
 
-def run(a, grid, make_row, finish_row, fill_speedups):
-    torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as fusec's fp32 GEMMs
+def strict_f32_and_ceilings():
+    """Strict f32 GEMMs (as fusec's fp32) and this run's GEMM ceilings by dtype."""
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    ceilings = {"bf16": gemm_tflops(torch.bfloat16), "fp32": gemm_tflops(torch.float32)}
+    return {"bf16": gemm_tflops(torch.bfloat16), "fp32": gemm_tflops(torch.float32)}
+
+
+def time_row(row, build, vocab, seed, iters, finish_row):
+    """Times one row (its model, ctx, batch, dtype, pass, impl, warmup) on a fresh model from
+    `build()` and AdamW, with uniform random ids and targets; OOM or an error becomes the
+    row's status, so the sweep goes on. Shared by torch_compile_ref.py and torch_module_ref.py."""
+    torch._dynamo.reset()  # every row compiles afresh: warm-up rows must see the compile
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = opt = None
+    try:
+        torch.manual_seed(seed)
+        model = build().cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+        gen = torch.Generator().manual_seed(seed + 1)
+        shape = (row["batch"], row["ctx"])
+        ids = torch.randint(0, vocab, shape, generator=gen).cuda()
+        targets = torch.randint(0, vocab, shape, generator=gen).cuda()
+        call = make_call(model, opt, row["impl"], row["pass"], row["dtype"], ids, targets)
+        finish_row(row, time_calls(call, row["warmup"], iters), torch.cuda.max_memory_allocated(),
+                   torch.cuda.max_memory_reserved())
+    except torch.cuda.OutOfMemoryError:
+        row["status"] = "OOM"
+    except Exception as e:  # one row's failure (a compile error) must not end the sweep
+        row["status"] = (str(e).splitlines() or [type(e).__name__])[0]
+    del model, opt
+    print("%s ctx=%d batch=%d %s %s %s warmup=%d: %s" % (row["model"], row["ctx"], row["batch"], row["dtype"],
+          row["pass"], row["impl"], row["warmup"],
+          row["status"] if row["status"] != "OK" else "median %.3f ms" % row["median_ms"]), file=sys.stderr, flush=True)
+
+
+def run(a, grid, make_row, finish_row, fill_speedups):
+    ceilings = strict_f32_and_ceilings()
     rows = []
     for model_name, ctx, batch, dtype, pass_, impl, warmup in grid(a):
         row = make_row(model_name, ctx, batch, dtype, pass_, impl, warmup, a.iters, ceilings[dtype])
-        torch._dynamo.reset()  # every row compiles afresh: warm-up rows must see the compile
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-        model = opt = None
-        try:
-            torch.manual_seed(a.seed)
-            model = TransformerLM(a.configs[model_name]).cuda()
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-            gen = torch.Generator().manual_seed(a.seed + 1)
-            vocab = a.configs[model_name]["vocab"]
-            ids = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
-            targets = torch.randint(0, vocab, (batch, ctx), generator=gen).cuda()
-            ms = time_calls(make_call(model, opt, impl, pass_, dtype, ids, targets), warmup, a.iters)
-            finish_row(row, ms, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
-        except torch.cuda.OutOfMemoryError:
-            row["status"] = "OOM"
-        except Exception as e:  # one row's failure (a compile error) must not end the sweep
-            row["status"] = (str(e).splitlines() or [type(e).__name__])[0]
-        del model, opt
-        print("%s ctx=%d batch=%d %s %s %s warmup=%d: %s" % (model_name, ctx, batch, dtype, pass_, impl, warmup,
-              row["status"] if row["status"] != "OK" else "median %.3f ms" % row["median_ms"]),
-              file=sys.stderr, flush=True)
+        config = a.configs[model_name]
+        time_row(row, lambda: TransformerLM(config), config["vocab"], a.seed, a.iters, finish_row)
         rows.append(row)
     fill_speedups(rows)
     for row in rows:

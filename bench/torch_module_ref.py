@@ -55,7 +55,8 @@ def parse_args(argv):
 
 
 def build_module(record):
-    """The module as the exporter built it: seeded, constructed, its state dict loaded."""
+    """The module as the exporter built it: constructed (after the exporter's seed) from its
+    file, class and kwargs, its state dict loaded."""
     import torch
     path, cls = record["model"].rsplit(":", 1)
     spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
@@ -75,10 +76,10 @@ def main(argv):
         return 1
     import torch
     import torch_bench
-    torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as fusec's fp32 GEMMs
-    torch.backends.cudnn.allow_tf32 = False
+    ceilings = torch_bench.strict_f32_and_ceilings()
     batch, seq = a.record["batch"], a.record["seq"]
-    ceilings = {"bf16": torch_bench.gemm_tflops(torch.bfloat16), "fp32": torch_bench.gemm_tflops(torch.float32)}
+    with torch.no_grad():  # the vocabulary: the logits' last dim
+        vocab = build_module(a.record)(torch.zeros(1, seq, dtype=torch.long)).shape[-1]
     rows = []
     for dtype in a.dtype:
         for pass_ in a.passes:
@@ -89,30 +90,8 @@ def main(argv):
                                iters=a.iters, peak_tflops=ceilings[dtype],
                                model_flops_per_token=a.forward_flops_per_token * (1 if pass_ == "forward" else 3))
                     row["pass"] = pass_
-                    torch._dynamo.reset()
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats()
-                    model = opt = None
-                    try:
-                        model = build_module(a.record).cuda().train()
-                        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                                                weight_decay=0.01)
-                        with torch.no_grad():
-                            vocab = model(torch.zeros(1, seq, dtype=torch.long, device="cuda")).shape[-1]
-                        gen = torch.Generator().manual_seed(a.seed + 1)
-                        ids = torch.randint(0, vocab, (batch, seq), generator=gen).cuda()
-                        targets = torch.randint(0, vocab, (batch, seq), generator=gen).cuda()
-                        call = torch_bench.make_call(model, opt, impl, pass_, dtype, ids, targets)
-                        ms = torch_bench.time_calls(call, warmup, a.iters)
-                        ref.finish_row(row, ms, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
-                    except torch.cuda.OutOfMemoryError:
-                        row["status"] = "OOM"
-                    except Exception as e:  # one row's failure must not end the sweep
-                        row["status"] = (str(e).splitlines() or [type(e).__name__])[0]
-                    del model, opt
-                    print("%s %s %s %s warmup=%d: %s" % (a.name, dtype, pass_, impl, warmup,
-                          row["status"] if row["status"] != "OK" else "median %.3f ms" % row["median_ms"]),
-                          file=sys.stderr, flush=True)
+                    torch_bench.time_row(row, lambda: build_module(a.record).train(), vocab, a.seed, a.iters,
+                                         ref.finish_row)
                     rows.append(row)
     ref.fill_speedups(rows)
     for row in rows:

@@ -157,12 +157,10 @@ Command addBenchCommand(CLI::App& app) {
     if (!a->fir.empty()) {
       if (oModel->count()) throw Error("--fir and --model cannot be combined");
       sweep.models = {importedModel(*a, oBatch->count() > 0, oCtx->count() > 0)};
-      for (const auto& impl : a->impls)
-        if (impl == "eager") scriptImpls.push_back(impl);
-      if (a->vsTorch) scriptImpls.insert(scriptImpls.end(), {"torch.compile", "torch.compile-ro"});
+      // Its eager rows are the PyTorch module's (the script's), not LibTorch's.
       std::vector<std::string> own;
-      for (const auto& impl : a->impls)
-        if (impl != "eager") own.push_back(impl);
+      for (const auto& impl : a->impls) (impl == "eager" ? scriptImpls : own).push_back(impl);
+      if (a->vsTorch) scriptImpls.insert(scriptImpls.end(), {"torch.compile", "torch.compile-ro"});
       a->impls = own;
       if (!scriptImpls.empty() && a->torchScript.empty()) throw Error("--fir's eager and torch.compile rows need --torch-script");
     } else {
@@ -207,19 +205,15 @@ Command addBenchCommand(CLI::App& app) {
     };
 #endif
     std::vector<bench::BenchRow> rows = bench::runSweep(sweep, runners, &std::cerr);
-    if (!scriptImpls.empty()) {
-      for (auto& r : torchModuleRows(*a, sweep.models.at(0), scriptImpls)) {
-        r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
-        rows.push_back(std::move(r));
-      }
-      bench::fillSpeedups(rows);
-    } else if (a->vsTorch) {
-      for (auto& r : torchCompileRows(*a)) {
-        r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
-        rows.push_back(std::move(r));
-      }
-      bench::fillSpeedups(rows);
+    // The Python rows: an imported model's own module, or the zoo's torch.compile reference.
+    std::vector<bench::BenchRow> scripted;
+    if (!scriptImpls.empty()) scripted = torchModuleRows(*a, sweep.models.at(0), scriptImpls);
+    else if (a->vsTorch && a->fir.empty()) scripted = torchCompileRows(*a);
+    for (auto& r : scripted) {
+      r.peakTflops = r.dtype == "bf16" ? ceil.bf16Tflops : ceil.f32Tflops;  // this run's ceiling, as every row
+      rows.push_back(std::move(r));
     }
+    if (!scripted.empty()) bench::fillSpeedups(rows);
 
     std::string text = bench::formatRows(rows, format);
     if (format == bench::Format::Table) text = std::string(line) + "\n" + text;

@@ -162,17 +162,8 @@ def emit(conv, q, k, v, causal, scale):
         return conv.reshape(o, q.shape[:-1] + (v.shape[-1],)), conv.reshape(lse, q.shape[:-1])
     o, lse = conv.emit_multi("attention", [q, k, v], [(q.shape[:-1] + (v.shape[-1],), q.dtype),
                                                      (q.shape[:-1], torch.float32)],
-                             f"causal = {'true' if causal else 'false'}, scale = {_num(scale)}", "attn")
-    conv.last_lse = lse
+                             f"causal = {'true' if causal else 'false'}, scale = {float(scale)!r}", "attn")
     return o, lse
-
-
-def _num(x):
-    return repr(float(x))
-
-
-def last_lse(conv):
-    return conv.last_lse
 
 
 def _reference(q, k, v, causal, scale):
@@ -269,7 +260,7 @@ def match_softmax_attention(conv, out, P, V):
 
 
 def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
-    """scaled_dot_product_attention(q, k, v, ...) as the composite."""
+    """scaled_dot_product_attention(q, k, v, ...) as the composite: (o shaped as `out`, lse)."""
     if dropout_p:
         raise ExportError("unsupported op scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
     qv, kv, vv = conv.value(q), conv.value(k), conv.value(v)
@@ -298,5 +289,5 @@ def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
             raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
     if causal and tq != tk:  # torch aligns the causal mask top-left, fusec bottom-right
         raise ExportError("unsupported op scaled_dot_product_attention causal with queries and keys of different lengths")
-    o, _ = emit(conv, qv, kv, vv, causal, scale)
-    return conv.reshape(o, out.shape)
+    o, lse = emit(conv, qv, kv, vv, causal, scale)
+    return conv.reshape(o, out.shape), lse

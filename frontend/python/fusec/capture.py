@@ -81,10 +81,10 @@ def _capture_export(model, ids):
     first = {}  # a tensor's first name in named_parameters(): the name a tied weight keeps
     for name, p in model.named_parameters():
         first.setdefault(id(p), name)
-    nodes = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
+    specs = {spec.arg.name: spec for spec in ep.graph_signature.input_specs}
     placeholders = []
-    for spec in ep.graph_signature.input_specs:
-        node = nodes[spec.arg.name]
+    for node in (n for n in ep.graph_module.graph.nodes if n.op == "placeholder"):
+        spec = specs[node.name]
         if spec.kind == InputKind.USER_INPUT:
             placeholders.append((node, ids, "input", "ids"))
         elif spec.kind == InputKind.PARAMETER:
@@ -97,8 +97,6 @@ def _capture_export(model, ids):
             placeholders.append((node, ep.constants[spec.target], "buffer", spec.target))
         else:
             raise ExportError(f"unsupported graph input kind {spec.kind} ({spec.target})")
-    order = [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
-    placeholders.sort(key=lambda p: order.index(p[0]))
     return Captured(ep.graph_module, placeholders, "torch.export")
 
 

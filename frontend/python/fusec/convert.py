@@ -80,8 +80,8 @@ class Converter:
         self.counter += 1
         return f"{hint}.{self.counter}"
 
-    def emit_multi(self, op, operands, types, attrs="", hint="v", meta=None):
-        results = [Value(self.fresh(hint), shape, dtype) for shape, dtype in types]
+    def emit_multi(self, op, operands, types, attrs="", hint="v", meta=None, name=None):
+        results = [Value(name or self.fresh(hint), shape, dtype) for shape, dtype in types]
         d = Def(op, results, list(operands), attrs, meta or {})
         self.order.append(d)
         for r in results:
@@ -93,12 +93,9 @@ class Converter:
     def emit(self, op, operands, shape, dtype, attrs="", hint="v", meta=None):
         return self.emit_multi(op, operands, [(shape, dtype)], attrs, hint, meta)[0]
 
-    def source(self, name, shape, dtype, attrs, hint, dynamic):
-        v = self.emit_multi("param" if hint != "ids" else "input", [], [(shape, dtype)], attrs, hint)[0]
-        if hint == "ids":  # the input keeps its name: fusec binds inputs by it
-            del self.defs[v.name]
-            v.name = "ids"
-            self.defs["ids"] = self.order[-1]
+    def source(self, op, shape, dtype, attrs, hint, dynamic, name=None):
+        """An input or param; `dynamic`: it varies with the ids or the training."""
+        v = self.emit_multi(op, [], [(shape, dtype)], attrs, hint, name=name)[0]
         if dynamic:
             self.dynamic.add(v.name)
         return v
@@ -120,7 +117,7 @@ class Converter:
             return self.constant(t.reshape(-1)[0].item(), t.shape, t.dtype)
         name = f"_const.{len(self.tensors)}"
         self.tensors[name] = t.to(torch.float32)
-        v = self.source(name, t.shape, torch.float32, f'name = "{name}", role = "buffer"', "buf", False)
+        v = self.source("param", t.shape, torch.float32, f'name = "{name}", role = "buffer"', "buf", False)
         if t.dtype == torch.bool:
             return self.emit("ne", [v, self.constant(0, t.shape, torch.float32)], t.shape, torch.bool)
         if t.dtype != torch.float32:
@@ -173,12 +170,14 @@ class Converter:
                 leaf, kind, name = self.placeholders[node]
                 results[node] = leaf
                 if kind == "input":
-                    self.values[node] = self.source("ids", leaf.shape, leaf.dtype, 'name = "ids", role = "ids"', "ids", True)
+                    # the input keeps its name: fusec binds inputs by it
+                    self.values[node] = self.source("input", leaf.shape, leaf.dtype, 'name = "ids", role = "ids"', "ids",
+                                                    True, name="ids")
                 elif kind == "param" and id(leaf) in by_id:
                     self.values[node] = by_id[id(leaf)]
                 elif kind == "param":
                     self.tensors[name] = leaf.detach().to(torch.float32)
-                    v = self.source(name, leaf.shape, torch.float32, f'name = "{name}"', "w", True)
+                    v = self.source("param", leaf.shape, torch.float32, f'name = "{name}"', "w", True)
                     self.values[node] = by_id[id(leaf)] = v
                 else:  # a buffer: known now
                     self.static[node] = leaf
@@ -289,22 +288,22 @@ class Converter:
 
     def op_scaled_dot_product_attention(self, node, out, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
                                         scale=None, enable_gqa=False):
-        return attention.sdpa(self, out, q, k, v, attn_mask, dropout_p, is_causal, scale)
+        return attention.sdpa(self, out, q, k, v, attn_mask, dropout_p, is_causal, scale)[0]
 
+    # The variants it dispatches to return (out, logsumexp, ...): the rest have no fusec value.
     def op__scaled_dot_product_flash_attention_for_cpu(self, node, out, q, k, v, dropout_p=0.0, is_causal=False,
                                                          attn_mask=None, scale=None):
-        o = attention.sdpa(self, out[0], q, k, v, attn_mask, dropout_p, is_causal, scale)
-        return [o, attention.last_lse(self)]
+        return list(attention.sdpa(self, out[0], q, k, v, attn_mask, dropout_p, is_causal, scale))
 
     def op__scaled_dot_product_flash_attention(self, node, out, q, k, v, dropout_p=0.0, is_causal=False,
                                                return_debug_mask=False, scale=None):
-        o = attention.sdpa(self, out[0], q, k, v, None, dropout_p, is_causal, scale)
-        return [o, attention.last_lse(self)] + [None] * (len(out) - 2)
+        o, lse = attention.sdpa(self, out[0], q, k, v, None, dropout_p, is_causal, scale)
+        return [o, lse] + [None] * (len(out) - 2)
 
     def op__scaled_dot_product_efficient_attention(self, node, out, q, k, v, attn_bias=None, compute_log_sumexp=False,
                                                    dropout_p=0.0, is_causal=False, scale=None):
-        o = attention.sdpa(self, out[0], q, k, v, attn_bias, dropout_p, is_causal, scale)
-        return [o, attention.last_lse(self)] + [None] * (len(out) - 2)
+        o, lse = attention.sdpa(self, out[0], q, k, v, attn_bias, dropout_p, is_causal, scale)
+        return [o, lse] + [None] * (len(out) - 2)
 
     op_bmm = op_matmul = op_mm
 
