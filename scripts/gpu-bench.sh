@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine: the tables of bench/RESULTS.md. Builds fusec (Release, with LibTorch for
-# the eager side) into build-gpu/ and runs `fusec bench` on small, medium and large at ctx
+# the eager side, the fusec-eager worker) into build-gpu/ and runs `fusec bench` on small, medium and large at ctx
 # 256, batch 4, fp32 and bf16, every pass; `fusec profile` of small's train_step in both
 # dtypes; and, with FUSEC_BENCH_ATTENTION=1, the attention sweep. Output in $OUT (defaults to
 # build-gpu/out): bench.txt, profile-*.txt, attention.txt, and the stderr logs.
@@ -11,7 +11,7 @@ OUT=${OUT:-$PWD/$BUILD/out}
 mkdir -p "$OUT"
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null 2>&1
-cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
+cmake --build "$BUILD" -j"$(nproc)" --target fusec fusec-eager | tail -1
 fusec=$BUILD/fusec
 for dtype in bf16 fp32; do
   "$fusec" profile --model small --program train_step --dtype "$dtype" >"$OUT/profile-small-$dtype.txt" 2>"$OUT/profile.err" || true

@@ -11,7 +11,7 @@ OUT=${OUT:-$PWD/$BUILD/out}
 mkdir -p "$OUT"
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
+cmake --build "$BUILD" -j"$(nproc)" --target fusec fusec-eager | tail -1
 fusec=$BUILD/fusec
 torch=()
 [[ ${FUSEC_SCALE_TORCH:-1} == 1 ]] && torch=(--vs-torch)

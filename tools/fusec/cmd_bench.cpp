@@ -3,11 +3,13 @@
 // after warm-up, with the GEMM and copy ceilings measured in the same run (MFU). Rows that do
 // not fit print OOM and the sweep goes on; a progress line per row goes to stderr.
 // `--vs-torch` adds bench/torch_compile_ref.py's torch.compile rows to the same table.
-// LibTorch stays out of this file (bench/eager_runner.h), so it compiles in seconds.
+// The eager rows run in fusec-eager (tools/fusec/eager_worker.h): fusec links no LibTorch.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "bench/sweep.h"
 #include "frontend/models/fir_model.h"
@@ -21,9 +23,7 @@
 #include "bench/compiled_runner.h"
 #include "runtime/device.h"
 #endif
-#ifdef FUSEC_HAVE_EAGER
-#include "bench/eager_runner.h"
-#endif
+#include "tools/fusec/eager_worker.h"
 
 namespace fusec::cli {
 
@@ -176,6 +176,12 @@ Command addBenchCommand(CLI::App& app) {
     for (const auto& p : a->passes) sweep.passes.push_back(bench::parsePass(p));
     const bench::Format format = bench::parseFormat(a->format);
     if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
+    std::optional<std::string> worker;
+    if (std::count(sweep.impls.begin(), sweep.impls.end(), "eager") && !(worker = eagerWorker())) {
+      std::erase(sweep.impls, "eager");
+      if (sweep.impls.empty() && scriptImpls.empty() && !a->vsTorch) throw Error("the eager rows need fusec-eager: " + eagerWorkerMissing());
+      std::cerr << "eager rows skipped: " << eagerWorkerMissing() << "\n";
+    }
 
 #ifndef FUSEC_HAVE_CUDA
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
@@ -197,13 +203,12 @@ Command addBenchCommand(CLI::App& app) {
       with.attention = lowering;
       return bench::runCompiled(with, env, cache.get());
     };
-#ifdef FUSEC_HAVE_EAGER
-    runners["eager"] = [](const bench::BenchCase& c, Bindings& env) { return bench::runEager(c, env); };
-#else
-    runners["eager"] = [](const bench::BenchCase&, Bindings&) -> bench::TimedRun {
-      throw Error("fusec was built without LibTorch");
-    };
-#endif
+    if (worker) {
+      const uint64_t seed = sweep.seed;
+      runners["eager"] = [worker, seed](const bench::BenchCase& c, Bindings&) {
+        return runEagerWorker(*worker, c, seed);
+      };
+    }
     std::vector<bench::BenchRow> rows = bench::runSweep(sweep, runners, &std::cerr);
     // The Python rows: an imported model's own module, or the zoo's torch.compile reference.
     std::vector<bench::BenchRow> scripted;

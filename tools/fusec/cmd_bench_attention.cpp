@@ -3,13 +3,16 @@
 // implementation and OOM rows do not stop the sweep. `--vs-torch` adds PyTorch SDPA rows
 // (bench/torch_sdpa_ref.py: flash, cuDNN and memory-efficient backends) from the same run,
 // each after the fusec rows of its shape.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "bench/attention_bench.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
+#include "tools/fusec/eager_worker.h"
 #include "tools/fusec/script_rows.h"
 #include "tools/fusec/write_output.h"
 #ifdef FUSEC_HAVE_CUDA
@@ -91,6 +94,13 @@ Command addBenchAttention(CLI::App& bench) {
     const bench::Format format = bench::parseFormat(a->format);
     if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
     if (a->vsTorch && !std::ifstream(a->torchScript)) throw Error("--torch-script: cannot read '" + a->torchScript + "'");
+    auto& impls = a->sweep.impls;
+    std::optional<std::string> worker;
+    if (std::count(impls.begin(), impls.end(), "eager") && !(worker = eagerWorker())) {
+      std::erase(impls, "eager");
+      if (impls.empty() && !a->vsTorch) throw Error("the eager rows need fusec-eager: " + eagerWorkerMissing());
+      std::cerr << "eager rows skipped: " << eagerWorkerMissing() << "\n";
+    }
 #ifndef FUSEC_HAVE_CUDA
     (void)format;
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
@@ -101,13 +111,8 @@ Command addBenchAttention(CLI::App& bench) {
     std::map<std::string, bench::AttentionRunner> runners;
     runners["compiled"] = [cache](const bench::AttentionCase& c) { return bench::runCompiledAttention(c, cache.get()); };
     runners["fused"] = [cache](const bench::AttentionCase& c) { return bench::runCompiledAttention(c, cache.get(), true); };
-#ifdef FUSEC_HAVE_EAGER
-    runners["eager"] = bench::runEagerAttention;
-#else
-    runners["eager"] = [](const bench::AttentionCase&) -> bench::AttentionRun {
-      throw Error("fusec was built without LibTorch");
-    };
-#endif
+    if (worker)
+      runners["eager"] = [worker](const bench::AttentionCase& c) { return runEagerAttentionWorker(*worker, c); };
     // PyTorch's rows first: a script that fails then costs no sweep.
     const std::vector<bench::AttentionRow> torchRows = a->vsTorch ? sdpaRows(*a) : std::vector<bench::AttentionRow>{};
     std::vector<bench::AttentionRow> rows = bench::runAttentionSweep(a->sweep, runners, &std::cerr);

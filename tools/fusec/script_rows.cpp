@@ -21,18 +21,16 @@ std::string selfExecutable() {
   return ec ? std::string("fusec") : p.string();
 }
 
-std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
-  const std::string cmd = "python3 " + shellQuoted(script) + " " + args;
-  std::cerr << "running " << cmd << "\n";
+std::vector<std::string> commandLines(const std::string& cmd, const std::string& what) {
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw Error("--vs-torch: cannot run python3");
+  if (!p) throw Error(what + ": cannot start '" + cmd + "'");
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int status = pclose(p);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 127) throw Error("--vs-torch: cannot run python3 (not found)");
-  if (status != 0) throw Error("--vs-torch: " + script + " failed (exit " + std::to_string(code) + ")");
+  if (code == 127) throw Error(what + ": cannot start '" + cmd + "' (not found)");
+  if (status != 0) throw Error(what + " failed (exit " + std::to_string(code) + ")");
   std::vector<std::string> lines;
   size_t at = 0;
   while (at < out.size()) {
@@ -42,6 +40,18 @@ std::vector<std::string> scriptRows(const std::string& script, const std::string
     at = end + 1;
   }
   return lines;
+}
+
+std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
+  const std::string cmd = "python3 " + shellQuoted(script) + " " + args;
+  std::cerr << "running " << cmd << "\n";
+  try {
+    return commandLines(cmd, "--vs-torch: " + script);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    if (m.find("(not found)") != std::string::npos) throw Error("--vs-torch: cannot run python3 (not found)");
+    throw;
+  }
 }
 
 }  // namespace fusec::cli

@@ -8,6 +8,10 @@
 
 namespace fusec::cli {
 
+// Runs `cmd` under the shell and returns its stdout's non-empty lines (stderr passes
+// through). Throws Error, prefixed with `what`, when it cannot start or exits non-zero.
+std::vector<std::string> commandLines(const std::string& cmd, const std::string& what);
+
 // Throws Error when python3 cannot start or the script exits non-zero.
 std::vector<std::string> scriptRows(const std::string& script, const std::string& args);
 

@@ -1,0 +1,35 @@
+// A CUDA library that fusec opens at its first use instead of linking it. Linked, cuBLASLt
+// alone cost every fusec process 212 MB of resident memory and about 90 ms at start (its
+// initialisers run at load), and NVRTC 34 MB: `fusec --version`, `opt` and `compile --emit`
+// paid that for libraries they never call. fusec instead defines the entry points it calls
+// (runtime/cublaslt_entry_points.cpp, codegen/nvrtc_entry_points.cpp: the headers' own
+// signatures), and each forwards to the real function, which the first call looks up here.
+#pragma once
+#include <string>
+
+namespace fusec {
+
+class LazyLibrary {
+ public:
+  // `soname` is tried first (the loader's search path, as linking would), then `fallback`
+  // (the path CMake found at configure time).
+  LazyLibrary(const char* soname, const char* fallback) : soname_(soname), fallback_(fallback) {}
+  // The address of `symbol`. Throws Error naming the library or the symbol when either
+  // cannot be found: one line, never a crash.
+  void* symbol(const char* name);
+
+ private:
+  void* open();
+  const char* soname_;
+  const char* fallback_;
+  void* handle_ = nullptr;
+};
+
+// An entry point's real function, looked up once: `static auto f = lazyFunction<...>(lib,
+// "name");` in each forwarding definition.
+template <class F>
+F lazyFunction(LazyLibrary& lib, const char* name) {
+  return reinterpret_cast<F>(lib.symbol(name));
+}
+
+}  // namespace fusec
