@@ -1,7 +1,8 @@
 // `fusec run`: runs a model program on real tensors, safetensors in and out.
 //
-//   fusec run --program forward|train_step --weights W.safetensors --inputs I.safetensors
-//             --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
+//   fusec run --program forward|train_step --weights W.safetensors
+//             (--inputs I.safetensors | --data TOKENS [--data-dtype uint16|int32] | --random-inputs)
+//             [--batch B --ctx T] --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
 //             [--model NAME] [--vocab V --context-length C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
@@ -18,13 +19,17 @@
 // --dtype bf16 that includes autocast and cache-weight-casts, whose bf16 weight copies start
 // as bf16(W) and then follow the optimizer's updates. No model is special-cased here.
 #include <charconv>
+#include <climits>
+#include <cstdint>
 #include <iostream>
 #include <memory>
+#include <random>
 
 #include "api/compiled_program.h"
 #include "frontend/models/zoo_model.h"
 #include "frontend/program_state.h"
 #include "frontend/safetensors.h"
+#include "frontend/token_data.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
 
@@ -33,8 +38,10 @@ namespace fusec::cli {
 namespace {
 
 struct RunArgs {
-  std::string program, weights, inputs, out, initWeights;
-  int64_t steps = 1;
+  std::string program, weights, inputs, out, initWeights, data, dataDType = "uint16";
+  bool randomInputs = false;
+  int64_t steps = 1, batch = 4, ctx = 256;
+  CLI::Option *oBatch = nullptr, *oCtx = nullptr;
   std::string device, dtype = "fp32", model = "small", attention;
   uint64_t seed = 0;
   ModelOverrides overrides;  // applied only when given
@@ -91,10 +98,59 @@ api::Program checkedProgram(const api::Model& model, const std::string& program,
   }
 }
 
+// The model's vocabulary from its configuration (the zoo's "vocab"); 0 when it has none, and
+// validateInputs is then the only check of the ids.
+int64_t vocabOf(const api::Model& model) {
+  for (const auto& [key, value] : model.config())
+    if (key == "vocab") return int64_t(value);
+  return 0;
+}
+
+// Where each step's inputs come from: one file (the same every step), or a batch drawn per
+// step from a token file (--data) or at random (--random-inputs).
+class StepInputs {
+ public:
+  StepInputs(RunArgs& a, const api::Model& model) : a_(a), model_(model), rng_(a.seed ^ 0x5eed'da7a'0000'0001ull) {
+    const int given = !a.inputs.empty() + !a.data.empty() + a.randomInputs;
+    if (given != 1) throw Error("run: give the inputs one way: --inputs FILE, --data TOKENS or --random-inputs");
+    if (!a.inputs.empty()) {
+      if (a.oBatch->count() || a.oCtx->count())
+        throw Error("run: --batch and --ctx go with --data or --random-inputs; --inputs gives its own shape");
+      fixed_ = loadSafetensors(a.inputs);
+      label_ = a.inputs;
+      return;
+    }
+    resolveShape(model, a.batch, a.oBatch->count() > 0, a.ctx, a.oCtx->count() > 0);
+    if (!a.data.empty()) {
+      tokens_ = std::make_unique<TokenFile>(a.data, parseTokenDType(a.dataDType));
+      vocab_ = vocabOf(model);
+      label_ = a.data;
+    } else {
+      label_ = "--random-inputs";
+    }
+  }
+  bool drawn() const { return fixed_.empty(); }
+  const std::string& label() const { return label_; }
+  // The inputs of step `step` (0-based).
+  Bindings at(int64_t step) {
+    if (!drawn()) return fixed_;
+    if (tokens_) return tokens_->sample(a_.batch, a_.ctx, vocab_ ? vocab_ : INT64_MAX, rng_);
+    return model_.exampleInputs(api::Program{a_.program, a_.batch, a_.ctx}, a_.seed + 1 + uint64_t(step));
+  }
+
+ private:
+  RunArgs& a_;
+  const api::Model& model_;
+  std::mt19937_64 rng_;
+  Bindings fixed_;
+  std::unique_ptr<TokenFile> tokens_;
+  int64_t vocab_ = 0;
+  std::string label_;
+};
+
 int runProgram(RunArgs& a, const api::Model& model) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
-  if (a.inputs.empty()) throw Error("run: --inputs is required");
-  if (a.out.empty()) throw Error("run: --out is required");
+  if (a.out.empty() && a.program != "train_step") throw Error("run: --out is required");
   // Without --device and without a GPU, say so once the run is done (an error stays one
   // line): a user who expected the GPU should not learn it from the time it takes.
   const bool fellBack = a.device.empty() && !api::cudaDevicePresent();
@@ -116,8 +172,9 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (o.device == api::Device::Cpu) o.passes = "";
   o.cudaGraph = !a.noCudaGraph;
   o.tf32 = a.tf32;
-  const Bindings inputs = loadSafetensors(a.inputs);
-  const api::Program p = checkedProgram(model, a.program, a.inputs, inputs);
+  StepInputs source(a, model);
+  Bindings inputs = source.at(0);
+  const api::Program p = checkedProgram(model, a.program, source.label(), inputs);
   Bindings weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
 
   api::CompiledProgram program = api::compile(model, p, o);
@@ -126,17 +183,27 @@ int runProgram(RunArgs& a, const api::Model& model) {
   bindProgramState(program.graph(), weights);
   program.bind(std::move(weights));
   Bindings result;
+  const int64_t steps = a.program == "train_step" ? a.steps : 1;
   HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
-  for (int64_t step = 0; step < (a.program == "train_step" ? a.steps : 1); ++step) {
+  for (int64_t step = 0; step < steps; ++step) {
+    if (step > 0 && source.drawn()) {
+      inputs = source.at(step);
+      checkedProgram(model, a.program, source.label(), inputs);
+    }
     std::vector<HostTensor> outs = program.step(inputs);
-    if (a.program == "train_step") losses.f[size_t(step)] = outs.at(0).f.at(0);
-    else result["logits"] = std::move(outs.at(0));
+    if (a.program == "train_step") {
+      losses.f[size_t(step)] = outs.at(0).f.at(0);
+      // A batch drawn per step is a training run: its loss as it goes.
+      if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << losses.f[size_t(step)] << std::endl;
+    } else {
+      result["logits"] = std::move(outs.at(0));
+    }
   }
   if (a.program == "train_step") {
     result["loss"] = std::move(losses);
     for (const api::ParamInfo& w : model.params()) result[w.name] = program.read(w.name);
   }
-  saveSafetensors(a.out, result, metadataOf(model));
+  if (!a.out.empty()) saveSafetensors(a.out, result, metadataOf(model));
   if (fellBack) std::cerr << "fusec run: no CUDA device, ran on the CPU interpreter (--device cpu)\n";
   return 0;
 }
@@ -150,8 +217,19 @@ Command addRunCommand(CLI::App& app) {
   cmd->add_option("--program", a->program, "forward or train_step")->check(CLI::IsMember({"forward", "train_step"}));
   cmd->add_option("--weights", a->weights, "Parameters by state_dict name (default: initialise with --seed)")
       ->type_name("FILE");
-  cmd->add_option("--inputs", a->inputs, "Tensors 'ids' (and 'targets' for train_step), i64 [B,T]")->type_name("FILE");
-  cmd->add_option("--out", a->out, "Output safetensors file")->type_name("FILE");
+  cmd->add_option("--inputs", a->inputs, "Tensors 'ids' (and 'targets' for train_step), i64 [B,T], the same every step")
+      ->type_name("FILE");
+  cmd->add_option("--data", a->data,
+                  "A flat token file (CS336's np.memmap format): each step draws --batch windows of --ctx tokens "
+                  "(targets: the next token) at random offsets, with --seed")
+      ->type_name("TOKENS");
+  cmd->add_option("--data-dtype", a->dataDType, "The tokens of --data: uint16 (default) or int32")
+      ->check(CLI::IsMember({"uint16", "int32"}));
+  cmd->add_flag("--random-inputs", a->randomInputs, "Uniformly random ids and targets, a fresh batch each step (quick tries)");
+  a->oBatch = cmd->add_option("--batch", a->batch, "--data, --random-inputs: sequences per step (default 4)");
+  a->oCtx = cmd->add_option("--ctx", a->ctx, "--data, --random-inputs: tokens per sequence (default 256, at most the model's context)");
+  cmd->add_option("--out", a->out, "Output safetensors file (train_step: optional; the loss of each step drawn from --data or "
+                  "--random-inputs is printed)")->type_name("FILE");
   cmd->add_option("--init-weights", a->initWeights, "Write freshly initialised weights of --model to FILE and exit")
       ->type_name("FILE");
   a->oSteps = cmd->add_option("--steps", a->steps, "train_step: number of AdamW steps (default 1)");
@@ -168,8 +246,10 @@ Command addRunCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     if (!a->initWeights.empty()) {
-      if (!a->program.empty() || !a->weights.empty() || !a->inputs.empty() || !a->out.empty())
-        throw Error("run: --init-weights cannot be combined with --program, --weights, --inputs or --out");
+      if (!a->program.empty() || !a->weights.empty() || !a->inputs.empty() || !a->out.empty() || !a->data.empty() ||
+          a->randomInputs)
+        throw Error("run: --init-weights cannot be combined with --program, --weights, --inputs, --data, "
+                    "--random-inputs or --out");
       std::unique_ptr<api::Model> model = a->overrides.model(a->model);
       saveSafetensors(a->initWeights, model->initialWeights(a->seed), metadataOf(*model));
       return 0;
