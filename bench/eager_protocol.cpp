@@ -41,31 +41,27 @@ class KeyValues {
   }
   const std::string& text(const std::string& key) const { return values_.at(key); }
   int64_t integer(const std::string& key) const {
-    const std::string& s = text(key);
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != s.size()) throw Error("--" + key + " '" + s + "' is not an integer");
-    return v;
+    return number<int64_t>(key, "an integer", [](const std::string& s, size_t* used) { return std::stoll(s, used); });
   }
   double real(const std::string& key) const {
-    const std::string& s = text(key);
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != s.size()) throw Error("--" + key + " '" + s + "' is not a number");
-    return v;
+    return number<double>(key, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
   }
 
  private:
+  // The whole value read by `parse` (std::stoll, std::stod), else an Error naming the key.
+  template <class T, class Parse>
+  T number(const std::string& key, const char* what, Parse parse) const {
+    const std::string& s = text(key);
+    size_t used = 0;
+    T v{};
+    try {
+      v = parse(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size()) throw Error("--" + key + " '" + s + "' is not " + what);
+    return v;
+  }
   std::map<std::string, std::string> values_;
 };
 

@@ -44,41 +44,34 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
-  // The primary context made current before LibTorch's first cuBLAS call, which otherwise
-  // warns that it found none (in fusec's process the compiled side had made it current).
-  cudaFree(nullptr);
-  if (command == "model") {
-    bench::EagerModelCase c;
+  // Parses the case (a wrong call: exit 2), runs it, answers one line (a failed run: its error).
+  auto serve = [&](auto parse, auto run) {
+    decltype(parse()) c;
     try {
-      c = bench::parseEagerModelArgs(args);
+      c = parse();
     } catch (const std::exception& e) {
       return usage(e.what());
     }
+    // The primary context made current before LibTorch's first cuBLAS call, which otherwise
+    // warns that it found none (in fusec's process the compiled side had made it current).
+    cudaFree(nullptr);
     try {
-      const Bindings env = bench::benchInputs(*c.c.model.model, c.c.batch, c.c.seq, c.seed);
-      std::cout << bench::timedRunJson(bench::runEager(c.c, env)) << std::endl;
+      std::cout << run(c) << std::endl;
     } catch (const std::bad_alloc&) {
       std::cout << bench::eagerErrorJson("out of host memory") << std::endl;
     } catch (const std::exception& e) {
       std::cout << bench::eagerErrorJson(firstLine(e.what())) << std::endl;
     }
     return 0;
-  }
-  if (command == "attention") {
-    bench::AttentionCase c;
-    try {
-      c = bench::parseEagerAttentionArgs(args);
-    } catch (const std::exception& e) {
-      return usage(e.what());
-    }
-    try {
-      std::cout << bench::attentionRunJson(bench::runEagerAttention(c)) << std::endl;
-    } catch (const std::bad_alloc&) {
-      std::cout << bench::eagerErrorJson("out of host memory") << std::endl;
-    } catch (const std::exception& e) {
-      std::cout << bench::eagerErrorJson(firstLine(e.what())) << std::endl;
-    }
-    return 0;
-  }
+  };
+  if (command == "model")
+    return serve([&] { return bench::parseEagerModelArgs(args); },
+                 [](const bench::EagerModelCase& c) {
+                   const Bindings env = bench::benchInputs(*c.c.model.model, c.c.batch, c.c.seq, c.seed);
+                   return bench::timedRunJson(bench::runEager(c.c, env));
+                 });
+  if (command == "attention")
+    return serve([&] { return bench::parseEagerAttentionArgs(args); },
+                 [](const bench::AttentionCase& c) { return bench::attentionRunJson(bench::runEagerAttention(c)); });
   return usage("unknown command '" + command + "'");
 }
