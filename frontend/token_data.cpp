@@ -60,7 +60,7 @@ int64_t TokenFile::at(int64_t i) const {
   return v;
 }
 
-Bindings TokenFile::sample(int64_t batch, int64_t ctx, int64_t vocab, std::mt19937_64& rng) const {
+Bindings TokenFile::sample(int64_t batch, int64_t ctx, std::mt19937_64& rng) const {
   if (count_ < ctx + 1)
     throw Error(path_ + " holds " + std::to_string(count_) + " tokens, fewer than --ctx + 1 = " + std::to_string(ctx + 1));
   std::uniform_int_distribution<int64_t> start(0, count_ - ctx - 1);
@@ -70,9 +70,6 @@ Bindings TokenFile::sample(int64_t batch, int64_t ctx, int64_t vocab, std::mt199
     const int64_t s = start(rng);
     for (int64_t t = 0; t <= ctx; ++t) {
       const int64_t v = at(s + t);
-      if (v < 0 || v >= vocab)
-        throw Error(path_ + ": token " + std::to_string(v) + " at offset " + std::to_string(s + t) +
-                    " is out of range for vocab " + std::to_string(vocab));
       if (t < ctx) ids.i[size_t(b * ctx + t)] = v;
       if (t > 0) targets.i[size_t(b * ctx + t - 1)] = v;
     }

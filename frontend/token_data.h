@@ -30,9 +30,9 @@ class TokenFile {
 
   // CS336's get_batch: `batch` windows at start offsets drawn uniformly from [0, size - ctx - 1]
   // by `rng`; "ids" [batch, ctx] is a window, "targets" the same window one token later, both
-  // i64. Throws Error when the file holds fewer than ctx + 1 tokens, or a drawn token is at
-  // least `vocab` or negative (naming its offset in the file).
-  Bindings sample(int64_t batch, int64_t ctx, int64_t vocab, std::mt19937_64& rng) const;
+  // i64. Throws Error when the file holds fewer than ctx + 1 tokens. Whether the tokens fit
+  // the model's vocabulary is the model's check (Model::validateInputs).
+  Bindings sample(int64_t batch, int64_t ctx, std::mt19937_64& rng) const;
 
  private:
   std::string path_;

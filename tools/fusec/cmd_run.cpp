@@ -19,7 +19,6 @@
 // --dtype bf16 that includes autocast and cache-weight-casts, whose bf16 weight copies start
 // as bf16(W) and then follow the optimizer's updates. No model is special-cased here.
 #include <charconv>
-#include <climits>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -98,14 +97,6 @@ api::Program checkedProgram(const api::Model& model, const std::string& program,
   }
 }
 
-// The model's vocabulary from its configuration (the zoo's "vocab"); 0 when it has none, and
-// validateInputs is then the only check of the ids.
-int64_t vocabOf(const api::Model& model) {
-  for (const auto& [key, value] : model.config())
-    if (key == "vocab") return int64_t(value);
-  return 0;
-}
-
 // Where each step's inputs come from: one file (the same every step), or a batch drawn per
 // step from a token file (--data) or at random (--random-inputs).
 class StepInputs {
@@ -118,23 +109,24 @@ class StepInputs {
         throw Error("run: --batch and --ctx go with --data or --random-inputs; --inputs gives its own shape");
       fixed_ = loadSafetensors(a.inputs);
       label_ = a.inputs;
+      drawn_ = false;
       return;
     }
     resolveShape(model, a.batch, a.oBatch->count() > 0, a.ctx, a.oCtx->count() > 0);
     if (!a.data.empty()) {
       tokens_ = std::make_unique<TokenFile>(a.data, parseTokenDType(a.dataDType));
-      vocab_ = vocabOf(model);
       label_ = a.data;
     } else {
       label_ = "--random-inputs";
     }
   }
-  bool drawn() const { return fixed_.empty(); }
+  bool drawn() const { return drawn_; }
   const std::string& label() const { return label_; }
-  // The inputs of step `step` (0-based).
+  // The inputs of step `step` (0-based). Drawn ones are checked by the model, as the file's
+  // are (checkedProgram: a token outside the vocabulary is one line naming the source).
   Bindings at(int64_t step) {
     if (!drawn()) return fixed_;
-    if (tokens_) return tokens_->sample(a_.batch, a_.ctx, vocab_ ? vocab_ : INT64_MAX, rng_);
+    if (tokens_) return tokens_->sample(a_.batch, a_.ctx, rng_);
     return model_.exampleInputs(api::Program{a_.program, a_.batch, a_.ctx}, a_.seed + 1 + uint64_t(step));
   }
 
@@ -144,8 +136,8 @@ class StepInputs {
   std::mt19937_64 rng_;
   Bindings fixed_;
   std::unique_ptr<TokenFile> tokens_;
-  int64_t vocab_ = 0;
   std::string label_;
+  bool drawn_ = true;
 };
 
 int runProgram(RunArgs& a, const api::Model& model) {

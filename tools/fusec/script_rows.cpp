@@ -45,13 +45,7 @@ std::vector<std::string> commandLines(const std::string& cmd, const std::string&
 std::vector<std::string> scriptRows(const std::string& script, const std::string& args) {
   const std::string cmd = "python3 " + shellQuoted(script) + " " + args;
   std::cerr << "running " << cmd << "\n";
-  try {
-    return commandLines(cmd, "--vs-torch: " + script);
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    if (m.find("(not found)") != std::string::npos) throw Error("--vs-torch: cannot run python3 (not found)");
-    throw;
-  }
+  return commandLines(cmd, "--vs-torch: " + script);
 }
 
 }  // namespace fusec::cli
