@@ -4,15 +4,16 @@
 //
 // Design: the result is viewed as [A, D, B] (D: the scatter axis, e.g. the vocabulary; B:
 // the dims after it, e.g. d_model) and the source as [A, S, B] (S: the tokens). One warp owns
-// an output row (a, v): its lanes hold the row's B columns in registers (starting from the
-// base), walk the source along S in order 32 positions at a time, find the positions whose
-// index is v with one ballot, and add those source rows (coalesced across lanes). This keeps
-// A*D warps busy (10000 for the vocabulary), reads each source row once overall, fuses the
-// base copy (one launch, every output written exactly once) and costs about what the
-// atomic version did: the ids (a few KB, L1-resident) are scanned once per row, 32 per
-// instruction. The ballot needs the index to be one value per (a, s), i.e. a broadcast
-// along B (an embedding's ids); otherwise each lane compares its own columns' indices,
-// position by position (still deterministic; the pipeline does not produce such scatters).
+// an output row (a, v) at a time: its lanes hold the row's B columns in registers (starting
+// from the base), add the source rows whose index is v in position order (coalesced across
+// lanes), and write the row once. Every output is written exactly once, the base copy is
+// fused, and each source row is read once overall. How a warp finds its positions:
+// - an embedding (A = 1, one index per position): block b owns a range of rows, scans the
+//   ids once and lists its rows' positions in shared memory (see `ranged` below);
+// - one index per position with A > 1: each warp ballots over its batch entry's ids, 32 at
+//   a time;
+// - otherwise each lane compares its own columns' indices, position by position (still
+//   deterministic; the pipeline does not produce such scatters).
 #include <algorithm>
 
 #include "codegen/cuda_types.h"
@@ -24,8 +25,9 @@ namespace fusec::codegen {
 namespace {
 
 constexpr int64_t kMaxColumnsPerPass = 2048;  // 64 accumulators per lane
-constexpr int64_t kStage = 2048;              // indices staged in shared memory at a time
-constexpr int kStagedWarps = 16;              // rows (warps) of a staged block; kStage / 16 ids per slice
+constexpr int kRangeWarps = 16;               // warps of a block that owns a range of rows
+constexpr int kRangeStage = 2048;             // ids a block scans between list checks (4 a thread)
+constexpr int kListed = 4096;                 // positions listed before a round adds them
 
 // True when `index` (of the source's shape) is the same for every position of the dims
 // after `axis`: a broadcast whose operand has size 1 (or no dim) there.
@@ -82,56 +84,60 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   const bool ballot = indexIsPerRow(index, ax);
   const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
 
-  // With one scatter row group (no dims before the axis: an embedding) the block's warps own
-  // kStagedWarps consecutive rows and scan the same indices: the block stages them in shared
-  // memory, kStage at a time. Each warp then ballots over its own slice of the stage only,
-  // listing the positions whose index falls in the block's rows (a few per stage), and every
-  // warp walks those lists in slice order, adding the positions of its own row. Each warp
-  // reading all 16,384 ids of small at batch 64 from global memory itself (128 KB each, 10,000
-  // warps) ran at 6% of the copy bandwidth; each warp ballotting over the whole stage, at 12%
-  // (0.166 ms, H200), bound by those 16,384 / 32 ballots per warp.
-  const bool staged = ballot && product(shape, 0, size_t(ax)) == 1;
-  const int block = staged ? 32 * kStagedWarps : kBlock;
+  // With one scatter row group (no dims before the axis: an embedding) block b owns the
+  // `range` consecutive rows from b * range (a few dozen: a grid of two blocks per SM). It
+  // scans the ids once, listing in shared memory the positions whose id falls in its rows
+  // (in position order: each warp ballots over its own slice of a stage, the slices in
+  // order), then each warp adds its rows' positions from that list. The ids are read once per
+  // block, 2 x SMs times in all: the previous scheme, a block per 16 rows that staged every id
+  // through shared memory, read them 625 times at small's vocabulary and ran at 17% of the
+  // copy bandwidth (0.111 ms, small at batch 64, H200), and 33% at medium batch 16. When the
+  // list fills (more than kListed hits), the block adds what it has, then goes on scanning:
+  // the first round writes every row, later rounds add to the rows they hit, so every row's
+  // positions are still added in order (a 16-bit result is rounded once per round).
+  const bool ranged = ballot && product(shape, 0, size_t(ax)) == 1 && S < (int64_t(1) << 31);
+  const int block = ranged ? 32 * kRangeWarps : kBlock;
+  int64_t grid = std::clamp<int64_t>((rows * 32 + block - 1) / block, 1, 65535);
+  int64_t range = 0;
+  if (ranged) {
+    grid = std::min<int64_t>((rows + kRangeWarps - 1) / kRangeWarps, 2 * int64_t(k.target.sms));
+    grid = std::max<int64_t>(grid, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
+    range = (rows + grid - 1) / grid;
+    grid = (rows + range - 1) / range;
+  }
   k.signature(w, k.name, block, 0);
   BodyEmitter e(k.body, w);
   w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
-         std::to_string(S) + " source positions scanned in order" + (staged ? " (staged in shared memory)" : ""));
+         std::to_string(S) + " source positions scanned in order" +
+         (ranged ? " (a block per " + std::to_string(range) + " rows, their positions listed in shared memory)" : ""));
   w.line("const int lane = threadIdx.x % 32;");
-  if (staged) {
-    w.line("__shared__ fusec_idx ids[" + std::to_string(kStage) + "];");
-    w.line("__shared__ short hits[" + std::to_string(kStagedWarps) + "][" + std::to_string(kStage / kStagedWarps) +
-           "];  // per warp slice: the stage positions of the block's rows, in order");
-    w.line("__shared__ int hitCount[" + std::to_string(kStagedWarps) + "];");
-    // Every warp of the block runs the same trip count: the staging synchronises the block.
-    e.openScope("for (fusec_idx row0 = (fusec_idx)blockIdx.x * (blockDim.x / 32); row0 < " + std::to_string(rows) +
-                "; row0 += (fusec_idx)gridDim.x * (blockDim.x / 32))");
-    w.line("const fusec_idx row = row0 + threadIdx.x / 32;");
-    w.line("const bool live = row < " + std::to_string(rows) + ";");
-  } else {
-    e.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
-                std::to_string(rows) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
-  }
-  w.line("const fusec_idx v = row % " + std::to_string(D) + ";");
-  const Index a = delinearize(w, "(row / " + std::to_string(D) + ")", outer, "a");
-  if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
-  const std::string b0 = passes > 1 ? "b0 + " : "";
   // Column q of this lane, and whether it exists in this pass.
+  const std::string b0 = passes > 1 ? "b0 + " : "";
   auto column = [&](const std::string& q) {
     w.line("const fusec_idx b = " + b0 + "lane + 32 * " + q + ";");
     return "b < " + sB + (passes > 1 && Q * 32 > perPass ? " && lane + 32 * " + q + " < " + sP : "");
   };
-  w.line(rt + " acc[" + std::to_string(Q) + "];");
-  w.line("// " + e.describe(*scatter) + ": base");
-  w.line("#pragma unroll");
-  e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-  {
-    const std::string in = column("q");
-    e.openScope("if (" + std::string(staged ? "live && " : "") + in + ")");
+  auto outIndex = [&](const Index& a, const std::string& prefix) {
+    return linearize(join(a, "v", delinearize(w, "b", inner, prefix)), shape);
+  };
+  // acc = the base (or, when `again` is a condition, the output this thread wrote before).
+  auto startRow = [&](const Index& a, const std::string& again) {
+    w.line(rt + " acc[" + std::to_string(Q) + "];");
+    w.line("// " + e.describe(*scatter) + ": base");
+    w.line("#pragma unroll");
+    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
+    e.openScope("if (" + column("q") + ")");
+    if (!again.empty()) {
+      w.line("if (" + again + ") acc[q] = " + loadExpr(result->type.dtype, "out" + std::to_string(scatterOuts[0]),
+                                                        outIndex(a, "rb")) + ";");
+      e.openScope("else");
+    }
     w.line("acc[q] = " + e.eval(base, join(a, "v", delinearize(w, "b", inner, "ob"))) + ";");
+    if (!again.empty()) e.closeScope();
     e.closeScope();
-  }
-  e.closeScope();
-  auto addRow = [&](const std::string& s) {
+    e.closeScope();
+  };
+  auto addRow = [&](const Index& a, const std::string& s) {
     w.line("#pragma unroll");
     e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
     const std::string in = column("q");
@@ -143,67 +149,120 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     e.closeScope();
     e.closeScope();
   };
-  if (staged) {
-    const std::string sS = std::to_string(S), K = std::to_string(kStage);
-    e.openScope("for (fusec_idx t0 = 0; t0 < " + sS + "; t0 += " + K + ")");
-    w.line("__syncthreads();  // the previous stage's readers are done");
-    e.openScope("for (int t = threadIdx.x; t < " + K + " && t0 + t < " + sS + "; t += blockDim.x)");
-    w.line("const fusec_idx s = t0 + t;");
-    w.line("ids[t] = (fusec_idx)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + ";");
+  auto storeRow = [&](const Index& a) {
+    w.line("#pragma unroll");
+    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
+    e.openScope("if (" + column("q") + ")");
+    const std::string o = outIndex(a, "wb");
+    for (int out : scatterOuts)
+      w.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result->type.dtype, "acc[q]") + ";");
     e.closeScope();
+    e.closeScope();
+  };
+  if (ranged) {
+    const std::string sS = std::to_string(S), R = std::to_string(range), NW = std::to_string(kRangeWarps),
+                      ST = std::to_string(kRangeStage), SL = std::to_string(kRangeStage / kRangeWarps),
+                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(kListed + kRangeStage);
+    w.line("const int warp = threadIdx.x / 32;");
+    w.line("__shared__ int hitPos[" + H + "];  // the listed positions, in order");
+    w.line("__shared__ unsigned short hitRow[" + H + "];  // and their rows, from row0");
+    w.line("__shared__ int warpHits[" + NW + "];");
+    w.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
+    w.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows) + " - row0);");
+    w.line("int listed = 0;  // the same in every thread");
+    w.line("bool again = false;  // a later round: add to the rows written before");
+    e.openScope("for (fusec_idx t0 = 0;; t0 += " + ST + ")");
+    w.line("const bool end = t0 >= " + sS + ";");
+    e.openScope("if (end || listed > " + std::to_string(kListed) + ")");
+    w.line("// a round: each warp adds its rows' listed positions, in list order");
+    e.openScope("for (int r = warp; r < nrows; r += " + NW + ")");
+    w.line("const fusec_idx v = row0 + r;");
+    w.line("bool hit = !again;");
+    e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
+    w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && hitRow[h0 + lane] == r);");
+    e.closeScope();
+    w.line("if (!hit) continue;  // a later round that does not touch this row");
+    if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
+    startRow({}, "again");
+    e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
+    w.line("const bool mine = h0 + lane < listed && hitRow[h0 + lane] == r;");
+    e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, mine); m != 0; m &= m - 1)");
+    w.line("const fusec_idx s = (fusec_idx)hitPos[h0 + __ffs(m) - 1];");
+    addRow({}, "s");
+    e.closeScope();
+    e.closeScope();
+    storeRow({});
+    if (passes > 1) e.closeScope();
+    e.closeScope();
+    w.line("again = true;");
+    w.line("listed = 0;");
+    w.line("__syncthreads();  // the list's readers are done before it is refilled");
+    e.closeScope();
+    w.line("if (end) break;");
+    w.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
+    w.line("int local[" + J + "];");
+    w.line("unsigned m[" + J + "];");
+    w.line("int count = 0;");
+    w.line("#pragma unroll");
+    e.openScope("for (int j = 0; j < " + J + "; ++j)");
+    w.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
+    w.line("local[j] = -1;");
+    e.openScope("if (s < " + sS + ")");
+    // 64-bit: an id past 2^31 must not wrap into the block's rows.
+    w.line("const long long d = (long long)" + e.eval(index, join({}, "s", Index(inner.size(), "0"))) +
+           " - row0;");
+    w.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
+    e.closeScope();
+    w.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
+    w.line("count += __popc(m[j]);");
+    e.closeScope();
+    w.line("if (lane == 0) warpHits[warp] = count;");
     w.line("__syncthreads();");
-    const std::string SL = std::to_string(kStage / kStagedWarps), NW = std::to_string(kStagedWarps);
-    w.line("int found = 0;");
-    e.openScope("for (int s1 = (threadIdx.x / 32) * " + SL + "; s1 < (threadIdx.x / 32 + 1) * " + SL + "; s1 += 32)");
-    w.line("const bool hit = t0 + s1 + lane < " + sS + " && (unsigned)(ids[s1 + lane] - row0) < " + NW + "u;");
-    w.line("const unsigned m = __ballot_sync(0xffffffffu, hit);");
-    w.line("if (hit) hits[threadIdx.x / 32][found + __popc(m & ((1u << lane) - 1u))] = (short)(s1 + lane);");
-    w.line("found += __popc(m);");
+    w.line("int at = listed;");
+    w.line("#pragma unroll");
+    w.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
+    w.line("#pragma unroll");
+    w.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
+    w.line("#pragma unroll");
+    e.openScope("for (int j = 0; j < " + J + "; ++j)");
+    e.openScope("if (local[j] >= 0)");
+    w.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
+    w.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
+    w.line("hitRow[h] = (unsigned short)local[j];");
     e.closeScope();
-    w.line("if (lane == 0) hitCount[threadIdx.x / 32] = found;");
-    w.line("__syncthreads();");
-    w.line("// the matching positions in increasing order (slices in order): a fixed order of the additions");
-    e.openScope("for (int g = 0; live && g < " + NW + "; ++g)");
-    e.openScope("for (int h = 0; h < hitCount[g]; ++h)");
-    w.line("const int s1 = hits[g][h];");
-    e.openScope("if (ids[s1] == v)");
-    w.line("const fusec_idx s = t0 + s1;");
-    addRow("s");
+    w.line("at += __popc(m[j]);");
     e.closeScope();
-    e.closeScope();
-    e.closeScope();
-    e.closeScope();
-  } else if (ballot) {
-    e.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S) + "; s0 += 32)");
-    w.line("bool hit = false;");
-    e.openScope("if (s0 + lane < " + std::to_string(S) + ")");
-    w.line("const fusec_idx s = s0 + lane;");
-    w.line("hit = (fusec_idx)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + " == v;");
-    e.closeScope();
-    w.line("// the matching positions in increasing order: a fixed order of the additions");
-    e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
-    w.line("const fusec_idx s = s0 + __ffs(m) - 1;");
-    addRow("s");
-    e.closeScope();
+    w.line("__syncthreads();  // the list is complete, and warpHits read");
     e.closeScope();
   } else {
-    e.openScope("for (fusec_idx s = 0; s < " + std::to_string(S) + "; ++s)");
-    addRow("s");
+    e.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
+                std::to_string(rows) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
+    w.line("const fusec_idx v = row % " + std::to_string(D) + ";");
+    const Index a = delinearize(w, "(row / " + std::to_string(D) + ")", outer, "a");
+    if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
+    startRow(a, "");
+    if (ballot) {
+      e.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S) + "; s0 += 32)");
+      w.line("bool hit = false;");
+      e.openScope("if (s0 + lane < " + std::to_string(S) + ")");
+      w.line("const fusec_idx s = s0 + lane;");
+      w.line("hit = (fusec_idx)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + " == v;");
+      e.closeScope();
+      w.line("// the matching positions in increasing order: a fixed order of the additions");
+      e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
+      w.line("const fusec_idx s = s0 + __ffs(m) - 1;");
+      addRow(a, "s");
+      e.closeScope();
+      e.closeScope();
+    } else {
+      e.openScope("for (fusec_idx s = 0; s < " + std::to_string(S) + "; ++s)");
+      addRow(a, "s");
+      e.closeScope();
+    }
+    storeRow(a);
+    if (passes > 1) e.closeScope();
     e.closeScope();
   }
-  w.line("#pragma unroll");
-  e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-  {
-    const std::string in = column("q");
-    e.openScope("if (" + std::string(staged ? "live && " : "") + in + ")");
-    const Index o = join(a, "v", delinearize(w, "b", inner, "wb"));
-    for (int out : scatterOuts)
-      w.line("out" + std::to_string(out) + "[" + linearize(o, shape) + "] = " + storeValue(result->type.dtype, "acc[q]") + ";");
-    e.closeScope();
-  }
-  e.closeScope();
-  if (passes > 1) e.closeScope();
-  e.closeScope();
   if (!srcOuts.empty()) {
     w.line("// the source's own outputs, element by element");
     e.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " +
@@ -215,7 +274,6 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     e.closeScope();
   }
   w.close();
-  const int64_t grid = std::clamp<int64_t>((rows * 32 + block - 1) / block, 1, 65535);
   return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
 }
 
