@@ -26,8 +26,8 @@ namespace {
 
 constexpr int64_t kMaxColumnsPerPass = 2048;  // 64 accumulators per lane
 constexpr int kRangeWarps = 16;               // warps of a block that owns a range of rows
-constexpr int kRangeStage = 2048;             // ids a block scans between list checks (4 a thread)
-constexpr int kListed = 4096;                 // positions listed before a round adds them
+constexpr int kRangeStage = 4096;             // ids a block scans between list checks (8 a thread)
+constexpr int kListed = 2048;                 // positions listed before a round adds them
 
 // True when `index` (of the source's shape) is the same for every position of the dims
 // after `axis`: a broadcast whose operand has size 1 (or no dim) there.

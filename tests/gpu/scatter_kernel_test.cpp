@@ -86,7 +86,7 @@ TEST_F(ScatterKernels, VocabularyOverManyBlocks) {
   check(ids, 10000, 96, rng);
 }
 
-// One token at 90% of 20,000 positions: its block lists more than 4096 of them and adds them
+// One token at 90% of 20,000 positions: its block lists more than 2048 of them and adds them
 // over several rounds; the other rows of that block are written in the first round only.
 // Columns past 2048 take two passes per row.
 TEST_F(ScatterKernels, RepeatedTokenOverRounds) {
