@@ -1,5 +1,7 @@
 #include "passes/fusion/kernel_family.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "ir/strided_view.h"
@@ -87,6 +89,21 @@ KernelFamily classifyKernel(const Graph& body) {
   }
 }
 
+// LayerNorm's rsqrt reads the variance, a reduction of (x - mean), itself a reduction: two
+// reductions deep. RMSNorm's reads mean(x^2), one deep (its backward's later row sum comes
+// after the rsqrt, not before).
+bool normalisesAfterTwoReductions(const Graph& body) {
+  std::map<const Value*, int> depth;  // reductions on the longest path to the value
+  for (auto& op : body.ops) {
+    int d = 0;
+    for (const Value* v : op->operands) d = std::max(d, depth.count(v) ? depth[v] : 0);
+    if ((op->kind == OpKind::Rsqrt || op->kind == OpKind::Sqrt) && d >= 2) return true;
+    if (op->info().category == OpCategory::Reduction) ++d;
+    for (auto& r : op->results) depth[r.get()] = d;
+  }
+  return false;
+}
+
 std::string kernelHint(const Graph& body, KernelFamily family) {
   std::set<OpKind> k;
   bool onlyData = true;  // only layout ops and casts: a copy
@@ -104,7 +121,7 @@ std::string kernelHint(const Graph& body, KernelFamily family) {
     case KernelFamily::RowReduce:
       if (has(OpKind::Log)) return "cross_entropy";
       if (has(OpKind::Exp)) return "softmax";
-      if (has(OpKind::Rsqrt) || has(OpKind::Sqrt)) return "rmsnorm";
+      if (has(OpKind::Rsqrt) || has(OpKind::Sqrt)) return normalisesAfterTwoReductions(body) ? "layernorm" : "rmsnorm";
       return "rowsum";
     case KernelFamily::Pointwise:
     case KernelFamily::MultiTensor: break;
