@@ -225,6 +225,12 @@ class Parser {
     return true;
   }
 
+  // A printer-numbered name: all digits, or in a kernel body (depth > 0) also kN.
+  static bool numbered(const std::string& n, int depth) {
+    if (allDigits(n)) return true;
+    return depth > 0 && n.size() > 1 && n[0] == 'k' && allDigits(n.substr(1));
+  }
+
   void statement(Graph& g, std::unordered_map<std::string, Value*>& scope, int depth) {
     // results
     std::vector<Token> resultToks;
@@ -319,7 +325,7 @@ class Parser {
       op->results.back()->type = types[i];
       op->results.back()->offset = offsets[i];
       const std::string& n = resultToks[i].text;
-      if (!allDigits(n)) op->results.back()->name = n;
+      if (!numbered(n, depth)) op->results.back()->name = n;
       if (!scope.emplace(n, op->results.back().get()).second) fail("redefinition of value %" + n, resultToks[i].loc);
     }
     g.append(std::move(op));

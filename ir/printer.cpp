@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fusec {
 
@@ -59,9 +60,23 @@ class Printer {
 
  private:
   // Prints the ops and return of `g` at `depth`; `g` is its own naming scope.
+  // Unnamed values are numbered in order: %0, %1, ... in a function, %k0, %k1, ... in a
+  // kernel body (its own scope), so a body's values never read as the enclosing graph's. A
+  // body value that is itself named kN keeps its name and the numbering skips N.
   void body(const Graph& g, int depth) {
     std::unordered_map<const Value*, std::string> names;
+    const std::string prefix = depth > 1 ? "k" : "";
+    std::unordered_set<std::string> taken;
+    if (!prefix.empty())
+      for (auto& op : g.ops)
+        for (auto& r : op->results)
+          if (!r->name.empty()) taken.insert(r->name);
     int counter = 0;
+    auto fresh = [&] {
+      std::string n = prefix + std::to_string(counter++);
+      while (taken.count(n)) n = prefix + std::to_string(counter++);
+      return n;
+    };
     auto nameOf = [&](const Value* v) -> const std::string& {
       auto it = names.find(v);
       if (it != names.end()) return it->second;
@@ -72,7 +87,7 @@ class Printer {
     std::string indent(size_t(depth) * 2, ' ');
     for (auto& op : g.ops) {
       for (auto& r : op->results)
-        names[r.get()] = "%" + (r->name.empty() ? std::to_string(counter++) : r->name);
+        names[r.get()] = "%" + (r->name.empty() ? fresh() : r->name);
       os_ << indent;
       for (size_t i = 0; i < op->results.size(); ++i) os_ << (i ? ", " : "") << names[op->results[i].get()];
       const OpInfo& info = op->info();

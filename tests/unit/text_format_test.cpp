@@ -44,8 +44,8 @@ TEST(TextFormat, PrintsCanonicalForm) {
   %1 = sum(%0) {axes = [1], keepdim = true} : f32[4,1]
   %k, %2 = kernel(%x) {name = "k0"} : f32[4,8], f32[4,8] {
     %a = input() {name = "a"} : f32[4,8]
-    %0 = exp(%a) : f32[4,8]
-    return %0, %a
+    %k0 = exp(%a) : f32[4,8]
+    return %k0, %a
   }
   %3 = matmul(%x, %k) {transpose_b = true} : f32[4,4]
   return %1, %3
@@ -53,6 +53,46 @@ TEST(TextFormat, PrintsCanonicalForm) {
 )";
   auto m = parseModule(text, "t.fir");
   EXPECT_EQ(printModule(*m), text);
+}
+
+// A kernel body numbers its unnamed values %k0, %k1, ... so that they never read as the
+// enclosing function's %0, %1, ...; kN in a body parses back as unnamed (the round trip is
+// stable), while %k0 in a function is an ordinary name.
+TEST(TextFormat, KernelBodiesNumberTheirOwnValues) {
+  auto m = parseModule(R"(func @f {
+  %k0 = input() {name = "x"} : f32[4]
+  %0 = neg(%k0) : f32[4]
+  %1 = kernel(%0) {name = "k"} : f32[4] {
+    %a = input() {name = "a"} : f32[4]
+    %7 = exp(%a) : f32[4]
+    %k9 = neg(%7) : f32[4]
+    %k = add(%7, %k9) : f32[4]
+    return %k
+  }
+  return %1
+}
+)",
+                       "t.fir");
+  const std::string want = R"(func @f {
+  %k0 = input() {name = "x"} : f32[4]
+  %0 = neg(%k0) : f32[4]
+  %1 = kernel(%0) {name = "k"} : f32[4] {
+    %a = input() {name = "a"} : f32[4]
+    %k0 = exp(%a) : f32[4]
+    %k1 = neg(%k0) : f32[4]
+    %k = add(%k0, %k1) : f32[4]
+    return %k
+  }
+  return %1
+}
+)";
+  EXPECT_EQ(printModule(*m), want);
+  EXPECT_EQ(printModule(*parseModule(want, "t.fir")), want);
+  // A body value named kN by a builder keeps its name; the numbering goes around it.
+  Graph& body = *m->funcs[0]->ops[2]->body;
+  body.ops[1]->result()->name = "k1";
+  EXPECT_NE(printModule(*m).find("%k1 = exp(%a)"), std::string::npos);
+  EXPECT_NE(printModule(*m).find("%k0 = neg(%k1)"), std::string::npos);
 }
 
 TEST(TextFormat, RenumbersNumericNamesAndOmitsDefaults) {
