@@ -85,43 +85,64 @@ class Printer {
       return bad;
     };
     std::string indent(size_t(depth) * 2, ' ');
+    // Lists (results, operands, result types, returned values) wrap past kWidth columns, the
+    // continuation indented: a multi_tensor AdamW kernel's results were one 49,193-column line.
+    const std::string more = indent + "    ";
+    std::string line;
+    size_t col = 0;
+    auto put = [&](const std::string& t) { line += t, col += t.size(); };
+    auto item = [&](size_t i, const std::string& t) {
+      if (i && col + 2 + t.size() > kWidth) line += ",\n" + more, col = more.size();
+      else if (i) put(", ");
+      put(t);
+    };
+    auto flush = [&] {
+      os_ << line << "\n";
+      line.clear(), col = 0;
+    };
     for (auto& op : g.ops) {
       for (auto& r : op->results)
         names[r.get()] = "%" + (r->name.empty() ? fresh() : r->name);
-      os_ << indent;
-      for (size_t i = 0; i < op->results.size(); ++i) os_ << (i ? ", " : "") << names[op->results[i].get()];
+      put(indent);
+      for (size_t i = 0; i < op->results.size(); ++i) item(i, names[op->results[i].get()]);
       const OpInfo& info = op->info();
-      os_ << " = " << info.name << "(";
-      for (size_t i = 0; i < op->operands.size(); ++i) os_ << (i ? ", " : "") << nameOf(op->operands[i]);
-      os_ << ")";
+      put(" = " + std::string(info.name) + "(");
+      for (size_t i = 0; i < op->operands.size(); ++i) item(i, nameOf(op->operands[i]));
+      put(")");
       bool first = true;
       for (size_t i = 0; i < info.attrs.size() && i < op->attrs.size(); ++i) {
         const AttrSpec& spec = info.attrs[i];
         if (spec.defaultValue && *spec.defaultValue == op->attrs[i]) continue;
-        os_ << (first ? " {" : ", ") << spec.name << " = " << formatAttr(op->attrs[i]);
+        put((first ? " {" : ", ") + std::string(spec.name) + " = " + formatAttr(op->attrs[i]));
         first = false;
       }
-      if (!first) os_ << "}";
-      os_ << " :";
+      if (!first) put("}");
+      put(" :");
       for (size_t i = 0; i < op->results.size(); ++i) {
-        os_ << (i ? ", " : " ") << op->results[i]->type.str();
-        if (op->results[i]->offset >= 0) os_ << " @" << op->results[i]->offset;
+        std::string t = op->results[i]->type.str();
+        if (op->results[i]->offset >= 0) t += " @" + std::to_string(op->results[i]->offset);
+        if (i == 0) put(" " + t);
+        else item(i, t);
       }
       if (op->body) {
-        os_ << " {\n";
+        put(" {");
+        flush();
         body(*op->body, depth + 1);
-        os_ << indent << "}";
+        put(indent + "}");
       }
-      os_ << "\n";
+      flush();
     }
-    os_ << indent << "return";
+    put(indent + "return");
     for (size_t i = 0; i < g.outputs.size(); ++i) {
-      os_ << (i ? ", " : " ") << nameOf(g.outputs[i]);
-      if (!g.updateOf(i).empty()) os_ << " -> " << quote(g.updateOf(i));
+      std::string t = nameOf(g.outputs[i]);
+      if (!g.updateOf(i).empty()) t += " -> " + quote(g.updateOf(i));
+      if (i == 0) put(" " + t);
+      else item(i, t);
     }
-    os_ << "\n";
+    flush();
   }
 
+  static constexpr size_t kWidth = 120;
   std::ostream& os_;
 };
 

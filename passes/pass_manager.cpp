@@ -40,8 +40,7 @@ static bool listed(const std::vector<std::string>& names, std::string_view n) {
   return std::find(names.begin(), names.end(), n) != names.end();
 }
 
-void PassManager::dump(const Module& m, int index, const std::string& name) {
-  if (opts_.dumpDir.empty()) return;
+void PassManager::dump(const std::string& text, int index, const std::string& name) {
   std::error_code ec;
   std::filesystem::create_directories(opts_.dumpDir, ec);
   if (ec) throw Error("cannot create dump directory '" + opts_.dumpDir + "': " + ec.message());
@@ -49,7 +48,7 @@ void PassManager::dump(const Module& m, int index, const std::string& name) {
   std::snprintf(file, sizeof file, "%02d_%s.fir", index, name.c_str());
   auto path = std::filesystem::path(opts_.dumpDir) / file;
   std::ofstream out(path);
-  print(m, out);
+  out << text;
   if (!out) throw Error("cannot write '" + path.string() + "'");
 }
 
@@ -72,12 +71,21 @@ bool PassManager::run(Module& m) {
   bool any = false;
   timings_.clear();
   double verifyMs = 0;  // reported beside the passes: on xl it was a fifth of the pipeline
-  dump(m, 0, "input");
+  // The module's text at the last dump or print, printed only when something dumps or prints
+  // every pass: a pass whose output is that text again changed nothing.
+  const bool every = opts_.printAfterAll || opts_.printBeforeAll || !opts_.dumpDir.empty();
+  std::string last = every ? printModule(m) : std::string();
+  bool lastShown = false;  // `last` already went to the log
+  if (!opts_.dumpDir.empty()) dump(last, 0, "input");
   for (size_t i = 0; i < passes_.size(); ++i) {
     Pass& p = *passes_[i];
     std::string name(p.name());
-    if (opts_.printBeforeAll || listed(opts_.printBefore, name))
-      log << "// ----- IR before " << name << " -----\n" << printModule(m);
+    if (listed(opts_.printBefore, name) || (opts_.printBeforeAll && (opts_.dumpUnchanged || !lastShown))) {
+      log << "// ----- IR before " << name << " -----\n" << (every ? last : printModule(m));
+      lastShown = true;
+    } else if (opts_.printBeforeAll) {
+      log << "// ----- IR before " << name << ": as printed above -----\n";
+    }
     auto t0 = std::chrono::steady_clock::now();
     bool changed = p.run(m);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -92,9 +100,22 @@ bool PassManager::run(Module& m) {
       }
       verifyMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v0).count();
     }
-    if (opts_.printAfterAll || listed(opts_.printAfter, name))
-      log << "// ----- IR after " << name << (changed ? "" : " (unchanged)") << " -----\n" << printModule(m);
-    dump(m, int(i) + 1, name);
+    std::string now;
+    bool same = false;
+    if (every) {
+      now = printModule(m);
+      same = now == last;
+      if (!same) lastShown = false;
+      last = now;
+    }
+    if (listed(opts_.printAfter, name) || (opts_.printAfterAll && (opts_.dumpUnchanged || !same))) {
+      log << "// ----- IR after " << name << (same || !changed ? " (unchanged)" : "") << " -----\n"
+          << (every ? now : printModule(m));
+      lastShown = true;
+    } else if (opts_.printAfterAll) {
+      log << "// ----- IR after " << name << ": unchanged -----\n";
+    }
+    if (!opts_.dumpDir.empty() && (opts_.dumpUnchanged || !same)) dump(now, int(i) + 1, name);
   }
   if (opts_.timePasses) {
     double total = 0;

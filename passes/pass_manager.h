@@ -15,6 +15,10 @@ struct PassManagerOptions {
   bool printBeforeAll = false, printAfterAll = false;
   std::vector<std::string> printBefore, printAfter;  // pass names
   std::string dumpDir;                               // one NN_name.fir per pass when set
+  // --print-ir-after-all, --print-ir-before-all and --dump-dir leave out the IR of a pass
+  // that changed nothing (one line says so instead; no file): medium's train step dumped
+  // 8.8 MB over 16 files, most of them copies. --dump-unchanged keeps them.
+  bool dumpUnchanged = false;
   bool timePasses = false;
   std::ostream* log = nullptr;                       // where IR prints and timings go (default: std::cerr)
 };
@@ -36,7 +40,7 @@ class PassManager {
   const std::vector<PassTiming>& timings() const { return timings_; }
 
  private:
-  void dump(const Module& m, int index, const std::string& name);
+  void dump(const std::string& text, int index, const std::string& name);
   std::vector<std::unique_ptr<Pass>> passes_;
   PassManagerOptions opts_;
   std::vector<PassTiming> timings_;

@@ -11,8 +11,11 @@ void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& o) {
   cmd.add_option("--print-ir-before", o.printBefore, "Print the IR before the named pass (repeatable)")
       ->delimiter(',')
       ->type_name("NAME");
-  cmd.add_option("--dump-dir", o.dumpDir, "Write the IR before the pipeline and after each pass as DIR/NN_pass.fir")
+  cmd.add_option("--dump-dir", o.dumpDir, "Write the IR before the pipeline (00_input.fir) and after each pass that changed it as DIR/NN_pass.fir")
       ->type_name("DIR");
+  cmd.add_flag("--dump-unchanged", o.dumpUnchanged,
+               "With --print-ir-after-all, --print-ir-before-all or --dump-dir, also print (write) the IR of passes that changed "
+               "nothing (default: one line instead of a copy, no file)");
   cmd.add_flag("--time-passes", o.timePasses, "Print a table of pass timings (to stderr)");
   cmd.add_flag("!--no-verify", o.verifyEach, "Skip the verifier after each pass");
 }
