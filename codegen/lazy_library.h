@@ -25,11 +25,13 @@ class LazyLibrary {
   void* handle_ = nullptr;
 };
 
-// An entry point's real function, looked up once: `static auto f = lazyFunction<...>(lib,
-// "name");` in each forwarding definition.
-template <class F>
-F lazyFunction(LazyLibrary& lib, const char* name) {
-  return reinterpret_cast<F>(lib.symbol(name));
+// Calls the real function behind the entry point `Fn` (fusec's own definition of it, which
+// gives the type and keys the lookup), looked up once: each forwarding definition is
+// `return lazyCall<&name>(library(), "name", args...);`.
+template <auto Fn, class... Args>
+auto lazyCall(LazyLibrary& lib, const char* name, Args... args) {
+  static const auto f = reinterpret_cast<decltype(Fn)>(lib.symbol(name));
+  return f(args...);
 }
 
 }  // namespace fusec

@@ -11,47 +11,39 @@ fusec::LazyLibrary& library() {
   static fusec::LazyLibrary lib(FUSEC_NVRTC_SONAME, FUSEC_NVRTC_PATH);
   return lib;
 }
-using fusec::lazyFunction;
+using fusec::lazyCall;
 }  // namespace
 
 extern "C" {
 
 nvrtcResult nvrtcVersion(int* major, int* minor) {
-  static const auto f = lazyFunction<decltype(&nvrtcVersion)>(library(), "nvrtcVersion");
-  return f(major, minor);
+  return lazyCall<&nvrtcVersion>(library(), "nvrtcVersion", major, minor);
 }
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char* const* options) {
-  static const auto f = lazyFunction<decltype(&nvrtcCompileProgram)>(library(), "nvrtcCompileProgram");
-  return f(prog, numOptions, options);
+  return lazyCall<&nvrtcCompileProgram>(library(), "nvrtcCompileProgram", prog, numOptions, options);
 }
 nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name, int numHeaders,
                                const char* const* headers, const char* const* includeNames) {
-  static const auto f = lazyFunction<decltype(&nvrtcCreateProgram)>(library(), "nvrtcCreateProgram");
-  return f(prog, src, name, numHeaders, headers, includeNames);
+  return lazyCall<&nvrtcCreateProgram>(library(), "nvrtcCreateProgram",
+                                       prog, src, name, numHeaders, headers, includeNames);
 }
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
-  static const auto f = lazyFunction<decltype(&nvrtcDestroyProgram)>(library(), "nvrtcDestroyProgram");
-  return f(prog);
+  return lazyCall<&nvrtcDestroyProgram>(library(), "nvrtcDestroyProgram", prog);
 }
 nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char* cubin) {
-  static const auto f = lazyFunction<decltype(&nvrtcGetCUBIN)>(library(), "nvrtcGetCUBIN");
-  return f(prog, cubin);
+  return lazyCall<&nvrtcGetCUBIN>(library(), "nvrtcGetCUBIN", prog, cubin);
 }
 nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t* cubinSizeRet) {
-  static const auto f = lazyFunction<decltype(&nvrtcGetCUBINSize)>(library(), "nvrtcGetCUBINSize");
-  return f(prog, cubinSizeRet);
+  return lazyCall<&nvrtcGetCUBINSize>(library(), "nvrtcGetCUBINSize", prog, cubinSizeRet);
 }
 const char* nvrtcGetErrorString(nvrtcResult result) {
-  static const auto f = lazyFunction<decltype(&nvrtcGetErrorString)>(library(), "nvrtcGetErrorString");
-  return f(result);
+  return lazyCall<&nvrtcGetErrorString>(library(), "nvrtcGetErrorString", result);
 }
 nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* log) {
-  static const auto f = lazyFunction<decltype(&nvrtcGetProgramLog)>(library(), "nvrtcGetProgramLog");
-  return f(prog, log);
+  return lazyCall<&nvrtcGetProgramLog>(library(), "nvrtcGetProgramLog", prog, log);
 }
 nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t* logSizeRet) {
-  static const auto f = lazyFunction<decltype(&nvrtcGetProgramLogSize)>(library(), "nvrtcGetProgramLogSize");
-  return f(prog, logSizeRet);
+  return lazyCall<&nvrtcGetProgramLogSize>(library(), "nvrtcGetProgramLogSize", prog, logSizeRet);
 }
 
 }  // extern "C"
