@@ -1,24 +1,32 @@
 #include "codegen/cubin_cache.h"
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <thread>
-#include <unistd.h>
+
+#include "ir/error.h"
+#include "support/atomic_file.h"
 
 namespace fusec::codegen {
 
 namespace {
-constexpr char kMagic[8] = {'F', 'U', 'S', 'E', 'C', 'B', 'N', '1'};
+// Format 2 added the stamp; a format-1 entry (FUSECBN1) is stale and rebuilt.
+constexpr char kMagic[8] = {'F', 'U', 'S', 'E', 'C', 'B', 'N', '2'};
+constexpr char kOldMagic[7] = {'F', 'U', 'S', 'E', 'C', 'B', 'N'};
 struct Header {
   char magic[8];
-  uint64_t length;
-  uint64_t checksum;
+  uint64_t length;    // of the payload
+  uint64_t checksum;  // of the stamp and the payload
+  uint32_t stampLength;
+  uint32_t reserved;
 };
+constexpr uint64_t kMaxCubin = uint64_t(1) << 32;
+
+uint64_t checksumOf(const std::string& stamp, const Bytes& payload) {
+  return fnv1a64(payload.data(), payload.size(), fnv1a64(stamp.data(), stamp.size()));
+}
 }  // namespace
 
 uint64_t fnv1a64(const void* data, size_t n, uint64_t seed) {
@@ -48,44 +56,51 @@ std::string CubinCache::key(const std::string& source, const std::string& option
   return buf;
 }
 
-std::string CubinCache::pathOf(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
-
-std::optional<Bytes> CubinCache::load(const std::string& key) const {
-  std::ifstream f(pathOf(key), std::ios::binary);
-  if (!f) return std::nullopt;
-  Header h{};
-  if (!f.read(reinterpret_cast<char*>(&h), sizeof h) || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
-    return std::nullopt;
-  if (h.length > (uint64_t(1) << 32)) return std::nullopt;
-  Bytes data(h.length);
-  if (!f.read(reinterpret_cast<char*>(data.data()), std::streamsize(h.length))) return std::nullopt;
-  if (f.peek() != std::char_traits<char>::eof()) return std::nullopt;  // trailing bytes
-  if (fnv1a64(data.data(), data.size()) != h.checksum) return std::nullopt;
-  return data;
+std::string CubinCache::stamp(const std::string& nvrtcVersion, const std::string& arch) {
+  return std::string("fusec ") + FUSEC_VERSION + ", nvrtc " + (nvrtcVersion.empty() ? "none" : nvrtcVersion) + ", " +
+         arch;
 }
 
-void CubinCache::store(const std::string& key, const Bytes& cubin) const {
+std::string CubinCache::pathOf(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
+
+CacheLookup CubinCache::load(const std::string& key, const std::string& stamp) const {
+  std::ifstream f(pathOf(key), std::ios::binary);
+  if (!f) return {};  // absent: a plain miss
+  auto refuse = [](std::string why) { return CacheLookup{std::nullopt, std::move(why)}; };
+  Header h{};
+  if (!f.read(reinterpret_cast<char*>(&h), sizeof h)) return refuse("truncated header");
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
+    return refuse(std::memcmp(h.magic, kOldMagic, sizeof kOldMagic) == 0 ? "stale: an older entry format"
+                                                                          : "not a fusec cache entry");
+  if (h.length > kMaxCubin || h.stampLength > 4096) return refuse("damaged header");
+  std::string theirs(h.stampLength, '\0');
+  Bytes data(h.length);
+  if (!f.read(theirs.data(), std::streamsize(theirs.size())) ||
+      !f.read(reinterpret_cast<char*>(data.data()), std::streamsize(h.length)))
+    return refuse("truncated");
+  if (f.peek() != std::char_traits<char>::eof()) return refuse("trailing bytes");
+  if (checksumOf(theirs, data) != h.checksum) return refuse("checksum mismatch");
+  if (theirs != stamp) return refuse("stale: built by " + theirs + ", not " + stamp);
+  return {std::move(data), ""};
+}
+
+void CubinCache::store(const std::string& key, const std::string& stamp, const Bytes& cubin) const {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  static std::atomic<uint64_t> counter{0};
-  std::ostringstream tmp;
-  tmp << pathOf(key) << ".tmp." << ::getpid() << "." << std::this_thread::get_id() << "." << counter++;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.length = cubin.size();
-  h.checksum = fnv1a64(cubin.data(), cubin.size());
-  {
-    std::ofstream f(tmp.str(), std::ios::binary | std::ios::trunc);
-    if (!f) return;
-    f.write(reinterpret_cast<const char*>(&h), sizeof h);
-    f.write(reinterpret_cast<const char*>(cubin.data()), std::streamsize(cubin.size()));
-    if (!f.flush()) {
-      std::filesystem::remove(tmp.str(), ec);
-      return;
-    }
+  h.checksum = checksumOf(stamp, cubin);
+  h.stampLength = uint32_t(stamp.size());
+  try {
+    AtomicFile f(pathOf(key));
+    f.stream().write(reinterpret_cast<const char*>(&h), sizeof h);
+    f.stream().write(stamp.data(), std::streamsize(stamp.size()));
+    f.stream().write(reinterpret_cast<const char*>(cubin.data()), std::streamsize(cubin.size()));
+    f.commit();
+  } catch (const Error&) {
+    // Best effort: an unwritable cache only costs recompiles.
   }
-  std::filesystem::rename(tmp.str(), pathOf(key), ec);
-  if (ec) std::filesystem::remove(tmp.str(), ec);
 }
 
 }  // namespace fusec::codegen

@@ -1,10 +1,11 @@
 // The on-disk cubin cache: $XDG_CACHE_HOME/fusec (fallback ~/.cache/fusec), one file per
 // key. The key hashes everything that decides the cubin (source, options, NVRTC version,
-// arch), so an entry is never stale, only absent or corrupt. Entries are written to a
-// temporary file and renamed into place (readers never see a half-written file, concurrent
-// writers of one key both write the same bytes); each carries a header with a magic,
-// the payload length and a checksum, so a truncated or damaged entry reads as a miss and is
-// rebuilt.
+// arch). Entries are written atomically (support/atomic_file.h: readers never see a
+// half-written file; two processes writing one key both write the same bytes and the last
+// rename wins). Each entry carries a header: a magic, the payload length, a checksum, and a
+// stamp that names what built it (fusec's version, NVRTC's, the arch). A truncated, damaged
+// or stale entry (another stamp, an older format) reads as a miss with the reason, so the
+// compiler warns in one line, rebuilds it and writes it again.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,6 +16,11 @@ namespace fusec::codegen {
 
 using Bytes = std::vector<uint8_t>;
 
+struct CacheLookup {
+  std::optional<Bytes> cubin;  // a hit
+  std::string problem;         // a miss with an entry present: why it was refused
+};
+
 class CubinCache {
  public:
   explicit CubinCache(std::string dir);
@@ -22,10 +28,13 @@ class CubinCache {
 
   static std::string key(const std::string& source, const std::string& options, const std::string& nvrtcVersion,
                          const std::string& arch);
+  // What an entry records about its builder: "fusec 0.1.0, nvrtc 13.0, sm_90".
+  static std::string stamp(const std::string& nvrtcVersion, const std::string& arch);
   std::string pathOf(const std::string& key) const;
-  std::optional<Bytes> load(const std::string& key) const;  // nullopt: absent or corrupt
+  // The entry of `key` if it is whole and was built under `stamp`.
+  CacheLookup load(const std::string& key, const std::string& stamp) const;
   // Best effort: a cache that cannot be written only costs recompiles.
-  void store(const std::string& key, const Bytes& cubin) const;
+  void store(const std::string& key, const std::string& stamp, const Bytes& cubin) const;
   const std::string& dir() const { return dir_; }
 
  private:

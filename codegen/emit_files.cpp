@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/nvrtc_compiler.h"
+#include "support/atomic_file.h"
 
 namespace fusec::codegen {
 
@@ -36,9 +37,7 @@ std::string kernelsJson(const std::vector<GeneratedKernel>& kernels) {
 
 namespace {
 void writeFile(const std::string& path, const void* data, size_t n) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f || !f.write(static_cast<const char*>(data), std::streamsize(n)))
-    throw Error("cannot write '" + path + "'");
+  writeFileAtomically(path, std::string_view(static_cast<const char*>(data), n));
 }
 }  // namespace
 

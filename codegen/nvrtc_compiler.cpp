@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <exception>
+#include <iostream>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -88,6 +89,7 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
   std::string options;
   for (auto& f : nvrtcFlags(o)) options += f + " ";
   const std::string version = nvrtcVersion();
+  const std::string stamp = CubinCache::stamp(version, o.arch);
   std::atomic<size_t> next{0};
   std::atomic<int> compiled{0}, cached{0};
   std::atomic<bool> failed{false};
@@ -98,15 +100,22 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
     for (size_t i; !failed && (i = next++) < jobs.size();) {
       try {
         const std::string key = CubinCache::key(jobs[i].source, options, version, o.arch);
-        if (cache)
-          if (auto hit = cache->load(key)) {
-            out[i] = std::move(*hit);
+        if (cache) {
+          CacheLookup hit = cache->load(key, stamp);
+          if (hit.cubin) {
+            out[i] = std::move(*hit.cubin);
             ++cached;
             continue;
           }
+          if (!hit.problem.empty()) {  // one line per damaged entry; it is rebuilt just below
+            std::lock_guard<std::mutex> lock(errorMutex);
+            std::cerr << "fusec: warning: kernel cache entry " << cache->pathOf(key) << " (kernel " << jobs[i].name
+                      << "): " << hit.problem << "; rebuilt\n";
+          }
+        }
         out[i] = compileCubin(jobs[i].source, jobs[i].name, o);
         ++compiled;
-        if (cache) cache->store(key, out[i]);
+        if (cache) cache->store(key, stamp, out[i]);
       } catch (...) {
         std::lock_guard<std::mutex> lock(errorMutex);
         if (!error) error = std::current_exception();

@@ -4,6 +4,8 @@
 // read; tensors are then read straight from the file, one at a time.
 #include "frontend/safetensors.h"
 
+#include "support/atomic_file.h"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -402,21 +404,9 @@ std::string serializeSafetensors(const Bindings& tensors, const SafetensorsMetad
 }
 
 void saveSafetensors(const std::string& path, const Bindings& tensors, const SafetensorsMetadata& metadata) {
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  try {
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-      writeTo(out, tensors, metadata, path);
-      out.flush();
-      if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
+  AtomicFile out(path);
+  writeTo(out.stream(), tensors, metadata, path);
+  out.commit();
 }
 
 }  // namespace fusec

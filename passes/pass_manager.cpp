@@ -9,6 +9,7 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "support/atomic_file.h"
 
 namespace fusec {
 
@@ -47,9 +48,7 @@ void PassManager::dump(const std::string& text, int index, const std::string& na
   char file[64];
   std::snprintf(file, sizeof file, "%02d_%s.fir", index, name.c_str());
   auto path = std::filesystem::path(opts_.dumpDir) / file;
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw Error("cannot write '" + path.string() + "'");
+  writeFileAtomically(path.string(), text);
 }
 
 bool PassManager::run(Module& m) {

@@ -1,5 +1,7 @@
 #include "runtime/gemm_tuning_cache.h"
 
+#include "support/atomic_file.h"
+
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -171,24 +173,10 @@ void GemmTuningCache::save() {
 
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  static std::atomic<uint64_t> counter{0};
-  std::ostringstream tmp;
-  tmp << path_ << ".tmp." << ::getpid() << "." << std::this_thread::get_id() << "." << counter++;
-  bool ok = false;
-  {
-    std::ofstream f(tmp.str(), std::ios::binary | std::ios::trunc);
-    if (f) {
-      f << text;
-      ok = bool(f.flush());
-    }
-  }
-  if (ok) {
-    std::filesystem::rename(tmp.str(), path_, ec);
-    ok = !ec;
-  }
-  if (!ok) {
-    std::filesystem::remove(tmp.str(), ec);
-    warn("cannot write the GEMM tuning cache " + path_ + "; the next run tunes again");
+  try {
+    writeFileAtomically(path_, text);
+  } catch (const Error& e) {
+    warn("cannot write the GEMM tuning cache (" + std::string(e.what()) + "); the next run tunes again");
   }
   dirty_ = false;  // one warning, not one per save
 }

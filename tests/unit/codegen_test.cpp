@@ -244,41 +244,48 @@ TEST(CubinCacheTest, KeyDependsOnEveryField) {
   EXPECT_NE(CubinCache::key("ab", "c", "", ""), CubinCache::key("a", "bc", "", ""));
 }
 
-TEST(CubinCacheTest, RoundTripAndCorruptionIsAMiss) {
+TEST(CubinCacheTest, RoundTripAndCorruptionIsAMissWithItsReason) {
   TempDir dir("roundtrip");
   CubinCache cache(dir.path);
   const Bytes data = {1, 2, 3, 4, 5, 250, 0, 7};
-  EXPECT_FALSE(cache.load("k1"));
-  cache.store("k1", data);
-  ASSERT_TRUE(cache.load("k1"));
-  EXPECT_EQ(*cache.load("k1"), data);
+  const std::string stamp = CubinCache::stamp("13.0", "sm_90");
+  EXPECT_EQ(stamp, std::string("fusec ") + FUSEC_VERSION + ", nvrtc 13.0, sm_90");
+  CacheLookup absent = cache.load("k1", stamp);
+  EXPECT_FALSE(absent.cubin);
+  EXPECT_EQ(absent.problem, "");  // absent is a plain miss, not a problem
+  cache.store("k1", stamp, data);
+  ASSERT_TRUE(cache.load("k1", stamp).cubin);
+  EXPECT_EQ(*cache.load("k1", stamp).cubin, data);
   // No temporary file is left behind.
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir.path)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
 
   const std::string path = cache.pathOf("k1");
-  auto corrupt = [&](auto edit) {
-    cache.store("k1", data);
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    edit(f);
-    f.close();
-    EXPECT_FALSE(cache.load("k1"));
+  auto problem = [&](auto edit) {
+    cache.store("k1", stamp, data);
+    edit();
+    CacheLookup l = cache.load("k1", stamp);
+    EXPECT_FALSE(l.cubin);
+    return l.problem;
   };
-  corrupt([](std::fstream& f) {  // a flipped payload byte: the checksum disagrees
-    f.seekp(-2, std::ios::end);
-    f.put(char(99));
-  });
-  corrupt([](std::fstream& f) {  // a damaged magic
-    f.seekp(0);
-    f.put('X');
-  });
-  cache.store("k1", data);
-  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);  // truncated
-  EXPECT_FALSE(cache.load("k1"));
-  cache.store("k1", data);
-  { std::ofstream(path, std::ios::app | std::ios::binary) << "junk"; }  // trailing bytes
-  EXPECT_FALSE(cache.load("k1"));
+  auto patch = [&](std::streamoff at, std::ios::seekdir from, const std::string& bytes) {
+    return [=] {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(at, from);
+      f.write(bytes.data(), std::streamsize(bytes.size()));
+    };
+  };
+  EXPECT_EQ(problem(patch(-2, std::ios::end, "c")), "checksum mismatch");  // a flipped payload byte
+  EXPECT_EQ(problem(patch(0, std::ios::beg, "X")), "not a fusec cache entry");
+  EXPECT_EQ(problem(patch(0, std::ios::beg, "FUSECBN1")), "stale: an older entry format");
+  EXPECT_EQ(problem([&] { std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3); }), "truncated");
+  EXPECT_EQ(problem([&] { std::filesystem::resize_file(path, 10); }), "truncated header");
+  EXPECT_EQ(problem([&] { std::ofstream(path, std::ios::app | std::ios::binary) << "junk"; }), "trailing bytes");
+  // Built by another NVRTC: whole, but stale.
+  cache.store("k1", CubinCache::stamp("12.8", "sm_90"), data);
+  EXPECT_EQ(cache.load("k1", stamp).problem,
+            "stale: built by fusec " FUSEC_VERSION ", nvrtc 12.8, sm_90, not fusec " FUSEC_VERSION ", nvrtc 13.0, sm_90");
 }
 
 TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
@@ -301,11 +308,55 @@ TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
     f.put(char(0x5a));
     f.put(char(0xa5));
   }
+  testing::internal::CaptureStderr();
   auto again = compileCubins(jobs, &cache, 1, {}, &st);
+  const std::string warning = testing::internal::GetCapturedStderr();
   EXPECT_EQ(st.compiled, 1);
   EXPECT_EQ(again, cold);
+  EXPECT_EQ(warning, "fusec: warning: kernel cache entry " + path + " (kernel k): checksum mismatch; rebuilt\n");
   compileCubins(jobs, &cache, 1, {}, &st);
   EXPECT_EQ(st.cached, 1);
+}
+
+// Four fusec processes compile the same kernels into one empty cache at once (each key is
+// written by several of them): every process succeeds with the same cubins, none warns, and
+// the cache ends with one whole entry per kernel and no temporaries.
+TEST(CubinCacheTest, ParallelProcessesShareOneCache) {
+  SKIP_WITHOUT_NVRTC();
+  TempDir dir("parallel");
+  std::filesystem::create_directories(dir.path);
+  const int n = 4;
+  std::string cmd;
+  for (int p = 0; p < n; ++p) {
+    const std::string i = std::to_string(p);
+    cmd += "(XDG_CACHE_HOME=" + dir.path + "/xdg " FUSEC_BINARY " compile --model toy --program train_step --emit cubin"
+           " --out-dir " + dir.path + "/out" + i + " >" + dir.path + "/log" + i + " 2>&1; echo $? >" + dir.path +
+           "/rc" + i + ") & ";
+  }
+  ASSERT_EQ(std::system((cmd + "wait").c_str()), 0);
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::map<std::string, std::string> first;
+  for (auto& e : std::filesystem::directory_iterator(dir.path + "/out0")) first[e.path().filename()] = slurp(e.path());
+  EXPECT_GE(first.size(), 3u);
+  for (int p = 0; p < n; ++p) {
+    const std::string i = std::to_string(p);
+    EXPECT_EQ(slurp(dir.path + "/rc" + i), "0\n") << slurp(dir.path + "/log" + i);
+    EXPECT_EQ(slurp(dir.path + "/log" + i), "");
+    for (auto& [name, bytes] : first) EXPECT_EQ(slurp(dir.path + "/out" + i + "/" + name), bytes) << name;
+  }
+  CubinCache cache(dir.path + "/xdg/fusec");
+  const std::string stamp = CubinCache::stamp(nvrtcVersion(), "sm_90");
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(cache.dir())) {
+    const std::string name = e.path().filename();
+    ASSERT_EQ(e.path().extension(), ".cubin") << name;  // no temporary left
+    EXPECT_TRUE(cache.load(e.path().stem(), stamp).cubin) << name;
+    ++entries;
+  }
+  EXPECT_EQ(entries, int(first.size()) - 1);  // every cubin of out0 but kernels.json
 }
 
 // Every kernel of every model size, both programs, both dtypes, compiles to a sm_90 cubin,

@@ -24,6 +24,7 @@
 #include "tools/fusec/common_flags.h"
 #include "tools/fusec/dtype_report.h"
 #include "tools/fusec/emit_flags.h"
+#include "support/atomic_file.h"
 
 namespace fusec::cli {
 
@@ -204,13 +205,9 @@ Command addCompileCommand(CLI::App& app) {
     auto t2 = Clock::now();
 
     if (emitKernels(a->emit, m)) return 0;
-    std::ofstream file;
+    std::optional<AtomicFile> file;
     std::ostream* out = &std::cout;
-    if (a->output != "-") {
-      file.open(a->output);
-      if (!file) throw Error("cannot write '" + a->output + "'");
-      out = &file;
-    }
+    if (a->output != "-") out = &file.emplace(a->output).stream();
     if (a->printDTypes) {
       printDTypes(*m.funcs.at(0), traced, *out);
     } else if (a->stats) {
@@ -220,6 +217,7 @@ Command addCompileCommand(CLI::App& app) {
       print(m, *out);
     }
     out->flush();
+    if (file) file->commit();
     return 0;
   };
 }

@@ -1,11 +1,11 @@
 // `fusec opt FILE|- [--passes=a,b,c] [-o OUT]`: IR file in, IR file out (for tests and for
 // reading what a pass does).
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "support/atomic_file.h"
 #include "tools/fusec/commands.h"
 
 namespace fusec::cli {
@@ -38,9 +38,9 @@ Command addOptCommand(CLI::App& app) {
       print(*module, std::cout);
       std::cout.flush();
     } else {
-      std::ofstream out(args->output);
-      if (!out) throw Error("cannot write '" + args->output + "'");
-      print(*module, out);
+      AtomicFile out(args->output);
+      print(*module, out.stream());
+      out.commit();
     }
     return 0;
   };

@@ -1,11 +1,11 @@
-// Where a command's report goes: stdout for "-", else the file (one-line error if it cannot
-// be written).
+// Where a command's report goes: stdout for "-", else the file, written atomically (one-line
+// error if it cannot be written).
 #pragma once
-#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "ir/graph.h"
+#include "support/atomic_file.h"
 
 namespace fusec::cli {
 
@@ -14,8 +14,7 @@ inline void writeOutput(const std::string& path, const std::string& text) {
     std::cout << text;
     return;
   }
-  std::ofstream f(path);
-  if (!(f << text)) throw Error("cannot write '" + path + "'");
+  writeFileAtomically(path, text);
 }
 
 }  // namespace fusec::cli
