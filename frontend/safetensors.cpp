@@ -403,6 +403,18 @@ std::string serializeSafetensors(const Bindings& tensors, const SafetensorsMetad
   return std::move(os).str();
 }
 
+void requireFinite(const Bindings& tensors, const std::string& what) {
+  for (const auto& [name, t] : tensors) {
+    if (!isFloat(t.type.dtype)) continue;
+    for (size_t i = 0; i < t.f.size(); ++i)
+      if (!std::isfinite(t.f[i])) {
+        const char* kind = std::isnan(t.f[i]) ? "nan" : t.f[i] > 0 ? "inf" : "-inf";
+        throw Error(what + ": tensor '" + name + "' holds " + kind + " at index " + std::to_string(i) + " (of " +
+                    std::to_string(t.f.size()) + " values; --allow-nonfinite loads it anyway)");
+      }
+  }
+}
+
 void saveSafetensors(const std::string& path, const Bindings& tensors, const SafetensorsMetadata& metadata) {
   AtomicFile out(path);
   writeTo(out.stream(), tensors, metadata, path);

@@ -29,6 +29,10 @@ Bindings parseSafetensors(std::string_view bytes, const std::string& what,
 // are rounded to their dtype (they normally already are); i32 values must fit in 32 bits.
 void saveSafetensors(const std::string& path, const Bindings& tensors,
                      const SafetensorsMetadata& metadata = {});
+// Refuses tensors holding NaN or +-Inf: Error "WHAT: tensor 'NAME' holds nan at index I
+// (of N values; --allow-nonfinite loads it anyway)", the first such tensor by name.
+void requireFinite(const Bindings& tensors, const std::string& what);
+
 std::string serializeSafetensors(const Bindings& tensors, const SafetensorsMetadata& metadata = {},
                                  const std::string& what = "<memory>");
 

@@ -87,9 +87,10 @@ bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
   }
   hoistNewSources(g, mark);
 
-  AdamWUpdate adamw(b, cfg, step);
   std::vector<Value*> grads(g.outputs.begin() + 1, g.outputs.end());
   Value* loss = g.outputs[0];
+  // A step with a non-finite loss leaves every param and moment as it was (adamw_update.h).
+  AdamWUpdate adamw(b, cfg, step, loss->type == Type{DType::f32, {}} ? loss : nullptr);
   g.outputs.clear();
   g.outputUpdates.clear();
   g.addOutput(loss);

@@ -21,8 +21,9 @@ Value* binary(Builder& b, OpKind k, Value* a, Value* c) {
 
 }  // namespace
 
-AdamWUpdate::AdamWUpdate(Builder& b, const AdamWConfig& cfg, Value* step) : b_(b), cfg_(cfg) {
+AdamWUpdate::AdamWUpdate(Builder& b, const AdamWConfig& cfg, Value* step, Value* loss) : b_(b), cfg_(cfg) {
   if (step->type != Type{DType::f32, {}}) throw Error("AdamW step must be f32[], got " + step->type.str());
+  if (loss && loss->type != Type{DType::f32, {}}) throw Error("AdamW loss must be f32[], got " + loss->type.str());
   if (!(cfg.lr >= 0) || !(cfg.eps >= 0) || !(cfg.weightDecay >= 0))
     throw Error("AdamW lr, eps and weight decay must be non-negative");
   if (!(cfg.beta1 >= 0 && cfg.beta1 < 1) || !(cfg.beta2 >= 0 && cfg.beta2 < 1))
@@ -43,6 +44,11 @@ AdamWUpdate::AdamWUpdate(Builder& b, const AdamWConfig& cfg, Value* step) : b_(b
   stepSize_->name = "adamw.step_size";
   bc2Sqrt_ = b.unary(OpKind::Sqrt, bc2);
   bc2Sqrt_->name = "adamw.bc2_sqrt";
+  if (loss) {
+    // x - x is 0 for every finite x and NaN for NaN and +-Inf: one compare, no isfinite op.
+    finite_ = b.binary(OpKind::Eq, b.binary(OpKind::Sub, loss, loss), splat(b, loss, 0.0));
+    finite_->name = "adamw.finite";
+  }
 }
 
 AdamWUpdate::Update AdamWUpdate::update(Value* p, Value* g, Value* m, Value* v) const {
@@ -62,7 +68,9 @@ AdamWUpdate::Update AdamWUpdate::update(Value* p, Value* g, Value* m, Value* v) 
   Value* denom = binary(b, OpKind::Add, scaled, splat(b, scaled, c.eps));
   Value* ratio = binary(b, OpKind::Div, m1, denom);
   Value* p1 = binary(b, OpKind::Sub, decayed, binary(b, OpKind::Mul, stepSize_, ratio));
-  return {p1, m1, v1};
+  if (!finite_) return {p1, m1, v1};
+  Value* keep = b.broadcast(finite_, p->type.shape);
+  return {b.select(keep, p1, p), b.select(keep, m1, m), b.select(keep, v1, v)};
 }
 
 }  // namespace fusec

@@ -162,10 +162,17 @@ std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist,
     if (freed == 0) return std::nullopt;
     return freed - d.allocBytes[size_t(i)];
   };
+  // An op whose every reader is hoisted runs when ready too, though it also makes an
+  // ordinary output: the loss, which AdamW reads (to skip the update of a non-finite loss),
+  // would otherwise wait in trace order behind the whole backward, and every update with it.
+  std::vector<bool> early = hoist;
+  for (size_t i = 0; i < n; ++i)
+    early[i] = hoist[i] || (!d.dataSucc[i].empty() && std::all_of(d.dataSucc[i].begin(), d.dataSucc[i].end(),
+                                                                  [&](int s) { return bool(hoist[size_t(s)]); }));
   // (class, key, op): hoisted ops (class 0) keyed by when they became ready, the rest by
   // trace index.
   std::set<std::tuple<int, int, int>> ready;
-  auto makeReady = [&](int i, int now) { ready.insert(hoist[size_t(i)] ? std::tuple{0, now, i} : std::tuple{1, i, i}); };
+  auto makeReady = [&](int i, int now) { ready.insert(early[size_t(i)] ? std::tuple{0, now, i} : std::tuple{1, i, i}); };
   for (size_t i = 0; i < n; ++i)
     if (pending[i] == 0) makeReady(int(i), -1);
   std::vector<int> order;

@@ -2,9 +2,11 @@
 #pragma once
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <initializer_list>
@@ -17,6 +19,20 @@
 #include "ir/interpreter.h"
 
 namespace fusec::test {
+
+// An empty directory under the system's temp directory, removed with everything in it at
+// the end of the scope; `name` plus the pid keeps parallel test processes apart.
+struct ScratchDir {
+  std::string path;
+  explicit ScratchDir(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))).string()) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
 
 // Runs a shell command (the caller adds any redirection, e.g. " 2>&1"): its stdout and exit
 // code (-1 when it did not exit normally). For the CLI and the reference scripts.

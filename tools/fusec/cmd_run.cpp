@@ -19,6 +19,7 @@
 // --dtype bf16 that includes autocast and cache-weight-casts, whose bf16 weight copies start
 // as bf16(W) and then follow the optimizer's updates. No model is special-cased here.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -47,6 +48,7 @@ struct RunArgs {
   CLI::Option* oSteps = nullptr;
   AdamWFlags adamw;
   bool noCudaGraph = false, tf32 = false;
+  bool allowNonfinite = false;
 };
 
 // The model's parameters from `file`, checked name by name against its params().
@@ -168,6 +170,10 @@ int runProgram(RunArgs& a, const api::Model& model) {
   Bindings inputs = source.at(0);
   const api::Program p = checkedProgram(model, a.program, source.label(), inputs);
   Bindings weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
+  // Weights from a file (--weights, or an imported model's weights.safetensors) must be
+  // finite: a NaN there makes every loss NaN, silently. The zoo's initialisation is.
+  if (!a.allowNonfinite && (!a.weights.empty() || !a.overrides.fir.empty()))
+    requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights);
 
   api::CompiledProgram program = api::compile(model, p, o);
   // The state the program passes added (AdamW's moments, bf16 weight copies) starts from
@@ -177,6 +183,12 @@ int runProgram(RunArgs& a, const api::Model& model) {
   Bindings result;
   const int64_t steps = a.program == "train_step" ? a.steps : 1;
   HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
+  // The first non-finite loss stops the run. Its step updated nothing (AdamW skips a step
+  // whose loss is not finite: passes/adamw_update.h), so the weights read below are those
+  // of the last good step, and --out keeps the losses of the good steps with them. The loss
+  // is on the host already (the one copy, and sync, of each step): the check costs nothing.
+  std::string stopped;
+  int64_t good = 0;
   for (int64_t step = 0; step < steps; ++step) {
     if (step > 0 && source.drawn()) {
       inputs = source.at(step);
@@ -184,19 +196,30 @@ int runProgram(RunArgs& a, const api::Model& model) {
     }
     std::vector<HostTensor> outs = program.step(inputs);
     if (a.program == "train_step") {
-      losses.f[size_t(step)] = outs.at(0).f.at(0);
+      const float loss = outs.at(0).f.at(0);
+      if (!std::isfinite(loss) && !a.allowNonfinite) {
+        stopped = "run: step " + std::to_string(step + 1) + " of " + std::to_string(steps) + ": the loss is " +
+                  (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf") + "; stopped with the weights of step " +
+                  std::to_string(step) + (a.out.empty() ? "" : " (written to " + a.out + ")");
+        break;
+      }
+      losses.f[size_t(step)] = loss;
+      ++good;
       // A batch drawn per step is a training run: its loss as it goes.
-      if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << losses.f[size_t(step)] << std::endl;
+      if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << loss << std::endl;
     } else {
       result["logits"] = std::move(outs.at(0));
     }
   }
   if (a.program == "train_step") {
+    losses.type.shape = {good};
+    losses.f.resize(size_t(good));
     result["loss"] = std::move(losses);
     for (const api::ParamInfo& w : model.params()) result[w.name] = program.read(w.name);
   }
   if (!a.out.empty()) saveSafetensors(a.out, result, metadataOf(model));
   if (fellBack) std::cerr << "fusec run: no CUDA device, ran on the CPU interpreter (--device cpu)\n";
+  if (!stopped.empty()) throw Error(stopped);
   return 0;
 }
 
@@ -235,6 +258,8 @@ Command addRunCommand(CLI::App& app) {
   a->overrides.add(*cmd);
   a->adamw.add(*cmd);
   cmd->add_option("--seed", a->seed, "Seed for initialised weights (default 0)");
+  cmd->add_flag("--allow-nonfinite", a->allowNonfinite,
+                "Load weights holding NaN or Inf, and go on past a non-finite loss (whose step still updates nothing; default: refuse, and stop)");
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     if (!a->initWeights.empty()) {
