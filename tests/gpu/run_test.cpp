@@ -26,5 +26,26 @@ TEST(RunOnDevice, RunStopsAtTheFirstNonFiniteLossWithTheLastGoodWeights) {
   checkRunStopsAtTheFirstNonFiniteLoss(d.path, "cuda");
 }
 
+// A model and batch that cannot fit (small at batch 4096: about a terabyte of activations,
+// while its weights initialise in a second): run and
+// profile fail before allocating anything with one line saying what is needed and what is
+// free; bench reports the row as OOM and exits 0.
+TEST(RunOnDevice, AModelThatCannotFitIsOneLineOutOfMemory) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string shape = " --model small --batch 4096 --ctx 256 --dtype bf16";
+  for (const std::string& cmd : {"run --program train_step --random-inputs" + shape,
+                                "profile --program train_step" + shape}) {
+    auto [out, rc] = runCommand(std::string(FUSEC_BINARY) + " " + cmd + " 2>&1");
+    EXPECT_EQ(rc, 1) << cmd << "\n" << out;
+    EXPECT_EQ(countLines(out), 1) << cmd << "\n" << out;
+    EXPECT_EQ(out.rfind("error: out of GPU memory: needs ", 0), 0u) << cmd << "\n" << out;
+    EXPECT_NE(out.find(" GiB free\n"), std::string::npos) << out;
+  }
+  auto [out, rc] = runCommand(std::string(FUSEC_BINARY) + " bench" + shape +
+                              " --passes step --impl compiled --warmup 1 --iters 1 2>/dev/null");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("OOM"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fusec::test

@@ -169,13 +169,21 @@ int runProgram(RunArgs& a, const api::Model& model) {
   StepInputs source(a, model);
   Bindings inputs = source.at(0);
   const api::Program p = checkedProgram(model, a.program, source.label(), inputs);
-  Bindings weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
-  // Weights from a file (--weights, or an imported model's weights.safetensors) must be
-  // finite: a NaN there makes every loss NaN, silently. The zoo's initialisation is.
-  if (!a.allowNonfinite && (!a.weights.empty() || !a.overrides.fir.empty()))
-    requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights);
+  // Weights from a file (--weights, or an imported model's weights.safetensors) are read and
+  // checked before the compile; they must be finite: a NaN there makes every loss NaN,
+  // silently. The zoo's initialisation (finite) comes after it, so that a model that does
+  // not fit on the device says so (api::compile checks the memory first) before seconds of
+  // host work on weights it would not use.
+  const bool fromFile = !a.weights.empty() || !a.overrides.fir.empty();
+  Bindings weights;
+  if (fromFile) {
+    weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
+    if (!a.allowNonfinite)
+      requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights);
+  }
 
   api::CompiledProgram program = api::compile(model, p, o);
+  if (!fromFile) weights = model.initialWeights(a.seed);
   // The state the program passes added (AdamW's moments, bf16 weight copies) starts from
   // the weights, as it does on every path (frontend/program_state.h).
   bindProgramState(program.graph(), weights);
