@@ -18,6 +18,9 @@ namespace fusec::api {
 struct ParamInfo {
   std::string name;  // as in the weights file (a PyTorch state_dict name)
   Shape shape;
+  // A buffer (an imported model's causal mask, its RoPE tables): not trained, and free to
+  // hold -inf, so the finite-weights check leaves it out.
+  bool buffer = false;
 };
 
 class Model {

@@ -9,6 +9,7 @@
 // Writing is atomic (temp file in the same directory, then rename).
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -30,8 +31,9 @@ Bindings parseSafetensors(std::string_view bytes, const std::string& what,
 void saveSafetensors(const std::string& path, const Bindings& tensors,
                      const SafetensorsMetadata& metadata = {});
 // Refuses tensors holding NaN or +-Inf: Error "WHAT: tensor 'NAME' holds nan at index I
-// (of N values; --allow-nonfinite loads it anyway)", the first such tensor by name.
-void requireFinite(const Bindings& tensors, const std::string& what);
+// (of N values; --allow-nonfinite loads it anyway)", the first such tensor by name; those
+// named in `except` are not checked.
+void requireFinite(const Bindings& tensors, const std::string& what, const std::set<std::string>& except = {});
 
 std::string serializeSafetensors(const Bindings& tensors, const SafetensorsMetadata& metadata = {},
                                  const std::string& what = "<memory>");

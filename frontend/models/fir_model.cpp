@@ -117,7 +117,7 @@ class FirModel final : public api::Model {
              "\"; an imported model's params are weights and buffers");
       if (p->result()->type.dtype != DType::f32)
         fail("param '" + p->attrStr("name") + "' is " + p->result()->type.str() + "; weights and buffers are f32");
-      params_.push_back({p->attrStr("name"), p->result()->type.shape});
+      params_.push_back({p->attrStr("name"), p->result()->type.shape, r == Role::Buffer});
     }
   }
 

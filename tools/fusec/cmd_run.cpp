@@ -24,6 +24,7 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <set>
 
 #include "api/compiled_program.h"
 #include "frontend/models/zoo_model.h"
@@ -178,8 +179,11 @@ int runProgram(RunArgs& a, const api::Model& model) {
   Bindings weights;
   if (fromFile) {
     weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
+    std::set<std::string> buffers;  // a mask may hold -inf
+    for (const api::ParamInfo& p : model.params())
+      if (p.buffer) buffers.insert(p.name);
     if (!a.allowNonfinite)
-      requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights);
+      requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights, buffers);
   }
 
   api::CompiledProgram program = api::compile(model, p, o);
