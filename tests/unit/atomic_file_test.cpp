@@ -50,6 +50,24 @@ fs::path temporaryOf(const fs::path& target) {
   return {};
 }
 
+// Waits until `child`'s temporary for `target` holds at least `bytes`, then SIGKILLs it:
+// whether the temporary was seen, and whether the kill came before the child finished.
+struct Killed {
+  bool started, killed;
+};
+Killed killWhileWriting(pid_t child, const fs::path& target, uintmax_t bytes, std::chrono::seconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  fs::path tmp;
+  std::error_code ec;
+  while (std::chrono::steady_clock::now() < deadline &&
+         ((tmp = temporaryOf(target)).empty() || fs::file_size(tmp, ec) < bytes || ec))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return {!tmp.empty(), WIFSIGNALED(status)};
+}
+
 TEST(AtomicFile, ReplacesWholeAndLeavesNoTemporary) {
   Dir d("atomic_replace");
   const fs::path p = d.path / "out.txt";
@@ -105,17 +123,9 @@ TEST(AtomicFile, AWriterKilledMidWriteLeavesThePreviousFile) {
     f.commit();
     std::_Exit(0);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  fs::path tmp;
-  std::error_code ec;
-  while (std::chrono::steady_clock::now() < deadline &&
-         ((tmp = temporaryOf(p)).empty() || fs::file_size(tmp, ec) < (1 << 20) || ec))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_FALSE(tmp.empty()) << "the writer never started";
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer finished before it was killed; make it write more";
+  const Killed k = killWhileWriting(child, p, 1 << 20, std::chrono::seconds(30));
+  ASSERT_TRUE(k.started) << "the writer never started";
+  ASSERT_TRUE(k.killed) << "the writer finished before it was killed; make it write more";
   EXPECT_EQ(slurp(p), "the previous file");
 }
 
@@ -134,17 +144,9 @@ TEST(AtomicFile, FusecKilledWhileWritingWeightsLeavesThePreviousFile) {
             static_cast<char*>(nullptr));
     std::_Exit(127);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  fs::path tmp;
-  std::error_code ec;
-  while (std::chrono::steady_clock::now() < deadline &&
-         ((tmp = temporaryOf(p)).empty() || fs::file_size(tmp, ec) < (16 << 20) || ec))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_FALSE(tmp.empty()) << "fusec never started writing";
-  ASSERT_TRUE(WIFSIGNALED(status)) << "fusec finished before it was killed";
+  const Killed k = killWhileWriting(child, p, 16 << 20, std::chrono::seconds(120));
+  ASSERT_TRUE(k.started) << "fusec never started writing";
+  ASSERT_TRUE(k.killed) << "fusec finished before it was killed";
   EXPECT_EQ(slurp(p), previous);
   EXPECT_EQ(std::system((fusec + " run --program forward --weights " + p.string() +
                          " --model toy --random-inputs --device cpu --out " + (d.path / "o.safetensors").string() +
