@@ -58,6 +58,12 @@ std::vector<HostTensor> CompiledProgram::step(Bindings inputs) {
   return outs;
 }
 
+void CompiledProgram::resumeAt(int64_t steps) {
+  if (steps_ != 0) throw Error("internal: resumeAt(" + std::to_string(steps) + ") after " + std::to_string(steps_) + " steps");
+  if (steps < 0) throw Error("internal: resumeAt(" + std::to_string(steps) + ")");
+  steps_ = steps;
+}
+
 HostTensor CompiledProgram::read(const std::string& name) { return runner().read(name); }
 
 CompiledProgram compile(const Model& model, const Program& p, const CompileOptions& o) {

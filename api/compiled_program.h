@@ -48,6 +48,10 @@ class CompiledProgram {
   // The current value of a source: a param after the updates of the steps run so far.
   HostTensor read(const std::string& name);
   int64_t stepsRun() const { return steps_; }
+  // Continues a run whose first `steps` steps were run elsewhere (a resumed checkpoint): the
+  // next step() is step `steps` + 1, which AdamW's bias correction reads. Error once this
+  // program has run a step.
+  void resumeAt(int64_t steps);
 
  private:
   ProgramRunner& runner();

@@ -1,8 +1,10 @@
-// `fusec run` on the GPU: the finite-value contract (tests/unit/nonfinite_checks.h) through
-// the compiled step (fused AdamW kernels, CUDA graph).
+// `fusec run` on the GPU: the finite-value contract (tests/unit/nonfinite_checks.h) and
+// resumable runs (tests/unit/resume_checks.h) through the compiled step (fused AdamW kernels,
+// CUDA graph).
 #include <unistd.h>
 
 #include "nonfinite_checks.h"
+#include "resume_checks.h"
 #include "runtime/device.h"
 
 namespace fusec::test {
@@ -24,6 +26,20 @@ TEST(RunOnDevice, RunStopsAtTheFirstNonFiniteLossWithTheLastGoodWeights) {
   SKIP_WITHOUT_DEVICE();
   ScratchDir d("fusec_gpu_nonfinite_loss");
   checkRunStopsAtTheFirstNonFiniteLoss(d.path, "cuda");
+}
+
+// Stopped and resumed through the compiled step (CUDA graph, fused AdamW with its step
+// counter): the same losses and weights as the run never stopped, bit for bit.
+TEST(RunOnDevice, AResumedRunEqualsTheRunNeverStopped) {
+  SKIP_WITHOUT_DEVICE();
+  ScratchDir d("fusec_gpu_resume");
+  checkResumedRunMatchesUninterrupted(d.path, "cuda");
+}
+
+TEST(RunOnDevice, AKilledRunResumesFromItsLastCheckpoint) {
+  SKIP_WITHOUT_DEVICE();
+  ScratchDir d("fusec_gpu_resume_killed");
+  checkKilledRunResumes(d.path, "cuda");
 }
 
 // A model and batch that cannot fit (small at batch 4096: 478 GiB, while its weights

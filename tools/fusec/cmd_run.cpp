@@ -5,6 +5,7 @@
 //             [--batch B --ctx T] --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
 //             [--model NAME] [--vocab V --context-length C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
+//             [--checkpoint DIR [--checkpoint-every K]] [--resume DIR]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
 //
 // Weights are bound by their state_dict names and must match the model's shapes exactly
@@ -14,23 +15,29 @@
 // model `x` f32[B,in] and `targets` i64[B]. forward writes `logits`; train_step runs N AdamW
 // steps (state starting at zero, step = 1..N) and writes `loss` (f32[N]) and every updated
 // parameter. Without --weights the parameters come from the model's initialisation with
-// --seed. The program is compiled by api::compile, as `fusec compile` builds it: the trace
+// --seed. A train_step run can write a checkpoint every K steps (and after its last) and be
+// resumed from one (frontend/training_checkpoint.h): the resumed run's losses and weights
+// are those of the run never interrupted, bit for bit. The program is compiled by api::compile, as `fusec compile` builds it: the trace
 // plus the program passes (passes/pipeline.h), and on the GPU the optimisation pipeline; with
 // --dtype bf16 that includes autocast and cache-weight-casts, whose bf16 weight copies start
 // as bf16(W) and then follow the optimizer's updates. No model is special-cased here.
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "api/compiled_program.h"
 #include "frontend/models/zoo_model.h"
+#include "ir/roles.h"
 #include "frontend/program_state.h"
 #include "frontend/safetensors.h"
 #include "frontend/token_data.h"
+#include "frontend/training_checkpoint.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
 
@@ -50,6 +57,9 @@ struct RunArgs {
   AdamWFlags adamw;
   bool noCudaGraph = false, tf32 = false;
   bool allowNonfinite = false;
+  std::string checkpoint, resume;
+  int64_t checkpointEvery = 100;
+  CLI::Option* oCheckpointEvery = nullptr;
 };
 
 // The model's parameters from `file`, checked name by name against its params().
@@ -125,6 +135,32 @@ class StepInputs {
   }
   bool drawn() const { return drawn_; }
   const std::string& label() const { return label_; }
+  // Where the inputs come from, as a run's identity (a checkpoint's): the flag and its value.
+  void identify(RunIdentity& run) const {
+    if (!drawn_) {
+      run["--inputs"] = std::filesystem::absolute(a_.inputs).lexically_normal().string();
+      return;
+    }
+    if (tokens_)
+      run["--data"] = std::filesystem::absolute(a_.data).lexically_normal().string() + " (" + a_.dataDType + ")";
+    else
+      run["--random-inputs"] = "on";
+    run["--batch"] = std::to_string(a_.batch);
+    run["--ctx"] = std::to_string(a_.ctx);
+  }
+  // The data position: the --data sampler's random-number state after the batches drawn so
+  // far ("" for the other sources, whose step-th batch depends on the step alone).
+  std::string dataState() const {
+    if (!tokens_) return "";
+    std::ostringstream s;
+    s << rng_;
+    return s.str();
+  }
+  void restoreDataState(const std::string& state, const std::string& what) {
+    if (!tokens_) return;
+    std::istringstream s(state);
+    if (state.empty() || !(s >> rng_)) throw Error(what + ": no readable --data position in the checkpoint");
+  }
   // The inputs of step `step` (0-based). Drawn ones are checked by the model, as the file's
   // are (checkedProgram: a token outside the vocabulary is one line naming the source).
   Bindings at(int64_t step) {
@@ -143,6 +179,51 @@ class StepInputs {
   bool drawn_ = true;
 };
 
+// What makes a resumed run the run its checkpoint came from: the flags that change its
+// losses. The device and --steps are not among them (a run may be resumed on another device,
+// or for more steps).
+RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInputs& source) {
+  RunIdentity run;
+  const SafetensorsMetadata meta = metadataOf(model);
+  run["--model"] = meta.at("fusec_model") + (meta.count("fusec_config") ? " (" + meta.at("fusec_config") + ")" : "");
+  run["--dtype"] = a.dtype;
+  run["--attention"] = a.attention.empty() ? "fused" : a.attention;  // run's default
+  if (a.tf32) run["--tf32"] = "on";
+  run["--seed"] = std::to_string(a.seed);
+  run["--lr"] = shortest(a.adamw.lr);
+  run["--betas"] = shortest(a.adamw.betas.at(0)) + "," + shortest(a.adamw.betas.at(1));
+  run["--eps"] = shortest(a.adamw.eps);
+  run["--weight-decay"] = shortest(a.adamw.weightDecay);
+  source.identify(run);
+  return run;
+}
+
+// The program's trained state, to checkpoint: every param but the bf16 weight copies (which
+// bindProgramState rebuilds exactly from their weights).
+Bindings trainedState(api::CompiledProgram& program) {
+  Bindings state;
+  for (Op* p : program.graph().params())
+    if (roleOf(*p) != Role::WeightCopy) state[p->attrStr("name")] = program.read(p->attrStr("name"));
+  return state;
+}
+
+// A resumed program's state: the checkpoint must hold every param of `g` but the copies, of
+// its type, and nothing else.
+void requireStateFits(const Graph& g, const Bindings& state, const std::string& file) {
+  std::set<std::string> wanted;
+  for (Op* p : g.params()) {
+    if (roleOf(*p) == Role::WeightCopy) continue;
+    const std::string& name = p->attrStr("name");
+    wanted.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) throw Error(file + ": missing tensor '" + name + "' (expected " + p->result()->type.str() + ")");
+    if (it->second.type != p->result()->type)
+      throw Error(file + ": tensor '" + name + "' is " + it->second.type.str() + ", expected " + p->result()->type.str());
+  }
+  for (const auto& [name, t] : state)
+    if (!wanted.count(name)) throw Error(file + ": unexpected tensor '" + name + "' (the program has no such param)");
+}
+
 int runProgram(RunArgs& a, const api::Model& model) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
   if (a.out.empty() && a.program != "train_step") throw Error("run: --out is required");
@@ -153,6 +234,12 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
   if (a.program == "forward" && a.oSteps->count() && a.steps != 1) throw Error("--steps applies to --program train_step only");
   requireAtLeast(a.steps, "--steps", 1);
+  if (a.program != "train_step" && (!a.checkpoint.empty() || !a.resume.empty()))
+    throw Error("run: --checkpoint and --resume apply to --program train_step only");
+  if (a.oCheckpointEvery->count() && a.checkpoint.empty()) throw Error("run: --checkpoint-every goes with --checkpoint DIR");
+  requireAtLeast(a.checkpointEvery, "--checkpoint-every", 1);
+  if (!a.resume.empty() && !a.weights.empty())
+    throw Error("run: --resume takes the weights from its checkpoint; drop --weights");
 
   // Everything is checked before the (slow) compile and run; the program takes its shape
   // from the inputs.
@@ -168,41 +255,81 @@ int runProgram(RunArgs& a, const api::Model& model) {
   o.cudaGraph = !a.noCudaGraph;
   o.tf32 = a.tf32;
   StepInputs source(a, model);
-  Bindings inputs = source.at(0);
+  const RunIdentity identity = runIdentity(a, model, source);
+  std::set<std::string> buffers;  // a mask may hold -inf
+  for (const api::ParamInfo& p : model.params())
+    if (p.buffer) buffers.insert(p.name);
+
+  // A resumed run starts from its checkpoint: its weights and moments, its step, its losses
+  // and its data position. It is checked here, before the compile: the same run, a step
+  // within --steps, the model's weights all there.
+  TrainingCheckpoint resumed;
+  const std::string resumedFile = a.resume.empty() ? "" : checkpointPath(a.resume);
+  if (!a.resume.empty()) {
+    resumed = loadCheckpoint(a.resume);
+    requireSameRun(resumed, identity, a.resume);
+    if (resumed.step > a.steps)
+      throw Error("run: --resume " + a.resume + " is at step " + std::to_string(resumed.step) + ", past --steps " +
+                  std::to_string(a.steps));
+    for (const api::ParamInfo& p : model.params()) {
+      auto it = resumed.state.find(p.name);
+      if (it == resumed.state.end() || it->second.type != Type{DType::f32, p.shape})
+        throw Error(resumedFile + ": " + (it == resumed.state.end() ? "missing" : "mistyped") + " tensor '" + p.name +
+                    "' (expected " + Type{DType::f32, p.shape}.str() + " for model " + model.name() + ")");
+    }
+    if (!a.allowNonfinite) requireFinite(resumed.state, resumedFile, buffers);
+    source.restoreDataState(resumed.dataState, resumedFile);
+  }
+  const int64_t first = resumed.step;  // 0 unless resumed
+  const int64_t steps = a.program == "train_step" ? a.steps : 1;
+  HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
+  std::copy(resumed.losses.begin(), resumed.losses.end(), losses.f.begin());
+  Bindings result;
+  if (!a.resume.empty() && first == steps) {
+    // Nothing left to run: the checkpoint is the run's end. --out as the run wrote it.
+    std::cout << "run: " << resumedFile << " is at step " << first << " of " << steps << " already; nothing to run\n";
+    result["loss"] = std::move(losses);
+    for (const api::ParamInfo& w : model.params()) result[w.name] = resumed.state.at(w.name);
+    if (!a.out.empty()) saveSafetensors(a.out, result, metadataOf(model));
+    return 0;
+  }
+
+  Bindings inputs = source.at(first);
   const api::Program p = checkedProgram(model, a.program, source.label(), inputs);
   // Weights from a file (--weights, or an imported model's weights.safetensors) are read and
   // checked before the compile; they must be finite: a NaN there makes every loss NaN,
   // silently. The zoo's initialisation (finite) comes after it, so that a model that does
   // not fit on the device says so (api::compile checks the memory first) before seconds of
   // host work on weights it would not use.
-  const bool fromFile = !a.weights.empty() || !a.overrides.fir.empty();
+  const bool fromFile = a.resume.empty() && (!a.weights.empty() || !a.overrides.fir.empty());
   Bindings weights;
   if (fromFile) {
     weights = a.weights.empty() ? model.initialWeights(a.seed) : bindWeights(a.weights, model);
-    std::set<std::string> buffers;  // a mask may hold -inf
-    for (const api::ParamInfo& p : model.params())
-      if (p.buffer) buffers.insert(p.name);
     if (!a.allowNonfinite)
       requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights, buffers);
   }
 
   api::CompiledProgram program = api::compile(model, p, o);
-  if (!fromFile) weights = model.initialWeights(a.seed);
+  if (!a.resume.empty()) {
+    requireStateFits(program.graph(), resumed.state, resumedFile);
+    weights = std::move(resumed.state);
+    program.resumeAt(first);  // AdamW's step counter goes on from the checkpoint's
+    std::cout << "run: resuming " << resumedFile << " at step " << first + 1 << " of " << steps << std::endl;
+  } else if (!fromFile) {
+    weights = model.initialWeights(a.seed);
+  }
   // The state the program passes added (AdamW's moments, bf16 weight copies) starts from
   // the weights, as it does on every path (frontend/program_state.h).
   bindProgramState(program.graph(), weights);
   program.bind(std::move(weights));
-  Bindings result;
-  const int64_t steps = a.program == "train_step" ? a.steps : 1;
-  HostTensor losses = HostTensor::zeros(Type{DType::f32, {a.steps}});
   // The first non-finite loss stops the run. Its step updated nothing (AdamW skips a step
   // whose loss is not finite: passes/adamw_update.h), so the weights read below are those
   // of the last good step, and --out keeps the losses of the good steps with them. The loss
   // is on the host already (the one copy, and sync, of each step): the check costs nothing.
   std::string stopped;
-  int64_t good = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    if (step > 0 && source.drawn()) {
+  int64_t good = first;
+  for (int64_t step = first; step < steps; ++step) {
+    if (step > first && source.drawn()) {
       inputs = source.at(step);
       checkedProgram(model, a.program, source.label(), inputs);
     }
@@ -219,6 +346,11 @@ int runProgram(RunArgs& a, const api::Model& model) {
       ++good;
       // A batch drawn per step is a training run: its loss as it goes.
       if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << loss << std::endl;
+      if (!a.checkpoint.empty() && (good % a.checkpointEvery == 0 || good == steps)) {
+        TrainingCheckpoint c{good, std::vector<float>(losses.f.begin(), losses.f.begin() + good), trainedState(program),
+                             identity, source.dataState()};
+        saveCheckpoint(a.checkpoint, c);
+      }
     } else {
       result["logits"] = std::move(outs.at(0));
     }
@@ -270,6 +402,17 @@ Command addRunCommand(CLI::App& app) {
   a->overrides.add(*cmd);
   a->adamw.add(*cmd);
   cmd->add_option("--seed", a->seed, "Seed for initialised weights (default 0)");
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "train_step: write a checkpoint (weights, AdamW moments, step, losses, data position) into DIR "
+                  "every --checkpoint-every steps and after the last, atomically")
+      ->type_name("DIR");
+  a->oCheckpointEvery =
+      cmd->add_option("--checkpoint-every", a->checkpointEvery, "train_step: steps between checkpoints (default 100)")
+          ->type_name("K");
+  cmd->add_option("--resume", a->resume,
+                  "train_step: go on from DIR's checkpoint up to --steps, as if the run had never stopped (the same "
+                  "flags as the run that wrote it)")
+      ->type_name("DIR");
   cmd->add_flag("--allow-nonfinite", a->allowNonfinite,
                 "Load weights holding NaN or Inf, and go on past a non-finite loss (whose step still updates nothing; default: refuse, and stop)");
   return [cmd, a]() -> int {

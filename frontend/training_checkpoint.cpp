@@ -1,0 +1,92 @@
+#include "frontend/training_checkpoint.h"
+
+#include <charconv>
+#include <filesystem>
+#include <system_error>
+
+#include "frontend/safetensors.h"
+
+namespace fusec {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Metadata keys. The format version changes when what a checkpoint holds does.
+constexpr const char* kFormat = "fusec_checkpoint";
+constexpr const char* kVersion = "1";
+constexpr const char* kStep = "fusec_step";
+constexpr const char* kDataState = "fusec_data_rng";
+constexpr const char* kRunPrefix = "run ";  // "run --dtype" -> "bf16"
+constexpr const char* kLoss = "loss";
+
+}  // namespace
+
+std::string checkpointPath(const std::string& dir) { return (fs::path(dir) / "checkpoint.safetensors").string(); }
+
+void saveCheckpoint(const std::string& dir, const TrainingCheckpoint& c) {
+  if (int64_t(c.losses.size()) != c.step)
+    throw Error("internal: a checkpoint at step " + std::to_string(c.step) + " with " + std::to_string(c.losses.size()) +
+                " losses");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("--checkpoint " + dir + ": cannot create the directory (" + ec.message() + ")");
+  SafetensorsMetadata meta{{"format", "pt"}, {kFormat, kVersion}, {kStep, std::to_string(c.step)}};
+  if (!c.dataState.empty()) meta[kDataState] = c.dataState;
+  for (const auto& [flag, value] : c.run) meta[kRunPrefix + flag] = value;
+  Bindings tensors = c.state;
+  if (tensors.count(kLoss)) throw Error("internal: a checkpoint's state holds a tensor named 'loss'");
+  HostTensor loss = HostTensor::zeros(Type{DType::f32, {c.step}});
+  loss.f = c.losses;
+  tensors[kLoss] = std::move(loss);
+  saveSafetensors(checkpointPath(dir), tensors, meta);
+}
+
+TrainingCheckpoint loadCheckpoint(const std::string& dir) {
+  const std::string path = checkpointPath(dir);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("--resume " + dir + ": no checkpoint there (" + path + " does not exist)");
+  SafetensorsMetadata meta;
+  TrainingCheckpoint c;
+  c.state = loadSafetensors(path, &meta);
+  auto bad = [&](const std::string& why) { return Error(path + ": not a fusec training checkpoint (" + why + ")"); };
+  auto format = meta.find(kFormat);
+  if (format == meta.end()) throw bad("no '" + std::string(kFormat) + "' metadata");
+  if (format->second != kVersion)
+    throw Error(path + ": a checkpoint of format " + format->second + ", this fusec reads format " + kVersion);
+  auto step = meta.find(kStep);
+  if (step == meta.end()) throw bad("no step count");
+  const std::string& s = step->second;
+  auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), c.step);
+  if (err != std::errc() || end != s.data() + s.size() || c.step < 1) throw bad("step count '" + s + "'");
+  auto loss = c.state.find(kLoss);
+  if (loss == c.state.end()) throw bad("no 'loss' tensor");
+  if (loss->second.type != Type{DType::f32, {c.step}})
+    throw bad("'loss' is " + loss->second.type.str() + " at step " + std::to_string(c.step) + ", expected f32[" +
+              std::to_string(c.step) + "]");
+  c.losses = std::move(loss->second.f);
+  c.state.erase(loss);
+  if (auto d = meta.find(kDataState); d != meta.end()) c.dataState = d->second;
+  const std::string prefix = kRunPrefix;
+  for (const auto& [key, value] : meta)
+    if (key.starts_with(prefix)) c.run[key.substr(prefix.size())] = value;
+  return c;
+}
+
+void requireSameRun(const TrainingCheckpoint& c, const RunIdentity& run, const std::string& dir) {
+  auto shown = [](const std::string& flag, const std::string& value) {
+    return value.empty() ? "no " + flag : flag + " " + value;
+  };
+  for (const auto& [flag, value] : run) {
+    auto it = c.run.find(flag);
+    const std::string theirs = it == c.run.end() ? "" : it->second;
+    if (theirs != value)
+      throw Error("--resume " + dir + ": the checkpoint's run had " + shown(flag, theirs) + ", this run has " +
+                  shown(flag, value) + " (a resumed run takes the flags of the run it continues)");
+  }
+  for (const auto& [flag, value] : c.run)
+    if (!run.count(flag))
+      throw Error("--resume " + dir + ": the checkpoint's run had " + shown(flag, value) + ", which this run lacks");
+}
+
+}  // namespace fusec
