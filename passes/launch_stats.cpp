@@ -66,7 +66,7 @@ int64_t maxOf(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_
 
 }  // namespace
 
-LaunchStats launchStats(const Graph& g) {
+std::vector<LaunchPlace> launchPlaces(const Graph& g) {
   const StorageMap storage(g);
   const std::unordered_set<std::string> tables = embeddingTables(g);
   std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
@@ -101,15 +101,27 @@ LaunchStats launchStats(const Graph& g) {
       if (forward[it->get()]) forward[v->def] = true;
     }
 
+  std::vector<LaunchPlace> places(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op* op = g.ops[i].get();
+    LaunchPlace& p = places[i];
+    p.launch = isLaunch(*op);
+    p.backward = hasUpdates && !forward[op];
+    const Reach& r = p.backward ? feeds[op] : dependsOn[op];
+    p.layer = r.other || r.layer < 0 ? -1 : r.layer;
+  }
+  return places;
+}
+
+LaunchStats launchStats(const Graph& g) {
+  const std::vector<LaunchPlace> places = launchPlaces(g);
   LaunchStats s;
-  for (auto& op : g.ops) {
-    if (!isLaunch(*op)) continue;
-    (op->kind == OpKind::Matmul ? s.gemms : s.kernels) += 1;
-    const bool isForward = !hasUpdates || forward[op.get()];
-    const Reach& r = isForward ? dependsOn[op.get()] : feeds[op.get()];
-    const bool outside = r.other || r.layer < 0;
-    if (outside) (isForward ? s.outside.forward : s.outside.backward) += 1;
-    else count(isForward ? s.forwardPerLayer : s.backwardPerLayer, r.layer);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const LaunchPlace& p = places[i];
+    if (!p.launch) continue;
+    (g.ops[i]->kind == OpKind::Matmul ? s.gemms : s.kernels) += 1;
+    if (p.layer < 0) (p.backward ? s.outside.backward : s.outside.forward) += 1;
+    else count(p.backward ? s.backwardPerLayer : s.forwardPerLayer, p.layer);
   }
   s.launchesPerLayer = {maxOf(s.forwardPerLayer), maxOf(s.backwardPerLayer)};
   return s;

@@ -34,6 +34,15 @@ struct LaunchStats {
   int64_t launches() const { return gemms + kernels; }
 };
 
+// Where one top-level op of a function sits in the step, by the rules above.
+struct LaunchPlace {
+  bool launch = false;    // it runs on the device (a GEMM or a kernel)
+  bool backward = false;  // not an ancestor of an ordinary output (only with update outputs)
+  int layer = -1;         // its layer; -1 outside the layers
+};
+// One per op of g.ops, in order. Shared by the stats, the profile and the memory timeline.
+std::vector<LaunchPlace> launchPlaces(const Graph& g);
+
 // Launch statistics of one function.
 LaunchStats launchStats(const Graph& g);
 // Of every function of a module: counts and per-layer vectors summed (functions run in turn).
