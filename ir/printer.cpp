@@ -100,9 +100,10 @@ class Printer {
       os_ << line << "\n";
       line.clear(), col = 0;
     };
+    if (depth == 1) names = valueNames(g);  // the function's scope: one numbering, shared
     for (auto& op : g.ops) {
-      for (auto& r : op->results)
-        names[r.get()] = "%" + (r->name.empty() ? fresh() : r->name);
+      if (depth > 1)
+        for (auto& r : op->results) names[r.get()] = "%" + (r->name.empty() ? fresh() : r->name);
       put(indent);
       for (size_t i = 0; i < op->results.size(); ++i) item(i, names[op->results[i].get()]);
       const OpInfo& info = op->info();
@@ -147,6 +148,14 @@ class Printer {
 };
 
 }  // namespace
+
+std::unordered_map<const Value*, std::string> valueNames(const Graph& g) {
+  std::unordered_map<const Value*, std::string> names;
+  int counter = 0;
+  for (auto& op : g.ops)
+    for (auto& r : op->results) names[r.get()] = "%" + (r->name.empty() ? std::to_string(counter++) : r->name);
+  return names;
+}
 
 void print(const Module& m, std::ostream& os) {
   Printer p(os);

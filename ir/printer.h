@@ -2,6 +2,7 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <unordered_map>
 
 #include "ir/graph.h"
 
@@ -11,6 +12,9 @@ void print(const Module& m, std::ostream& os);
 std::string printModule(const Module& m);
 std::string printGraph(const Graph& g);  // one `func @name { ... }` block
 std::string formatAttr(const AttrValue& v);
-std::string formatFloat(double v);  // shortest text that parses back to the same double
+std::string formatFloat(double v);
+// The names the printer gives the top-level values of a function: "%name", or "%N" for the
+// N-th unnamed one (for tools that point at values as the printed IR shows them).
+std::unordered_map<const Value*, std::string> valueNames(const Graph& g);  // shortest text that parses back to the same double
 
 }  // namespace fusec

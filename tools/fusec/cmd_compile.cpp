@@ -24,6 +24,7 @@
 #include "tools/fusec/common_flags.h"
 #include "tools/fusec/dtype_report.h"
 #include "tools/fusec/emit_flags.h"
+#include "tools/fusec/memory_timeline_files.h"
 #include "support/atomic_file.h"
 
 namespace fusec::cli {
@@ -34,6 +35,7 @@ struct CompileArgs {
   std::string model, program = "forward", dtype = "fp32", passes, output = "-", attention;
   int64_t batch = 4, ctx = 256;
   bool stats = false, printDTypes = false;
+  std::vector<std::string> memoryTimelines;
   CLI::Option* passesOpt = nullptr;
   CLI::Option* ctxOpt = nullptr;
   CLI::Option* batchOpt = nullptr;
@@ -169,6 +171,10 @@ Command addCompileCommand(CLI::App& app) {
                      ->expected(0, 1)
                      ->type_name("LIST");
   cmd->add_option("-o,--output", a->output, "Output file (default: stdout)")->type_name("FILE");
+  cmd->add_option("--memory-timeline", a->memoryTimelines,
+                  "Draw the memory plan: FILE.svg (each planned value a box over its live range, by offset; the "
+                  "resident region, the peak and the layers marked) or FILE.json (the same data); repeatable")
+      ->type_name("FILE");
   addPassManagerFlags(*cmd, a->pm);
   addEmitFlags(*cmd, a->emit, "ir");
 
@@ -203,6 +209,13 @@ Command addCompileCommand(CLI::App& app) {
     // --print-ir-after-all, --dump-dir and --time-passes cover all of them.
     api::lowerProgram(m, a->program, o);
     auto t2 = Clock::now();
+    if (!a->memoryTimelines.empty()) {
+      if (a->printDTypes) throw Error("compile: --memory-timeline draws the planned program; drop --print-dtypes");
+      const MemoryTimeline timeline = memoryTimeline(*m.funcs.at(0));
+      const std::string title = model->name() + " " + a->program + " " + a->dtype + ", batch " + std::to_string(a->batch) +
+                                ", ctx " + std::to_string(a->ctx) + ": memory plan";
+      for (const std::string& path : a->memoryTimelines) writeMemoryTimeline(path, timeline, title);
+    }
 
     if (emitKernels(a->emit, m)) return 0;
     std::optional<AtomicFile> file;
