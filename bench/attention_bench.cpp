@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 
 #include "bench/markdown.h"
+#include "support/progress.h"
 
 namespace fusec::bench {
 
@@ -14,15 +16,17 @@ std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::
     if (!runners.count(impl)) throw Error("internal: no attention runner '" + impl + "'");
   const size_t total = s.dtypes.size() * s.ds.size() * s.seqs.size() * s.impls.size();
   std::vector<AttentionRow> rows;
+  std::optional<Progress> bar;
+  if (progress) bar.emplace(*progress, "attention", int64_t(total), Progress::Style::Rows);
   for (const auto& dtype : s.dtypes)
   for (int64_t d : s.ds)
     for (int64_t seq : s.seqs)
       for (const auto& impl : s.impls) {
         AttentionRow row;
         row.batch = s.batch, row.d = d, row.seq = seq, row.impl = impl, row.dtype = dtype;
-        if (progress)
-          *progress << "[" << rows.size() + 1 << "/" << total << "] attention batch=" << s.batch << " d=" << d
-                    << " seq=" << seq << " " << dtype << " " << impl << std::flush;
+        const std::string what = "batch=" + std::to_string(s.batch) + " d=" + std::to_string(d) + " seq=" +
+                                 std::to_string(seq) + " " + dtype + " " + impl;
+        if (bar) bar->begin(what);
         try {
           AttentionRun r = runners.at(impl)(AttentionCase{s.batch, d, seq, s.warmup, s.iters, dtype});
           row.forwardMs = summarize(r.forwardMs);
@@ -31,7 +35,7 @@ std::vector<AttentionRow> runAttentionSweep(const AttentionSweep& s, const std::
         } catch (const std::exception& e) {
           row.status = statusFromError(e.what());
         }
-        if (progress) *progress << ": " << row.status << "\n";
+        if (bar) bar->step(what + ": " + row.status);
         rows.push_back(std::move(row));
       }
   return rows;

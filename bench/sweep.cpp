@@ -2,8 +2,12 @@
 
 #include <map>
 #include <new>
+#include <optional>
 #include <ostream>
+#include <sstream>
 #include <tuple>
+
+#include "support/progress.h"
 
 namespace fusec::bench {
 
@@ -21,6 +25,8 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
   const size_t total = cfg.models.size() * cfg.batches.size() * cfg.ctxs.size() * cfg.dtypes.size() *
                        cfg.passes.size() * cfg.warmups.size() * cfg.impls.size();
   std::vector<BenchRow> rows;
+  std::optional<Progress> bar;
+  if (progress) bar.emplace(*progress, "bench", int64_t(total), Progress::Style::Rows);
   // Per (model, ctx, pass): an imported model's count traces its forward, once.
   std::map<std::tuple<std::string, int64_t, BenchPass>, double> counted;
   auto flops = [&](const BenchModel& m, int64_t ctx, BenchPass pass) {
@@ -54,10 +60,9 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
                 r.impl = impl, r.warmup = warmup, r.iters = cfg.iters;
                 r.modelFlopsPerToken = flops(model, ctx, pass);
                 r.peakTflops = dtype == "bf16" ? cfg.bf16Tflops : cfg.f32Tflops;
-                if (progress)
-                  *progress << "[" << rows.size() + 1 << "/" << total << "] " << r.model << " ctx=" << ctx
-                            << " batch=" << batch << " " << dtype << " " << r.pass << " " << impl
-                            << " warmup=" << warmup << " ... " << std::flush;
+                const std::string what = r.model + " ctx=" + std::to_string(ctx) + " batch=" + std::to_string(batch) +
+                                         " " + dtype + " " + r.pass + " " + impl + " warmup=" + std::to_string(warmup);
+                if (bar) bar->begin(what);
                 if (!setupError.empty()) {
                   r.status = statusFromError(setupError);
                 } else {
@@ -73,9 +78,11 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
                     r.status = statusFromError(e.what());
                   }
                 }
-                if (progress) {
-                  if (r.ok()) *progress << "median " << r.ms->median << " ms\n";
-                  else *progress << r.status << "\n";
+                if (bar) {
+                  std::ostringstream result;
+                  if (r.ok()) result << "median " << r.ms->median << " ms";
+                  else result << r.status;
+                  bar->step(what + ": " + result.str());
                 }
                 rows.push_back(std::move(r));
               }

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "support/progress.h"
+
 #ifdef FUSEC_HAVE_NVRTC
 #include <nvrtc.h>
 #endif
@@ -95,6 +97,13 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex errorMutex;
+  // A cold compile of a large model takes minutes: its progress, on stderr, once it has taken
+  // two seconds (support/progress.h; a warm or small compile says nothing).
+  const int n = std::min<int>(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())),
+                              int(std::max<size_t>(jobs.size(), 1)));
+  Progress progress(std::cerr, "NVRTC: kernels compiled or cached (" + std::to_string(n) + " threads)",
+                    int64_t(jobs.size()), Progress::Style::Counts);
+  progress.quietFor(2.0);
   // NVRTC is thread-safe per program: each worker takes the next job until none is left.
   auto worker = [&] {
     for (size_t i; !failed && (i = next++) < jobs.size();) {
@@ -105,6 +114,7 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
           if (hit.cubin) {
             out[i] = std::move(*hit.cubin);
             ++cached;
+            progress.step();
             continue;
           }
           if (!hit.problem.empty()) {  // one line per damaged entry; it is rebuilt just below
@@ -116,6 +126,7 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
         out[i] = compileCubin(jobs[i].source, jobs[i].name, o);
         ++compiled;
         if (cache) cache->store(key, stamp, out[i]);
+        progress.step(jobs[i].name);
       } catch (...) {
         std::lock_guard<std::mutex> lock(errorMutex);
         if (!error) error = std::current_exception();
@@ -123,8 +134,6 @@ std::vector<Bytes> compileCubins(const std::vector<CompileJob>& jobs, const Cubi
       }
     }
   };
-  int n = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  n = int(std::min<size_t>(size_t(n), std::max<size_t>(jobs.size(), 1)));
   std::vector<std::thread> pool;
   for (int t = 1; t < n; ++t) pool.emplace_back(worker);
   worker();
