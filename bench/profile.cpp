@@ -1,5 +1,7 @@
 #include "bench/profile.h"
 
+#include "passes/launch_stats.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include "bench/markdown.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/kernel_family.h"
+#include "passes/launch_stats.h"
 #include "runtime/gemm_plan.h"
 
 namespace fusec::bench {
@@ -51,23 +54,6 @@ const Value* root(const Value* v) {
 
 bool isLaunch(const Op& op) { return op.kind == OpKind::Kernel || op.kind == OpKind::Matmul; }
 
-// Ops that an ordinary (non-update) output depends on: the forward pass.
-std::set<const Op*> forwardOps(const Graph& g) {
-  std::set<const Op*> seen;
-  std::vector<const Op*> stack;
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (i >= g.outputUpdates.size() || g.outputUpdates[i].empty())
-      if (g.outputs[i]->def) stack.push_back(g.outputs[i]->def);
-  while (!stack.empty()) {
-    const Op* op = stack.back();
-    stack.pop_back();
-    if (!seen.insert(op).second) continue;
-    for (const Value* v : op->operands)
-      if (v->def) stack.push_back(v->def);
-  }
-  return seen;
-}
-
 std::string gemmGroup(const Op& mm) {
   const rt::GemmPlan p = rt::planGemm(mm);
   const int64_t batch = p.batch * int64_t(p.launches.size());
@@ -100,12 +86,15 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
     for (const Value* v : op->operands) attnKernelIn.insert(root(v));
   }
 
-  const std::set<const Op*> fwd = forwardOps(g);
+  const std::vector<LaunchPlace> places = launchPlaces(g);
   std::vector<LaunchClass> out;
-  for (const auto& op : g.ops) {
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const auto& op = g.ops[i];
     if (!isLaunch(*op)) continue;
     LaunchClass c;
-    c.backward = !fwd.count(op.get());
+    c.backward = places[i].backward;
+    c.layer = places[i].layer;
+    c.family = op->kind == OpKind::Kernel ? familyName(family.at(op.get())) : "gemm";
     c.traffic = launchTraffic(*op);
     if (op->kind == OpKind::Matmul) {
       c.gemm = true;

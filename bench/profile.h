@@ -19,7 +19,7 @@
 // Kernel groups: launches with the same kernel across layers, i.e. the kernel's name without
 // its number ("row_reduce_7_softmax" -> "row_reduce_*_softmax"), GEMMs by shape
 // ("gemm 1024x768x768"), each split by phase: forward launches (ancestors of an ordinary
-// output, as passes/launch_stats.h counts them) apart from backward ones (the rest), since an
+// output, passes/launch_stats.h launchPlaces) apart from backward ones (the rest), since an
 // RMSNorm forward and its backward share a hint but not a body.
 #pragma once
 #include <cstdint>
@@ -45,6 +45,8 @@ struct LaunchClass {
   LaunchCategory category = LaunchCategory::Other;
   bool gemm = false;
   bool backward = false;
+  std::string family;  // the kernel family ("pointwise", "row_reduce", ...), "gemm" for a GEMM
+  int layer = -1;      // its transformer block (passes/launch_stats.h launchPlaces), -1 outside
   LaunchTraffic traffic;  // bytes and FLOPs the launch must move and do (bench/roofline.h)
 };
 
@@ -55,6 +57,13 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g);
 // "row_reduce_12_softmax" -> "row_reduce_*_softmax": the first all-digit '_' field becomes '*'.
 std::string kernelGroupName(const std::string& kernelName);
 
+// A host-side phase of getting a program ready (tracing, a pass, NVRTC and loading, the first
+// run that tunes the GEMMs), for the trace's CPU track.
+struct HostPhase {
+  std::string name;
+  double ms = 0;
+};
+
 // The measured profile of one program.
 struct ProgramProfile {
   std::string program;               // forward | train_step
@@ -63,6 +72,7 @@ struct ProgramProfile {
   std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
   Ceilings ceilings;                 // measured in the same run (zero: no roofline percentages)
   std::vector<GemmTuningLaunch> gemmTuning;  // the GEMMs' algorithm choices (bench/gemm_tuning_report.h)
+  std::vector<HostPhase> host;       // in order (empty: none measured)
   double totalMs() const;            // sum of ms
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };

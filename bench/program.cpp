@@ -6,7 +6,8 @@
 namespace fusec::bench {
 
 Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
-                    int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention) {
+                    int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention,
+                    std::vector<PassTiming>* passTimings) {
   if (!m.funcs.empty()) throw Error("internal: buildProgram needs an empty module");
   if (const int64_t ctx = model.contextLength(); ctx > 0 && seq > ctx)
     throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(ctx) + " of model '" +
@@ -18,7 +19,8 @@ Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dt
   o.adamw = adamw;
   o.attention = attention;
   Graph& g = model.trace(m, api::Program{program, batch, seq}, o);
-  api::lowerProgram(m, program, o);
+  std::vector<PassTiming> timings = api::lowerProgram(m, program, o);
+  if (passTimings) *passTimings = std::move(timings);
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "runtime/device.h"
 #include "run_fusec.h"
+#include "trace_checks.h"
 
 namespace fusec {
 namespace {
@@ -76,6 +78,25 @@ TEST_P(ProfileOnDevice, TinyTrainStepSharesSumTo100) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ProfileOnDevice, ::testing::Values("fp32", "bf16"));
+
+// --trace: the Chrome trace of the same run, one slice per launch the profile counted.
+TEST(Profile, TraceOnDevice) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  test::ScratchDir d("fusec_gpu_trace");
+  const std::string trace = d.path + "/trace.json";
+  auto [out, rc] = runFusec("profile --model tiny --ctx 16 --batch 2 --iters 3 --format json --dtype bf16 --trace " + trace,
+                            false);
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  std::vector<std::pair<std::string, size_t>> programs;
+  for (const auto& p : j["programs"]) programs.emplace_back(p["program"], p["launches"].get<size_t>());
+  std::ifstream f(trace);
+  test::checkChromeTrace(nlohmann::json::parse(f), programs);
+  auto [bad, rc2] = runFusec("profile --model tiny --ctx 16 --batch 2 --trace /nonexistent/dir/t.json");
+  EXPECT_EQ(rc2, 1);
+  EXPECT_EQ(bad, "error: --trace /nonexistent/dir/t.json: no directory /nonexistent/dir\n");
+}
 
 TEST(Profile, TableOnDevice) {
   std::string why;

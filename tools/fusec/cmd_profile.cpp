@@ -3,12 +3,16 @@
 // warmed up, then every launch is timed with CUDA events over --iters direct runs (median per
 // launch) and the whole step over --iters CUDA-graph replays; bench/profile.h groups the
 // launches (by category and by kernel across layers) from the planned Graph itself.
+#include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "bench/bench_case.h"
 #include "bench/profile.h"
 #include "bench/sweep.h"
+#include "bench/trace.h"
+#include "support/atomic_file.h"
 #include "frontend/models/zoo_model.h"
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
@@ -29,7 +33,7 @@ namespace fusec::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention;
+  std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention, trace;
   int64_t batch = 4, ctx = 256;
   CLI::Option *batchOpt = nullptr, *ctxOpt = nullptr;
   ModelOverrides overrides;
@@ -45,14 +49,27 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   Module m;
   // On the GPU the models' attention is fused unless --attention=naive.
   const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
-  Graph& g = bench::buildProgram(m, model, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering);
+  // The host phases, for --trace: trace and passes, NVRTC and loading, the first run (which
+  // tunes the GEMMs at their first use).
+  using Clock = std::chrono::steady_clock;
+  auto msSince = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  std::vector<PassTiming> passes;
+  auto t0 = Clock::now();
+  Graph& g = bench::buildProgram(m, model, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering,
+                                 &passes);
   bench::ProgramProfile p;
+  double passMs = 0;
+  for (const PassTiming& t : passes) passMs += t.ms;
+  p.host.push_back({"trace", std::max(0.0, msSince(t0) - passMs)});
+  for (const PassTiming& t : passes) p.host.push_back({"pass " + t.name, t.ms});
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
   p.launches = bench::classifyLaunches(g);
   bindProgramState(g, env);
   rt::ExecutableOptions opts;
   opts.cache = cache;
+  t0 = Clock::now();
   rt::Executable exe(g, opts);
+  p.host.push_back({"NVRTC and load kernels", msSince(t0)});
   if (exe.launches().size() != p.launches.size())
     throw Error("internal: the runtime has " + std::to_string(exe.launches().size()) + " launches, the profile " +
                 std::to_string(p.launches.size()));
@@ -75,6 +92,11 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
     }
     exe.run();
   };
+  // The first run: the GEMMs' algorithms are tuned here (or read from the tuning cache).
+  t0 = Clock::now();
+  call();
+  exe.synchronize();
+  p.host.push_back({"first run (GEMM autotune)", msSince(t0)});
   // Warm-up, the graph capture among it (run() captures on its second call), then the graph
   // replays; then the per-launch runs, which launch the list directly.
   p.graphMs = bench::summarize(bench::timeOnStream(call, exe.stream(), std::max(a.warmup, 2), a.iters)).median;
@@ -109,6 +131,10 @@ Command addProfileCommand(CLI::App& app) {
   cmd->add_option("--format", a->format, "table (default) or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->type_name("FORMAT");
+  cmd->add_option("--trace", a->trace,
+                  "Also write a Chrome trace-event file (ui.perfetto.dev, chrome://tracing): every launch at its "
+                  "measured time with its arguments, the CUDA-graph step, the host's compile phases")
+      ->type_name("FILE.json");
 
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
@@ -118,6 +144,10 @@ Command addProfileCommand(CLI::App& app) {
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
+    if (!a->trace.empty()) {  // before minutes of profiling, not after
+      const std::filesystem::path dir = std::filesystem::absolute(a->trace).parent_path();
+      if (!std::filesystem::is_directory(dir)) throw Error("--trace " + a->trace + ": no directory " + dir.string());
+    }
 
 #ifndef FUSEC_HAVE_CUDA
     (void)format;
@@ -146,6 +176,7 @@ Command addProfileCommand(CLI::App& app) {
                                " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
                                device.name + " (median per launch, CUDA events)";
     std::cout << bench::formatProfile(header, programs, format);
+    if (!a->trace.empty()) writeFileAtomically(a->trace, bench::chromeTrace(header, programs));
     return 0;
 #endif
   };

@@ -1,0 +1,86 @@
+#include "bench/trace.h"
+
+#include <nlohmann/json.hpp>
+
+namespace fusec::bench {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Track ids: one process for the host, one for the GPU, threads for its tracks.
+constexpr int kHostPid = 1, kGpuPid = 2;
+constexpr int kCompileTid = 1, kProgramTid = 1, kLaunchTid = 2, kGraphTid = 3;
+
+Json metadata(const char* what, int pid, int tid, const std::string& name) {
+  Json m = {{"name", what}, {"ph", "M"}, {"pid", pid}};
+  if (tid) m["tid"] = tid;
+  m["args"] = {{"name", name}};
+  return m;
+}
+
+Json slice(const std::string& name, const char* cat, int pid, int tid, double tsUs, double durUs) {
+  return {{"name", name}, {"cat", cat}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", tsUs}, {"dur", durUs}};
+}
+
+Json launchArgs(const LaunchClass& c, double ms) {
+  Json a = {{"kernel", c.name},
+            {"group", c.group},
+            {"family", c.family},
+            {"category", categoryName(c.category)},
+            {"layer", c.layer},
+            {"phase", c.backward ? "backward" : "forward"},
+            {"bytes", c.traffic.bytes()},
+            {"GB/s", ms > 0 ? double(c.traffic.bytes()) / (ms * 1e6) : 0.0},
+            {"flops", c.traffic.flops}};
+  if (c.traffic.flops) a["TFLOP/s"] = ms > 0 ? double(c.traffic.flops) / (ms * 1e9) : 0.0;
+  return a;
+}
+
+}  // namespace
+
+std::string chromeTrace(const std::string& header, const std::vector<ProgramProfile>& programs) {
+  Json events = Json::array();
+  events.push_back(metadata("process_name", kHostPid, 0, "host"));
+  events.push_back(metadata("thread_name", kHostPid, kCompileTid, "compile (passes, NVRTC, first run)"));
+  events.push_back(metadata("process_name", kGpuPid, 0, "GPU"));
+  events.push_back(metadata("thread_name", kGpuPid, kProgramTid, "program"));
+  events.push_back(metadata("thread_name", kGpuPid, kLaunchTid, "launches, one by one (CUDA events, median each)"));
+  events.push_back(metadata("thread_name", kGpuPid, kGraphTid, "whole step as one CUDA graph (median)"));
+  double t = 0;  // microseconds: each program after the previous one
+  for (const ProgramProfile& p : programs) {
+    if (p.ms.size() != p.launches.size())
+      throw Error("internal: the trace of " + p.program + " has " + std::to_string(p.ms.size()) + " times for " +
+                  std::to_string(p.launches.size()) + " launches");
+    for (const HostPhase& h : p.host) {
+      Json e = slice(h.name, "host", kHostPid, kCompileTid, t, h.ms * 1e3);
+      e["args"] = {{"program", p.program}};
+      events.push_back(std::move(e));
+      t += h.ms * 1e3;
+    }
+    const double start = t;
+    for (size_t i = 0; i < p.launches.size(); ++i) {
+      const LaunchClass& c = p.launches[i];
+      Json e = slice(c.gemm ? c.group : c.name, categoryName(c.category), kGpuPid, kLaunchTid, t, p.ms[i] * 1e3);
+      e["args"] = launchArgs(c, p.ms[i]);
+      events.push_back(std::move(e));
+      t += p.ms[i] * 1e3;
+    }
+    Json prog = slice(p.program, "program", kGpuPid, kProgramTid, start, t - start);
+    prog["args"] = {{"launches", p.launches.size()}, {"sum_of_launches_ms", p.totalMs()}};
+    if (p.graphMs) prog["args"]["cuda_graph_ms"] = *p.graphMs;
+    events.push_back(std::move(prog));
+    if (p.graphMs) {
+      Json g = slice(p.program + " (CUDA graph)", "graph", kGpuPid, kGraphTid, start, *p.graphMs * 1e3);
+      g["args"] = {{"launches", p.launches.size()}, {"launch_overhead_ms", p.totalMs() - *p.graphMs}};
+      events.push_back(std::move(g));
+    }
+  }
+  Json j;
+  j["traceEvents"] = std::move(events);
+  j["displayTimeUnit"] = "ms";
+  j["otherData"] = {{"fusec", header}};
+  return j.dump() + "\n";
+}
+
+}  // namespace fusec::bench
