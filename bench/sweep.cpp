@@ -1,5 +1,6 @@
 #include "bench/sweep.h"
 
+#include <iomanip>
 #include <map>
 #include <new>
 #include <optional>
@@ -80,7 +81,7 @@ std::vector<BenchRow> runSweep(const SweepConfig& cfg, const std::map<std::strin
                 }
                 if (bar) {
                   std::ostringstream result;
-                  if (r.ok()) result << "median " << r.ms->median << " ms";
+                  if (r.ok()) result << "median " << std::fixed << std::setprecision(3) << r.ms->median << " ms";
                   else result << r.status;
                   bar->step(what + ": " + result.str());
                 }

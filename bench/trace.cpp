@@ -29,7 +29,9 @@ Json launchArgs(const LaunchClass& c, double ms) {
             {"family", c.family},
             {"category", categoryName(c.category)},
             {"layer", c.layer},
-            {"phase", c.backward ? "backward" : "forward"},
+            // AdamW's updates run inside the backward (each layer's when its gradients are ready):
+            // their own phase, so that a trace shows where the optimizer runs.
+            {"phase", c.category == LaunchCategory::Optimizer ? "optimizer" : c.backward ? "backward" : "forward"},
             {"bytes", c.traffic.bytes()},
             {"GB/s", ms > 0 ? double(c.traffic.bytes()) / (ms * 1e6) : 0.0},
             {"flops", c.traffic.flops}};

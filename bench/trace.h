@@ -10,7 +10,8 @@
 //                        duration is its median time, its start the sum of the medians before
 //                        it (the events are back to back, so the gap before the next launch
 //                        counts in each). Arguments: kernel name, family, category, layer,
-//                        forward or backward, bytes, GB/s, FLOPs, TFLOP/s;
+//                        phase (forward, backward, or optimizer: AdamW's updates, which run
+//                        inside the backward), bytes, GB/s, FLOPs, TFLOP/s;
 //   GPU / program        one slice per program spanning its launches;
 //   GPU / CUDA graph     the whole step replayed as one CUDA graph (its median), beside the
 //                        launches it replaces, for comparison.

@@ -34,7 +34,8 @@ inline void checkChromeTrace(const nlohmann::json& j, const std::vector<std::pai
       const auto& a = e["args"];
       for (const char* k : {"kernel", "family", "category", "layer", "phase", "bytes", "GB/s", "flops"})
         EXPECT_TRUE(a.contains(k)) << k << " in " << e.dump();
-      EXPECT_TRUE(a["phase"] == "forward" || a["phase"] == "backward") << e.dump();
+      EXPECT_TRUE(a["phase"] == "forward" || a["phase"] == "backward" || a["phase"] == "optimizer") << e.dump();
+      EXPECT_EQ(a["phase"] == "optimizer", a["category"] == "optimizer") << e.dump();
       EXPECT_GT(a["bytes"].get<int64_t>(), 0) << e.dump();
       if (a["family"] == "gemm") {
         EXPECT_GT(a["flops"].get<int64_t>(), 0) << e.dump();

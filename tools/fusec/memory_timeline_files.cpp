@@ -130,7 +130,10 @@ std::string memoryTimelineSvg(const MemoryTimeline& t, const std::string& title)
   const double px = (X(t.peakAt) + X(t.peakAt + 1)) / 2;
   s += "<line class=\"peak\" x1=\"" + fmt(px, 2) + "\" x2=\"" + fmt(px, 2) + "\" y1=\"" + fmt(top) + "\" y2=\"" + fmt(top + ph) +
        "\" stroke=\"black\" stroke-width=\"1.2\" stroke-dasharray=\"6 3\"/>\n";
-  s += "<text x=\"" + fmt(std::min(px + 4, left + pw - 260)) + "\" y=\"" + fmt(top + 14) + "\" font-weight=\"bold\">peak at launch " +
+  // The label on the side of the line with room for it.
+  const bool leftOfLine = px > left + pw / 2;
+  s += "<text x=\"" + fmt(leftOfLine ? px - 4 : px + 4) + "\" y=\"" + fmt(top + 14) + "\" text-anchor=\"" +
+       (leftOfLine ? "end" : "start") + "\" font-weight=\"bold\">peak at launch " +
        std::to_string(t.launchesBefore.at(size_t(t.peakAt))) + ": " + humanBytes(t.peakLiveBytes) + " live + " + humanBytes(t.residentBytes) +
        " resident</text>\n";
 
