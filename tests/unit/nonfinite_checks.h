@@ -21,6 +21,13 @@ inline std::string fusecRun(const std::string& args) {
   return std::string(FUSEC_BINARY) + " run " + args + " 2>&1";
 }
 
+// fusecRun with its own kernel and GEMM-tuning cache in `dir`: runs compared bit for bit must
+// use the same GEMM algorithms, and tests running at once (ctest -j) that tune the same
+// shapes would otherwise replace each other's choices between two runs of one test.
+inline std::string fusecRunIn(const std::string& dir, const std::string& args) {
+  return "XDG_CACHE_HOME=" + dir + "/cache " + fusecRun(args);
+}
+
 inline int countLines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
 // `dir` exists; `device` is "cpu" or "cuda"; `model` a small zoo model.
@@ -49,8 +56,8 @@ inline void checkRunStopsAtTheFirstNonFiniteLoss(const std::string& dir, const s
   const std::string common = " --model tiny --program train_step --random-inputs --batch 2 --ctx 16 --lr 1e10 --device " +
                              device;
   const std::string one = dir + "/one.safetensors", many = dir + "/many.safetensors";
-  ASSERT_EQ(runCommand(fusecRun(common + " --steps 1 --out " + one)).second, 0);
-  auto [out, rc] = runCommand(fusecRun(common + " --steps 6 --out " + many));
+  ASSERT_EQ(runCommand(fusecRunIn(dir, common + " --steps 1 --out " + one)).second, 0);
+  auto [out, rc] = runCommand(fusecRunIn(dir, common + " --steps 6 --out " + many));
   EXPECT_EQ(rc, 1) << out;
   EXPECT_EQ(countLines(out), 2) << out;  // step 1's loss, and the error
   EXPECT_NE(out.find("error: run: step 2 of 6: the loss is nan; stopped with the weights of step 1 (written to " +

@@ -52,9 +52,9 @@ inline void checkResumedRunMatchesUninterrupted(const std::string& dir, const st
                              " --batch 4 --ctx 16 --lr 1e-2 --seed 3 --device " + device;
   const std::string whole = dir + "/whole.safetensors", resumedOut = dir + "/resumed.safetensors";
   const std::string ck = dir + "/ck";
-  auto [o1, rc1] = runCommand(fusecRun(common + " --steps 7 --out " + whole));
+  auto [o1, rc1] = runCommand(fusecRunIn(dir, common + " --steps 7 --out " + whole));
   ASSERT_EQ(rc1, 0) << o1;
-  auto [o2, rc2] = runCommand(fusecRun(common + " --steps 3 --checkpoint " + ck + " --checkpoint-every 2"));
+  auto [o2, rc2] = runCommand(fusecRunIn(dir, common + " --steps 3 --checkpoint " + ck + " --checkpoint-every 2"));
   ASSERT_EQ(rc2, 0) << o2;
   const TrainingCheckpoint c = loadCheckpoint(ck);
   EXPECT_EQ(c.step, 3);
@@ -62,14 +62,14 @@ inline void checkResumedRunMatchesUninterrupted(const std::string& dir, const st
   const Bindings w = loadSafetensors(whole);
   ASSERT_EQ(w.at("loss").f.size(), 7u);
   EXPECT_EQ(c.losses, std::vector<float>(w.at("loss").f.begin(), w.at("loss").f.begin() + 3));
-  auto [o3, rc3] = runCommand(fusecRun(common + " --steps 7 --resume " + ck + " --out " + resumedOut));
+  auto [o3, rc3] = runCommand(fusecRunIn(dir, common + " --steps 7 --resume " + ck + " --out " + resumedOut));
   ASSERT_EQ(rc3, 0) << o3;
   EXPECT_NE(o3.find("run: resuming " + checkpointPath(ck) + " at step 4 of 7\n"), std::string::npos) << o3;
   EXPECT_EQ(o3.find("step 3/7"), std::string::npos) << o3;  // steps 1-3 are not run again
   EXPECT_NE(o3.find("step 7/7"), std::string::npos) << o3;
   expectSameTensors(w, loadSafetensors(resumedOut), "resumed vs whole");
   // Resuming the finished run runs nothing and writes the same output.
-  auto [o4, rc4] = runCommand(fusecRun(common + " --steps 3 --resume " + ck + " --out " + dir + "/again.safetensors"));
+  auto [o4, rc4] = runCommand(fusecRunIn(dir, common + " --steps 3 --resume " + ck + " --out " + dir + "/again.safetensors"));
   ASSERT_EQ(rc4, 0) << o4;
   EXPECT_EQ(loadSafetensors(dir + "/again.safetensors").at("loss").f, c.losses);
 }
@@ -84,8 +84,8 @@ inline void checkKilledRunResumes(const std::string& dir, const std::string& dev
   constexpr int kSteps = 60;
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  const std::string cmd = std::string(FUSEC_BINARY) + " run" + common + " --steps 1000000 --checkpoint " + ck +
-                          " --checkpoint-every 4";
+  const std::string cmd = "XDG_CACHE_HOME=" + dir + "/cache " + std::string(FUSEC_BINARY) + " run" + common +
+                          " --steps 1000000 --checkpoint " + ck + " --checkpoint-every 4";
   pid_t child = ::fork();
   if (child == 0) {
     ::dup2(fds[1], 1);
@@ -110,10 +110,10 @@ inline void checkKilledRunResumes(const std::string& dir, const std::string& dev
   ASSERT_GE(c.step, 12);
   ASSERT_EQ(c.step % 4, 0);
   ASSERT_LT(c.step, kSteps) << "the run went too far before the kill; raise kSteps";
-  auto [o1, rc1] = runCommand(fusecRun(common + " --steps " + std::to_string(kSteps) + " --out " + whole));
+  auto [o1, rc1] = runCommand(fusecRunIn(dir, common + " --steps " + std::to_string(kSteps) + " --out " + whole));
   ASSERT_EQ(rc1, 0) << o1;
   auto [o2, rc2] =
-      runCommand(fusecRun(common + " --steps " + std::to_string(kSteps) + " --resume " + ck + " --out " + resumedOut));
+      runCommand(fusecRunIn(dir, common + " --steps " + std::to_string(kSteps) + " --resume " + ck + " --out " + resumedOut));
   ASSERT_EQ(rc2, 0) << o2;
   expectSameTensors(loadSafetensors(whole), loadSafetensors(resumedOut), "killed-and-resumed vs whole");
 }
