@@ -13,6 +13,7 @@
 #include "ir/parser.h"
 #include "frontend/models/attention.h"
 #include "passes/launch_stats.h"
+#include "random_profile.h"
 #include "test_util.h"
 
 namespace fusec {
@@ -94,17 +95,7 @@ TEST(ProfileClassify, AttentionProgramsAreAllAttention) {
   }
 }
 
-bench::ProgramProfile randomProfile(const char* program, bench::BenchPass pass, std::mt19937& rng) {
-  Module m;
-  Graph& g = bench::buildProgram(m, *models::transformerModel(models::namedConfig("tiny")), pass, DType::f32, 2, 16, models::AdamWConfig{});
-  bench::ProgramProfile p;
-  p.program = program;
-  p.launches = bench::classifyLaunches(g);
-  std::uniform_real_distribution<double> ms(0.005, 0.5);
-  for (size_t i = 0; i < p.launches.size(); ++i) p.ms.push_back(ms(rng));
-  p.graphMs = 0.8 * p.totalMs();
-  return p;
-}
+using test::randomProfile;
 
 TEST(ProfileReport, SharesAndGroups) {
   std::mt19937 rng(7);

@@ -4,27 +4,17 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "bench/program.h"
 #include "bench/trace.h"
-#include "frontend/models/zoo_model.h"
+#include "random_profile.h"
 #include "test_util.h"
 #include "trace_checks.h"
 
 namespace fusec {
 namespace {
 
+// bf16 with fused attention, as a GPU step runs; the passes as the host phases, and NVRTC.
 bench::ProgramProfile plannedProfile(const char* program, bench::BenchPass pass, std::mt19937& rng) {
-  Module m;
-  std::vector<PassTiming> passes;
-  Graph& g = bench::buildProgram(m, *models::transformerModel(models::namedConfig("tiny")), pass, DType::bf16, 2, 16,
-                                 models::AdamWConfig{}, AttentionLowering::Fused, &passes);
-  bench::ProgramProfile p;
-  p.program = program;
-  p.launches = bench::classifyLaunches(g);
-  std::uniform_real_distribution<double> ms(0.005, 0.5);
-  for (size_t i = 0; i < p.launches.size(); ++i) p.ms.push_back(ms(rng));
-  p.graphMs = 0.8 * p.totalMs();
-  for (const PassTiming& t : passes) p.host.push_back({"pass " + t.name, t.ms});
+  bench::ProgramProfile p = test::randomProfile(program, pass, rng, DType::bf16, AttentionLowering::Fused);
   p.host.push_back({"NVRTC and load kernels", 12.5});
   return p;
 }
