@@ -1,10 +1,15 @@
 #include "frontend/training_checkpoint.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <system_error>
 
 #include "frontend/safetensors.h"
+#include "support/atomic_file.h"
 
 namespace fusec {
 
@@ -24,20 +29,55 @@ constexpr const char* kLoss = "loss";
 
 std::string checkpointPath(const std::string& dir) { return (fs::path(dir) / "checkpoint.safetensors").string(); }
 
-void saveCheckpoint(const std::string& dir, const TrainingCheckpoint& c) {
-  if (int64_t(c.losses.size()) != c.step)
-    throw Error("internal: a checkpoint at step " + std::to_string(c.step) + " with " + std::to_string(c.losses.size()) +
-                " losses");
+namespace {
+
+void createDir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("--checkpoint " + dir + ": cannot create the directory (" + ec.message() + ")");
+}
+
+// ".checkpoint.safetensors.tmp.PID.N" files of writers no longer running.
+void removeStaleTemporaries(const std::string& dir) {
+  const std::string prefix = "." + fs::path(checkpointPath(dir)).filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());
+    long pid = 0;
+    auto [end, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (err != std::errc() || end == rest.data() || pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == -1 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+void requireCheckpointDir(const std::string& dir) {
+  createDir(dir);
+  try {
+    writeFileAtomically((fs::path(dir) / ".fusec-write-test").string(), "");
+  } catch (const Error& e) {
+    throw Error("--checkpoint " + dir + ": cannot write there (" + e.what() + ")");
+  }
+  std::error_code ec;
+  fs::remove(fs::path(dir) / ".fusec-write-test", ec);
+}
+
+void saveCheckpoint(const std::string& dir, TrainingCheckpoint c) {
+  if (int64_t(c.losses.size()) != c.step)
+    throw Error("internal: a checkpoint at step " + std::to_string(c.step) + " with " + std::to_string(c.losses.size()) +
+                " losses");
+  createDir(dir);
+  removeStaleTemporaries(dir);
   SafetensorsMetadata meta{{"format", "pt"}, {kFormat, kVersion}, {kStep, std::to_string(c.step)}};
   if (!c.dataState.empty()) meta[kDataState] = c.dataState;
   for (const auto& [flag, value] : c.run) meta[kRunPrefix + flag] = value;
-  Bindings tensors = c.state;
+  Bindings tensors = std::move(c.state);
   if (tensors.count(kLoss)) throw Error("internal: a checkpoint's state holds a tensor named 'loss'");
   HostTensor loss = HostTensor::zeros(Type{DType::f32, {c.step}});
-  loss.f = c.losses;
+  loss.f = std::move(c.losses);
   tensors[kLoss] = std::move(loss);
   saveSafetensors(checkpointPath(dir), tensors, meta);
 }

@@ -35,8 +35,14 @@ struct TrainingCheckpoint {
 std::string checkpointPath(const std::string& dir);
 
 // Creates DIR when missing and replaces its checkpoint atomically. Error (one line) when DIR
-// cannot be created or written.
-void saveCheckpoint(const std::string& dir, const TrainingCheckpoint& c);
+// cannot be created or written. `c` is consumed (a large model's state is not copied again).
+// Temporaries that killed writers left in DIR (".checkpoint.safetensors.tmp.PID.N", PID no
+// longer running) are removed first: a run preempted again and again would pile them up.
+void saveCheckpoint(const std::string& dir, TrainingCheckpoint c);
+
+// Creates DIR when missing and proves it writable, before a run spends its time training;
+// Error "--checkpoint DIR: ..." otherwise.
+void requireCheckpointDir(const std::string& dir);
 
 // Error (one line, naming the file) when DIR holds no checkpoint, or one that is corrupt,
 // truncated (the safetensors reader's checks), not a fusec checkpoint, or inconsistent (a

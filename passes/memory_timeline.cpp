@@ -79,6 +79,12 @@ MemoryTimeline memoryTimeline(const Graph& g) {
   const std::unordered_set<const Op*> optimizer = optimizerOps(g, storage);
   const auto names = valueNames(g);
 
+  // The buffers a backward op reads (through views): the activations saved for it.
+  std::unordered_set<const Value*> readByBackward;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (places[i].backward)
+      for (const Value* v : g.ops[i]->operands) readByBackward.insert(storage.root(v));
+
   MemoryTimeline t;
   t.positions = int(g.ops.size());
   t.launchesBefore.assign(g.ops.size() + 1, 0);
@@ -98,7 +104,7 @@ MemoryTimeline memoryTimeline(const Graph& g) {
     const LaunchPlace& at = places[size_t(b.def)];
     if (optimizer.count(v->def)) box.kind = MemoryKind::Optimizer;
     else if (at.backward) box.kind = MemoryKind::Gradient;
-    else if (b.lastUse < t.positions && places[size_t(b.lastUse)].backward) box.kind = MemoryKind::Saved;
+    else if (readByBackward.count(v)) box.kind = MemoryKind::Saved;
     else box.kind = MemoryKind::Temporary;
     t.arenaBytes = std::max(t.arenaBytes, box.offset + box.bytes);
     t.boxes.push_back(std::move(box));

@@ -4,7 +4,7 @@
 //   y: the byte offset; the arena (scratch of one call) at the bottom, the resident region
 //      (weights, AdamW moments, bf16 copies, inputs) above it as bands that span every x;
 //   a box per arena value over its live range (passes/liveness.h), coloured by what it is:
-//      saved       computed in the forward, read in the backward (activations kept);
+//      saved       computed in the forward, read by the backward (activations kept);
 //      temporary   computed and dead within the forward (or in a program with no backward);
 //      gradient    computed in the backward (activation and weight gradients);
 //      optimizer   computed from the optimizer's state or step count (AdamW's scalars).

@@ -36,6 +36,12 @@ TEST(RunOnDevice, AResumedRunEqualsTheRunNeverStopped) {
   checkResumedRunMatchesUninterrupted(d.path, "cuda");
 }
 
+TEST(RunOnDevice, AResumedBf16RunEqualsTheRunNeverStopped) {
+  SKIP_WITHOUT_DEVICE();
+  ScratchDir d("fusec_gpu_resume_bf16");
+  checkResumedRunMatchesUninterrupted(d.path, "cuda", "bf16");
+}
+
 TEST(RunOnDevice, AKilledRunResumesFromItsLastCheckpoint) {
   SKIP_WITHOUT_DEVICE();
   ScratchDir d("fusec_gpu_resume_killed");

@@ -54,7 +54,7 @@ TEST(AttentionBench, SweepRowsAndOom) {
   EXPECT_EQ(rows[5].status, "kernel launch failed");
   EXPECT_EQ(rows[0].forwardMs->n, 4);
   EXPECT_EQ(*rows[0].savedBytes, 2 * 256 * 256 * 4);
-  EXPECT_NE(progress.str().find("[3/8] attention batch=2 d=16 seq=4096 fp32 eager: OOM\n"), std::string::npos)
+  EXPECT_NE(progress.str().find("[3/8] attention: batch=2 d=16 seq=4096 fp32 eager: OOM ("), std::string::npos)
       << progress.str();
 
   s.impls = {"flash"};

@@ -277,9 +277,9 @@ TEST(BenchSweep, RowsOomAndProgress) {
   EXPECT_EQ(weightsSeen[0], weightsSeen[7]);
   const std::string p = progress.str();
   // A plain line per row off a terminal: the row, its result, the time so far and the ETA.
-  EXPECT_NE(p.find("[1/48] bench: hand ctx=4 batch=1 fp32 forward eager warmup=0: median 5.000 ms (0 s, ETA 0 s)\n"),
-            std::string::npos)
+  EXPECT_NE(p.find("[1/48] bench: hand ctx=4 batch=1 fp32 forward eager warmup=0: median 5.000 ms ("), std::string::npos)
       << p;
+  EXPECT_NE(p.find(", ETA "), std::string::npos) << p;
   EXPECT_NE(p.find("bf16 step compiled warmup=2: OOM ("), std::string::npos) << p;
   EXPECT_EQ(p.find('\r'), std::string::npos) << p;
   EXPECT_EQ(test::errorOf([&] {

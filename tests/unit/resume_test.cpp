@@ -2,7 +2,10 @@
 // checkpoint file's own checks.
 #include "resume_checks.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 namespace fusec::test {
 namespace {
@@ -39,6 +42,20 @@ TEST(TrainingCheckpoint, RoundTrips) {
   EXPECT_EQ(c.state.at("w").f, sample().state.at("w").f);
   EXPECT_EQ(c.run, sample().run);
   EXPECT_EQ(c.dataState, "1 2 3");
+}
+
+TEST(TrainingCheckpoint, TemporariesOfDeadWritersAreRemoved) {
+  ScratchDir d("fusec_checkpoint_stale");
+  // A pid above any pid_max (2^22) is no running process; our own is a live writer.
+  const std::string dead = d.path + "/.checkpoint.safetensors.tmp.999999999.0";
+  const std::string live = d.path + "/.checkpoint.safetensors.tmp." + std::to_string(::getpid()) + ".7";
+  const std::string other = d.path + "/.weights.safetensors.tmp.999999999.0";  // not a checkpoint's
+  for (const std::string& f : {dead, live, other}) std::ofstream(f) << "partial";
+  saveCheckpoint(d.path, sample());
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_EQ(loadCheckpoint(d.path).step, 2);
 }
 
 TEST(TrainingCheckpoint, RefusesAnotherRunWithOneLine) {

@@ -141,8 +141,9 @@ class StepInputs {
       run["--inputs"] = std::filesystem::absolute(a_.inputs).lexically_normal().string();
       return;
     }
-    if (tokens_)
-      run["--data"] = std::filesystem::absolute(a_.data).lexically_normal().string() + " (" + a_.dataDType + ")";
+    if (tokens_)  // its size too: a corpus appended to samples from another range
+      run["--data"] = std::filesystem::absolute(a_.data).lexically_normal().string() + " (" + a_.dataDType + ", " +
+                      std::to_string(tokens_->size()) + " tokens)";
     else
       run["--random-inputs"] = "on";
     run["--batch"] = std::to_string(a_.batch);
@@ -240,6 +241,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   requireAtLeast(a.checkpointEvery, "--checkpoint-every", 1);
   if (!a.resume.empty() && !a.weights.empty())
     throw Error("run: --resume takes the weights from its checkpoint; drop --weights");
+  if (!a.checkpoint.empty()) requireCheckpointDir(a.checkpoint);  // before the training, not K steps into it
 
   // Everything is checked before the (slow) compile and run; the program takes its shape
   // from the inputs.
@@ -347,9 +349,16 @@ int runProgram(RunArgs& a, const api::Model& model) {
       // A batch drawn per step is a training run: its loss as it goes.
       if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << loss << std::endl;
       if (!a.checkpoint.empty() && (good % a.checkpointEvery == 0 || good == steps)) {
-        TrainingCheckpoint c{good, std::vector<float>(losses.f.begin(), losses.f.begin() + good), trainedState(program),
-                             identity, source.dataState()};
-        saveCheckpoint(a.checkpoint, c);
+        // A checkpoint that cannot be written (a full disk) stops the run, as a bad loss does:
+        // --out still gets the steps done.
+        try {
+          saveCheckpoint(a.checkpoint, TrainingCheckpoint{good, std::vector<float>(losses.f.begin(), losses.f.begin() + good),
+                                                          trainedState(program), identity, source.dataState()});
+        } catch (const Error& e) {
+          stopped = "run: step " + std::to_string(good) + " of " + std::to_string(steps) + ": " + e.what() +
+                    "; stopped" + (a.out.empty() ? "" : " (the steps done are written to " + a.out + ")");
+          break;
+        }
       }
     } else {
       result["logits"] = std::move(outs.at(0));
