@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <set>
 
 #include "codegen/cubin_cache.h"
@@ -319,8 +320,8 @@ TEST(CubinCacheTest, CorruptEntryIsRebuiltByTheCompiler) {
 }
 
 // Four fusec processes compile the same kernels into one empty cache at once (each key is
-// written by several of them): every process succeeds with the same cubins, none warns, and
-// the cache ends with one whole entry per kernel and no temporaries.
+// written by several of them): every process succeeds with the same cubins, none warns (its
+// progress lines aside), and the cache ends with one whole entry per kernel and no temporaries.
 TEST(CubinCacheTest, ParallelProcessesShareOneCache) {
   SKIP_WITHOUT_NVRTC();
   TempDir dir("parallel");
@@ -344,7 +345,11 @@ TEST(CubinCacheTest, ParallelProcessesShareOneCache) {
   for (int p = 0; p < n; ++p) {
     const std::string i = std::to_string(p);
     EXPECT_EQ(slurp(dir.path + "/rc" + i), "0\n") << slurp(dir.path + "/log" + i);
-    EXPECT_EQ(slurp(dir.path + "/log" + i), "");
+    // No warning: the log holds at most the progress of a compile slow enough to show it
+    // (support/progress.h; under ASan on two cores it is).
+    std::istringstream log(slurp(dir.path + "/log" + i));
+    for (std::string line; std::getline(log, line);)
+      EXPECT_TRUE(line.starts_with("[") && line.find("] NVRTC: kernels compiled or cached") != std::string::npos) << line;
     for (auto& [name, bytes] : first) EXPECT_EQ(slurp(dir.path + "/out" + i + "/" + name), bytes) << name;
   }
   CubinCache cache(dir.path + "/xdg/fusec");
