@@ -69,6 +69,29 @@ TEST(GemmTuningReport, UntimedChoices) {
   EXPECT_TRUE(bench::gemmTuningJson({}).empty());
 }
 
+// The time each GEMM took in the step against its tuned time: per call, the ratio, and the total.
+TEST(GemmTuningReport, InTheStepAgainstTuned) {
+  std::vector<bench::GemmTuningLaunch> launches = {
+      {"gemm 1024x2304x768", 1, timed(0.040, 0.030, "algo 66 tile 20"), 0.033},
+      {"gemm 1024x2304x768", 1, timed(0.040, 0.030, "algo 66 tile 20"), 0.036},
+      {"attention gemm 256x256x64 x48", 2, timed(0.010, 0.005, "algo 31 tile 7"), 0.012},
+      {"gemm 64x64x64", 1, timed(0.002, 0.001, "algo 1")},  // not measured in the step
+  };
+  auto rows = bench::gemmTuningRows(launches);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_NEAR(rows[0].stepMsPerCall(), 0.0345, 1e-12);
+  EXPECT_NEAR(rows[0].stepOverTuned(), 1.15, 1e-12);
+  EXPECT_NEAR(rows[1].stepMsPerCall(), 0.006, 1e-12);  // two calls a launch
+  EXPECT_TRUE(std::isnan(rows[2].stepOverTuned()));
+  const std::string table = bench::gemmTuningTable(launches);
+  for (const char* part : {"| In step (ms) ", "| 0.0345 ", "| 1.15x ",
+                           "In the step these GEMMs took 0.081 ms, against 0.070 ms at the times they were tuned at (1.16x)"})
+    EXPECT_NE(table.find(part), std::string::npos) << part << "\n" << table;
+  auto j = bench::gemmTuningJson(launches);
+  EXPECT_NEAR(j[0]["step_over_chosen"].get<double>(), 1.15, 1e-12);
+  EXPECT_TRUE(j[2]["step_ms_per_call"].is_null());
+}
+
 TEST(GemmTuningReport, InTheProfile) {
   bench::ProgramProfile p;
   p.program = "forward";

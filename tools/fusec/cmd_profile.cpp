@@ -106,7 +106,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   for (size_t i = 0; i < p.launches.size(); ++i)  // the GEMMs' algorithms, chosen at the first run
     if (const auto& t = exe.launches()[i].gemmTuning)
       p.gemmTuning.push_back({p.launches[i].group + (p.launches[i].backward ? " (bwd)" : ""),
-                              exe.launches()[i].gemmCalls, *t});
+                              exe.launches()[i].gemmCalls, *t, p.ms[i]});
   return p;
 }
 #endif
