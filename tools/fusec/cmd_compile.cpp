@@ -157,7 +157,7 @@ Command addCompileCommand(CLI::App& app) {
                   ->type_name("T");
   addDtypeFlag(*cmd, a->dtype, "fp32");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
-  addAttentionFlag(*cmd, a->attention, "fused for the models, naive for the attention programs");
+  addAttentionFlag(*cmd, a->attention, "naive; the GPU commands run, bench and profile fuse the models' attention");
   cmd->add_flag("--print-dtypes", a->printDTypes,
                 "Print the dtype of the params, every named traced value and the gradients after the program "
                 "passes, instead of the IR (the optimisation passes do not run)");
@@ -213,7 +213,8 @@ Command addCompileCommand(CLI::App& app) {
       if (a->printDTypes) throw Error("compile: --memory-timeline draws the planned program; drop --print-dtypes");
       const MemoryTimeline timeline = memoryTimeline(*m.funcs.at(0));
       const std::string title = model->name() + " " + a->program + " " + a->dtype + ", batch " + std::to_string(a->batch) +
-                                ", ctx " + std::to_string(a->ctx) + ": memory plan";
+                                ", ctx " + std::to_string(a->ctx) + ", " + (a->attention.empty() ? "naive" : a->attention) +
+                                " attention: memory plan";
       for (const std::string& path : a->memoryTimelines) writeMemoryTimeline(path, timeline, title);
     }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench/profile.h"
 #include "support/atomic_file.h"
 
 namespace fusec::cli {
@@ -64,6 +65,16 @@ double tickStep(double span, int ticks) {
   for (double m : {1.0, 1.25, 2.5, 5.0})
     if (unit * m >= raw) return unit * m;
   return unit * 2;
+}
+
+// The `n` largest planned values, largest first (ties: the earlier first): what the seeds asked
+// of PyTorch's memory snapshot ("the largest allocations, and where they come from").
+std::vector<const MemoryBox*> largest(const MemoryTimeline& t, size_t n) {
+  std::vector<const MemoryBox*> v;
+  for (const MemoryBox& b : t.boxes) v.push_back(&b);
+  std::stable_sort(v.begin(), v.end(), [](const MemoryBox* a, const MemoryBox* b) { return a->bytes > b->bytes; });
+  if (v.size() > n) v.resize(n);
+  return v;
 }
 
 }  // namespace
@@ -177,6 +188,24 @@ std::string memoryTimelineSvg(const MemoryTimeline& t, const std::string& title)
          escapeXml(t.resident[i].label) + "</text>\n";
     ly += 22;
   }
+  // The largest values, where a reader looks first; alike ones (the same size, kind and kernel
+  // across layers) as one line with their count.
+  ly += 14;
+  s += "<text x=\"" + fmt(lx) + "\" y=\"" + fmt(ly) + "\" font-weight=\"bold\">largest values</text>\n";
+  std::vector<std::pair<std::string, int>> alike;  // "size kind|producer group", count; largest first
+  for (const MemoryBox* b : largest(t, t.boxes.size())) {
+    const std::string key = humanBytes(b->bytes) + " " + memoryKindName(b->kind) + "|" + bench::kernelGroupName(b->producer);
+    auto it = std::find_if(alike.begin(), alike.end(), [&](const auto& a) { return a.first == key; });
+    if (it != alike.end()) ++it->second;  // counted wherever its members fall among equal sizes
+    else if (alike.size() < 8) alike.push_back({key, 1});
+  }
+  for (const auto& [key, count] : alike) {
+    ly += 30;
+    const size_t bar = key.find('|');
+    s += "<text x=\"" + fmt(lx) + "\" y=\"" + fmt(ly - 12) + "\" font-size=\"10\">" + escapeXml(key.substr(0, bar)) +
+         (count > 1 ? " x " + std::to_string(count) : "") + "</text><text x=\"" + fmt(lx) + "\" y=\"" + fmt(ly) +
+         "\" font-size=\"10\" fill=\"#555\">" + escapeXml(key.substr(bar + 1)) + "</text>\n";
+  }
   s += "</svg>\n";
   return s;
 }
@@ -192,6 +221,9 @@ std::string memoryTimelineJson(const MemoryTimeline& t, const std::string& title
   for (const ResidentBand& b : t.resident) j["resident"].push_back({{"label", b.label}, {"bytes", b.bytes}});
   j["marks"] = nlohmann::ordered_json::array();
   for (const PhaseMark& m : t.marks) j["marks"].push_back({{"at", m.at}, {"label", m.label}});
+  j["largest"] = nlohmann::ordered_json::array();
+  for (const MemoryBox* b : largest(t, 10))
+    j["largest"].push_back({{"name", b->name}, {"bytes", b->bytes}, {"kind", memoryKindName(b->kind)}, {"producer", b->producer}});
   j["values"] = nlohmann::ordered_json::array();
   for (const MemoryBox& b : t.boxes)
     j["values"].push_back({{"name", b.name},
