@@ -21,6 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "frontend", "python"))
 sys.path.insert(0, os.path.join(HERE, "models"))
+sys.path.insert(0, HERE)  # tally
 
 try:
     import torch
@@ -29,14 +30,7 @@ except ImportError:
     sys.exit(77)
 
 from fusec import safetensors_io  # noqa: E402
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+from tally import check, exit_code  # noqa: E402
 
 
 def rel(a, b):
@@ -384,8 +378,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             for m in GPU_MODELS:
                 matches_cuda_eager(a.fusec, tmp, *m)
-        print(f"{len(failures)} failure(s)")
-        return 1 if failures else 0
+        return exit_code()
     with tempfile.TemporaryDirectory() as tmp:
         for m in MODELS:
             out = matches_pytorch(a.fusec, tmp, *m)
@@ -393,8 +386,7 @@ def main():
             wrong_inputs(a.fusec, tmp, out)
         not_causal(a.fusec, tmp)
         unsupported(tmp)
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -26,13 +26,8 @@ except ImportError as e:
     print("SKIP: this python3 has no matplotlib (%s; Debian: apt-get install python3-matplotlib)" % e)
     sys.exit(77)
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+sys.path.insert(0, HERE)
+from tally import check, exit_code  # noqa: E402
 
 
 def plot(*args):
@@ -123,7 +118,4 @@ with tempfile.TemporaryDirectory() as tmp:
               and not os.path.exists(out),
               "%s: exit 1 and one line naming it (rc %d, stderr %r)" % (what, r.returncode, r.stderr))
 
-if failures:
-    print("%d check(s) failed" % len(failures))
-    sys.exit(1)
-print("all checks passed")
+sys.exit(exit_code())
