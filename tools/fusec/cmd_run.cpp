@@ -17,10 +17,11 @@
 // parameter. Without --weights the parameters come from the model's initialisation with
 // --seed. A train_step run can write a checkpoint every K steps (and after its last) and be
 // resumed from one (frontend/training_checkpoint.h): the resumed run's losses and weights
-// are those of the run never interrupted, bit for bit. The program is compiled by api::compile, as `fusec compile` builds it: the trace
-// plus the program passes (passes/pipeline.h), and on the GPU the optimisation pipeline; with
-// --dtype bf16 that includes autocast and cache-weight-casts, whose bf16 weight copies start
-// as bf16(W) and then follow the optimizer's updates. No model is special-cased here.
+// are those of the run never interrupted, bit for bit. The program is compiled by
+// api::compile, as `fusec compile` builds it: the trace plus the program passes
+// (passes/pipeline.h), and on the GPU the optimisation pipeline; with --dtype bf16 that
+// includes autocast and cache-weight-casts, whose bf16 weight copies start as bf16(W) and then
+// follow the optimizer's updates. No model is special-cased here.
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -33,11 +34,11 @@
 
 #include "api/compiled_program.h"
 #include "frontend/models/zoo_model.h"
-#include "ir/roles.h"
 #include "frontend/program_state.h"
 #include "frontend/safetensors.h"
 #include "frontend/token_data.h"
 #include "frontend/training_checkpoint.h"
+#include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
 
@@ -62,10 +63,9 @@ struct RunArgs {
   CLI::Option* oCheckpointEvery = nullptr;
 };
 
-// The model's parameters from `file`, checked name by name against its params().
-Bindings bindWeights(const std::string& file, const api::Model& model) {
-  Bindings all = loadSafetensors(file);
-  Bindings out;
+// Throws Error (naming `file`) unless `all` holds every one of the model's params() as f32 of
+// its shape: a weights file, or a checkpoint (which holds AdamW's moments besides).
+void requireModelWeights(const Bindings& all, const std::string& file, const api::Model& model) {
   for (const api::ParamInfo& p : model.params()) {
     Type want{DType::f32, p.shape};
     auto it = all.find(p.name);
@@ -73,9 +73,15 @@ Bindings bindWeights(const std::string& file, const api::Model& model) {
       throw Error(file + ": missing tensor '" + p.name + "' (expected " + want.str() + " for model " + model.name() + ")");
     if (it->second.type != want)
       throw Error(file + ": tensor '" + p.name + "' is " + it->second.type.str() + ", expected " + want.str());
-    out.emplace(p.name, std::move(it->second));
-    all.erase(it);
   }
+}
+
+// The model's parameters from `file`, checked name by name against its params().
+Bindings bindWeights(const std::string& file, const api::Model& model) {
+  Bindings all = loadSafetensors(file);
+  requireModelWeights(all, file, model);
+  Bindings out;
+  for (const api::ParamInfo& p : model.params()) out.insert(all.extract(p.name));
   all.erase("loss");  // a train_step output fed back as weights
   if (!all.empty())
     throw Error(file + ": unexpected tensor '" + all.begin()->first + "' (model " + model.name() + " has no such parameter)");
@@ -273,12 +279,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
     if (resumed.step > a.steps)
       throw Error("run: --resume " + a.resume + " is at step " + std::to_string(resumed.step) + ", past --steps " +
                   std::to_string(a.steps));
-    for (const api::ParamInfo& p : model.params()) {
-      auto it = resumed.state.find(p.name);
-      if (it == resumed.state.end() || it->second.type != Type{DType::f32, p.shape})
-        throw Error(resumedFile + ": " + (it == resumed.state.end() ? "missing" : "mistyped") + " tensor '" + p.name +
-                    "' (expected " + Type{DType::f32, p.shape}.str() + " for model " + model.name() + ")");
-    }
+    requireModelWeights(resumed.state, resumedFile, model);
     if (!a.allowNonfinite) requireFinite(resumed.state, resumedFile, buffers);
     source.restoreDataState(resumed.dataState, resumedFile);
   }

@@ -56,8 +56,8 @@ const char* bandColour(size_t i) {
   return colours[i % 5];
 }
 
-// A round step for about `ticks` axis ticks over [0, span]: 1, 2 or 5 times a power of two
-// of MiB (bytes people read in binary units).
+// A round step for about `ticks` axis ticks over [0, span]: 1, 1.25, 2.5 or 5 times a power
+// of two from 1 KiB up (round in binary units: 2.50 GiB, 80.0 MiB).
 double tickStep(double span, int ticks) {
   const double raw = span / ticks;
   double unit = 1024;
