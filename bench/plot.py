@@ -310,7 +310,7 @@ def plot_profile(plt, profiles):
                 bottom += h
             ax.annotate("%.2f ms" % total, (x, total), xytext=(0, 2), textcoords="offset points", ha="center",
                         va="bottom", fontsize=8)
-            # The CUDA-graph replay of the same program without the timing events.
+            # The CUDA-graph replay of the same program: the sum of launches less launch overhead.
             if p["graph_ms"] is not None:
                 ax.plot([x - 0.36, x + 0.36], [p["graph_ms"]] * 2, color="black", lw=1.5, ls="--")
                 graph_shown = True

@@ -351,8 +351,8 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
     s += "\n### Top 10 non-GEMM kernels\n\n" + rowsTable("Kernel", topNonGemm(p), true, p.ceilings);
     s += "\nSum of per-launch times: " + fmt("%.3f ms", p.totalMs());
     if (p.graphMs)
-      s += "; whole step as one CUDA graph without the timing events: " + fmt("%.3f ms", *p.graphMs) +
-           " (the events' cost: " + fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
+      s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +
+           fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
     s += "\n" + gemmTuningTable(p.gemmTuning);
   }
   s += "\n" + shareLine(programs);

@@ -64,18 +64,10 @@ struct Executable::Impl {
   int calls = 0;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
-  // timeLaunches: the step's graph again, with an event recorded before the first launch
-  // and after each one (events.size() == list.size() + 1).
-  std::vector<cudaEvent_t> events;
-  cudaGraph_t timedGraph = nullptr;
-  cudaGraphExec_t timedExec = nullptr;
 
   Impl(const Graph& graph_, ExecutableOptions o) : g(graph_), opts(o) {}
 
   ~Impl() {
-    if (timedExec) cudaGraphExecDestroy(timedExec);
-    if (timedGraph) cudaGraphDestroy(timedGraph);
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (graphExec) cudaGraphExecDestroy(graphExec);
     if (graph) cudaGraphDestroy(graph);
     if (stream) cudaStreamDestroy(stream);
@@ -223,18 +215,10 @@ struct Executable::Impl {
     gemmTuning->save();
   }
 
-  // The launch list as one CUDA graph; `timed` records events[i] before launch i (and the
-  // last one after the last launch) inside it.
-  void capture(bool timed) {
-    cudaGraph_t& into = timed ? timedGraph : graph;
-    cudaGraphExec_t& exec = timed ? timedExec : graphExec;
+  void capture() {
     FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
     try {
-      if (timed) FUSEC_CUDA(cudaEventRecord(events[0], stream), "capturing the timed step");
-      for (size_t i = 0; i < list.size(); ++i) {
-        launch(list[i], false);
-        if (timed) FUSEC_CUDA(cudaEventRecord(events[i + 1], stream), "capturing the timed step");
-      }
+      launchAll(false);
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
@@ -242,8 +226,8 @@ struct Executable::Impl {
       cudaGetLastError();
       throw;
     }
-    FUSEC_CUDA(cudaStreamEndCapture(stream, &into), "capturing the step as a CUDA graph");
-    FUSEC_CUDA(cudaGraphInstantiate(&exec, into, 0), "instantiating the step's CUDA graph");
+    FUSEC_CUDA(cudaStreamEndCapture(stream, &graph), "capturing the step as a CUDA graph");
+    FUSEC_CUDA(cudaGraphInstantiate(&graphExec, graph, 0), "instantiating the step's CUDA graph");
   }
 };
 
@@ -318,7 +302,7 @@ void Executable::run() {
     m.launchAll(true);  // warm-up (or every call without a graph): checked launch by launch
     m.publishTuning();
   } else {
-    if (!m.graphExec) m.capture(false);
+    if (!m.graphExec) m.capture();
     FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
   }
   ++m.calls;
@@ -358,29 +342,24 @@ const std::vector<LaunchInfo>& Executable::launches() const { return impl_->info
 std::vector<float> Executable::timeLaunches() {
   Impl& m = *impl_;
   if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
-  if (m.events.empty()) {
-    m.events.assign(m.list.size() + 1, nullptr);
-    for (auto& e : m.events) FUSEC_CUDA(cudaEventCreate(&e), "creating timing events");
-  }
-  // In the step's graph once the GEMMs have their algorithms (a capture never tunes), as
-  // run() replays it: the launches follow each other as they do in a training step, with
-  // none of the gaps that launching one by one from the host leaves between short kernels.
-  // Before that, or for an executable without a graph, one by one, checked.
-  if (m.opts.cudaGraph && m.tuningPublished) {
-    if (!m.timedExec) m.capture(true);
-    FUSEC_CUDA(cudaGraphLaunch(m.timedExec, m.stream), "launching the timed step");
-  } else {
-    FUSEC_CUDA(cudaEventRecord(m.events[0], m.stream), "timing launches");
+  std::vector<cudaEvent_t> events(m.list.size() + 1);
+  for (auto& e : events) FUSEC_CUDA(cudaEventCreate(&e), "creating timing events");
+  std::vector<float> ms(m.list.size());
+  try {
+    FUSEC_CUDA(cudaEventRecord(events[0], m.stream), "timing launches");
     for (size_t i = 0; i < m.list.size(); ++i) {
       m.launch(m.list[i], true);
-      FUSEC_CUDA(cudaEventRecord(m.events[i + 1], m.stream), "timing launches");
+      FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
     }
+    synchronize();
+    m.publishTuning();
+    for (size_t i = 0; i < m.list.size(); ++i)
+      FUSEC_CUDA(cudaEventElapsedTime(&ms[i], events[i], events[i + 1]), "timing launches");
+  } catch (...) {
+    for (auto& e : events) cudaEventDestroy(e);
+    throw;
   }
-  synchronize();
-  m.publishTuning();
-  std::vector<float> ms(m.list.size());
-  for (size_t i = 0; i < m.list.size(); ++i)
-    FUSEC_CUDA(cudaEventElapsedTime(&ms[i], m.events[i], m.events[i + 1]), "timing launches");
+  for (auto& e : events) cudaEventDestroy(e);
   return ms;
 }
 

@@ -88,10 +88,8 @@ class Executable {
   HostTensor read(const std::string& name);
 
   const std::vector<LaunchInfo>& launches() const;
-  // Runs the launch list once, timing each launch with CUDA events recorded between the
-  // launches; returns milliseconds per launch, aligned with launches(). After the first call
-  // (run() or this), with the CUDA graph option, the list and its events run as one graph,
-  // as the step does; otherwise launch by launch from the host, each launch checked.
+  // Runs the launch list once without a graph, timing each launch with CUDA events; returns
+  // milliseconds per launch, aligned with launches().
   std::vector<float> timeLaunches();
 
   size_t arenaBytes() const;

@@ -260,33 +260,5 @@ TEST_F(ExecutableErrors, TimesEveryLaunch) {
   }
 }
 
-// timeLaunches runs the step's own launches: in the timed graph (after the first run) it
-// computes what run() computes, from the inputs bound now, bit for bit.
-TEST_F(ExecutableErrors, TimedLaunchesComputeTheStep) {
-  Case c{"tiny", 2, "forward", DType::bf16, 2, 16};
-  Module m;
-  buildProgram(m, c);
-  optimise(m);
-  const Graph& g = *m.funcs.at(0);
-  rt::Executable exe(g);
-  exe.bind(bindings(c, g));
-  exe.run();
-  exe.run();  // the graph is captured
-  ASSERT_TRUE(exe.graphCaptured());
-  const HostTensor before = exe.output(0);
-  std::mt19937 rng(77);
-  exe.bind("ids", test::randomIndex(Type{DType::i64, {c.batch, c.ctx}}, rng, 0, models::namedConfig(c.model).vocab));
-  const std::vector<float> ms = exe.timeLaunches();
-  ASSERT_EQ(ms.size(), exe.launches().size());
-  for (size_t i = 0; i < ms.size(); ++i) EXPECT_GT(ms[i], 0.f) << exe.launches()[i].name;
-  const HostTensor timed = exe.output(0);
-  exe.run();
-  const HostTensor replayed = exe.output(0);
-  EXPECT_NE(timed.f, before.f) << "the timed launches did not run on the new ids";
-  EXPECT_EQ(timed.f, replayed.f);
-  exe.timeLaunches();  // the timed graph again, as profile's --iters do
-  EXPECT_EQ(exe.output(0).f, replayed.f);
-}
-
 }  // namespace
 }  // namespace fusec

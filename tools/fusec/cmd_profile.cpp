@@ -1,8 +1,7 @@
 // `fusec profile`: the per-kernel breakdown the seed reports got from nsys, from one command.
 // The program is built and bound as `fusec bench` does (bench/program.h, bench/bench_case.h),
-// warmed up, then the whole step is timed over --iters CUDA-graph replays and every launch
-// with CUDA events between the launches of the same graph, over --iters more replays (median
-// per launch: rt::Executable::timeLaunches); bench/profile.h groups the
+// warmed up, then every launch is timed with CUDA events over --iters direct runs (median per
+// launch) and the whole step over --iters CUDA-graph replays; bench/profile.h groups the
 // launches (by category and by kernel across layers) from the planned Graph itself.
 #include <chrono>
 #include <filesystem>
@@ -99,7 +98,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   exe.synchronize();
   p.host.push_back({"first run (GEMM autotune)", msSince(t0)});
   // Warm-up, the graph capture among it (run() captures on its second call), then the graph
-  // replays; then the per-launch runs: the same graph with an event after each launch.
+  // replays; then the per-launch runs, which launch the list directly.
   p.graphMs = bench::summarize(bench::timeOnStream(call, exe.stream(), std::max(a.warmup, 2), a.iters)).median;
   std::vector<std::vector<float>> runs;
   for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeLaunches());
@@ -175,7 +174,7 @@ Command addProfileCommand(CLI::App& app) {
     for (auto& p : programs) p.ceilings = ceilings;
     const std::string header = model->name() + " " + a->dtype + " batch=" + std::to_string(a->batch) +
                                " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
-                               device.name + " (median per launch, CUDA events between the launches of the step's CUDA graph)";
+                               device.name + " (median per launch, CUDA events)";
     std::cout << bench::formatProfile(header, programs, format);
     if (!a->trace.empty()) writeFileAtomically(a->trace, bench::chromeTrace(header, programs));
     return 0;
