@@ -14,6 +14,8 @@
 # then run with carry [".gpu-src"] and the command `cd .gpu-src && scripts/gpu-check.sh`.
 # (On /work/main itself, after a merge, just run `scripts/gpu-check.sh`.)
 #
+# FUSEC_SKIP_GPU_TESTS=1 skips `ctest -L gpu`; FUSEC_EAGER_TESTS (a ctest -R regex) picks some of
+# the LibTorch comparisons (the whole label takes over 10 minutes: a device call's limit).
 # FUSEC_GPU_TARGETS (optional) limits the build to some targets, e.g.
 # "fusec fusec_gpu_tests", to save device time; the default builds everything.
 set -euo pipefail
@@ -43,9 +45,11 @@ main() {
   # time, so they run in parallel (those that time things are RUN_SERIAL). Then the LibTorch
   # comparisons (label eager: every model size against eager PyTorch, the seed grid), serial.
   local status=0
-  (cd "$BUILD" && run ctest -L gpu --output-on-failure -V -j"${FUSEC_CTEST_JOBS:-8}") || status=1
+  if [[ ${FUSEC_SKIP_GPU_TESTS:-0} != 1 ]]; then
+    (cd "$BUILD" && run ctest -L gpu --output-on-failure -V -j"${FUSEC_CTEST_JOBS:-8}") || status=1
+  fi
   if [[ ${FUSEC_SKIP_EAGER:-0} != 1 ]]; then
-    (cd "$BUILD" && run ctest -L eager --output-on-failure -V) || status=1
+    (cd "$BUILD" && run ctest -L eager -R "${FUSEC_EAGER_TESTS:-.}" --output-on-failure -V) || status=1
   fi
   end_to_end || status=1
   return $status
