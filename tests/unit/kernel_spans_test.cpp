@@ -1,0 +1,66 @@
+// runtime/kernel_spans.h on the CPU: profiled kernels given to the launches that ran them (one
+// kernel each, two for a split-K GEMM, none), in any record order, overlapping starts kept in
+// the chain's order, and the refusals (another count, a span that ends before it starts).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "runtime/kernel_spans.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+using rt::KernelSpan;
+
+TEST(KernelSpans, EachLaunchFromItsFirstStartToItsLastEnd) {
+  // Launch 0: one kernel 1000..4000 ns; launch 1: a GEMM and its split-K reduction,
+  // 5000..9000 and 9500..10000; launch 2: one kernel, 12000..12500.
+  std::vector<KernelSpan> spans{{1000, 4000}, {5000, 9000}, {9500, 10000}, {12000, 12500}};
+  std::vector<float> ms = rt::launchTimesFromSpans(spans, {1, 2, 1});
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_FLOAT_EQ(ms[0], 0.003f);
+  EXPECT_FLOAT_EQ(ms[1], 0.005f);  // the gap between its two kernels counts, the one before it does not
+  EXPECT_FLOAT_EQ(ms[2], 0.0005f);
+}
+
+TEST(KernelSpans, RecordOrderDoesNotMatter) {
+  std::vector<KernelSpan> spans;
+  std::vector<int> kernels;
+  std::mt19937 rng(3);
+  uint64_t t = 0;
+  for (int i = 0; i < 50; ++i) {
+    kernels.push_back(1 + i % 3);
+    for (int k = 0; k < kernels.back(); ++k) {
+      const uint64_t d = 100 + rng() % 5000;
+      spans.push_back({t, t + d});
+      t += d + rng() % 3000;
+    }
+  }
+  const std::vector<float> inOrder = rt::launchTimesFromSpans(spans, kernels);
+  std::shuffle(spans.begin(), spans.end(), rng);
+  EXPECT_EQ(rt::launchTimesFromSpans(spans, kernels), inOrder);
+}
+
+TEST(KernelSpans, AKernelThatStartsBeforeItsPredecessorEndsStaysInChainOrder) {
+  // Programmatic dependent launch: launch 1's kernel starts while launch 0's still runs.
+  std::vector<KernelSpan> spans{{2000, 6000}, {1000, 5000}};
+  std::vector<float> ms = rt::launchTimesFromSpans(spans, {1, 1});
+  EXPECT_FLOAT_EQ(ms[0], 0.004f);
+  EXPECT_FLOAT_EQ(ms[1], 0.004f);
+}
+
+TEST(KernelSpans, ALaunchOfNoKernelTakesNoTime) {
+  std::vector<float> ms = rt::launchTimesFromSpans({{0, 1000}, {2000, 3000}}, {1, 0, 1});
+  EXPECT_EQ(ms, (std::vector<float>{0.001f, 0.0f, 0.001f}));
+}
+
+TEST(KernelSpans, RefusesSpansThatAreNotTheLaunches) {
+  test::expectError([] { rt::launchTimesFromSpans({{0, 10}, {20, 30}}, {1, 2}); },
+                    "the profiler recorded 2 kernels for a run of 2 launches that run 3");
+  test::expectError([] { rt::launchTimesFromSpans({{0, 10}, {30, 20}}, {1, 1}); }, "ends before it starts");
+}
+
+}  // namespace
+}  // namespace fusec
