@@ -311,6 +311,16 @@ std::string shareLine(const std::vector<ProgramProfile>& programs) {
 
 }  // namespace
 
+std::string timingDescription(const std::vector<ProgramProfile>& programs) {
+  bool kernels = false, events = false;
+  for (const auto& p : programs) (p.kernelTimes ? kernels : events) = true;
+  std::string s;
+  if (kernels) s = "kernel durations on the device (CUPTI) in the step's CUDA graph";
+  if (kernels && events) s += " for some programs, ";
+  if (events) s += "CUDA events around each launch, launched one by one";
+  return s;
+}
+
 std::string formatProfile(const std::string& header, const std::vector<ProgramProfile>& programs, Format format) {
   if (format == Format::Csv) throw Error("fusec profile prints table or json, not csv");
   for (const auto& p : programs) checkAligned(p);
@@ -322,6 +332,7 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
       nlohmann::ordered_json o;
       o["program"] = p.program;
       o["launches"] = p.launches.size();
+      o["timing"] = p.kernelTimes ? "kernels" : "events";
       o["launch_sum_ms"] = p.totalMs();
       o["graph_ms"] = p.graphMs ? nlohmann::ordered_json(*p.graphMs) : nlohmann::ordered_json(nullptr);
       o["gemm_share"] = gemmShare(p);
@@ -350,9 +361,13 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
          rowsTable("Kernel", byKernel(p), true, p.ceilings);
     s += "\n### Top 10 non-GEMM kernels\n\n" + rowsTable("Kernel", topNonGemm(p), true, p.ceilings);
     s += "\nSum of per-launch times: " + fmt("%.3f ms", p.totalMs());
+    // Kernel durations leave out the time between kernels, which the whole step includes;
+    // event times include a launch gap per launch, which the graph mostly saves.
     if (p.graphMs)
-      s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) + " (launch overhead: " +
-           fmt("%.3f ms", p.totalMs() - *p.graphMs) + ")";
+      s += "; whole step as one CUDA graph: " + fmt("%.3f ms", *p.graphMs) +
+           (p.kernelTimes ? " (between kernels: " + fmt("%.3f ms", *p.graphMs - p.totalMs())
+                          : " (launch overhead: " + fmt("%.3f ms", p.totalMs() - *p.graphMs)) +
+           ")";
     s += "\n" + gemmTuningTable(p.gemmTuning);
   }
   s += "\n" + shareLine(programs);

@@ -69,6 +69,11 @@ struct ProgramProfile {
   std::string program;               // forward | train_step
   std::vector<LaunchClass> launches;
   std::vector<double> ms;            // median milliseconds per launch, aligned with launches
+  // How ms was measured: each launch's kernels on the device in the step's CUDA graph (CUPTI,
+  // as Nsight Systems shows them: rt::Executable::timeKernels), or CUDA events around each
+  // launch, launched one by one (rt::Executable::timeLaunches: about 2.4 us of launch gap
+  // in every launch's time).
+  bool kernelTimes = false;
   std::optional<double> graphMs;     // the whole step replayed as one CUDA graph (median)
   Ceilings ceilings;                 // measured in the same run (zero: no roofline percentages)
   std::vector<GemmTuningLaunch> gemmTuning;  // the GEMMs' algorithm choices (bench/gemm_tuning_report.h)
@@ -76,6 +81,10 @@ struct ProgramProfile {
   double totalMs() const;            // sum of ms
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };
+
+// How `programs` were timed, for the header: "kernel durations (CUPTI) in the step's CUDA
+// graph", "CUDA events around each launch", or both when they differ.
+std::string timingDescription(const std::vector<ProgramProfile>& programs);
 
 // Per-launch medians over `runs` (each aligned with the launches). Throws Error on ragged runs.
 std::vector<double> medianPerLaunch(const std::vector<std::vector<float>>& runs);

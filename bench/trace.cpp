@@ -47,7 +47,7 @@ std::string chromeTrace(const std::string& header, const std::vector<ProgramProf
   events.push_back(metadata("thread_name", kHostPid, kCompileTid, "compile (passes, NVRTC, first run)"));
   events.push_back(metadata("process_name", kGpuPid, 0, "GPU"));
   events.push_back(metadata("thread_name", kGpuPid, kProgramTid, "program"));
-  events.push_back(metadata("thread_name", kGpuPid, kLaunchTid, "launches, one by one (CUDA events, median each)"));
+  events.push_back(metadata("thread_name", kGpuPid, kLaunchTid, "launches (median each: " + timingDescription(programs) + ")"));
   events.push_back(metadata("thread_name", kGpuPid, kGraphTid, "whole step as one CUDA graph (median)"));
   double t = 0;  // microseconds: each program after the previous one
   for (const ProgramProfile& p : programs) {
@@ -74,7 +74,7 @@ std::string chromeTrace(const std::string& header, const std::vector<ProgramProf
     events.push_back(std::move(prog));
     if (p.graphMs) {
       Json g = slice(p.program + " (CUDA graph)", "graph", kGpuPid, kGraphTid, start, *p.graphMs * 1e3);
-      g["args"] = {{"launches", p.launches.size()}, {"launch_overhead_ms", p.totalMs() - *p.graphMs}};
+      g["args"] = {{"launches", p.launches.size()}, {"graph_minus_launch_sum_ms", *p.graphMs - p.totalMs()}};
       events.push_back(std::move(g));
     }
   }

@@ -11,7 +11,9 @@
 #include "runtime/device.h"
 #include "runtime/gemm_plan.h"
 #include "runtime/host_storage.h"
+#include "runtime/kernel_activity.h"
 #include "runtime/kernel_module.h"
+#include "runtime/kernel_spans.h"
 
 namespace fusec::rt {
 
@@ -60,6 +62,7 @@ struct Executable::Impl {
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
+  std::vector<int> kernelsPerLaunch;  // timeKernels: each launch's kernels, counted once
 
   int calls = 0;
   cudaGraph_t graph = nullptr;
@@ -361,6 +364,42 @@ std::vector<float> Executable::timeLaunches() {
   }
   for (auto& e : events) cudaEventDestroy(e);
   return ms;
+}
+
+std::vector<float> Executable::timeKernels(KernelActivity& activity) {
+  Impl& m = *impl_;
+  if (!m.graphExec) throw Error("timing kernels needs the step's CUDA graph: run() the program twice first");
+  synchronize();
+  activity.start();
+  try {
+    activity.take();  // nothing from before
+    if (m.kernelsPerLaunch.empty()) {
+      // A generated kernel runs its steps; a GEMM at least one kernel per cuBLASLt call (split-K
+      // may add a reduction). Fewer means records arrived late, into another launch's count.
+      std::vector<int> counts;
+      for (Impl::Entry& e : m.list) {
+        m.launch(e, true);
+        synchronize();
+        counts.push_back(int(activity.take().size()));
+        const size_t least = e.kernel ? e.kernel->steps.size() : e.plan.launches.size();
+        if (size_t(counts.back()) < least || (e.kernel && size_t(counts.back()) != least))
+          throw Error("CUPTI recorded " + std::to_string(counts.back()) + " kernels for launch '" + e.info.name +
+                      "', which runs " + (e.kernel ? "" : "at least ") + std::to_string(least));
+      }
+      m.kernelsPerLaunch = std::move(counts);
+    }
+    FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
+    synchronize();
+    std::vector<KernelSpan> spans = activity.take();
+    activity.stop();
+    return launchTimesFromSpans(std::move(spans), m.kernelsPerLaunch);
+  } catch (...) {
+    try {
+      activity.stop();
+    } catch (...) {
+    }
+    throw;
+  }
 }
 
 size_t Executable::arenaBytes() const { return impl_->arenaBytes; }

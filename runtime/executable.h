@@ -32,6 +32,8 @@
 
 namespace fusec::rt {
 
+class KernelActivity;
+
 struct ExecutableOptions {
   bool cudaGraph = true;                       // capture after warm-up and replay
   bool tf32 = false;                           // f32 GEMMs on TF32 tensor cores
@@ -91,6 +93,13 @@ class Executable {
   // Runs the launch list once without a graph, timing each launch with CUDA events; returns
   // milliseconds per launch, aligned with launches().
   std::vector<float> timeLaunches();
+  // Times each launch as it runs in the step's CUDA graph, from its kernels' start and end on
+  // the device (CUPTI, which `activity` records: runtime/kernel_activity.h), as Nsight Systems
+  // does: one replay of the graph. The first call also counts each launch's kernels on one
+  // direct run of the list (a call of the program, as run() is). Milliseconds per launch,
+  // aligned with launches(). Throws Error before the graph exists (run() twice first), or
+  // when the records are not the launches' (runtime/kernel_spans.h).
+  std::vector<float> timeKernels(KernelActivity& activity);
 
   size_t arenaBytes() const;
   size_t residentBytes() const;

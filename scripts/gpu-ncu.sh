@@ -23,12 +23,13 @@ name=$model-b$batch
 : >"$OUT/ncu-$name.txt"
 for regex in "$@"; do
   rep="$BUILD/ncu/$name-${regex//[^A-Za-z0-9_]/_}"
-  # Two warm-up runs (the graph capture needs them) and one timed run: ncu replays the
+  # Two warm-up runs (the graph capture needs them) and one timed run (events: ncu holds CUPTI,
+  # which --timing kernels would need): ncu replays the
   # selected launch itself, the rest only has to reach it.
   "$NCU" --clock-control none --kernel-name "regex:$regex" --launch-count 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section SchedulerStats -f -o "$rep" \
-    "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" \
+    "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --timing events \
     --warmup 2 --iters 1 >"$rep.log" 2>&1 || { tail -20 "$rep.log" >&2; exit 1; }
   "$NCU" -i "$rep.ncu-rep" --page details >>"$OUT/ncu-$name.txt"
 done

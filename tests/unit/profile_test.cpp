@@ -3,6 +3,8 @@
 // report's tables and JSON on random non-zero launch times.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -138,6 +140,26 @@ TEST(ProfileReport, Formats) {
   EXPECT_NEAR(share, 1, 1e-9);
   EXPECT_NEAR(j["programs"][0]["graph_ms"].get<double>(), *ps[0].graphMs, 1e-9);
   EXPECT_GT(j["programs"][0]["gemm_share"].get<double>(), 0);
+
+  EXPECT_EQ(j["programs"][0]["timing"], "events");
+
+  // Kernel durations (CUPTI) leave the time between kernels out of the sum: the graph line
+  // says how much that is, where event times said how much launch overhead they carried.
+  EXPECT_NE(table.find("(launch overhead: "), std::string::npos);
+  EXPECT_EQ(bench::timingDescription(ps), "CUDA events around each launch, launched one by one");
+  for (auto& p : ps) p.kernelTimes = true;
+  const std::string kernels = bench::formatProfile("tiny fp32", ps, bench::Format::Table);
+  EXPECT_NE(kernels.find("(between kernels: " + [&] {
+              char b[32];
+              std::snprintf(b, sizeof b, "%.3f ms", *ps[0].graphMs - ps[0].totalMs());
+              return std::string(b);
+            }()),
+            std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(bench::formatProfile("x", ps, bench::Format::Json))["programs"][1]["timing"], "kernels");
+  EXPECT_EQ(bench::timingDescription(ps), "kernel durations on the device (CUPTI) in the step's CUDA graph");
+  ps[0].kernelTimes = false;
+  EXPECT_EQ(bench::timingDescription(ps), "kernel durations on the device (CUPTI) in the step's CUDA graph for some "
+                                          "programs, CUDA events around each launch, launched one by one");
 
   test::expectError([&] { bench::formatProfile("x", ps, bench::Format::Csv); }, "not csv");
   ps[0].ms.pop_back();

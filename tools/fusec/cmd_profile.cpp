@@ -1,12 +1,15 @@
 // `fusec profile`: the per-kernel breakdown the seed reports got from nsys, from one command.
 // The program is built and bound as `fusec bench` does (bench/program.h, bench/bench_case.h),
-// warmed up, then every launch is timed with CUDA events over --iters direct runs (median per
-// launch) and the whole step over --iters CUDA-graph replays; bench/profile.h groups the
+// warmed up, then the whole step is timed over --iters CUDA-graph replays and every launch over
+// --iters more (median per launch): by default its kernels' start and end on the device, from
+// CUPTI, in the graph (as nsys shows them), else (--timing events, or no CUPTI) CUDA events
+// around each launch, launched one by one; bench/profile.h groups the
 // launches (by category and by kernel across layers) from the planned Graph itself.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "bench/bench_case.h"
 #include "bench/profile.h"
@@ -26,6 +29,7 @@
 #include "frontend/program_state.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
+#include "runtime/kernel_activity.h"
 #endif
 
 namespace fusec::cli {
@@ -34,6 +38,7 @@ namespace {
 
 struct ProfileArgs {
   std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention, trace;
+  std::string timing = "kernels";
   int64_t batch = 4, ctx = 256;
   CLI::Option *batchOpt = nullptr, *ctxOpt = nullptr;
   ModelOverrides overrides;
@@ -44,8 +49,9 @@ struct ProfileArgs {
 #ifdef FUSEC_HAVE_CUDA
 // One program on the device: its launches classified from the planned graph, per-launch
 // medians, and the CUDA-graph step median.
+// `activity`: CUPTI, to time kernels (null: CUDA events).
 bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& model, bench::BenchPass pass,
-                                     Bindings env, const codegen::CubinCache* cache) {
+                                     Bindings env, const codegen::CubinCache* cache, rt::KernelActivity* activity) {
   Module m;
   // On the GPU the models' attention is fused unless --attention=naive.
   const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
@@ -98,10 +104,21 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   exe.synchronize();
   p.host.push_back({"first run (GEMM autotune)", msSince(t0)});
   // Warm-up, the graph capture among it (run() captures on its second call), then the graph
-  // replays; then the per-launch runs, which launch the list directly.
+  // replays; then the per-launch runs: graph replays under CUPTI, else the list launched
+  // directly between CUDA events.
   p.graphMs = bench::summarize(bench::timeOnStream(call, exe.stream(), std::max(a.warmup, 2), a.iters)).median;
   std::vector<std::vector<float>> runs;
-  for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeLaunches());
+  if (activity) {
+    try {
+      for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeKernels(*activity));
+      p.kernelTimes = true;
+    } catch (const Error& e) {
+      std::cerr << "fusec: warning: " << e.what() << "; timing each launch with CUDA events instead\n";
+      runs.clear();
+    }
+  }
+  if (runs.empty())
+    for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeLaunches());
   p.ms = bench::medianPerLaunch(runs);
   for (size_t i = 0; i < p.launches.size(); ++i)  // the GEMMs' algorithms, chosen at the first run
     if (const auto& t = exe.launches()[i].gemmTuning)
@@ -131,6 +148,13 @@ Command addProfileCommand(CLI::App& app) {
   cmd->add_option("--format", a->format, "table (default) or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->type_name("FORMAT");
+  cmd->add_option("--timing", a->timing,
+                  "How each launch is timed: kernels (default: its kernels' start and end on the device, from CUPTI, "
+                  "in the step's CUDA graph, as nsys shows them; CUDA events where CUPTI is missing or taken, saying "
+                  "why) or events (CUDA events around each launch, launched one by one: each time then includes a "
+                  "launch gap, about 2.4 us on an H200)")
+      ->check(CLI::IsMember({"kernels", "events"}))
+      ->type_name("MODE");
   cmd->add_option("--trace", a->trace,
                   "Also write a Chrome trace-event file (ui.perfetto.dev, chrome://tracing): every launch at its "
                   "measured time with its arguments, the CUDA-graph step, the host's compile phases")
@@ -159,6 +183,16 @@ Command addProfileCommand(CLI::App& app) {
     for (auto& [name, t] : model->exampleInputs({"train_step", a->batch, a->ctx}, a->seed)) env[name] = std::move(t);
     codegen::CubinCache cache(codegen::CubinCache::defaultDir());
     std::vector<bench::ProgramProfile> programs;
+    // CUPTI before any executable exists: its kernel records then cover the graphs built later.
+    std::optional<rt::KernelActivity> activity;
+    if (a->timing == "kernels") {
+      try {
+        activity.emplace();
+      } catch (const Error& e) {
+        std::cerr << "fusec: warning: " << e.what() << "; timing each launch with CUDA events instead\n";
+      }
+    }
+    rt::KernelActivity* kernels = activity ? &*activity : nullptr;
     // The two ceilings every row's roofline is judged against, measured in this run.
     std::cerr << "measuring the copy and GEMM ceilings\n";
     const bench::Ceilings ceilings = bench::measureCeilings();
@@ -166,15 +200,15 @@ Command addProfileCommand(CLI::App& app) {
     // the seeds made (forward vs full step).
     if (a->program == "train_step") {
       std::cerr << "profiling forward\n";
-      programs.push_back(profileProgram(*a, *model, bench::BenchPass::Forward, env, &cache));
+      programs.push_back(profileProgram(*a, *model, bench::BenchPass::Forward, env, &cache, kernels));
     }
     std::cerr << "profiling " << a->program << "\n";
     programs.push_back(profileProgram(
-        *a, *model, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache));
+        *a, *model, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache, kernels));
     for (auto& p : programs) p.ceilings = ceilings;
     const std::string header = model->name() + " " + a->dtype + " batch=" + std::to_string(a->batch) +
                                " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
-                               device.name + " (median per launch, CUDA events)";
+                               device.name + " (median per launch: " + bench::timingDescription(programs) + ")";
     std::cout << bench::formatProfile(header, programs, format);
     if (!a->trace.empty()) writeFileAtomically(a->trace, bench::chromeTrace(header, programs));
     return 0;
