@@ -5,6 +5,8 @@
 # .json with FUSEC_PROFILE_JSON=1).
 # FUSEC_PROFILE_TAG prefixes the file names (e.g. "before-"); FUSEC_PROFILE_NAIVE=1 adds small
 # batch 64 with --attention=naive (profile-small-b64-naive.txt) for the fused/naive comparison.
+# FUSEC_PROFILE_EVENTS=1 also profiles each pair with --timing events (the files' tag gets
+# "events-"), to compare CUPTI's kernel durations with CUDA events around each launch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUSEC_BUILD:-build-gpu}
@@ -14,13 +16,20 @@ mkdir -p "$OUT"
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target ${FUSEC_PROFILE_TARGETS:-fusec} | tail -1
+timings=(kernels)
+[[ ${FUSEC_PROFILE_EVENTS:-0} == 1 ]] && timings+=(events)
 for pair in small:64 medium:16 ${FUSEC_PROFILE_EXTRA:-}; do
   model=${pair%%:*} batch=${pair##*:}
   formats=(table)
   [[ ${FUSEC_PROFILE_JSON:-0} == 1 ]] && formats+=(json)
-  for format in "${formats[@]}"; do
-    "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --format "$format" \
-      >"$OUT/${TAG}profile-$model-b$batch.$( [[ $format == table ]] && echo txt || echo json)" 2>>"$OUT/${TAG}profile.err"
+  for timing in "${timings[@]}"; do
+    tag=$TAG
+    [[ $timing == events ]] && tag+=events-
+    for format in "${formats[@]}"; do
+      "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --format "$format" \
+        --timing "$timing" >"$OUT/${tag}profile-$model-b$batch.$( [[ $format == table ]] && echo txt || echo json)" \
+        2>>"$OUT/${TAG}profile.err"
+    done
   done
 done
 if [[ ${FUSEC_PROFILE_NAIVE:-0} == 1 ]]; then
