@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 
@@ -225,25 +226,31 @@ TEST_F(ExecutableErrors, OutOfMemoryIsOneLine) {
   test::expectError([&] { rt::Executable exe(*m.funcs.at(0)); }, "out of GPU memory: needs ");
 }
 
+// The optimised training step of `c`, built into `m`, as an executable with its weights,
+// inputs, state and step 1 bound.
+std::unique_ptr<rt::Executable> boundTrainStep(Module& m, const Case& c) {
+  buildProgram(m, c);
+  optimise(m);
+  const Graph& g = *m.funcs.at(0);
+  auto exe = std::make_unique<rt::Executable>(g);
+  exe->bind(bindings(c, g));
+  exe->bind("step", stepTensor(1));
+  return exe;
+}
+
 // Every launch of small's bf16 and fp32 training steps (batch 4, ctx 256) is timed, and the
 // slowest are printed with the total per kind: the quick look before `fusec profile`.
 TEST_F(ExecutableErrors, TimesEveryLaunch) {
   for (DType dt : {DType::bf16, DType::f32}) {
-    Case c{"small", 12, "train_step", dt, 4, 256};
     Module m;
-    buildProgram(m, c);
-    optimise(m);
-    const Graph& g = *m.funcs.at(0);
-    rt::Executable exe(g);
-    exe.bind(bindings(c, g));
-    exe.bind("step", stepTensor(1));
-    exe.run();
-    std::vector<float> ms = exe.timeLaunches();
-    ASSERT_EQ(ms.size(), exe.launches().size());
+    auto exe = boundTrainStep(m, Case{"small", 12, "train_step", dt, 4, 256});
+    exe->run();
+    std::vector<float> ms = exe->timeLaunches();
+    ASSERT_EQ(ms.size(), exe->launches().size());
     std::map<std::string, std::pair<int, double>> byKind;
     double total = 0;
     for (size_t i = 0; i < ms.size(); ++i) {
-      const rt::LaunchInfo& l = exe.launches()[i];
+      const rt::LaunchInfo& l = exe->launches()[i];
       EXPECT_GT(ms[i], 0.f) << l.name;
       std::string kind = l.kind == rt::LaunchInfo::Kind::Gemm ? "gemm" : l.name.substr(l.name.rfind('_') + 1);
       byKind[kind].first++;
@@ -256,7 +263,7 @@ TEST_F(ExecutableErrors, TimesEveryLaunch) {
     std::printf("small train_step %s: %zu launches, %.3f ms in total\n", std::string(dtypeName(dt)).c_str(), ms.size(), total);
     for (auto& [kind, v] : byKind) std::printf("  kind %-16s %4d launches %8.3f ms\n", kind.c_str(), v.first, v.second);
     for (size_t k = 0; k < 25 && k < order.size(); ++k) {
-      const rt::LaunchInfo& l = exe.launches()[order[k]];
+      const rt::LaunchInfo& l = exe->launches()[order[k]];
       std::printf("  %8.3f ms  %s\n", ms[order[k]], l.name.c_str());
     }
   }
@@ -273,25 +280,19 @@ TEST_F(ExecutableErrors, TimesKernelsInTheGraph) {
   } catch (const Error& e) {
     GTEST_SKIP() << e.what();
   }
-  Case c{"tiny", 2, "train_step", DType::bf16, 2, 16};
   Module m;
-  buildProgram(m, c);
-  optimise(m);
-  const Graph& g = *m.funcs.at(0);
-  rt::Executable exe(g);
-  exe.bind(bindings(c, g));
-  exe.bind("step", stepTensor(1));
-  test::expectError([&] { exe.timeKernels(*activity); }, "needs the step's CUDA graph");
-  exe.run();
-  exe.run();
-  ASSERT_TRUE(exe.graphCaptured());
+  auto exe = boundTrainStep(m, Case{"tiny", 2, "train_step", DType::bf16, 2, 16});
+  test::expectError([&] { exe->timeKernels(*activity); }, "needs the step's CUDA graph");
+  exe->run();
+  exe->run();
+  ASSERT_TRUE(exe->graphCaptured());
   for (int round = 0; round < 2; ++round) {
-    const std::vector<float> kernels = exe.timeKernels(*activity);
-    const std::vector<float> events = exe.timeLaunches();
-    ASSERT_EQ(kernels.size(), exe.launches().size());
+    const std::vector<float> kernels = exe->timeKernels(*activity);
+    const std::vector<float> events = exe->timeLaunches();
+    ASSERT_EQ(kernels.size(), exe->launches().size());
     double k = 0, e = 0;
     for (size_t i = 0; i < kernels.size(); ++i) {
-      EXPECT_GT(kernels[i], 0.f) << exe.launches()[i].name;
+      EXPECT_GT(kernels[i], 0.f) << exe->launches()[i].name;
       k += kernels[i], e += events[i];
     }
     EXPECT_LT(k, e) << "round " << round;
