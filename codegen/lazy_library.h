@@ -35,3 +35,13 @@ auto lazyCall(LazyLibrary& lib, const char* name, Args... args) {
 }
 
 }  // namespace fusec
+
+// An entry-points file's library: defines `library()`, the LazyLibrary of `soname` (else
+// `fallback`), opened at the first call that needs it, and brings lazyCall in. Use it inside
+// the file's anonymous namespace.
+#define FUSEC_LAZY_LIBRARY(soname, fallback)          \
+  fusec::LazyLibrary& library() {                     \
+    static fusec::LazyLibrary lib((soname), (fallback)); \
+    return lib;                                       \
+  }                                                   \
+  using fusec::lazyCall;

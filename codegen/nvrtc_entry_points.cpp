@@ -7,11 +7,7 @@
 #include "codegen/lazy_library.h"
 
 namespace {
-fusec::LazyLibrary& library() {
-  static fusec::LazyLibrary lib(FUSEC_NVRTC_SONAME, FUSEC_NVRTC_PATH);
-  return lib;
-}
-using fusec::lazyCall;
+FUSEC_LAZY_LIBRARY(FUSEC_NVRTC_SONAME, FUSEC_NVRTC_PATH)
 }  // namespace
 
 extern "C" {

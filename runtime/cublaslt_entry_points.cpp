@@ -6,11 +6,7 @@
 #include "codegen/lazy_library.h"
 
 namespace {
-fusec::LazyLibrary& library() {
-  static fusec::LazyLibrary lib(FUSEC_CUBLASLT_SONAME, FUSEC_CUBLASLT_PATH);
-  return lib;
-}
-using fusec::lazyCall;
+FUSEC_LAZY_LIBRARY(FUSEC_CUBLASLT_SONAME, FUSEC_CUBLASLT_PATH)
 }  // namespace
 
 extern "C" {

@@ -7,11 +7,7 @@
 #include "codegen/lazy_library.h"
 
 namespace {
-fusec::LazyLibrary& library() {
-  static fusec::LazyLibrary lib(FUSEC_CUPTI_SONAME, FUSEC_CUPTI_PATH);
-  return lib;
-}
-using fusec::lazyCall;
+FUSEC_LAZY_LIBRARY(FUSEC_CUPTI_SONAME, FUSEC_CUPTI_PATH)
 }  // namespace
 
 extern "C" {
@@ -33,6 +29,10 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t validBufferSizeBytes, CUpti_Activity** record) {
   return lazyCall<&cuptiActivityGetNextRecord>(library(), "cuptiActivityGetNextRecord", buffer, validBufferSizeBytes,
                                                record);
+}
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t* dropped) {
+  return lazyCall<&cuptiActivityGetNumDroppedRecords>(library(), "cuptiActivityGetNumDroppedRecords", context, streamId,
+                                                      dropped);
 }
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
   return lazyCall<&cuptiGetResultString>(library(), "cuptiGetResultString", result, str);

@@ -218,10 +218,11 @@ struct Executable::Impl {
     gemmTuning->save();
   }
 
-  void capture() {
+  // Captures list[from, to) as one CUDA graph into `into` and instantiates it into `exec`.
+  void capture(size_t from, size_t to, cudaGraph_t& into, cudaGraphExec_t& exec) {
     FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
     try {
-      launchAll(false);
+      for (size_t i = from; i < to; ++i) launch(list[i], false);
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
@@ -229,8 +230,8 @@ struct Executable::Impl {
       cudaGetLastError();
       throw;
     }
-    FUSEC_CUDA(cudaStreamEndCapture(stream, &graph), "capturing the step as a CUDA graph");
-    FUSEC_CUDA(cudaGraphInstantiate(&graphExec, graph, 0), "instantiating the step's CUDA graph");
+    FUSEC_CUDA(cudaStreamEndCapture(stream, &into), "capturing the step as a CUDA graph");
+    FUSEC_CUDA(cudaGraphInstantiate(&exec, into, 0), "instantiating the step's CUDA graph");
   }
 };
 
@@ -305,7 +306,7 @@ void Executable::run() {
     m.launchAll(true);  // warm-up (or every call without a graph): checked launch by launch
     m.publishTuning();
   } else {
-    if (!m.graphExec) m.capture();
+    if (!m.graphExec) m.capture(0, m.list.size(), m.graph, m.graphExec);
     FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
   }
   ++m.calls;
@@ -374,12 +375,25 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
   try {
     activity.take();  // nothing from before
     if (m.kernelsPerLaunch.empty()) {
-      // A generated kernel runs its steps; a GEMM at least one kernel per cuBLASLt call (split-K
-      // may add a reduction). Fewer means records arrived late, into another launch's count.
+      // Each launch runs as a graph of its own: a graph may run a memset as a kernel node, so
+      // kernels are counted as the step's graph will run them. A generated kernel runs its
+      // steps; a GEMM at least one kernel per cuBLASLt call (split-K may add a reduction).
       std::vector<int> counts;
-      for (Impl::Entry& e : m.list) {
-        m.launch(e, true);
-        synchronize();
+      for (size_t i = 0; i < m.list.size(); ++i) {
+        const Impl::Entry& e = m.list[i];
+        cudaGraph_t one = nullptr;
+        cudaGraphExec_t oneExec = nullptr;
+        try {
+          m.capture(i, i + 1, one, oneExec);
+          FUSEC_CUDA(cudaGraphLaunch(oneExec, m.stream), "launching '" + e.info.name + "' alone");
+          synchronize();
+        } catch (...) {
+          if (oneExec) cudaGraphExecDestroy(oneExec);
+          if (one) cudaGraphDestroy(one);
+          throw;
+        }
+        cudaGraphExecDestroy(oneExec);
+        cudaGraphDestroy(one);
         counts.push_back(int(activity.take().size()));
         const size_t least = e.kernel ? e.kernel->steps.size() : e.plan.launches.size();
         if (size_t(counts.back()) < least || (e.kernel && size_t(counts.back()) != least))

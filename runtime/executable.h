@@ -95,10 +95,10 @@ class Executable {
   std::vector<float> timeLaunches();
   // Times each launch as it runs in the step's CUDA graph, from its kernels' start and end on
   // the device (CUPTI, which `activity` records: runtime/kernel_activity.h), as Nsight Systems
-  // does: one replay of the graph. The first call also counts each launch's kernels on one
-  // direct run of the list (a call of the program, as run() is). Milliseconds per launch,
-  // aligned with launches(). Throws Error before the graph exists (run() twice first), or
-  // when the records are not the launches' (runtime/kernel_spans.h).
+  // does: one replay of the graph. The first call also counts each launch's kernels, running
+  // each launch as a graph of its own (together a call of the program, as run() is).
+  // Milliseconds per launch, aligned with launches(). Throws Error before the graph exists
+  // (run() twice first), or when the records are not the launches' (runtime/kernel_spans.h).
   std::vector<float> timeKernels(KernelActivity& activity);
 
   size_t arenaBytes() const;

@@ -15,13 +15,16 @@ namespace fusec::rt {
 #ifdef FUSEC_HAVE_CUPTI
 namespace {
 
-// The records CUPTI has handed back, and whether a KernelActivity exists.
+// The records CUPTI has handed back, whether some were lost or unusable since the last take()
+// (a dropped record, a zero timestamp: CUPTI writes 0 when it runs out of device memory for
+// them), and whether a KernelActivity exists.
 std::mutex gMutex;
 std::vector<KernelSpan> gSpans;
+bool gLost = false;
 bool gAlive = false;
 bool gRegistered = false;
 
-constexpr size_t kBufferBytes = size_t(8) << 20;  // about 50,000 kernel records
+constexpr size_t kBufferBytes = size_t(8) << 20;  // about 38,000 kernel records of 216 bytes
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -29,16 +32,26 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumReco
   *maxNumRecords = 0;                   // as many as fit
 }
 
-void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t validSize) {
-  {
+// Called by CUPTI (in cuptiActivityFlushAll, or on its own thread): nothing may throw out of it.
+void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buffer, size_t, size_t validSize) {
+  try {
     std::lock_guard<std::mutex> lock(gMutex);
     CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS)
+    CUptiResult r;
+    while ((r = cuptiActivityGetNextRecord(buffer, validSize, &record)) == CUPTI_SUCCESS)
       if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-        // The kernel record of the CUPTI this fusec was built with (its header's latest).
+        // The kernel record of the CUPTI this fusec was built with (its header's latest;
+        // start and end sit at the same offsets in every version).
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        gSpans.push_back({k->start, k->end});
+        if (k->start == 0 || k->end == 0) gLost = true;
+        else gSpans.push_back({k->start, k->end});
       }
+    if (r != CUPTI_ERROR_MAX_LIMIT_REACHED) gLost = true;  // an invalid record ends the buffer early
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, streamId, &dropped) != CUPTI_SUCCESS || dropped > 0) gLost = true;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(gMutex);
+    gLost = true;
   }
   std::free(buffer);
 }
@@ -85,10 +98,15 @@ void KernelActivity::start() { check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CON
 void KernelActivity::stop() { check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disabling kernel records"); }
 
 std::vector<KernelSpan> KernelActivity::take() {
+  // Blocking: the buffers come back through bufferCompleted before it returns. The lock is
+  // taken after it, never around it (bufferCompleted takes it too).
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flushing the records");
   std::lock_guard<std::mutex> lock(gMutex);
   std::vector<KernelSpan> out;
   out.swap(gSpans);
+  const bool lost = gLost;
+  gLost = false;
+  if (lost) throw Error("CUPTI lost kernel records (dropped, or without timestamps)");
   return out;
 }
 
