@@ -5,7 +5,8 @@
 #   scripts/gpu-ncu.sh MODEL BATCH KERNEL...
 # Each KERNEL is a function-name regex (e.g. 'row_reduce_9_rmsnorm'); its first launch is
 # profiled. Writes $OUT/ncu-MODEL-bBATCH.txt (details pages: speed of light, launch, occupancy,
-# warp state, memory workload); the reports and logs stay in $BUILD/ncu.
+# warp state, memory workload, and the SASS lines where warps stall most); the reports and
+# logs stay in $BUILD/ncu.
 # Clocks are left as the device runs them (--clock-control none), as fusec profile sees them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ for regex in "$@"; do
   # selected launch itself, the rest only has to reach it.
   "$NCU" --clock-control none --kernel-name "regex:$regex" --launch-count 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats -f -o "$rep" \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters -f -o "$rep" \
     "$BUILD/fusec" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --timing events \
     --warmup 2 --iters 1 >"$rep.log" 2>&1 || { tail -20 "$rep.log" >&2; exit 1; }
   "$NCU" -i "$rep.ncu-rep" --page details >>"$OUT/ncu-$name.txt"
