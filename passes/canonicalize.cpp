@@ -21,7 +21,8 @@
 //                      reshape; sum/mean/reduce_max/reduce_min over size-1 axes -> reshape.
 //   concat/slice       (what slice VJPs and merge-gemms leave behind)
 //                      slice of a concat inside one operand -> that operand (or a slice of
-//                      it); concat of adjacent step-1 slices of one x, in order -> x (or one
+//                      it); a slice along the last axis of a reshape that keeps the last dim
+//                      -> reshape of the slice of its operand; concat of adjacent step-1 slices of one x, in order -> x (or one
 //                      slice of x); add of two concats along one axis where, at every
 //                      position, one side is a zero splat -> one concat of the other
 //                      sides' pieces (concat(x, 0) + concat(0, y) -> concat(x, y));
@@ -424,6 +425,26 @@ Rewrite rewrite(const Op& op) {
           n->setAttr("start", s - p.start);
           n->setAttr("end", e - p.start);
           return useNew(std::move(n));
+        }
+      }
+      // Along the last axis of a reshape that only regroups the leading dims: the reshape of
+      // the same slice of its operand, where the slice may meet a concat (the pair swaps of
+      // rope's VJP, after concatOfReshapes made their concats 2-D).
+      if (aDef && aDef->kind == OpKind::Reshape && t.rank() >= 1 &&
+          normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") == a->type.rank() - 1) {
+        Value* x = aDef->operands[0];
+        if (x->type.rank() >= 1 && x->type.shape.back() == a->type.shape.back()) {
+          Shape xs = x->type.shape;
+          xs.back() = t.shape.back();
+          auto sl = newOp(OpKind::Slice, {x}, Type{t.dtype, xs});
+          sl->setAttr("axis", int64_t(x->type.rank() - 1));
+          for (const char* k : {"start", "end", "step"}) sl->setAttr(k, op.attrInt(k));
+          if (!typeChecks(*sl)) return {};
+          Rewrite rw;
+          rw.replacement = newOp(OpKind::Reshape, {sl->result()}, t);
+          if (!typeChecks(*rw.replacement)) return {};
+          rw.before.push_back(std::move(sl));
+          return rw;
         }
       }
       break;
