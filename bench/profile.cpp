@@ -1,18 +1,18 @@
 #include "bench/profile.h"
 
-#include "passes/launch_stats.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_set>
 
 #include "bench/markdown.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/kernel_family.h"
 #include "passes/launch_stats.h"
+#include "passes/step_invariant.h"
 #include "runtime/gemm_plan.h"
 
 namespace fusec::bench {
@@ -87,6 +87,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
   }
 
   const std::vector<LaunchPlace> places = launchPlaces(g);
+  const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
   std::vector<LaunchClass> out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];
@@ -118,6 +119,11 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
       else if (f == KernelFamily::RowReduce) c.category = LaunchCategory::RowReduce;
       else if (f == KernelFamily::ColReduce) c.category = LaunchCategory::ColReduce;
       else c.category = LaunchCategory::Other;
+    }
+    // Computed at the first call only (passes/step_invariant.h): no time and no bytes a step.
+    if (invariant.count(op.get())) {
+      c.group += " (once)";
+      c.traffic = LaunchTraffic{};
     }
     out.push_back(std::move(c));
   }

@@ -16,6 +16,9 @@
 //   pointwise, row_reduce, col_reduce   the other fused kernels by family;
 //   other        reduce_all (the loss mean) and scatter (the embedding gradient).
 //
+// Launches of step-invariant values (passes/step_invariant.h: RoPE's tables) run at the first
+// call only: their group ends in " (once)", and they count no time and no bytes.
+//
 // Kernel groups: launches with the same kernel across layers, i.e. the kernel's name without
 // its number ("row_reduce_7_softmax" -> "row_reduce_*_softmax"), GEMMs by shape
 // ("gemm 1024x768x768"), each split by phase: forward launches (ancestors of an ordinary

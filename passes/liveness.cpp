@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/strided_view.h"
+#include "passes/step_invariant.h"
 
 namespace fusec {
 
@@ -50,6 +51,11 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
       }
   }
   for (const Value* v : g.outputs) use(v, end);
+  // Step-invariant buffers hold their values from one call to the next: nothing else may
+  // ever share their bytes.
+  const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
+  for (Buffer& b : l.buffers)
+    if (invariant.count(b.value->def)) b.def = 0, b.lastUse = end;
 
   // Sweep of +bytes at def and -bytes after last use.
   std::vector<int64_t> delta(size_t(end) + 2, 0);

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "codegen/generate.h"
 #include "ir/strided_view.h"
+#include "passes/step_invariant.h"
 #include "runtime/cublaslt_gemm.h"
 #include "runtime/device.h"
 #include "runtime/gemm_plan.h"
@@ -59,12 +61,14 @@ struct Executable::Impl {
     void *a = nullptr, *b = nullptr, *c = nullptr;
     std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
     const GemmTuning* tuning = nullptr;  // set by the GEMM's first run
+    bool once = false;  // computes a step-invariant value: at the first call only
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
   std::vector<int> kernelsPerLaunch;  // timeKernels: each launch's kernels, counted once
 
   int calls = 0;
+  bool invariantsReady = false;  // the once-entries ran: later calls and the graph skip them
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
 
@@ -148,7 +152,9 @@ struct Executable::Impl {
         if (op->kind == OpKind::Kernel) genOf[op.get()] = &generated.at(k++);
     }
     int gemmCount = 0;
+    const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
     for (const auto& op : g.ops) {
+      const size_t before = list.size();
       if (op->kind == OpKind::Kernel) {
         const codegen::GeneratedKernel& gk = *genOf.at(op.get());
         Entry e;
@@ -177,6 +183,7 @@ struct Executable::Impl {
         e.c = storageAddress(storageOf(e.plan.c.base));
         list.push_back(std::move(e));
       }
+      if (list.size() > before && invariant.count(op.get())) list.back().once = list.back().info.once = true;
     }
     for (const Entry& e : list) infos.push_back(e.info);
   }
@@ -204,8 +211,13 @@ struct Executable::Impl {
     }
   }
 
+  // Whether entry e runs now: a once-entry only until the invariants are computed.
+  bool runs(const Entry& e) const { return !e.once || !invariantsReady; }
+
   void launchAll(bool check) {
-    for (Entry& e : list) launch(e, check);
+    for (Entry& e : list)
+      if (runs(e)) launch(e, check);
+    invariantsReady = true;
   }
 
   // After the first direct run every GEMM has its algorithm: show the choices in launches()
@@ -222,7 +234,8 @@ struct Executable::Impl {
   void capture(size_t from, size_t to, cudaGraph_t& into, cudaGraphExec_t& exec) {
     FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
     try {
-      for (size_t i = from; i < to; ++i) launch(list[i], false);
+      for (size_t i = from; i < to; ++i)
+        if (runs(list[i])) launch(list[i], false);
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
@@ -350,15 +363,19 @@ std::vector<float> Executable::timeLaunches() {
   for (auto& e : events) FUSEC_CUDA(cudaEventCreate(&e), "creating timing events");
   std::vector<float> ms(m.list.size());
   try {
+    // A once-entry that no longer runs takes no time (its events are not even recorded).
+    std::vector<bool> ran(m.list.size());
     FUSEC_CUDA(cudaEventRecord(events[0], m.stream), "timing launches");
     for (size_t i = 0; i < m.list.size(); ++i) {
-      m.launch(m.list[i], true);
+      ran[i] = m.runs(m.list[i]);
+      if (ran[i]) m.launch(m.list[i], true);
       FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
     }
+    m.invariantsReady = true;
     synchronize();
     m.publishTuning();
     for (size_t i = 0; i < m.list.size(); ++i)
-      FUSEC_CUDA(cudaEventElapsedTime(&ms[i], events[i], events[i + 1]), "timing launches");
+      if (ran[i]) FUSEC_CUDA(cudaEventElapsedTime(&ms[i], events[i], events[i + 1]), "timing launches");
   } catch (...) {
     for (auto& e : events) cudaEventDestroy(e);
     throw;
@@ -381,6 +398,10 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
       std::vector<int> counts;
       for (size_t i = 0; i < m.list.size(); ++i) {
         const Impl::Entry& e = m.list[i];
+        if (!m.runs(e)) {  // a step-invariant value, computed at the first call: not in the graph
+          counts.push_back(0);
+          continue;
+        }
         cudaGraph_t one = nullptr;
         cudaGraphExec_t oneExec = nullptr;
         try {

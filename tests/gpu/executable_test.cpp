@@ -251,6 +251,11 @@ TEST_F(ExecutableErrors, TimesEveryLaunch) {
     double total = 0;
     for (size_t i = 0; i < ms.size(); ++i) {
       const rt::LaunchInfo& l = exe->launches()[i];
+      // RoPE's tables are step-invariant: computed at the first call (exe->run() above) only.
+      if (l.once) {
+        EXPECT_EQ(ms[i], 0.f) << l.name;
+        continue;
+      }
       EXPECT_GT(ms[i], 0.f) << l.name;
       std::string kind = l.kind == rt::LaunchInfo::Kind::Gemm ? "gemm" : l.name.substr(l.name.rfind('_') + 1);
       byKind[kind].first++;
@@ -292,7 +297,8 @@ TEST_F(ExecutableErrors, TimesKernelsInTheGraph) {
     ASSERT_EQ(kernels.size(), exe->launches().size());
     double k = 0, e = 0;
     for (size_t i = 0; i < kernels.size(); ++i) {
-      EXPECT_GT(kernels[i], 0.f) << exe->launches()[i].name;
+      if (exe->launches()[i].once) EXPECT_EQ(kernels[i], 0.f) << exe->launches()[i].name;
+      else EXPECT_GT(kernels[i], 0.f) << exe->launches()[i].name;
       k += kernels[i], e += events[i];
     }
     EXPECT_LT(k, e) << "round " << round;

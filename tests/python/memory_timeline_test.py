@@ -48,8 +48,10 @@ def plan_from_ir(fir):
     liveness: name -> (arena offset, position of the op that writes it, position of its last
     use). A value is planned when it has an `@offset` and is not a param or input; a view
     without one reads its first operand's storage (so its uses are that root's); a returned
-    value lives to the end."""
-    planned, root = {}, {}
+    value lives to the end; a step-invariant value (made from constants alone: an op, other
+    than a param or input, whose operands are all such values) lives from the start to the
+    end, since it is computed at a program's first call only."""
+    planned, root, invariant = {}, {}, set()
     statements = top_level_statements(fir)
     for pos, st in enumerate(statements):
         lhs, _, rhs = st.partition(" = ")
@@ -61,6 +63,8 @@ def plan_from_ir(fir):
         types = rhs.rstrip(" {").rsplit(" : ", 1)[1]
         parts = re.split(r",\s(?=[a-z0-9]+\[)", types)
         assert len(parts) == len(names), (st, parts)
+        if kind not in ("param", "input") and all(o in invariant for o in operands):
+            invariant.update(names)
         for name, t in zip(names, parts):
             m = re.search(r"\s@(\d+)$", t.strip())
             if kind not in ("param", "input") and m:
@@ -78,6 +82,8 @@ def plan_from_ir(fir):
                 r = root.get(o, o)
                 if r in planned:
                     planned[r][2] = end
+    for n in invariant & planned.keys():
+        planned[n][1], planned[n][2] = 0, end
     return {n: tuple(v) for n, v in planned.items()}
 
 

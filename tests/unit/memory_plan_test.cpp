@@ -22,6 +22,7 @@
 #include "passes/pass_manager.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
+#include "passes/step_invariant.h"
 #include "random_graph.h"
 
 namespace fusec {
@@ -52,6 +53,16 @@ int64_t checkPlan(const Graph& g) {
   };
   std::map<const Value*, Range> ranges;
   const int end = int(g.ops.size());
+  // Values made from constants alone (no input or param below them) are computed at a
+  // program's first call only, so they keep their bytes from start to end.
+  std::set<const Value*> invariant;
+  for (int i = 0; i < end; ++i) {
+    const Op& op = *g.ops[size_t(i)];
+    bool all = op.kind != OpKind::Input && op.kind != OpKind::Param;
+    for (const Value* v : op.operands) all = all && invariant.count(v);
+    if (all)
+      for (auto& r : op.results) invariant.insert(r.get());
+  }
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
     const bool isView = isLayout(op.kind) && op.result()->offset < 0;
@@ -63,7 +74,7 @@ int64_t checkPlan(const Graph& g) {
       const bool mustOwn = !isSource(op) && !isView && !residentConcat && !inPlace.count(r.get());
       EXPECT_EQ(r->offset >= 0, mustOwn || (isSource(op) && (op.kind == OpKind::Input || op.kind == OpKind::Param)))
           << "value %" << r->name << " of " << op.info().name;
-      if (mustOwn) ranges[r.get()] = Range{r.get(), i, i};
+      if (mustOwn) ranges[r.get()] = invariant.count(r.get()) ? Range{r.get(), 0, end} : Range{r.get(), i, i};
       if (residentConcat) {  // operands back to back in the resident region
         for (size_t k = 0; k + 1 < op.operands.size(); ++k)
           EXPECT_EQ(op.operands[k + 1]->offset, op.operands[k]->offset + rawBytes(op.operands[k]));
@@ -183,6 +194,35 @@ TEST(Liveness, ViewsExtendTheirBaseAndUpdatesLiveInPlace) {
   EXPECT_EQ(l.buffers[2].lastUse, 7);  // %c is an output
   EXPECT_EQ(l.buffers[0].bytes, 256);
   EXPECT_EQ(l.lowerBound, 3 * 256);
+}
+
+// A value made from constants alone is computed at the first call only (passes/step_invariant.h):
+// its buffer lives through the whole program, so no buffer dead before it is made (here %a)
+// lends it its bytes, which a later call would overwrite before reading the table.
+TEST(Liveness, StepInvariantValuesLiveThroughTheWholeProgram) {
+  auto m = parse(R"(func @f {
+    %x = input() {name = "x"} : f32[64]
+    %a = exp(%x) : f32[64]
+    %b = neg(%a) : f32[64]
+    %i = iota() {axis = 0} : f32[64]
+    %s = sin(%i) : f32[64]
+    %v = reshape(%s) : f32[8,8]
+    %y = add(%b, %s) : f32[64]
+    return %y, %v
+  })");
+  const Graph& g = *m->funcs[0];
+  const std::unordered_set<const Op*> inv = stepInvariantOps(g);
+  std::set<std::string> names;
+  for (const Op* op : inv) names.insert(op->result()->name);
+  EXPECT_EQ(names, (std::set<std::string>{"i", "s", "v"}));
+  Liveness l = computeLiveness(g, StorageMap(g));
+  for (const Buffer& b : l.buffers) {
+    if (b.value->name != "s") continue;
+    EXPECT_EQ(b.def, 0);
+    EXPECT_EQ(b.lastUse, int(g.ops.size()));
+  }
+  planAndCheck(*m);
+  EXPECT_NE(g.ops[4]->result()->offset, g.ops[1]->result()->offset);  // %s is not in %a's bytes
 }
 
 TEST(MemoryPlan, ReusesDeadBuffersAndPlacesResidentConcats) {

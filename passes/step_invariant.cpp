@@ -1,0 +1,16 @@
+#include "passes/step_invariant.h"
+
+namespace fusec {
+
+std::unordered_set<const Op*> stepInvariantOps(const Graph& g) {
+  std::unordered_set<const Op*> invariant;
+  for (const auto& op : g.ops) {
+    if (op->kind == OpKind::Input || op->kind == OpKind::Param || op->results.empty()) continue;
+    bool all = true;
+    for (const Value* v : op->operands) all = all && v->def && invariant.count(v->def);
+    if (all) invariant.insert(op.get());
+  }
+  return invariant;
+}
+
+}  // namespace fusec
