@@ -20,7 +20,8 @@
 // Reductions run by level (reductionLevels: softmax's max, then its sum; cross-entropy's
 // max and label logit together, then its sum), a pass over the row and one group reduction
 // per level; ops after a reduction read its value from a register. Row-shaped outputs are
-// written by lane 0, full-shaped ones in a last pass over the row.
+// written by lane 0, full-shaped ones in a last pass over the row. A row kernel may also sum
+// its elements down the rows (ColumnSums) or total its rows' values (RowTotals).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -696,6 +697,70 @@ std::optional<std::pair<const Value*, const Value*>> pickedElement(const Reducti
   return std::nullopt;
 }
 
+// A row kernel may also reduce its rows' values to one (fusion/domain.h rowTotals: the mean of
+// cross-entropy's per-row losses, which was a launch of its own). Lane 0 of each row's group
+// adds the row's value as it finishes the row (in its rows' order); after the rows, a block
+// adds its groups' totals in group order and writes its partial; the last block to finish
+// (counted, like the column sums) adds the partials with one warp, lane l taking blocks l,
+// l + 32, ... in order and then a fixed butterfly, stores the value and resets the count. The
+// order is fixed by the grid, so the value is the same bits run to run.
+void writeRowTotalsScratch(CodeWriter& w, size_t totals, int64_t blocks) {
+  w.line("// Totals across blocks: each block's partial and the blocks finished so far, reset by the last.");
+  w.line("__device__ float fusec_rt_part[" + std::to_string(int64_t(totals) * blocks) + "];");
+  w.line("__device__ unsigned fusec_rt_count = 0;");
+}
+
+void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<const Op*>& totals,
+                         const std::vector<int>& outs, int64_t blocks, int block, int lanes) {
+  CodeWriter& w = e.writer();
+  const std::string G = std::to_string(blocks), GPB = std::to_string(block / lanes), L = std::to_string(lanes);
+  w.line("// totals: this block's groups in order, then every block's");
+  w.line("__shared__ float fusec_rt_stage[" + std::to_string(int64_t(totals.size()) * (block / lanes)) + "];");
+  e.openScope("if (lane == 0)");
+  for (size_t q = 0; q < totals.size(); ++q)
+    w.line("fusec_rt_stage[" + std::to_string(q) + " * " + GPB + " + threadIdx.x / " + L + "] = tot" + std::to_string(q) + ";");
+  e.closeScope();
+  w.line("__syncthreads();");
+  e.openScope("if (threadIdx.x == 0)");
+  for (size_t q = 0; q < totals.size(); ++q) {
+    const std::string Q = std::to_string(q), comb = std::string(combiner(totals[q]->kind)) + "()";
+    w.line("float a" + Q + " = fusec_rt_stage[" + Q + " * " + GPB + "];");
+    w.line("for (int g = 1; g < " + GPB + "; ++g) a" + Q + " = " + comb + "(a" + Q + ", fusec_rt_stage[" + Q + " * " + GPB +
+           " + g]);");
+    w.line("fusec_rt_part[" + Q + " * " + G + " + blockIdx.x] = a" + Q + ";");
+  }
+  e.closeScope();
+  w.line("__shared__ bool fusec_rt_last;");
+  w.line("__threadfence();  // the partial is visible before the count says so");
+  w.line("__syncthreads();");
+  w.line("if (threadIdx.x == 0) fusec_rt_last = atomicAdd(&fusec_rt_count, 1u) == " + G + "u - 1u;");
+  w.line("__syncthreads();");
+  w.line("if (!fusec_rt_last || threadIdx.x >= 32) return;");
+  w.line("__threadfence();");
+  for (size_t q = 0; q < totals.size(); ++q) {
+    const Op& t = *totals[q];
+    const std::string Q = std::to_string(q), comb = std::string(combiner(t.kind)) + "()";
+    e.openScope("");
+    w.line("float a = " + initValue(t.kind, DType::f32) + ";");
+    w.line("for (int b = threadIdx.x; b < " + G + "; b += 32) a = " + comb + "(a, __ldcg(&fusec_rt_part[" + Q + " * " + G +
+           " + b]));");
+    w.line("a = fusec_warp_reduce(a, " + comb + ");");
+    std::string value = "a";
+    if (t.kind == OpKind::Mean) value = "a / " + literal(DType::f32, double(t.operands[0]->type.numel()));
+    const std::string reg = e.fresh("total");
+    w.line("const float " + reg + " = " + value + ";");
+    e.bindReduction(t.result(), reg);
+    for (int o : outs)
+      if (body.outputs[size_t(o)] == t.result()) {
+        e.openScope("if (threadIdx.x == 0)");
+        e.store(t.result(), "out" + std::to_string(o), Index(t.result()->type.rank(), "0"));
+        e.closeScope();
+      }
+    e.closeScope();
+  }
+  w.line("if (threadIdx.x == 0) fusec_rt_count = 0;");
+}
+
 // Threads per row of a row kernel: a warp, doubled while a thread would hold more than 24
 // of the row's elements, up to 512. Measured on an H200 (small bf16 b64, medium b16, per-launch
 // sums): medium's rows of 1024 at 32 threads held three arrays of 32 registers, spilled, and put
@@ -714,11 +779,13 @@ std::string reductionPrelude() { return prelude(); }
 
 std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
   std::vector<Reduction> reds;
-  std::vector<const Op*> cols;  // a row kernel's column sums (see ColumnSums)
+  std::vector<const Op*> cols;    // a row kernel's column sums (see ColumnSums)
+  std::vector<const Op*> totals;  // a row kernel's totals of its rows' values (see RowTotals)
   for (auto& op : k.body.ops) {
     if (op->info().category != OpCategory::Reduction) continue;
     const fusion::DomainKind d = fusion::domainOf(*op).kind;
     if (family == KernelFamily::RowReduce && d == fusion::DomainKind::Col) cols.push_back(op.get());
+    else if (family == KernelFamily::RowReduce && d == fusion::DomainKind::All) totals.push_back(op.get());
     else if (d != fusion::DomainKind::Pointwise) reds.push_back(analyse(*op));
   }
   const Reduction& ref = reds.at(0);
@@ -735,6 +802,19 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                   std::to_string(r));
   }
 
+  if (!totals.empty() && !cols.empty())
+    throw Error("codegen: kernel '" + k.body.name + "' has both column sums and totals of its rows");
+  for (const Op* t : totals) {
+    const Value* in = t->operands[0];
+    const bool read = std::any_of(k.body.ops.begin(), k.body.ops.end(), [&](const auto& op) {
+      return std::count(op->operands.begin(), op->operands.end(), t->result()) > 0;
+    });
+    if (in->type.numel() != n || !isFloat(t->result()->type.dtype) || read ||
+        !std::count(k.body.outputs.begin(), k.body.outputs.end(), t->result()))
+      throw Error("codegen: kernel '" + k.body.name + "' has a total " + t->result()->name +
+                  " that is not an output-only float reduction of one value per row");
+  }
+
   int lanes = 1, block = kBlock;
   int64_t grid = 1;
   if (family == KernelFamily::RowReduce) {
@@ -745,10 +825,11 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     lanes = block = 1024;
   }
   const bool columns = family == KernelFamily::ColReduce;
-  std::vector<int> rowOuts, fullOuts, colOuts;
+  std::vector<int> rowOuts, fullOuts, colOuts, totalOuts;
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const int64_t c = k.body.outputs[i]->type.numel();
     if (std::count(cols.begin(), cols.end(), k.body.outputs[i]->def)) colOuts.push_back(int(i));
+    else if (std::count(totals.begin(), totals.end(), k.body.outputs[i]->def)) totalOuts.push_back(int(i));
     else if (c == n) rowOuts.push_back(int(i));
     else if (c == n * r) fullOuts.push_back(int(i));
     else
@@ -778,6 +859,11 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                                 : RowRegisters{};
   // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
   // of the scratch the last blocks add up).
+  // Totals: the same fixed grid, whose blocks' partials one warp of the last block adds.
+  if (!totals.empty()) {
+    grid = std::min<int64_t>(grid, 2 * int64_t(k.target.sms));
+    writeRowTotalsScratch(w, totals.size(), grid);
+  }
   ColumnSums colSums;
   if (!cols.empty()) {
     grid = std::min<int64_t>(grid, 2 * int64_t(k.target.sms));
@@ -859,6 +945,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       w.line("#pragma unroll");
       w.line("for (int c = 0; c < " + C + "; ++c) " + colSums.at(q, "c") + " = " + initValue(cols[q]->kind, DType::f32) +
              ";");
+    }
+    for (size_t q = 0; q < totals.size(); ++q) {
+      w.line("// " + e.describe(*totals[q]) + ": this group's rows (lane 0)");
+      w.line("float tot" + std::to_string(q) + " = " + initValue(totals[q]->kind, DType::f32) + ";");
     }
     e.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
   }
@@ -1058,11 +1148,17 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     }
   }
 
-  if (!rowOuts.empty()) {
+  if (!rowOuts.empty() || !totals.empty()) {
     e.openScope(columns ? "if (lane == 0 && live)" : "if (lane == 0)");
     for (int o : rowOuts) {
       const Value* v = k.body.outputs[size_t(o)];
       e.store(v, "out" + std::to_string(o), delinearize(w, "outer", v->type.shape, "q" + std::to_string(o)));
+    }
+    for (size_t q = 0; q < totals.size(); ++q) {
+      const Value* in = totals[q]->operands[0];
+      const std::string acc = "tot" + std::to_string(q);
+      w.line(acc + " = " + combiner(totals[q]->kind) + "()(" + acc + ", (float)" +
+             e.eval(in, delinearize(w, "outer", in->type.shape, e.fresh("t"))) + ");");
     }
     e.closeScope();
   }
@@ -1127,6 +1223,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
   }
   e.closeScope();
   if (!cols.empty()) emitColumnSumsFinish(e, k.body, colSums, colOuts, n);
+  if (!totals.empty()) emitRowTotalsFinish(e, k.body, totals, totalOuts, grid, block, lanes);
   w.close();
   return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
 }

@@ -65,6 +65,10 @@ bool isReduction(DomainKind k) {
 
 }  // namespace
 
+bool totalsRowsOf(const Domain& all, const Domain& row) {
+  return all.kind == DomainKind::All && row.kind == DomainKind::Row && all.r == row.n;
+}
+
 bool sumsColumnsOf(const Domain& col, const Domain& row) {
   return col.kind == DomainKind::Col && row.kind == DomainKind::Row && col.n == row.r && col.r == row.n &&
          col.n <= kMaxColumnSumWidth;
@@ -75,12 +79,21 @@ std::optional<Domain> fuseDomains(const Domain& producer, const Domain& consumer
   // per-element values (the row group is then the producer); never the other way round.
   if (sumsColumnsOf(consumer, producer) || (!edge && sumsColumnsOf(producer, consumer))) {
     Domain d = producer.kind == DomainKind::Row ? producer : consumer;
+    if (d.rowTotals) return std::nullopt;
     d.columnSums = true;
     return d;
   }
+  // A total of the rows' results joins the row group that computes them.
+  if (edge && totalsRowsOf(consumer, producer) && !producer.columnSums) {
+    Domain d = producer;
+    d.rowTotals = true;
+    return d;
+  }
   if (producer.kind == DomainKind::Row && consumer.kind == DomainKind::Row && producer.n == consumer.n &&
-      producer.r == consumer.r && (producer.columnSums || consumer.columnSums))
+      producer.r == consumer.r && (producer.columnSums || consumer.columnSums)) {
+    if (producer.rowTotals || consumer.rowTotals) return std::nullopt;
     return Domain{DomainKind::Row, producer.n, producer.r, true};
+  }
   for (DomainKind alone : {DomainKind::Multi, DomainKind::Attention})
     if (producer.kind == alone || consumer.kind == alone) return std::nullopt;
   const bool pp = producer.kind == DomainKind::Pointwise, cp = consumer.kind == DomainKind::Pointwise;

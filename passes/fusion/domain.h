@@ -26,12 +26,20 @@ struct Domain {
   // n x r elements (the norm-weight gradient beside the rmsnorm backward, as Apex and Liger
   // fuse it). Their results exist only after every block finished, like a Col group's.
   bool columnSums = false;
+  // A Row group that also reduces its rows' results to one value: an All reduction of exactly
+  // its n row values (the mean of cross-entropy's per-row losses, the loss). Like column sums,
+  // that value exists only after every block finished. Never together with columnSums.
+  bool rowTotals = false;
   bool operator==(const Domain&) const = default;
 };
 
 // The widest row whose column sums a row kernel keeps: codegen holds a thread's columns in
 // registers (at most 32 of a 512-thread block's row).
 constexpr int64_t kMaxColumnSumWidth = 16384;
+
+// True when the All reduction `all` reduces exactly one value per row of the row domain `row`
+// (all.r == row.n), so a row kernel can add each row's value as it finishes the row.
+bool totalsRowsOf(const Domain& all, const Domain& row);
 
 // True when the column reduction `col` sums exactly the elements of the row domain `row`
 // down its rows (col.n == row.r columns of col.r == row.n rows), so a row kernel can add
@@ -53,7 +61,8 @@ Domain domainOf(const Op& op);
 // result exists only after every block finished. A Row group and a Col group over the same
 // elements (sumsColumnsOf) share a kernel as siblings, or with the Row group as producer;
 // the merged Row group has columnSums, and which of its values a consumer may read is the
-// planner's check (fusion/plan.cpp), not the domains'.
+// planner's check (fusion/plan.cpp), not the domains'. An All group reading one value per row
+// of a Row group (totalsRowsOf) joins it as its consumer: the merged Row group has rowTotals.
 std::optional<Domain> fuseDomains(const Domain& producer, const Domain& consumer, bool edge);
 
 }  // namespace fusec::fusion

@@ -30,7 +30,7 @@ KernelFamily classifyKernel(const Graph& body) {
     throw Error("kernel '" + body.name + "' fits no kernel family: " + why);
   };
   std::set<DomainKind> reductions;
-  std::vector<fusion::Domain> rows, cols;
+  std::vector<fusion::Domain> rows, cols, alls;
   int scatters = 0, attentions = 0;
   for (auto& op : body.ops)
     attentions += op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
@@ -62,6 +62,7 @@ KernelFamily classifyKernel(const Graph& body) {
       if (d.kind != DomainKind::Pointwise) reductions.insert(d.kind);
       if (d.kind == DomainKind::Row) rows.push_back(d);
       if (d.kind == DomainKind::Col) cols.push_back(d);
+      if (d.kind == DomainKind::All) alls.push_back(d);
     }
   }
   if (body.outputs.empty()) return fail("it has no outputs");
@@ -74,6 +75,13 @@ KernelFamily classifyKernel(const Graph& body) {
     for (const fusion::Domain& c : cols)
       for (const fusion::Domain& r : rows)
         if (!fusion::sumsColumnsOf(c, r)) return fail("its column reductions do not sum its rows' elements");
+    return KernelFamily::RowReduce;
+  }
+  // A row kernel that also reduces its rows' results to one value (fusion/domain.h rowTotals).
+  if (reductions == std::set<DomainKind>{DomainKind::Row, DomainKind::All}) {
+    for (const fusion::Domain& a : alls)
+      for (const fusion::Domain& r : rows)
+        if (!fusion::totalsRowsOf(a, r)) return fail("its total does not reduce one value per row");
     return KernelFamily::RowReduce;
   }
   if (reductions.size() > 1) return fail("it mixes reductions of different shapes");

@@ -14,7 +14,8 @@ const char* familyName(KernelFamily f);  // "pointwise", "row_reduce", ...
 // pointwise: no reductions, every output has one element count; multi_tensor: no reductions,
 // outputs of several element counts (independent chains, e.g. one layer's AdamW);
 // row_reduce / col_reduce / reduce_all: every reduction iterates that way (see
-// fusion/domain.h), except that a row_reduce may also sum its rows' elements by column; scatter: one scatter_add and no reductions; attention: one attention or
+// fusion/domain.h), except that a row_reduce may also sum its rows' elements by column, or
+// reduce its rows' results to one value; scatter: one scatter_add and no reductions; attention: one attention or
 // attention_backward composite whose operands are body inputs or views of them, returning
 // only its results (a generated flash-attention kernel, codegen/attention_kernel.cpp). Throws Error for a body
 // that fits none (a fuse bug, or a hand-written kernel codegen cannot handle).

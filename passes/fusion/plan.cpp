@@ -299,14 +299,14 @@ class Planner {
     return std::nullopt;
   }
 
-  // True when a member of `reader` reads a column sum computed by a member of `sums`: that
-  // sum exists only once every block of their kernel finished.
+  // True when a member of `reader` reads a column sum or a total computed by a member of
+  // `sums`: those exist only once every block of their kernel finished.
   bool readsColumnSums(int reader, int sums) {
     for (Op* m : groups_[size_t(reader)].members)
       for (Value* o : m->operands)
         for (Value* s : sources(o))
           if (groupOf(s->def) == sums && s->def->info().category == OpCategory::Reduction &&
-              domainOf(*s->def).kind == DomainKind::Col)
+              (domainOf(*s->def).kind == DomainKind::Col || domainOf(*s->def).kind == DomainKind::All))
             return true;
     return false;
   }
@@ -332,6 +332,15 @@ class Planner {
     return true;
   }
 
+  // What codegen's row kernel totals: float sum, mean, max or min reductions of every dim.
+  bool totalsFit(int gid) const {
+    for (const Op* m : groups_[size_t(gid)].members)
+      if (m->info().category == OpCategory::Reduction && domainOf(*m).kind == DomainKind::All &&
+          !isFloat(m->result()->type.dtype))
+        return false;
+    return true;
+  }
+
   bool mergeable(int gid) const {
     const Group& grp = groups_[size_t(gid)];
     return grp.alive && !grp.fixed && !grp.frozen;
@@ -344,6 +353,11 @@ class Planner {
     if (!dom) return false;
     if (dom->columnSums && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
                             !columnSumsFit(producer) || !columnSumsFit(consumer)))
+      return false;
+    // A total: nothing else in the kernel may read it, and codegen adds rows of trailing
+    // elements (as for column sums) whose row values are floats.
+    if (dom->rowTotals && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
+                           !columnSumsFit(producer) || !totalsFit(consumer)))
       return false;
     auto rank = placement(producer, consumer);
     if (!rank) return false;

@@ -106,11 +106,13 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
       }
     }
     // A training step has all of these. Its column sums (the norm-weight gradients) are part
-    // of the rmsnorm backward's row kernels, so it has no col_reduce kernel.
-    for (KernelFamily f : {KernelFamily::Pointwise, KernelFamily::RowReduce, KernelFamily::ReduceAll,
-                           KernelFamily::Scatter, KernelFamily::MultiTensor})
+    // of the rmsnorm backward's row kernels, and its loss (the mean of the per-row losses) a
+    // total of the cross-entropy row kernel, so it has no col_reduce or reduce_all kernel.
+    for (KernelFamily f : {KernelFamily::Pointwise, KernelFamily::RowReduce, KernelFamily::Scatter,
+                           KernelFamily::MultiTensor})
       EXPECT_TRUE(families.count(f)) << familyName(f);
     EXPECT_FALSE(families.count(KernelFamily::ColReduce));
+    EXPECT_FALSE(families.count(KernelFamily::ReduceAll));
   }
 }
 

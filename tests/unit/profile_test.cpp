@@ -62,7 +62,7 @@ TEST_P(ProfileDtype, TinyTrainStepAndForward) {
   EXPECT_GT(kernels[LaunchCategory::RowReduce], 0);
   EXPECT_EQ(kernels[LaunchCategory::ColReduce], 0);  // norm-weight gradients: in the rmsnorm backward
   EXPECT_GT(kernels[LaunchCategory::Pointwise], 0);
-  EXPECT_EQ(kernels[LaunchCategory::Other], 2);  // the loss mean and the embedding scatter
+  EXPECT_EQ(kernels[LaunchCategory::Other], 1);  // the embedding scatter (the loss mean is cross-entropy's total)
   int softmax = 0, backward = 0;
   for (const auto& l : step) {
     softmax += l.group == "row_reduce_*_softmax" && !l.backward;  // bf16 backward recomputes P: a softmax too
