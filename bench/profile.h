@@ -14,7 +14,8 @@
 //   gemm         every other GEMM (projections, FFN, lm_head and their gradients);
 //   optimizer    AdamW kernels (multi_tensor family, or kernelHint "adamw");
 //   pointwise, row_reduce, col_reduce   the other fused kernels by family;
-//   other        reduce_all (the loss mean) and scatter (the embedding gradient).
+//   other        reduce_all (a reduction to a scalar of its own; a training step's loss mean is
+//                cross-entropy's total instead) and scatter (the embedding gradient).
 //
 // Launches of step-invariant values (passes/step_invariant.h: RoPE's tables) run at the first
 // call only: their group ends in " (once)", and they count no time and no bytes.

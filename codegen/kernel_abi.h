@@ -28,8 +28,8 @@
 //   family reads an aliased element only in the thread that writes it, before writing it.
 // * Module-scope state: a kernel may keep data in `__device__` arrays of its source. The
 //   flash backward passes its row statistics from one launch to the next; a row kernel with
-//   column sums keeps each block's partial and counters of finished blocks, which its last
-//   block resets (codegen/reduce_kernels.cpp). That relies on the runtime's order: the
+//   column sums or a total of its rows keeps each block's partial and counters of finished
+//   blocks, which its last block resets (codegen/reduce_kernels.cpp). That relies on the runtime's order: the
 //   launches of a module's kernels run one after another on one stream, never two at once,
 //   and each loaded module (KernelModule) has its own copy of the arrays, so executables
 //   never share them.

@@ -859,9 +859,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                                 : RowRegisters{};
   // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
   // of the scratch the last blocks add up).
-  // Totals: the same fixed grid, whose blocks' partials one warp of the last block adds.
+  // Totals: a fixed grid of at most the blocks the device holds at once (2,048 threads an SM),
+  // whose partials one warp of the last block adds; rows beyond it loop.
   if (!totals.empty()) {
-    grid = std::min<int64_t>(grid, 2 * int64_t(k.target.sms));
+    grid = std::min<int64_t>(grid, int64_t(k.target.sms) * std::max(1, 2048 / block));
     writeRowTotalsScratch(w, totals.size(), grid);
   }
   ColumnSums colSums;

@@ -21,8 +21,8 @@
 //                      reshape; sum/mean/reduce_max/reduce_min over size-1 axes -> reshape.
 //   concat/slice       (what slice VJPs and merge-gemms leave behind)
 //                      slice of a concat inside one operand -> that operand (or a slice of
-//                      it); a slice along the last axis of a reshape that keeps the last dim
-//                      -> reshape of the slice of its operand; concat of adjacent step-1 slices of one x, in order -> x (or one
+//                      it); a slice along the last axis of a reshape of a concat that keeps
+//                      the last dim -> reshape of the slice of the concat; concat of adjacent step-1 slices of one x, in order -> x (or one
 //                      slice of x); add of two concats along one axis where, at every
 //                      position, one side is a zero splat -> one concat of the other
 //                      sides' pieces (concat(x, 0) + concat(0, y) -> concat(x, y));
@@ -427,13 +427,15 @@ Rewrite rewrite(const Op& op) {
           return useNew(std::move(n));
         }
       }
-      // Along the last axis of a reshape that only regroups the leading dims: the reshape of
-      // the same slice of its operand, where the slice may meet a concat (the pair swaps of
-      // rope's VJP, after concatOfReshapes made their concats 2-D).
+      // Along the last axis of a reshape of a concat that only regroups the leading dims: the
+      // reshape of the same slice of the concat, which the rule above then resolves (the pair
+      // swaps of rope's VJP, after concatOfReshapes made their concats 2-D). Only over a
+      // concat: a slice of a reshape of anything else stays, for the adjacent-slices rule.
       if (aDef && aDef->kind == OpKind::Reshape && t.rank() >= 1 &&
           normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") == a->type.rank() - 1) {
         Value* x = aDef->operands[0];
-        if (x->type.rank() >= 1 && x->type.shape.back() == a->type.shape.back()) {
+        if (x->def && x->def->kind == OpKind::Concat && x->type.rank() >= 1 &&
+            x->type.shape.back() == a->type.shape.back()) {
           Shape xs = x->type.shape;
           xs.back() = t.shape.back();
           auto sl = newOp(OpKind::Slice, {x}, Type{t.dtype, xs});

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -332,6 +333,41 @@ class Planner {
     return true;
   }
 
+  // Codegen evaluates a row kernel's row-shaped values (its row outputs, a total's operand) at
+  // each row's own position, with that row's reductions in registers: between those
+  // reductions and such a value only pointwise ops and reshapes (which keep positions) may
+  // stand. A permute or slice on the way would pair one row's reduction with another row's
+  // position. (Full-shaped values read a row's reduction through a broadcast, which is
+  // right: the element belongs to that row.) Inlined ops and views are seen through; a value
+  // another kernel stores is read at its own position, which is right whatever its layout.
+  bool rowValuesInPlace(int a, int b, int64_t rows, int64_t elements) const {
+    std::vector<std::pair<const Value*, bool>> stack;  // (value, reordered on the way)
+    for (int gid : {a, b})
+      for (const Op* m : groups_[size_t(gid)].members) {
+        const bool reduction = m->info().category == OpCategory::Reduction;
+        if (reduction && domainOf(*m).kind == DomainKind::All) stack.push_back({m->operands[0], false});
+        else if (!reduction)
+          for (const auto& r : m->results)
+            if (r->type.numel() == rows && rows != elements) stack.push_back({r.get(), false});
+      }
+    std::set<std::pair<const Value*, bool>> seen;
+    while (!stack.empty()) {
+      const auto [v, reordered] = stack.back();
+      stack.pop_back();
+      if (!v->def || !seen.insert({v, reordered}).second) continue;
+      const Op& d = *v->def;
+      const bool inside = !inlined(&d) && (groupOf(&d) == a || groupOf(&d) == b);
+      if (d.info().category == OpCategory::Reduction) {
+        if (inside && reordered) return false;
+        continue;
+      }
+      if (!inside && !inlined(&d) && !isViewOp(d.kind)) continue;  // stored: read at its own position
+      const bool r = reordered || (d.info().category != OpCategory::Pointwise && d.kind != OpKind::Reshape);
+      for (const Value* o : d.operands) stack.push_back({o, r});
+    }
+    return true;
+  }
+
   // What codegen's row kernel totals: float sum, mean, max or min reductions of every dim.
   bool totalsFit(int gid) const {
     for (const Op* m : groups_[size_t(gid)].members)
@@ -359,6 +395,7 @@ class Planner {
     if (dom->rowTotals && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
                            !columnSumsFit(producer) || !totalsFit(consumer)))
       return false;
+    if (dom->kind == DomainKind::Row && !rowValuesInPlace(producer, consumer, dom->n, dom->n * dom->r)) return false;
     auto rank = placement(producer, consumer);
     if (!rank) return false;
     Group& keep = groups_[size_t(consumer)];

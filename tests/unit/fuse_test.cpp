@@ -155,6 +155,31 @@ func @total {
   return %s
 }
 
+func @in_place_total {
+  %z = input() {name = "z"} : f32[4,6,5]
+  %w = input() {name = "w"} : f32[4,6]
+  %e = exp(%z) : f32[4,6,5]
+  %s = sum(%e) {axes = [2]} : f32[4,6]
+  %l = log(%s) : f32[4,6]
+  %r = reshape(%l) : f32[24]
+  %rw = reshape(%w) : f32[24]
+  %m = mul(%r, %rw) : f32[24]
+  %t = sum(%m) {axes = [0]} : f32[]
+  return %t
+}
+
+func @permuted_total {
+  %z = input() {name = "z"} : f32[4,6,5]
+  %w = input() {name = "w"} : f32[6,4]
+  %e = exp(%z) : f32[4,6,5]
+  %s = sum(%e) {axes = [2]} : f32[4,6]
+  %l = log(%s) : f32[4,6]
+  %p = permute(%l) {perm = [1, 0]} : f32[6,4]
+  %m = mul(%p, %w) : f32[6,4]
+  %t = sum(%m) {axes = [0, 1]} : f32[]
+  return %t
+}
+
 func @norm_grad {
   %g = input() {name = "g"} : f32[2,3,8]
   %x = input() {name = "x"} : f32[2,3,8]
@@ -181,9 +206,17 @@ TEST(PassFuse, ReductionFamilies) {
   EXPECT_EQ(kernels(*m->find("cross_entropy"), KernelFamily::RowReduce), 1) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("cross_entropy"), KernelFamily::ReduceAll), 0) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("total"), KernelFamily::ReduceAll), 1) << printModule(*m);
+  // A row kernel evaluates its row values at each row's own position with that row's
+  // reductions in registers: through reshapes the total joins it, through a permute it
+  // (and the permuted values) stay out.
+  EXPECT_EQ(kernels(*m->find("in_place_total"), KernelFamily::RowReduce), 1) << printModule(*m);
+  EXPECT_EQ(kernels(*m->find("in_place_total"), KernelFamily::ReduceAll), 0) << printModule(*m);
+  EXPECT_EQ(kernels(*m->find("permuted_total"), KernelFamily::RowReduce), 1) << printModule(*m);
+  EXPECT_EQ(kernels(*m->find("permuted_total"), KernelFamily::ReduceAll), 1) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("norm_grad"), KernelFamily::ColReduce), 1) << printModule(*m);
   EXPECT_EQ(kernels(*m->find("embedding_grad"), KernelFamily::Scatter), 1) << printModule(*m);
-  for (auto& f : m->funcs) EXPECT_EQ(int(f->ops.size() - f->inputs().size()), 1) << f->name;
+  for (auto& f : m->funcs)
+    EXPECT_EQ(int(f->ops.size() - f->inputs().size()), f->name == "permuted_total" ? 2 : 1) << f->name;
 }
 
 // A costly op (ops.def FIR_COSTLY) read through a broadcast into a value 8 times its size or
