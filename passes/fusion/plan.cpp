@@ -302,7 +302,7 @@ class Planner {
 
   // True when a member of `reader` reads a column sum or a total computed by a member of
   // `sums`: those exist only once every block of their kernel finished.
-  bool readsColumnSums(int reader, int sums) {
+  bool readsBlockwiseResult(int reader, int sums) {
     for (Op* m : groups_[size_t(reader)].members)
       for (Value* o : m->operands)
         for (Value* s : sources(o))
@@ -312,13 +312,13 @@ class Planner {
     return false;
   }
 
-  // What codegen's row kernel adds column sums to: rows of trailing (contiguous) elements,
-  // and float column sums.
-  bool columnSumsFit(int gid) const {
+  // What codegen's row kernel adds column sums and totals to: rows of trailing (contiguous)
+  // elements, and float column sums and totals.
+  bool blockwiseFit(int gid) const {
     for (const Op* m : groups_[size_t(gid)].members) {
       if (m->info().category != OpCategory::Reduction) continue;
       const DomainKind k = domainOf(*m).kind;
-      if (k == DomainKind::Col && !isFloat(m->result()->type.dtype)) return false;
+      if ((k == DomainKind::Col || k == DomainKind::All) && !isFloat(m->result()->type.dtype)) return false;
       if (k != DomainKind::Row) continue;
       const Shape& in = m->operands[0]->type.shape;
       std::vector<bool> reduced(in.size(), false);
@@ -368,15 +368,6 @@ class Planner {
     return true;
   }
 
-  // What codegen's row kernel totals: float sum, mean, max or min reductions of every dim.
-  bool totalsFit(int gid) const {
-    for (const Op* m : groups_[size_t(gid)].members)
-      if (m->info().category == OpCategory::Reduction && domainOf(*m).kind == DomainKind::All &&
-          !isFloat(m->result()->type.dtype))
-        return false;
-    return true;
-  }
-
   bool mergeable(int gid) const {
     const Group& grp = groups_[size_t(gid)];
     return grp.alive && !grp.fixed && !grp.frozen;
@@ -387,13 +378,9 @@ class Planner {
     if (producer == consumer || !mergeable(producer) || !mergeable(consumer)) return false;
     auto dom = forced ? forced : fuseDomains(groups_[size_t(producer)].domain, groups_[size_t(consumer)].domain, edge);
     if (!dom) return false;
-    if (dom->columnSums && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
-                            !columnSumsFit(producer) || !columnSumsFit(consumer)))
-      return false;
-    // A total: nothing else in the kernel may read it, and codegen adds rows of trailing
-    // elements (as for column sums) whose row values are floats.
-    if (dom->rowTotals && (readsColumnSums(consumer, producer) || readsColumnSums(producer, consumer) ||
-                           !columnSumsFit(producer) || !totalsFit(consumer)))
+    if ((dom->columnSums || dom->rowTotals) &&
+        (readsBlockwiseResult(consumer, producer) || readsBlockwiseResult(producer, consumer) ||
+         !blockwiseFit(producer) || !blockwiseFit(consumer)))
       return false;
     if (dom->kind == DomainKind::Row && !rowValuesInPlace(producer, consumer, dom->n, dom->n * dom->r)) return false;
     auto rank = placement(producer, consumer);
