@@ -25,6 +25,10 @@ template <class T> __device__ __forceinline__ void fusec_ld16(float* d, const T*
   const uint4 u = *reinterpret_cast<const uint4*>(p);
   fusec_unpack2(d, u.x, p); fusec_unpack2(d + 2, u.y, p); fusec_unpack2(d + 4, u.z, p); fusec_unpack2(d + 6, u.w, p);
 }
+template <class T> __device__ __forceinline__ void fusec_ld8(float* d, const T* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  fusec_unpack2(d, u.x, p); fusec_unpack2(d + 2, u.y, p);
+}
 __device__ __forceinline__ void fusec_st16(float* p, const float* s) {
   *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
 }
@@ -37,29 +41,41 @@ __device__ __forceinline__ unsigned fusec_pack2(const float* s, __half*) {
 template <class T> __device__ __forceinline__ void fusec_st16(T* p, const float* s) {
   *reinterpret_cast<uint4*>(p) = make_uint4(fusec_pack2(s, p), fusec_pack2(s + 2, p), fusec_pack2(s + 4, p), fusec_pack2(s + 6, p));
 }
+template <class T> __device__ __forceinline__ void fusec_st8(T* p, const float* s) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(fusec_pack2(s, p), fusec_pack2(s + 2, p));
+}
 __device__ __forceinline__ float fusec_f32(float x) { return x; }
 __device__ __forceinline__ float fusec_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float fusec_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ void fusec_put(float* p, float x) { *p = x; }
 __device__ __forceinline__ void fusec_put(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 __device__ __forceinline__ void fusec_put(__half* p, float x) { *p = __float2half_rn(x); }
-// V elements: 16-byte accesses, and element by element for a vector narrower than 16 bytes
-// (a col_reduce of 2 f32 columns per thread once loaded nothing at all).
+// V elements: 16-byte accesses, an 8-byte one for a last four 16-bit elements (a row of f32
+// and bf16 arrays at four elements a thread), and element by element for the rest (a
+// col_reduce of 2 f32 columns per thread once loaded nothing at all).
 template <int V, class T> __device__ __forceinline__ void fusec_vload(float* d, const T* p) {
-  constexpr int E = 16 / sizeof(T);
+  constexpr int E = 16 / sizeof(T), R = V / E * E, H = sizeof(T) == 2 && V - R >= 4 ? 4 : 0;
 #pragma unroll
   for (int q = 0; q < V / E; ++q) fusec_ld16(d + q * E, p + q * E);
+  if constexpr (H > 0) fusec_ld8(d + R, p + R);
 #pragma unroll
-  for (int k = V / E * E; k < V; ++k) d[k] = fusec_f32(p[k]);
+  for (int k = R + H; k < V; ++k) d[k] = fusec_f32(p[k]);
 }
 // 16-bit elements kept packed, two to a register (element i in the low half when i is even):
-// V of them (V a multiple of 8) loaded as raw 16-byte vectors, one read as f32.
+// V of them (V even) loaded as raw 16-byte vectors, then an 8- and a 4-byte one for the rest;
+// one read as f32.
 template <int V, class T> __device__ __forceinline__ void fusec_vload_packed(unsigned* d, const T* p) {
 #pragma unroll
   for (int q = 0; q < V / 8; ++q) {
     const uint4 u = *reinterpret_cast<const uint4*>(p + q * 8);
     d[q * 4] = u.x; d[q * 4 + 1] = u.y; d[q * 4 + 2] = u.z; d[q * 4 + 3] = u.w;
   }
+  constexpr int R = V / 8 * 8;
+  if constexpr (V - R >= 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p + R);
+    d[R / 2] = u.x; d[R / 2 + 1] = u.y;
+  }
+  if constexpr (V % 4 == 2) d[V / 2 - 1] = *reinterpret_cast<const unsigned*>(p + V - 2);
 }
 __device__ __forceinline__ unsigned fusec_pack_raw(__nv_bfloat16 a, __nv_bfloat16 b) {
   return (unsigned)__bfloat16_as_ushort(a) | ((unsigned)__bfloat16_as_ushort(b) << 16);
@@ -74,11 +90,12 @@ __device__ __forceinline__ float fusec_elem(const unsigned* r, int i, const __ha
   return __half2float(__ushort_as_half((unsigned short)(i & 1 ? r[i >> 1] >> 16 : r[i >> 1] & 0xffffu)));
 }
 template <int V, class T> __device__ __forceinline__ void fusec_vstore(T* p, const float* s) {
-  constexpr int E = 16 / sizeof(T);
+  constexpr int E = 16 / sizeof(T), R = V / E * E, H = sizeof(T) == 2 && V - R >= 4 ? 4 : 0;
 #pragma unroll
   for (int q = 0; q < V / E; ++q) fusec_st16(p + q * E, s + q * E);
+  if constexpr (H > 0) fusec_st8(p + R, s + R);
 #pragma unroll
-  for (int k = V / E * E; k < V; ++k) fusec_put(p + k, s[k]);
+  for (int k = R + H; k < V; ++k) fusec_put(p + k, s[k]);
 }
 )";
 }
@@ -105,6 +122,13 @@ int vectorWidth(const std::vector<DType>& dtypes) {
   int smallest = 4;
   for (DType d : dtypes) smallest = std::min(smallest, d == DType::f32 ? 4 : 2);
   return 16 / smallest;
+}
+
+int coalescedWidth(const std::vector<DType>& dtypes) {
+  if (dtypes.empty()) return 0;
+  int largest = 2;
+  for (DType d : dtypes) largest = std::max(largest, d == DType::f32 ? 4 : 2);
+  return 16 / largest;
 }
 
 std::string alignedTest(const std::vector<std::string>& pointers) {

@@ -11,10 +11,11 @@
 namespace fusec::codegen {
 
 // fusec_vload<V>(float* dst, const T* p) / fusec_vstore<V>(T* p, const float* src): V
-// consecutive elements (T = float, __nv_bfloat16, __half; p 16-byte aligned, V * sizeof(T)
-// a multiple of 16) to or from float registers; stores round to nearest even.
-// fusec_vload_packed<V>(unsigned* dst, const T* p) keeps V 16-bit elements packed two to a
-// register; fusec_elem(dst, i, p) reads element i as f32; fusec_pack_raw(a, b) packs two.
+// consecutive elements (T = float, __nv_bfloat16, __half; p aligned to V * sizeof(T) up to
+// 16 bytes) to or from float registers, in 16-byte accesses and an 8-byte one for a last four
+// 16-bit elements; stores round to nearest even.
+// fusec_vload_packed<V>(unsigned* dst, const T* p) keeps V (even) 16-bit elements packed two
+// to a register; fusec_elem(dst, i, p) reads element i as f32; fusec_pack_raw(a, b) packs two.
 std::string vectorPrelude();
 
 // Body inputs whose elements are read at the row-major position the roots are evaluated at:
@@ -25,6 +26,12 @@ std::vector<const Value*> inputsReadInPlace(const Graph& body, const std::vector
 // The elements per thread that make every access a whole number of 16-byte vectors: 16 over
 // the smallest element size among `dtypes` (all float). 0 when `dtypes` is empty.
 int vectorWidth(const std::vector<DType>& dtypes);
+
+// The elements per thread that make every access of a warp contiguous: 16 over the largest
+// element size (4 when f32 meets bf16, whose accesses are then 8 bytes a thread). With
+// vectorWidth's 8, a warp's f32 accesses were two 16-byte halves of 32-byte strides, each
+// touching twice the sectors it used: 1.6 of medium's 27 us rmsnorm backward (H200).
+int coalescedWidth(const std::vector<DType>& dtypes);
 
 // `((unsigned long long)p | ...) & 15) == 0` over the named pointers.
 std::string alignedTest(const std::vector<std::string>& pointers);
