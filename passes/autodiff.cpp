@@ -7,8 +7,7 @@
 // topological order, and each adds the vector-Jacobian product of its result's adjoint to
 // the adjoints of its differentiable operands (fan-out accumulates with add). Every VJP is
 // built with the Builder from primitive ops, appended at the end of the graph; the one
-// exception is rope, whose VJP is the inverse rotation: rope of the pair-swapped gradient by the
-// same positions, swapped back (exact).
+// exception is rope, whose VJP is rope by the negated positions (the inverse rotation, exact).
 // Matmul VJPs stay GEMM-shaped: transposes are matmul flags, never materialised.
 #include "passes/autodiff.h"
 
@@ -114,21 +113,6 @@ class Autodiff {
   Value* neg(Value* a) { return b_.unary(OpKind::Neg, a); }
   Value* sel(Value* cond, Value* a, Value* b) { return b_.select(cond, a, b); }
   Value* reshape(Value* v, const Shape& s) { return v->type.shape == s ? v : b_.reshape(v, s); }
-  // x with the elements of each adjacent pair (x[2i], x[2i+1]) along its last axis swapped.
-  // Rope's VJP is the inverse rotation, and rotating (b, a) by pos gives, swapped back, (a, b)
-  // rotated by -pos, with the same products and sums in the same order: the backward then
-  // reads the forward's cos and sin tables (cse merges their ops; canonicalize folds the
-  // swaps into rope's own slices), where rope by -pos computed tables of its own (two more
-  // launches a training step).
-  Value* swapPairs(Value* x) {
-    const Shape& s = x->type.shape;
-    const int64_t r = x->type.rank();
-    Shape pairs = s;
-    pairs.back() /= 2;
-    pairs.push_back(2);
-    Value* p = b_.reshape(x, pairs);
-    return b_.reshape(b_.concat({b_.slice(p, r, 1, 2), b_.slice(p, r, 0, 1)}, r), s);
-  }
   Value* bcast(Value* v, const Shape& s) { return v->type.shape == s ? v : b_.broadcast(v, s); }
   Value* sum(Value* v, std::vector<int64_t> axes, bool keepdim) {
     return axes.empty() ? v : b_.reduce(OpKind::Sum, v, std::move(axes), keepdim);
@@ -380,10 +364,10 @@ class Autodiff {
       case OpKind::Gelu: return give(op, 0, [&] { return mul(dy, geluDerivative(x, op.attrStr("approximate"))); });
       case OpKind::RMSNorm: return rmsnorm(op, dy);
       case OpKind::LayerNorm: return layernorm(op, dy);
-      case OpKind::Rope:  // the inverse rotation, R(-pos) = S R(pos) S (S swaps each pair)
+      case OpKind::Rope:  // the inverse rotation: rope by -pos
         return give(op, 0, [&] {
-          Value* r = b_.create1(OpKind::Rope, {swapPairs(dy), op.operands[1]}, {{"theta", op.attrFloat("theta")}});
-          return swapPairs(r);
+          Value* negPos = neg(op.operands[1]);
+          return b_.create1(OpKind::Rope, {dy, negPos}, {{"theta", op.attrFloat("theta")}});
         });
       case OpKind::CrossEntropy: return crossEntropy(op, dy);
       case OpKind::Attention: return attention(op, dy);

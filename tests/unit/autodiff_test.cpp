@@ -517,7 +517,7 @@ TEST(AutodiffComposite, RMSNorm) {
   }
 }
 
-COVERS(OpKind::Rope);
+COVERS(OpKind::Rope, OpKind::Neg);
 TEST(AutodiffComposite, Rope) {
   for (double theta : {10000.0, 100.0}) {
     SCOPED_TRACE(theta);

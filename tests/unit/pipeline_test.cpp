@@ -248,27 +248,5 @@ TEST(Pipeline, NoLonePointwiseKernels) {
     }
 }
 
-// RoPE's cos and sin tables are computed once a step: the backward's inverse rotation reads the
-// forward's (passes/autodiff.cpp, rope's VJP), in every dtype.
-TEST(Pipeline, OneRopeTableOfEachKindPerStep) {
-  models::ModelConfig cfg = models::namedConfig("small");
-  cfg.layers = 2;
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    auto m = buildProgram("train_step", dtype, true, cfg, 2, 32);
-    int tables = 0, sines = 0;
-    for (auto& op : m->funcs[0]->ops) {
-      if (op->kind != OpKind::Kernel) continue;
-      bool trig = false;
-      for (auto& b : op->body->ops) {
-        trig |= b->kind == OpKind::Sin || b->kind == OpKind::Cos;
-        sines += b->kind == OpKind::Sin;
-      }
-      tables += trig;
-    }
-    EXPECT_EQ(tables, 2) << dtypeName(dtype);
-    EXPECT_EQ(sines, 1) << dtypeName(dtype);
-  }
-}
-
 }  // namespace
 }  // namespace fusec
