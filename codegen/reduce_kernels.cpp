@@ -257,7 +257,7 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
   const int64_t chunks = (r + lanes * plan.width - 1) / (lanes * plan.width), perThread = chunks * plan.width;
   int64_t rowRegisters = 0;
   for (const Value* in : plan.inputs) {
-    plan.packed.push_back(plan.width % 2 == 0 && (in->type.dtype == DType::bf16 || in->type.dtype == DType::f16));
+    plan.packed.push_back(plan.width % 4 == 0 && (in->type.dtype == DType::bf16 || in->type.dtype == DType::f16));
     rowRegisters += plan.packed.back() ? perThread / 2 : perThread;
   }
   if (perThread <= kMaxRowElementsPerThread && rowRegisters <= kMaxRowRegisters)

@@ -62,8 +62,8 @@ template <int V, class T> __device__ __forceinline__ void fusec_vload(float* d, 
   for (int k = R + H; k < V; ++k) d[k] = fusec_f32(p[k]);
 }
 // 16-bit elements kept packed, two to a register (element i in the low half when i is even):
-// V of them (V even) loaded as raw 16-byte vectors, then an 8- and a 4-byte one for the rest;
-// one read as f32.
+// V of them (V a multiple of 4) loaded as raw 16-byte vectors, then an 8-byte one for a last
+// four; one read as f32.
 template <int V, class T> __device__ __forceinline__ void fusec_vload_packed(unsigned* d, const T* p) {
 #pragma unroll
   for (int q = 0; q < V / 8; ++q) {
@@ -75,7 +75,6 @@ template <int V, class T> __device__ __forceinline__ void fusec_vload_packed(uns
     const uint2 u = *reinterpret_cast<const uint2*>(p + R);
     d[R / 2] = u.x; d[R / 2 + 1] = u.y;
   }
-  if constexpr (V % 4 == 2) d[V / 2 - 1] = *reinterpret_cast<const unsigned*>(p + V - 2);
 }
 __device__ __forceinline__ unsigned fusec_pack_raw(__nv_bfloat16 a, __nv_bfloat16 b) {
   return (unsigned)__bfloat16_as_ushort(a) | ((unsigned)__bfloat16_as_ushort(b) << 16);

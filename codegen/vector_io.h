@@ -14,7 +14,7 @@ namespace fusec::codegen {
 // consecutive elements (T = float, __nv_bfloat16, __half; p aligned to V * sizeof(T) up to
 // 16 bytes) to or from float registers, in 16-byte accesses and an 8-byte one for a last four
 // 16-bit elements; stores round to nearest even.
-// fusec_vload_packed<V>(unsigned* dst, const T* p) keeps V (even) 16-bit elements packed two
+// fusec_vload_packed<V>(unsigned* dst, const T* p) keeps V (a multiple of 4) 16-bit elements packed two
 // to a register; fusec_elem(dst, i, p) reads element i as f32; fusec_pack_raw(a, b) packs two.
 std::string vectorPrelude();
 
