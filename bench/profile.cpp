@@ -114,7 +114,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
       c.name = op->attrStr("name");
       c.group = kernelGroupName(c.name);
       if (attnKernels.count(op.get()) || f == KernelFamily::Attention) c.category = LaunchCategory::Attention;
-      else if (f == KernelFamily::MultiTensor || h == "adamw") c.category = LaunchCategory::Optimizer;
+      else if (f == KernelFamily::MultiTensor || h == "adamw" || h == "embedding_adamw") c.category = LaunchCategory::Optimizer;
       else if (f == KernelFamily::Pointwise) c.category = LaunchCategory::Pointwise;
       else if (f == KernelFamily::RowReduce) c.category = LaunchCategory::RowReduce;
       else if (f == KernelFamily::ColReduce) c.category = LaunchCategory::ColReduce;

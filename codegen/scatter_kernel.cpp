@@ -14,11 +14,17 @@
 //   a time;
 // - otherwise each lane compares its own columns' indices, position by position (still
 //   deterministic; the pipeline does not produce such scatters).
+// An epilogue (fusion/plan.cpp: the embedding's AdamW update) is evaluated where the row's
+// sums are complete, in registers: the kernel then writes the update's outputs, and the
+// table itself (the dense gradient) never reaches memory.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
 #include "ir/type_rules.h"
+#include "passes/fusion/domain.h"
 
 namespace fusec::codegen {
 
@@ -28,6 +34,7 @@ constexpr int64_t kMaxColumnsPerPass = 2048;  // 64 accumulators per lane
 constexpr int kRangeWarps = 16;               // warps of a block that owns a range of rows
 constexpr int kRangeStage = 4096;             // ids a block scans between list checks (8 a thread)
 constexpr int kListed = 2048;                 // positions listed before a round adds them
+constexpr int64_t kRangeColumns = 128;        // columns of a row one warp adds at a time (4 a lane)
 
 // True when `index` (of the source's shape) is the same for every position of the dims
 // after `axis`: a broadcast whose operand has size 1 (or no dim) there.
@@ -67,44 +74,74 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     if (op->kind == OpKind::ScatterAdd) scatter = op.get();
   const Value* result = scatter->result();
   const Value *base = scatter->operands[0], *index = scatter->operands[1], *src = scatter->operands[2];
-  std::vector<int> scatterOuts, srcOuts;
+  // The values computed from the table: the epilogue, pointwise at the table's own positions.
+  std::set<const Value*> fromTable = {result};
+  for (auto& op : k.body.ops) {
+    bool reads = false;
+    for (const Value* o : op->operands) reads |= fromTable.count(o) != 0;
+    if (!reads || op.get() == scatter) continue;
+    if (op->info().category != OpCategory::Pointwise || op->result()->type.shape != result->type.shape)
+      throw Error("codegen: scatter kernel '" + k.body.name + "' reads its table through " +
+                  std::string(op->info().name) + ", not element for element");
+    for (auto& r : op->results) fromTable.insert(r.get());
+  }
+  // Outputs: the table, values computed from it, and values of neither (each stored by an
+  // element loop over its own shape: the source's pointwise producers).
+  std::vector<int> scatterOuts, tableOuts;
+  std::map<int64_t, std::vector<int>> otherOuts;  // by element count
   for (size_t i = 0; i < k.body.outputs.size(); ++i) {
     const Value* o = k.body.outputs[i];
     if (o == result) scatterOuts.push_back(int(i));
-    else if (o->type.numel() == src->type.numel()) srcOuts.push_back(int(i));
-    else throw Error("codegen: scatter kernel '" + k.body.name + "' has an output that is neither the scatter nor of its source's size");
+    else if (fromTable.count(o)) tableOuts.push_back(int(i));
+    else otherOuts[o->type.numel()].push_back(int(i));
   }
+  const bool epilogue = !tableOuts.empty();
   const Shape& shape = result->type.shape;
   const int ax = normalizeAxis(scatter->attrInt("axis"), result->type.rank(), "scatter_add");
   const Shape outer(shape.begin(), shape.begin() + ax), inner(shape.begin() + ax + 1, shape.end());
   const int64_t D = shape[size_t(ax)], S = src->type.shape[size_t(ax)], B = product(shape, size_t(ax) + 1, shape.size());
   const int64_t rows = product(shape, 0, size_t(ax)) * D;
-  const int64_t passes = (B + kMaxColumnsPerPass - 1) / kMaxColumnsPerPass, perPass = (B + passes - 1) / passes;
-  const int64_t Q = (perPass + 31) / 32;
   const bool ballot = indexIsPerRow(index, ax);
-  const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
-
   // With one scatter row group (no dims before the axis: an embedding) block b owns the
   // `range` consecutive rows from b * range (a few dozen: a grid of two blocks per SM). It
   // scans the ids once, listing in shared memory the positions whose id falls in its rows
   // (in position order: each warp ballots over its own slice of a stage, the slices in
-  // order), then each warp adds its rows' positions from that list. The ids are read once per
-  // block, 2 x SMs times in all: the previous scheme, a block per 16 rows that staged every id
-  // through shared memory, read them 625 times at small's vocabulary and ran at 17% of the
-  // copy bandwidth (0.111 ms, small at batch 64, H200), and 33% at medium batch 16. When the
-  // list fills (more than kListed hits), the block adds what it has, then goes on scanning:
-  // the first round writes every row, later rounds add to the rows they hit, so every row's
-  // positions are still added in order (a 16-bit result is rounded once per round).
+  // order), then its warps add the listed positions of each (row, 128 columns) item. The ids
+  // are read once per block, 2 x SMs times in all: the previous scheme, a block per 16 rows
+  // that staged every id through shared memory, read them 625 times at small's vocabulary and
+  // ran at 17% of the copy bandwidth (0.111 ms, small at batch 64, H200), and 33% at medium
+  // batch 16. Items of 128 columns rather than whole rows spread a block's rows evenly over
+  // its 16 warps (38 rows of 768 columns: 228 items, at most 15 a warp, against 3 rows on
+  // some warps and 2 on others). When the list fills (more than kListed hits), the block
+  // adds what it has, then goes on scanning: the first round writes every row, later rounds
+  // add to the rows they hit, so every row's positions are still added in order (a 16-bit
+  // result is rounded once per round). With an epilogue the list holds every position, so
+  // one round completes each row (the planner's kMaxScatterEpilogueSources).
   const bool ranged = ballot && product(shape, 0, size_t(ax)) == 1 && S < (int64_t(1) << 31);
+  const int64_t columnsPerPass = ranged ? kRangeColumns : kMaxColumnsPerPass;
+  const int64_t passes = (B + columnsPerPass - 1) / columnsPerPass, perPass = (B + passes - 1) / passes;
+  const int64_t Q = (perPass + 31) / 32;
+  const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
   const int block = ranged ? 32 * kRangeWarps : kBlock;
   int64_t grid = std::clamp<int64_t>((rows * 32 + block - 1) / block, 1, 65535);
-  int64_t range = 0;
+  int64_t range = 0, listSize = 0;
   if (ranged) {
     grid = std::min<int64_t>((rows + kRangeWarps - 1) / kRangeWarps, 2 * int64_t(k.target.sms));
     grid = std::max<int64_t>(grid, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
     range = (rows + grid - 1) / grid;
     grid = (rows + range - 1) / range;
+    listSize = std::min<int64_t>(S, kListed + kRangeStage);  // at most S positions are ever listed
+    if (epilogue) {
+      if (S > fusion::kMaxScatterEpilogueSources)
+        throw Error("codegen: scatter kernel '" + k.body.name + "' updates its table in place of storing it, but its " +
+                    std::to_string(S) + " source positions exceed the " +
+                    std::to_string(fusion::kMaxScatterEpilogueSources) + " its shared-memory list holds");
+      listSize = S;
+    }
+    listSize = std::max<int64_t>(listSize, 1);
   }
+  // The list: positions (int) then their local rows (unsigned short), in dynamic shared memory.
+  const uint32_t smem = ranged ? uint32_t((listSize * 6 + 15) / 16 * 16) : 0;
   k.signature(w, k.name, block, 0);
   BodyEmitter e(k.body, w);
   w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
@@ -149,41 +186,71 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     e.closeScope();
     e.closeScope();
   };
+  // The row's columns are complete in acc: store the table, or evaluate the epilogue's
+  // outputs at them, every column's loads before any store (an in-place update's outputs
+  // alias its inputs, so the stores would otherwise hold back the next column's loads).
   auto storeRow = [&](const Index& a) {
+    std::vector<std::string> regs;
+    if (epilogue) {
+      e.bindReduction(result, "acc[q]");
+      for (int out : tableOuts) {
+        regs.push_back("res" + std::to_string(out));
+        w.line(registerType(e.storedForm(k.body.outputs[size_t(out)])->type.dtype) + " " + regs.back() + "[" +
+               std::to_string(Q) + "];");
+      }
+      w.line("// the epilogue at this row's columns");
+      w.line("#pragma unroll");
+      e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
+      e.openScope("if (" + column("q") + ")");
+      const Index idx = join(a, "v", delinearize(w, "b", inner, "eb"));
+      for (size_t t = 0; t < tableOuts.size(); ++t)
+        w.line(regs[t] + "[q] = " + e.eval(e.storedForm(k.body.outputs[size_t(tableOuts[t])]), idx) + ";");
+      e.closeScope();
+      e.closeScope();
+    }
     w.line("#pragma unroll");
     e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
     e.openScope("if (" + column("q") + ")");
     const std::string o = outIndex(a, "wb");
     for (int out : scatterOuts)
       w.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result->type.dtype, "acc[q]") + ";");
+    for (size_t t = 0; t < tableOuts.size(); ++t)
+      w.line("out" + std::to_string(tableOuts[t]) + "[" + o + "] = " +
+             storeValue(k.body.outputs[size_t(tableOuts[t])]->type.dtype, regs[t] + "[q]") + ";");
     e.closeScope();
     e.closeScope();
   };
   if (ranged) {
     const std::string sS = std::to_string(S), R = std::to_string(range), NW = std::to_string(kRangeWarps),
                       ST = std::to_string(kRangeStage), SL = std::to_string(kRangeStage / kRangeWarps),
-                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(kListed + kRangeStage);
+                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(listSize);
     w.line("const int warp = threadIdx.x / 32;");
-    w.line("__shared__ int hitPos[" + H + "];  // the listed positions, in order");
-    w.line("__shared__ unsigned short hitRow[" + H + "];  // and their rows, from row0");
+    w.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
+    w.line("int* hitPos = (int*)fusec_smem;  // the listed positions, in order (" + H + ")");
+    w.line("unsigned short* hitRow = (unsigned short*)(hitPos + " + H + ");  // and their rows, from row0");
     w.line("__shared__ int warpHits[" + NW + "];");
     w.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
     w.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows) + " - row0);");
     w.line("int listed = 0;  // the same in every thread");
-    w.line("bool again = false;  // a later round: add to the rows written before");
+    if (!epilogue) w.line("bool again = false;  // a later round: add to the rows written before");
     e.openScope("for (fusec_idx t0 = 0;; t0 += " + ST + ")");
     w.line("const bool end = t0 >= " + sS + ";");
-    e.openScope("if (end || listed > " + std::to_string(kListed) + ")");
-    w.line("// a round: each warp adds its rows' listed positions, in list order");
-    e.openScope("for (int r = warp; r < nrows; r += " + NW + ")");
+    // The list holds every position an epilogue's block lists: one round, at the end.
+    e.openScope(epilogue ? "if (end)" : "if (end || listed > " + std::to_string(kListed) + ")");
+    w.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
+    const std::string sPasses = std::to_string(passes);
+    e.openScope("for (int it = warp; it < nrows" + (passes > 1 ? " * " + sPasses : "") + "; it += " + NW + ")");
+    w.line("const int r = it" + (passes > 1 ? " / " + sPasses : "") + ";");
+    if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP + ";");
     w.line("const fusec_idx v = row0 + r;");
-    w.line("bool hit = !again;");
-    e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
-    w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && hitRow[h0 + lane] == r);");
-    e.closeScope();
-    w.line("if (!hit) continue;  // a later round that does not touch this row");
-    if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
-    startRow({}, "again");
+    if (!epilogue) {
+      w.line("bool hit = !again;");
+      e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
+      w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && hitRow[h0 + lane] == r);");
+      e.closeScope();
+      w.line("if (!hit) continue;  // a later round that does not touch this row");
+    }
+    startRow({}, epilogue ? "" : "again");
     e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
     w.line("const bool mine = h0 + lane < listed && hitRow[h0 + lane] == r;");
     e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, mine); m != 0; m &= m - 1)");
@@ -192,11 +259,12 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     e.closeScope();
     e.closeScope();
     storeRow({});
-    if (passes > 1) e.closeScope();
     e.closeScope();
-    w.line("again = true;");
-    w.line("listed = 0;");
-    w.line("__syncthreads();  // the list's readers are done before it is refilled");
+    if (!epilogue) {
+      w.line("again = true;");
+      w.line("listed = 0;");
+      w.line("__syncthreads();  // the list's readers are done before it is refilled");
+    }
     e.closeScope();
     w.line("if (end) break;");
     w.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
@@ -263,18 +331,18 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     if (passes > 1) e.closeScope();
     e.closeScope();
   }
-  if (!srcOuts.empty()) {
-    w.line("// the source's own outputs, element by element");
-    e.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " +
-                std::to_string(src->type.numel()) + "; i += (fusec_idx)gridDim.x * blockDim.x)");
-    for (int o : srcOuts) {
+  for (const auto& [numel, outs] : otherOuts) {
+    w.line("// outputs not computed from the table (the source's producers), element by element");
+    e.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(numel) +
+                "; i += (fusec_idx)gridDim.x * blockDim.x)");
+    for (int o : outs) {
       const Value* v = k.body.outputs[size_t(o)];
       e.store(v, "out" + std::to_string(o), delinearize(w, "i", v->type.shape, "p" + std::to_string(o)));
     }
     e.closeScope();
   }
   w.close();
-  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
+  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, smem}};
 }
 
 }  // namespace fusec::codegen

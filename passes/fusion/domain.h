@@ -37,6 +37,11 @@ struct Domain {
 // registers (at most 32 of a 512-thread block's row).
 constexpr int64_t kMaxColumnSumWidth = 16384;
 
+// The most source positions (tokens) of a scatter_add that takes its table's consumers as an
+// epilogue (fusion/plan.cpp): codegen lists every position in shared memory, so a row's sum
+// is complete in one round and never carried through memory (6 bytes a position: 96 KiB).
+constexpr int64_t kMaxScatterEpilogueSources = 16384;
+
 // True when the All reduction `all` reduces exactly one value per row of the row domain `row`
 // (all.r == row.n), so a row kernel can add each row's value as it finishes the row.
 bool totalsRowsOf(const Domain& all, const Domain& row);

@@ -123,7 +123,8 @@ std::string kernelHint(const Graph& body, KernelFamily family) {
   auto has = [&](OpKind o) { return k.count(o) != 0; };
   switch (family) {
     case KernelFamily::Attention: return has(OpKind::AttentionBackward) ? "flash_bwd" : "flash_fwd";
-    case KernelFamily::Scatter: return "embedding_grad";
+    // The embedding gradient, or (with its update as the epilogue) the embedding's AdamW step.
+    case KernelFamily::Scatter: return has(OpKind::Sqrt) && body.outputs.size() >= 3 ? "embedding_adamw" : "embedding_grad";
     case KernelFamily::ColReduce: return "colsum";
     case KernelFamily::ReduceAll: return "mean";
     case KernelFamily::RowReduce:

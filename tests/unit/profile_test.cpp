@@ -62,9 +62,15 @@ TEST_P(ProfileDtype, TinyTrainStepAndForward) {
   EXPECT_GT(kernels[LaunchCategory::RowReduce], 0);
   EXPECT_EQ(kernels[LaunchCategory::ColReduce], 0);  // norm-weight gradients: in the rmsnorm backward
   EXPECT_GT(kernels[LaunchCategory::Pointwise], 0);
-  EXPECT_EQ(kernels[LaunchCategory::Other], 1);  // the embedding scatter (the loss mean is cross-entropy's total)
-  int softmax = 0, backward = 0;
+  // None: the embedding's gradient scatter is its AdamW kernel (one of the L + 3), and the
+  // loss mean is cross-entropy's total.
+  EXPECT_EQ(kernels[LaunchCategory::Other], 0);
+  int softmax = 0, backward = 0, embeddingUpdates = 0;
   for (const auto& l : step) {
+    if (l.group == "scatter_*_embedding_adamw") {
+      ++embeddingUpdates;
+      EXPECT_EQ(l.category, LaunchCategory::Optimizer);
+    }
     softmax += l.group == "row_reduce_*_softmax" && !l.backward;  // bf16 backward recomputes P: a softmax too
     backward += l.backward;
     if (l.gemm) {
@@ -72,6 +78,7 @@ TEST_P(ProfileDtype, TinyTrainStepAndForward) {
     }
   }
   EXPECT_EQ(softmax, L);
+  EXPECT_EQ(embeddingUpdates, 1);
   EXPECT_GT(backward, int(step.size()) / 2);
 
   auto fwd = classify(bench::BenchPass::Forward, GetParam(), cfg);
