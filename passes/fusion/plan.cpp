@@ -387,17 +387,22 @@ class Planner {
     if (dom->kind == DomainKind::Row && !rowValuesInPlace(producer, consumer, dom->n, dom->n * dom->r)) return false;
     auto rank = placement(producer, consumer);
     if (!rank) return false;
-    Group& keep = groups_[size_t(consumer)];
-    Group& gone = groups_[size_t(producer)];
-    for (Op* m : gone.members) {
-      groupOf_[size_t(pos_[m])] = consumer;
-      keep.members.push_back(m);
-    }
-    gone.members.clear();
-    gone.alive = false;
-    keep.domain = *dom;
-    keep.rank = *rank;
+    absorb(consumer, producer, *rank);
+    groups_[size_t(consumer)].domain = *dom;
     return true;
+  }
+
+  // Group `gone`'s members join group `keep`, which takes rank `rank` (placement's).
+  void absorb(int keep, int gone, int64_t rank) {
+    Group& k = groups_[size_t(keep)];
+    Group& g = groups_[size_t(gone)];
+    for (Op* m : g.members) {
+      groupOf_[size_t(pos_[m])] = keep;
+      k.members.push_back(m);
+    }
+    g.members.clear();
+    g.alive = false;
+    k.rank = rank;
   }
 
   // A forward attention whose output O is read by one permute alone (attention_output.h),
@@ -556,16 +561,8 @@ class Planner {
       if (c < 0 || !groups_[size_t(s)].alive || groups_[size_t(s)].frozen) continue;
       auto rank = placement(s, c);
       if (!rank) continue;
-      Group& keep = groups_[size_t(s)];
-      Group& gone = groups_[size_t(c)];
-      for (Op* m : gone.members) {
-        groupOf_[size_t(pos_[m])] = s;
-        keep.members.push_back(m);
-      }
-      gone.members.clear();
-      gone.alive = false;
-      keep.rank = *rank;
-      keep.frozen = true;
+      absorb(s, c, *rank);
+      groups_[size_t(s)].frozen = true;
     }
   }
 
