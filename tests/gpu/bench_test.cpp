@@ -60,6 +60,7 @@ TEST(Bench, CeilingsAndTimer) {
 TEST(Bench, SmallModelSweep) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  if (!test::eagerWorkerBuilt(&why)) GTEST_SKIP() << why;
   auto [out, rc] = runFusec(
       "bench --model small --ctx 128 --batch 2 --dtype fp32,bf16 --passes forward,fwd_bwd,step --warmup 2 --iters 3 "
       "--format json");

@@ -141,6 +141,7 @@ TEST(Profile, SecondProcessLoadsTheGemmTuning) {
 TEST(BenchAttention, SmallSweepOnDevice) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  if (!test::eagerWorkerBuilt(&why)) GTEST_SKIP() << why;
   auto [out, rc] = runFusec("bench attention --batch 2 --d 16,32 --seq 64,256 --warmup 1 --iters 3 --format json", false);
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
