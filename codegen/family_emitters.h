@@ -26,6 +26,10 @@ struct FamilyInput {
 std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w);
 std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w);
 std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w);
+// An embedding scatter whose positions all fit its list (fusion::kMaxScatterEpilogueSources)
+// sums a row of more than this many positions in segments of this many, in position order,
+// and then adds the segments' sums in order (a fixed order: run-to-run identical results).
+int64_t scatterRowSegment(int64_t columns);
 // attention: a generated flash-attention kernel (codegen/attention_kernel.cpp).
 std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w);
 // row_reduce, col_reduce and reduce_all: one parametrised emitter.

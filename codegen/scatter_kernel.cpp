@@ -9,7 +9,9 @@
 // lanes), and write the row once. Every output is written exactly once, the base copy is
 // fused, and each source row is read once overall. How a warp finds its positions:
 // - an embedding (A = 1, one index per position): block b owns a range of rows, scans the
-//   ids once and lists its rows' positions in shared memory (see `ranged` below);
+//   ids once and lists its rows' positions in shared memory (see `ranged` below); where
+//   every position fits the list, it sorts the list by row and sums a row of many positions
+//   in segments over several warps (`csr`: skewed, text-like ids);
 // - one index per position with A > 1: each warp ballots over its batch entry's ids, 32 at
 //   a time;
 // - otherwise each lane compares its own columns' indices, position by position (still
@@ -18,6 +20,7 @@
 // sums are complete, in registers: the kernel then writes the update's outputs, and the
 // table itself (the dense gradient) never reaches memory.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -37,6 +40,9 @@ constexpr int kRangeStage = 4096;             // ids a block scans between list 
 constexpr int kListed = 2048;                 // positions listed before a round adds them
 constexpr int64_t kRangeColumns = 128;        // columns of a row one warp adds at a time (4 a lane)
 constexpr int kHitBatch = 4;                  // a row's listed positions whose loads a warp issues together
+constexpr int64_t kSegment = 256;             // a row's positions one warp adds, when the row has more
+constexpr int64_t kSmemPerSM = 228 * 1024;    // sm_90's shared memory per multiprocessor
+constexpr int64_t kSmemReserved = 1024;       // what the driver reserves per block
 
 // True when `index` (of the source's shape) is the same for every position of the dims
 // after `axis`: a broadcast whose operand has size 1 (or no dim) there.
@@ -69,6 +75,13 @@ Index join(const Index& a, const std::string& x, const Index& b) {
 }
 
 }  // namespace
+
+int64_t scatterRowSegment(int64_t columns) {
+  const int64_t passes = (columns + kRangeColumns - 1) / kRangeColumns, perPass = (columns + passes - 1) / passes;
+  // The partial sums take the list's room, which they fit: at most 2 * S / segment segments
+  // of perPass floats.
+  return std::max<int64_t>(kSegment, 2 * perPass);
+}
 
 std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   const Op* scatter = nullptr;
@@ -104,49 +117,63 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   const int64_t D = shape[size_t(ax)], S = src->type.shape[size_t(ax)], B = product(shape, size_t(ax) + 1, shape.size());
   const int64_t rows = product(shape, 0, size_t(ax)) * D;
   const bool ballot = indexIsPerRow(index, ax);
-  // With one scatter row group (no dims before the axis: an embedding) block b owns the
-  // `range` consecutive rows from b * range (a few dozen: a grid of two blocks per SM). It
-  // scans the ids once, listing in shared memory the positions whose id falls in its rows
-  // (in position order: each warp ballots over its own slice of a stage, the slices in
-  // order), then its warps add the listed positions of each (row, 128 columns) item. The ids
-  // are read once per block, 2 x SMs times in all: the previous scheme, a block per 16 rows
-  // that staged every id through shared memory, read them 625 times at small's vocabulary and
-  // ran at 17% of the copy bandwidth (0.111 ms, small at batch 64, H200), and 33% at medium
-  // batch 16. Items of 128 columns rather than whole rows spread a block's rows evenly over
-  // its 16 warps (38 rows of 768 columns: 228 items, at most 15 a warp, against 3 rows on
-  // some warps and 2 on others). When the list fills (more than kListed hits), the block
-  // adds what it has, then goes on scanning: the first round writes every row, later rounds
-  // add to the rows they hit, so every row's positions are still added in order (a 16-bit
-  // result is rounded once per round). With an epilogue the list holds every position, so
-  // one round completes each row (the planner's kMaxScatterEpilogueSources). A warp issues
-  // the loads of up to kHitBatch of a row's positions together and adds them in order, and an
-  // epilogue's param and moments are loaded before the sum: small's embedding update at
-  // batch 64 (H200, harness of the generated kernel) took 78.4 us with both, 86.4 us adding one
-  // position at a time, and 130.8 against 91.6 us without the early loads (3 blocks an SM).
-  // Known limit: a block owns its rows, so a token holding a large share of the positions
-  // (text-like ids, Zipf 1/rank) is summed by one SM: 1.7 ms at small batch 64.
+  // With one scatter row group (no dims before the axis: an embedding) a block owns a range
+  // of rows. It scans the ids once, listing in shared memory the positions whose id falls in
+  // its rows (in position order: each warp ballots over its own slice of a stage, the slices in
+  // order). The ids are read once per block, about 2 x SMs times in all: the scheme before, a
+  // block per 16 rows that staged every id through shared memory, read them 625 times at
+  // small's vocabulary and ran at 17% of the copy bandwidth. A warp takes up to kHitBatch of a
+  // row's positions at a time, their loads in flight together, their additions in order; an
+  // epilogue's param and moments load before the sum (small's embedding update at batch 64,
+  // H200: 78.4 us with both, 86.4 adding one position at a time, 130.8 against 91.6 without
+  // the early loads). Two ways to go on:
+  // - `csr`, every position fits the list (at most kMaxScatterEpilogueSources: always with an
+  //   epilogue). Blocks own (rows, 128 columns) tiles, about two an SM. Warp 0 sorts the list
+  //   by row, stably, and a row of more than scatterRowSegment positions is summed in
+  //   segments by several warps, whose partial sums it then adds in order. Text-like ids put a
+  //   tenth of the positions on one token: when a block owned whole rows and one warp a row's
+  //   columns, that row was one SM's and one warp's work (1.69 ms at small batch 64, Zipf
+  //   1/rank ids; 0.247 ms now, 0.456 and 0.135 ms at medium batch 16). Uniform ids pay for
+  //   the sort: 85.8 against 79.0 us at small batch 64.
+  // - rounds, otherwise: items of (row, 128 columns) per block of rows; when the list fills
+  //   (more than kListed hits) the block adds what it has, then goes on scanning. The first
+  //   round writes every row, later rounds add to the rows they hit, so every row's positions
+  //   are still added in order (a 16-bit result is rounded once per round).
   const bool ranged = ballot && product(shape, 0, size_t(ax)) == 1 && S < (int64_t(1) << 31);
+  // Every position fits the list at once: the block sorts its list by row (below, `csr`).
+  const bool csr = ranged && S <= fusion::kMaxScatterEpilogueSources;
+  if (epilogue && ranged && !csr)
+    throw Error("codegen: scatter kernel '" + k.body.name + "' updates its table in place of storing it, but its " +
+                std::to_string(S) + " source positions exceed the " +
+                std::to_string(fusion::kMaxScatterEpilogueSources) + " its shared-memory list holds");
   const int64_t columnsPerPass = ranged ? kRangeColumns : kMaxColumnsPerPass;
   const int64_t passes = (B + columnsPerPass - 1) / columnsPerPass, perPass = (B + passes - 1) / passes;
   const int64_t Q = (perPass + 31) / 32;
   const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
   const int block = ranged ? 32 * kRangeWarps : kBlock;
   int64_t grid = std::clamp<int64_t>((rows * 32 + block - 1) / block, 1, 65535);
-  int64_t range = 0, listSize = 0;
+  int64_t range = 0, listSize = 0, rowBlocks = 0;
   // A list entry: position << 16 | local row in one word when positions fit 16 bits, else a
   // position word and a row half-word.
   const bool packed = S <= 65536;
   const int64_t entryBytes = packed ? 4 : 6;
-  if (ranged) {
-    listSize = std::min<int64_t>(S, kListed + kRangeStage);  // at most S positions are ever listed
-    if (epilogue) {
-      if (S > fusion::kMaxScatterEpilogueSources)
-        throw Error("codegen: scatter kernel '" + k.body.name + "' updates its table in place of storing it, but its " +
-                    std::to_string(S) + " source positions exceed the " +
-                    std::to_string(fusion::kMaxScatterEpilogueSources) + " its shared-memory list holds");
-      listSize = S;
-    }
-    listSize = std::max<int64_t>(listSize, 1);
+  const int64_t segment = scatterRowSegment(B);
+  auto csrBytes = [&](int64_t r) {  // the list, the row tables, the positions sorted by row
+    return S * 4 + 4 * (4 * r + 3) + (S * 2 + 15) / 16 * 16;
+  };
+  if (csr) {
+    // Blocks own (rows, columns) tiles: a block per `range` rows and perPass columns, about
+    // two a SM, so one row's work spreads over `passes` SMs (a common token's rows were one
+    // SM's work: 1.7 ms at small batch 64 with text-like ids).
+    rowBlocks = std::clamp<int64_t>(2 * int64_t(k.target.sms) / passes, 1, rows);
+    rowBlocks = std::max<int64_t>(rowBlocks, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
+    while ((csrBytes((rows + rowBlocks - 1) / rowBlocks) + kSmemReserved) * 2 > kSmemPerSM && rowBlocks < rows) ++rowBlocks;
+    range = (rows + rowBlocks - 1) / rowBlocks;
+    rowBlocks = (rows + range - 1) / range;
+    grid = rowBlocks * passes;
+    listSize = S;
+  } else if (ranged) {
+    listSize = std::max<int64_t>(std::min<int64_t>(S, kListed + kRangeStage), 1);  // at most S are ever listed
     // Two blocks per SM (16,384 positions: 64 KiB of list each). Three, where three lists
     // fit, ran the epilogue kernel slower: 91.6 against 78.4 us at small batch 64, H200.
     grid = std::min<int64_t>((rows + kRangeWarps - 1) / kRangeWarps, 2 * int64_t(k.target.sms));
@@ -154,9 +181,9 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     range = (rows + grid - 1) / grid;
     grid = (rows + range - 1) / range;
   }
-  // The list, in dynamic shared memory.
-  const uint32_t smem = ranged ? uint32_t((listSize * entryBytes + 15) / 16 * 16) : 0;
-  k.signature(w, k.name, block, 0);
+  const uint32_t smem = csr ? uint32_t(csrBytes(range)) : ranged ? uint32_t((listSize * entryBytes + 15) / 16 * 16) : 0;
+  // Two blocks an SM (the grid assumes them): at most 64 registers a thread.
+  k.signature(w, k.name, block, csr ? 2 : 0);
   BodyEmitter e(k.body, w);
   w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
          std::to_string(S) + " source positions scanned in order" +
@@ -171,20 +198,20 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   auto outIndex = [&](const Index& a, const std::string& prefix) {
     return linearize(join(a, "v", delinearize(w, "b", inner, prefix)), shape);
   };
-  // acc = the base (or, when `again` is a condition, the output this thread wrote before).
-  auto startRow = [&](const Index& a, const std::string& again) {
+  // acc = the base, or `other` where `unless` holds (the output this thread wrote before, in a
+  // later round; zero, for a segment's partial sum).
+  auto startRow = [&](const Index& a, const std::string& unless, const std::function<std::string()>& other) {
     w.line(rt + " acc[" + std::to_string(Q) + "];");
     w.line("// " + e.describe(*scatter) + ": base");
     w.line("#pragma unroll");
     e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
     e.openScope("if (" + column("q") + ")");
-    if (!again.empty()) {
-      w.line("if (" + again + ") acc[q] = " + loadExpr(result->type.dtype, "out" + std::to_string(scatterOuts[0]),
-                                                        outIndex(a, "rb")) + ";");
+    if (!unless.empty()) {
+      w.line("if (" + unless + ") acc[q] = " + other() + ";");
       e.openScope("else");
     }
     w.line("acc[q] = " + e.eval(base, join(a, "v", delinearize(w, "b", inner, "ob"))) + ";");
-    if (!again.empty()) e.closeScope();
+    if (!unless.empty()) e.closeScope();
     e.closeScope();
     e.closeScope();
   };
@@ -211,13 +238,14 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
       if (in->type.shape == shape) prefetched.push_back(in);
   }
   auto prefetchName = [&](size_t i) { return "pre" + std::to_string(i); };
-  auto prefetch = [&](const Index& a) {
+  // `when`: a condition for the loads (an item that applies the epilogue), or empty.
+  auto prefetch = [&](const Index& a, const std::string& when) {
     if (prefetched.empty()) return;
     for (size_t i = 0; i < prefetched.size(); ++i) w.line("float " + prefetchName(i) + "[" + std::to_string(Q) + "];");
     w.line("// the epilogue's own inputs at this row's columns, ahead of the sum");
     w.line("#pragma unroll");
     e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    e.openScope("if (" + column("q") + ")");
+    e.openScope("if (" + (when.empty() ? "" : when + " && ") + column("q") + ")");
     const std::string at = linearize(join(a, "v", delinearize(w, "b", inner, "eb")), shape);
     for (size_t i = 0; i < prefetched.size(); ++i)
       w.line(prefetchName(i) + "[q] = " + loadExpr(prefetched[i]->type.dtype, inputPointer(k.body, prefetched[i]), at) + ";");
@@ -263,7 +291,9 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
   if (ranged) {
     const std::string sS = std::to_string(S), R = std::to_string(range), NW = std::to_string(kRangeWarps),
                       ST = std::to_string(kRangeStage), SL = std::to_string(kRangeStage / kRangeWarps),
-                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(listSize);
+                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(listSize),
+                      sPasses = std::to_string(passes), U = std::to_string(kHitBatch), sQ = std::to_string(Q),
+                      SEG = std::to_string(segment);
     w.line("const int warp = threadIdx.x / 32;");
     w.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
     if (packed) {
@@ -272,128 +302,239 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
       w.line("int* hitPos = (int*)fusec_smem;  // the listed positions, in order (" + H + ")");
       w.line("unsigned short* hitRow = (unsigned short*)(hitPos + " + H + ");  // and their rows, from row0");
     }
+    if (csr) {
+      w.line("int* rowStart = (int*)(hits + " + H + ");  // each row's first position in `order` (" + R + " + 1)");
+      w.line("int* itemStart = rowStart + " + R + " + 1;  // each row's first item: the row, or its first segment");
+      w.line("int* slotStart = itemStart + " + R + " + 1;  // each row's first partial sum (rows in segments)");
+      w.line("int* cursor = slotStart + " + R + " + 1;  // the rows' counts while listing, then their next places in `order`");
+      w.line("unsigned short* order = (unsigned short*)(cursor + " + R + ");  // the listed positions by row, in position order within a row");
+      w.line("float* partial = (float*)fusec_smem;  // once `order` is complete: the segments' partial sums");
+    }
     w.line("__shared__ int warpHits[" + NW + "];");
-    w.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
+    if (csr) {
+      w.line("const fusec_idx row0 = (fusec_idx)" + (passes > 1 ? "(blockIdx.x / " + sPasses + ")" : "blockIdx.x") + " * " + R + ";");
+      if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(blockIdx.x % " + sPasses + ") * " + sP + ";");
+    } else {
+      w.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
+    }
     w.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows) + " - row0);");
     w.line("int listed = 0;  // the same in every thread");
-    if (!epilogue) w.line("bool again = false;  // a later round: add to the rows written before");
-    e.openScope("for (fusec_idx t0 = 0;; t0 += " + ST + ")");
-    w.line("const bool end = t0 >= " + sS + ";");
-    // The list holds every position an epilogue's block lists: one round, at the end.
-    e.openScope(epilogue ? "if (end)" : "if (end || listed > " + std::to_string(kListed) + ")");
-    w.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
-    const std::string sPasses = std::to_string(passes);
-    e.openScope("for (int it = warp; it < nrows" + (passes > 1 ? " * " + sPasses : "") + "; it += " + NW + ")");
-    w.line("const int r = it" + (passes > 1 ? " / " + sPasses : "") + ";");
-    if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP + ";");
-    w.line("const fusec_idx v = row0 + r;");
     auto rowAt = [&](const std::string& h) { return packed ? "(int)(hits[" + h + "] & 0xffffu)" : "(int)hitRow[" + h + "]"; };
     auto posAt = [&](const std::string& h) {
       return packed ? "(fusec_idx)(hits[" + h + "] >> 16)" : "(fusec_idx)hitPos[" + h + "]";
     };
-    if (!epilogue) {
-      w.line("bool hit = !again;");
-      e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
-      w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
-      e.closeScope();
-      w.line("if (!hit) continue;  // a later round that does not touch this row");
-    }
-    prefetch({});
-    startRow({}, epilogue ? "" : "again");
-    const std::string U = std::to_string(kHitBatch);
-    e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
-    w.line("const bool mine = h0 + lane < listed && " + rowAt("h0 + lane") + " == r;");
-    w.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
-    e.openScope("while (m != 0)");
-    w.line("// up to " + U + " of the row's positions, in list order: their loads in flight together, added in order");
-    w.line("fusec_idx s[" + U + "];");
-    w.line("int n = 0;");
-    w.line("#pragma unroll");
-    e.openScope("for (int u = 0; u < " + U + "; ++u)");
-    e.openScope("if (m != 0)");
-    w.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
-    w.line("m &= m - 1;");
-    w.line("n = u + 1;");
-    e.closeScope();
-    w.line("else s[u] = s[0];");
-    e.closeScope();
-    w.line(rt + " x[" + U + "][" + std::to_string(Q) + "];");
-    w.line("#pragma unroll");
-    e.openScope("for (int u = 0; u < " + U + "; ++u)");
-    w.line("#pragma unroll");
-    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    {
+    // Up to kHitBatch positions s[0..n) of the row (found by the lines `fill` writes): their
+    // loads together, their additions in order.
+    auto addBatch = [&](const std::function<void()>& fill) {
+      w.line("// up to " + U + " of the row's positions, in position order: their loads in flight together, added in order");
+      w.line("fusec_idx s[" + U + "];");
+      w.line("int n = 0;");
+      fill();
+      w.line(rt + " x[" + U + "][" + sQ + "];");
+      w.line("#pragma unroll");
+      e.openScope("for (int u = 0; u < " + U + "; ++u)");
+      w.line("#pragma unroll");
+      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
       const std::string in = column("q");
       const Index bi = delinearize(w, "b", inner, "sb");
       e.openScope("if (u < n && " + in + ")");
       w.line("x[u][q] = " + e.eval(src, join({}, "s[u]", bi)) + ";");
       e.closeScope();
-    }
-    e.closeScope();
-    e.closeScope();
-    w.line("#pragma unroll");
-    e.openScope("for (int u = 0; u < " + U + "; ++u)");
-    w.line("#pragma unroll");
-    w.line("for (int q = 0; q < " + std::to_string(Q) + "; ++q) if (u < n) acc[q] += x[u][q];");
-    e.closeScope();
-    e.closeScope();
-    e.closeScope();
-    storeRow({});
-    e.closeScope();
-    if (!epilogue) {
+      e.closeScope();
+      e.closeScope();
+      w.line("#pragma unroll");
+      e.openScope("for (int u = 0; u < " + U + "; ++u)");
+      w.line("#pragma unroll");
+      w.line("for (int q = 0; q < " + sQ + "; ++q) if (u < n) acc[q] += x[u][q];");
+      e.closeScope();
+    };
+    // One stage of the listing: the positions t0 .. t0 + ST whose id falls in the block's
+    // rows, appended in position order (warp w ballots over its slice, the slices in order).
+    auto listStage = [&] {
+      w.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
+      w.line("int local[" + J + "];");
+      w.line("unsigned m[" + J + "];");
+      w.line("int count = 0;");
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + J + "; ++j)");
+      w.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
+      w.line("local[j] = -1;");
+      e.openScope("if (s < " + sS + ")");
+      // 64-bit: an id past 2^31 must not wrap into the block's rows.
+      w.line("const long long d = (long long)" + e.eval(index, join({}, "s", Index(inner.size(), "0"))) + " - row0;");
+      w.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
+      e.closeScope();
+      w.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
+      w.line("count += __popc(m[j]);");
+      e.closeScope();
+      w.line("if (lane == 0) warpHits[warp] = count;");
+      w.line("__syncthreads();");
+      w.line("int at = listed;");
+      w.line("#pragma unroll");
+      w.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
+      w.line("#pragma unroll");
+      w.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
+      w.line("#pragma unroll");
+      e.openScope("for (int j = 0; j < " + J + "; ++j)");
+      e.openScope("if (local[j] >= 0)");
+      w.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
+      if (packed) {
+        w.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
+      } else {
+        w.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
+        w.line("hitRow[h] = (unsigned short)local[j];");
+      }
+      if (csr) w.line("atomicAdd(&cursor[local[j]], 1);  // a count: the same whatever the order");
+      e.closeScope();
+      w.line("at += __popc(m[j]);");
+      e.closeScope();
+      w.line("__syncthreads();  // the list is complete, and warpHits read");
+    };
+    if (csr) {
+      w.line("for (int i = threadIdx.x; i < nrows; i += blockDim.x) cursor[i] = 0;");
+      w.line("__syncthreads();");
+      e.openScope("for (fusec_idx t0 = 0; t0 < " + sS + "; t0 += " + ST + ")");
+      listStage();
+      e.closeScope();
+      w.line("// each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
+      w.line("// of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
+      e.openScope("if (warp == 0)");
+      w.line("const int per = (nrows + 31) / 32, i0 = min(nrows, lane * per), i1 = min(nrows, i0 + per);");
+      w.line("int pn = 0, pi = 0, ps = 0;");
+      e.openScope("for (int i = i0; i < i1; ++i)");
+      w.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
+      w.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
+      e.closeScope();
+      w.line("const int n = pn, items = pi, slots = ps;");
+      w.line("#pragma unroll");
+      e.openScope("for (int d = 1; d < 32; d *= 2)");
+      w.line("const int a = __shfl_up_sync(0xffffffffu, pn, d), b = __shfl_up_sync(0xffffffffu, pi, d), c = __shfl_up_sync(0xffffffffu, ps, d);");
+      w.line("if (lane >= d) pn += a, pi += b, ps += c;");
+      e.closeScope();
+      w.line("pn -= n, pi -= items, ps -= slots;  // the lanes before this one's");
+      e.openScope("for (int i = i0; i < i1; ++i)");
+      w.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
+      w.line("rowStart[i] = pn, itemStart[i] = pi, slotStart[i] = ps, cursor[i] = pn;");
+      w.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
+      e.closeScope();
+      w.line("if (lane == 31) rowStart[nrows] = pn, itemStart[nrows] = pi, slotStart[nrows] = ps;");
+      e.closeScope();
+      w.line("__syncthreads();");
+      w.line("// the list sorted by row, stably (so each row's positions stay in position order): warp 0, 32 at a time");
+      e.openScope("if (warp == 0)");
+      e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
+      w.line("const bool valid = h0 + lane < listed;");
+      w.line("const unsigned x = valid ? hits[h0 + lane] : 0u;");
+      w.line("const int r = valid ? (int)(x & 0xffffu) : -1;");
+      w.line("const unsigned peers = __match_any_sync(0xffffffffu, r);");
+      w.line("const int leader = __ffs(peers) - 1;");
+      w.line("int at = valid && lane == leader ? cursor[r] : 0;");
+      w.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
+      w.line("if (valid) order[at] = (unsigned short)(x >> 16);");
+      w.line("if (valid && lane == leader) cursor[r] = at + __popc(peers);");
+      w.line("__syncwarp();");
+      e.closeScope();
+      e.closeScope();
+      w.line("__syncthreads();  // `order` is complete: the list's room takes the partial sums");
+      w.line("// items: a row (its sum, then its results), or a segment of a long row (a partial sum)");
+      e.openScope("for (int it = warp; it < itemStart[nrows]; it += " + NW + ")");
+      w.line("int r = 0, hi = nrows;  // the row whose items hold it");
+      w.line("while (hi - r > 1) { const int mid = (r + hi) / 2; if (itemStart[mid] <= it) r = mid; else hi = mid; }");
+      w.line("const fusec_idx v = row0 + r;");
+      w.line("const int first = rowStart[r], count = rowStart[r + 1] - first;");
+      w.line("const bool part = count > " + SEG + ";");
+      w.line("const int i0 = first + (part ? (it - itemStart[r]) * " + SEG + " : 0), i1 = part ? min(i0 + " + SEG +
+             ", first + count) : first + count;");
+      prefetch({}, "!part");
+      startRow({}, "part", [] { return std::string("0.0f"); });
+      e.openScope("for (int i = i0; i < i1; i += " + U + ")");
+      addBatch([&] {
+        w.line("#pragma unroll");
+        w.line("for (int u = 0; u < " + U + "; ++u) s[u] = i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i];");
+        w.line("n = min(" + U + ", i1 - i);");
+      });
+      e.closeScope();
+      e.openScope("if (part)");
+      w.line("#pragma unroll");
+      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
+      e.openScope("if (" + column("q") + ")");
+      w.line("partial[(slotStart[r] + it - itemStart[r]) * " + sP + " + lane + 32 * q] = acc[q];");
+      e.closeScope();
+      e.closeScope();
+      e.closeScope();
+      e.openScope("else");
+      storeRow({});
+      e.closeScope();
+      e.closeScope();
+      w.line("__syncthreads();  // every segment's partial sum is in");
+      w.line("// rows in segments: their partial sums added in segment order, then their results");
+      e.openScope("for (int r = warp; r < nrows; r += " + NW + ")");
+      w.line("const int s0 = slotStart[r], segs = slotStart[r + 1] - s0;");
+      w.line("if (segs == 0) continue;");
+      w.line("const fusec_idx v = row0 + r;");
+      prefetch({}, "");
+      startRow({}, "", nullptr);
+      e.openScope("for (int k = 0; k < segs; ++k)");
+      w.line("#pragma unroll");
+      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
+      e.openScope("if (" + column("q") + ")");
+      w.line("acc[q] += partial[(s0 + k) * " + sP + " + lane + 32 * q];");
+      e.closeScope();
+      e.closeScope();
+      e.closeScope();
+      storeRow({});
+      e.closeScope();
+    } else {
+      w.line("bool again = false;  // a later round: add to the rows written before");
+      e.openScope("for (fusec_idx t0 = 0;; t0 += " + ST + ")");
+      w.line("const bool end = t0 >= " + sS + ";");
+      e.openScope("if (end || listed > " + std::to_string(kListed) + ")");
+      w.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
+      e.openScope("for (int it = warp; it < nrows" + (passes > 1 ? " * " + sPasses : "") + "; it += " + NW + ")");
+      w.line("const int r = it" + (passes > 1 ? " / " + sPasses : "") + ";");
+      if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP + ";");
+      w.line("const fusec_idx v = row0 + r;");
+      w.line("bool hit = !again;");
+      e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
+      w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
+      e.closeScope();
+      w.line("if (!hit) continue;  // a later round that does not touch this row");
+      startRow({}, "again", [&] { return loadExpr(result->type.dtype, "out" + std::to_string(scatterOuts.at(0)), outIndex({}, "rb")); });
+      e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
+      w.line("const bool mine = h0 + lane < listed && " + rowAt("h0 + lane") + " == r;");
+      w.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
+      e.openScope("while (m != 0)");
+      addBatch([&] {
+        w.line("#pragma unroll");
+        e.openScope("for (int u = 0; u < " + U + "; ++u)");
+        e.openScope("if (m != 0)");
+        w.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
+        w.line("m &= m - 1;");
+        w.line("n = u + 1;");
+        e.closeScope();
+        w.line("else s[u] = s[0];");
+        e.closeScope();
+      });
+      e.closeScope();
+      e.closeScope();
+      storeRow({});
+      e.closeScope();
       w.line("again = true;");
       w.line("listed = 0;");
       w.line("__syncthreads();  // the list's readers are done before it is refilled");
+      e.closeScope();
+      w.line("if (end) break;");
+      listStage();
+      e.closeScope();
     }
-    e.closeScope();
-    w.line("if (end) break;");
-    w.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
-    w.line("int local[" + J + "];");
-    w.line("unsigned m[" + J + "];");
-    w.line("int count = 0;");
-    w.line("#pragma unroll");
-    e.openScope("for (int j = 0; j < " + J + "; ++j)");
-    w.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
-    w.line("local[j] = -1;");
-    e.openScope("if (s < " + sS + ")");
-    // 64-bit: an id past 2^31 must not wrap into the block's rows.
-    w.line("const long long d = (long long)" + e.eval(index, join({}, "s", Index(inner.size(), "0"))) +
-           " - row0;");
-    w.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
-    e.closeScope();
-    w.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
-    w.line("count += __popc(m[j]);");
-    e.closeScope();
-    w.line("if (lane == 0) warpHits[warp] = count;");
-    w.line("__syncthreads();");
-    w.line("int at = listed;");
-    w.line("#pragma unroll");
-    w.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
-    w.line("#pragma unroll");
-    w.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
-    w.line("#pragma unroll");
-    e.openScope("for (int j = 0; j < " + J + "; ++j)");
-    e.openScope("if (local[j] >= 0)");
-    w.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
-    if (packed) {
-      w.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
-    } else {
-      w.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
-      w.line("hitRow[h] = (unsigned short)local[j];");
-    }
-    e.closeScope();
-    w.line("at += __popc(m[j]);");
-    e.closeScope();
-    w.line("__syncthreads();  // the list is complete, and warpHits read");
-    e.closeScope();
   } else {
     e.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
                 std::to_string(rows) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
     w.line("const fusec_idx v = row % " + std::to_string(D) + ";");
     const Index a = delinearize(w, "(row / " + std::to_string(D) + ")", outer, "a");
     if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
-    prefetch(a);
-    startRow(a, "");
+    prefetch(a, "");
+    startRow(a, "", nullptr);
     if (ballot) {
       e.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S) + "; s0 += 32)");
       w.line("bool hit = false;");

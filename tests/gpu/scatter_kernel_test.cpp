@@ -6,7 +6,9 @@
 // - ids outside the vocabulary, including ones that would wrap into it in 32 bits: they
 //   add nothing.
 // The host reference adds each row's positions in position order from 0, as the kernel
-// does, so the results must be bit-identical (f32), and so must a second run.
+// does (a row of more than codegen::scatterRowSegment positions in segments of that many,
+// then the segments' sums in order, where every position fits the kernel's list), so the
+// results must be bit-identical (f32), and so must a second run.
 // - with the param's update as the epilogue (fusion/plan.cpp: the gradient never stored),
 //   every position of a block in one list: the update's three outputs against the host's.
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "api/compile.h"
+#include "codegen/family_emitters.h"
 #include "ir/parser.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
@@ -48,11 +51,26 @@ std::string embeddingGrad(int64_t s, int64_t v, int64_t d) {
 }
 
 // Row id of the result gets the rows of g whose id is `id`, in position order; other ids drop.
+// With every position in the kernel's list (at most 16,384), a row of more than `segment`
+// positions is the sum, in order, of its segments' sums.
 std::vector<float> reference(const std::vector<int64_t>& ids, const HostTensor& g, int64_t v, int64_t d) {
-  std::vector<float> w(size_t(v * d), 0.0f);
+  const int64_t segment = ids.size() <= 16384 ? codegen::scatterRowSegment(d) : int64_t(ids.size()) + 1;
+  auto positions = std::vector<std::vector<size_t>>(size_t(v));
   for (size_t s = 0; s < ids.size(); ++s)
-    if (ids[s] >= 0 && ids[s] < v)
-      for (int64_t c = 0; c < d; ++c) w[size_t(ids[s] * d + c)] += g.f[s * size_t(d) + size_t(c)];
+    if (ids[s] >= 0 && ids[s] < v) positions[size_t(ids[s])].push_back(s);
+  std::vector<float> w(size_t(v * d), 0.0f);
+  for (int64_t r = 0; r < v; ++r) {
+    const auto& ps = positions[size_t(r)];
+    const bool inSegments = int64_t(ps.size()) > segment;
+    for (int64_t c = 0; c < d; ++c) {
+      float total = 0.0f, part = 0.0f;
+      for (size_t k = 0; k < ps.size(); ++k) {
+        (inSegments ? part : total) += g.f[ps[k] * size_t(d) + size_t(c)];
+        if (inSegments && ((int64_t(k) + 1) % segment == 0 || k + 1 == ps.size())) total += part, part = 0.0f;
+      }
+      w[size_t(r * d + c)] = total;
+    }
+  }
   return w;
 }
 
@@ -91,7 +109,8 @@ TEST_F(ScatterKernels, VocabularyOverManyBlocks) {
 
 // One token at 90% of 20,000 positions: its block lists more than 2048 of them and adds them
 // over several rounds; the other rows of that block are written in the first round only.
-// Columns past 2048 take two passes per row.
+// Then 9,000 positions, which fit the list: the token's row is summed in segments over
+// several warps, and each block owns one 124-column slice of its rows.
 TEST_F(ScatterKernels, RepeatedTokenOverRounds) {
   std::mt19937 rng(22);
   std::uniform_int_distribution<int64_t> id(0, 99);
