@@ -98,7 +98,7 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
         const std::string head = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(l.block[0]);
         EXPECT_TRUE(k.source.find(head + ") " + l.function + "(") != std::string::npos ||
                     (k.source.find(head + ", 2) " + l.function + "(") != std::string::npos &&
-                     k.family == KernelFamily::RowReduce))
+                     (k.family == KernelFamily::RowReduce || k.family == KernelFamily::Scatter)))
             << k.name;
       }
       if (dt == DType::bf16 && k.family == KernelFamily::RowReduce) {
