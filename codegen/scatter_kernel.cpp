@@ -454,13 +454,17 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
         w.line("n = min(" + U + ", i1 - i);");
       });
       e.closeScope();
+      // `line` for each of this lane's columns q that exist.
+      auto eachColumn = [&](const std::string& line) {
+        w.line("#pragma unroll");
+        e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
+        e.openScope("if (" + column("q") + ")");
+        w.line(line);
+        e.closeScope();
+        e.closeScope();
+      };
       e.openScope("if (part)");
-      w.line("#pragma unroll");
-      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
-      e.openScope("if (" + column("q") + ")");
-      w.line("partial[(slotStart[r] + it - itemStart[r]) * " + sP + " + lane + 32 * q] = acc[q];");
-      e.closeScope();
-      e.closeScope();
+      eachColumn("partial[(slotStart[r] + it - itemStart[r]) * " + sP + " + lane + 32 * q] = acc[q];");
       e.closeScope();
       e.openScope("else");
       storeRow({});
@@ -475,12 +479,7 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
       prefetch({}, "");
       startRow({}, "", nullptr);
       e.openScope("for (int k = 0; k < segs; ++k)");
-      w.line("#pragma unroll");
-      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
-      e.openScope("if (" + column("q") + ")");
-      w.line("acc[q] += partial[(s0 + k) * " + sP + " + lane + 32 * q];");
-      e.closeScope();
-      e.closeScope();
+      eachColumn("acc[q] += partial[(s0 + k) * " + sP + " + lane + 32 * q];");
       e.closeScope();
       storeRow({});
       e.closeScope();
