@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,26 @@ TEST(Profile, TableOnDevice) {
   ASSERT_EQ(rc, 0) << out;
   for (const char* part : {"## forward: ", "### By category", "| attention ", "attention_*_flash_fwd", "whole step as one CUDA graph",
                            "(only forward was profiled)", "### GEMM autotuning", "Estimated time saved per step"})
+    EXPECT_NE(out.find(part), std::string::npos) << part << "\n" << out;
+}
+
+// --data: the step's tokens from a token file (a skewed one: most positions one token), named
+// in the header; a train step runs on them.
+TEST(Profile, TokensFromAFile) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  const std::string path = std::filesystem::temp_directory_path() / ("fusec_profile_tokens_" + std::to_string(::getpid()));
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (uint16_t k = 0; k < 400; ++k) {
+      const uint16_t id = k % 5 == 0 ? uint16_t(k % 37) : uint16_t(3);
+      f.write(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+  }
+  auto [out, rc] = runFusec("profile --model tiny --ctx 16 --batch 2 --iters 2 --data " + path, false);
+  std::filesystem::remove(path);
+  ASSERT_EQ(rc, 0) << out;
+  for (const std::string& part : std::vector<std::string>{"tokens from " + path, "## train_step: ", "scatter_*_embedding_adamw"})
     EXPECT_NE(out.find(part), std::string::npos) << part << "\n" << out;
 }
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "bench/bench_case.h"
 #include "bench/profile.h"
@@ -17,6 +18,7 @@
 #include "bench/trace.h"
 #include "support/atomic_file.h"
 #include "frontend/models/zoo_model.h"
+#include "frontend/token_data.h"
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
@@ -39,6 +41,7 @@ namespace {
 struct ProfileArgs {
   std::string model = "small", program = "train_step", dtype = "fp32", format = "table", attention, trace;
   std::string timing = "kernels";
+  std::string data, dataDType = "uint16";  // --data: the step's tokens from a token file
   int64_t batch = 4, ctx = 256;
   CLI::Option *batchOpt = nullptr, *ctxOpt = nullptr;
   ModelOverrides overrides;
@@ -145,6 +148,13 @@ Command addProfileCommand(CLI::App& app) {
   cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");
   cmd->add_option("--warmup", a->warmup, "Untimed runs first (default: 3; at least 2, the graph capture)")->type_name("N");
   cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
+  cmd->add_option("--data", a->data,
+                  "Profile on --batch windows of --ctx tokens drawn (with --seed) from a flat token file (CS336's "
+                  "np.memmap format) instead of uniformly random ids: how ids repeat (real text is skewed) changes the "
+                  "embedding gradient's work")
+      ->type_name("TOKENS");
+  cmd->add_option("--data-dtype", a->dataDType, "The tokens of --data: uint16 (default) or int32")
+      ->check(CLI::IsMember({"uint16", "int32"}));
   cmd->add_option("--format", a->format, "table (default) or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->type_name("FORMAT");
@@ -168,6 +178,14 @@ Command addProfileCommand(CLI::App& app) {
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
+    // The step's ids and targets: a batch of the token file, checked against the vocabulary.
+    std::optional<Bindings> tokens;
+    if (!a->data.empty()) {
+      const TokenFile file(a->data, parseTokenDType(a->dataDType));
+      std::mt19937_64 rng(a->seed);
+      tokens = file.sample(a->batch, a->ctx, rng);
+      model->validateInputs(api::Program{"train_step", a->batch, a->ctx}, *tokens);
+    }
     if (!a->trace.empty()) {  // before minutes of profiling, not after
       const std::filesystem::path dir = std::filesystem::absolute(a->trace).parent_path();
       if (!std::filesystem::is_directory(dir)) throw Error("--trace " + a->trace + ": no directory " + dir.string());
@@ -175,12 +193,14 @@ Command addProfileCommand(CLI::App& app) {
 
 #ifndef FUSEC_HAVE_CUDA
     (void)format;
+    (void)tokens;
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
 #else
     const rt::DeviceInfo device = rt::openDevice();
     // The weights and the inputs of a training step (a forward ignores the targets).
     Bindings env = model->initialWeights(a->seed);
-    for (auto& [name, t] : model->exampleInputs({"train_step", a->batch, a->ctx}, a->seed)) env[name] = std::move(t);
+    for (auto& [name, t] : tokens ? *tokens : model->exampleInputs({"train_step", a->batch, a->ctx}, a->seed))
+      env[name] = std::move(t);
     codegen::CubinCache cache(codegen::CubinCache::defaultDir());
     std::vector<bench::ProgramProfile> programs;
     // CUPTI before any executable exists: its kernel records then cover the graphs built later.
@@ -207,7 +227,8 @@ Command addProfileCommand(CLI::App& app) {
         *a, *model, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache, kernels));
     for (auto& p : programs) p.ceilings = ceilings;
     const std::string header = model->name() + " " + a->dtype + " batch=" + std::to_string(a->batch) +
-                               " ctx=" + std::to_string(a->ctx) + " iters=" + std::to_string(a->iters) + " on " +
+                               " ctx=" + std::to_string(a->ctx) + (a->data.empty() ? "" : " tokens from " + a->data) +
+                               " iters=" + std::to_string(a->iters) + " on " +
                                device.name + " (median per launch: " + bench::timingDescription(programs) + ")";
     std::cout << bench::formatProfile(header, programs, format);
     if (!a->trace.empty()) writeFileAtomically(a->trace, bench::chromeTrace(header, programs));
