@@ -61,7 +61,6 @@ struct Executable::Impl {
     void *a = nullptr, *b = nullptr, *c = nullptr;
     std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
     const GemmTuning* tuning = nullptr;  // set by the GEMM's first run
-    bool once = false;  // computes a step-invariant value: at the first call only
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
@@ -183,7 +182,7 @@ struct Executable::Impl {
         e.c = storageAddress(storageOf(e.plan.c.base));
         list.push_back(std::move(e));
       }
-      if (list.size() > before && invariant.count(op.get())) list.back().once = list.back().info.once = true;
+      if (list.size() > before && invariant.count(op.get())) list.back().info.once = true;
     }
     for (const Entry& e : list) infos.push_back(e.info);
   }
@@ -212,7 +211,7 @@ struct Executable::Impl {
   }
 
   // Whether entry e runs now: a once-entry only until the invariants are computed.
-  bool runs(const Entry& e) const { return !e.once || !invariantsReady; }
+  bool runs(const Entry& e) const { return !e.info.once || !invariantsReady; }
 
   void launchAll(bool check) {
     for (Entry& e : list)
