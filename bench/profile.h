@@ -12,10 +12,12 @@
 //                  * GEMMs with an operand produced by, or a result read by, one of those
 //                    kernels (through views): QK^T, PV, and backward dO V^T, P^T dO, dS K, dS^T Q;
 //   gemm         every other GEMM (projections, FFN, lm_head and their gradients);
-//   optimizer    AdamW kernels (multi_tensor family, or kernelHint "adamw");
+//   optimizer    AdamW kernels (multi_tensor family, or kernelHint "adamw"; "embedding_adamw",
+//                the embedding's update with its gradient's scatter as prologue);
 //   pointwise, row_reduce, col_reduce   the other fused kernels by family;
 //   other        reduce_all (a reduction to a scalar of its own; a training step's loss mean is
-//                cross-entropy's total instead) and scatter (the embedding gradient).
+//                cross-entropy's total instead) and scatter (an embedding gradient not fused into
+//                its update, e.g. a table that is returned, or above 16,384 positions).
 //
 // Launches of step-invariant values (passes/step_invariant.h: RoPE's tables) run at the first
 // call only: their group ends in " (once)", and they count no time and no bytes.
