@@ -38,8 +38,10 @@ struct Domain {
 constexpr int64_t kMaxColumnSumWidth = 16384;
 
 // The most source positions (tokens) of a scatter_add that takes its table's consumers as an
-// epilogue (fusion/plan.cpp): codegen lists every position in shared memory, so a row's sum
-// is complete in one round and never carried through memory (6 bytes a position: 96 KiB).
+// epilogue (fusion/plan.cpp): codegen lists every position of a block's rows in shared memory
+// and sorts the list by row (codegen/scatter_kernel.cpp `csr`, also used without an epilogue
+// up to this size), so a row's sum is complete in one round and never carried through memory
+// (6 bytes a position: 96 KiB).
 constexpr int64_t kMaxScatterEpilogueSources = 16384;
 
 // True when the All reduction `all` reduces exactly one value per row of the row domain `row`
