@@ -11,7 +11,7 @@ AttentionLowering effectiveAttention(const std::string& program, const CompileOp
 std::vector<PassTiming> lowerProgram(Module& m, const std::string& program, const CompileOptions& o) {
   PassManager pm(o.passManager);
   if (o.programPasses)
-    for (auto& p : programPasses(program, o.dtype, o.adamw, effectiveAttention(program, o))) pm.add(std::move(p));
+    for (auto& p : programPasses(program, o.dtype, o.adamw, effectiveAttention(program, o), o.dataParallel)) pm.add(std::move(p));
   const std::string rest = o.passes.value_or(defaultOptimizationPipeline());
   if (!rest.empty()) pm.addPipeline(rest);
   pm.run(m);

@@ -24,6 +24,10 @@
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 
+namespace fusec::rt {
+class Communicator;  // runtime/collectives.h
+}
+
 namespace fusec::api {
 
 enum class Device { Cpu, Cuda };
@@ -32,6 +36,12 @@ struct CompileOptions {
   DType dtype = DType::f32;  // f32, or bf16 (PyTorch autocast's policy)
   AttentionLowering attention = AttentionLowering::Default;
   AdamWConfig adamw;  // train_step only
+  // train_step and fwd_bwd as one rank of a data-parallel job: its gradients and loss are
+  // the means over the ranks (passes/data_parallel.h). ranks 1: a single GPU.
+  DataParallelConfig dataParallel;
+  // Device::Cuda with dataParallel.ranks above 1: this process's membership of the job (it
+  // must outlive the program; tools/fusec/job.h makes it).
+  rt::Communicator* communicator = nullptr;
   // The passes after the program's own: nullopt runs the default optimisation pipeline, ""
   // none (the program as traced and differentiated), else a comma-separated list.
   std::optional<std::string> passes;

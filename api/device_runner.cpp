@@ -48,6 +48,7 @@ class DeviceRunner final : public ProgramRunner {
     rt::ExecutableOptions e;
     e.cache = &cache;
     e.cudaGraph = o.cudaGraph;
+    e.communicator = o.communicator;
     e.tf32 = o.tf32;
     e.gemmAutotune = o.gemmAutotune;
     // FUSEC_SYNC_LAUNCHES=1 in the environment does the same (a fault named by its launch).

@@ -14,6 +14,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -756,11 +760,114 @@ std::vector<HostTensor> attentionBackward(const Op& op, const std::vector<const 
 }
 
 // ---------------------------------------------------------------------------------------
+// Collectives: the ranks' threads meet at each one
+
+// Thrown on the ranks that did not fail when another one did: interpretRanks reports the
+// error that started it instead.
+struct PeerFailed {};
+
+// Where the ranks' threads meet: each deposits its operands of the collective it reached and
+// waits until all have (a barrier), computes its own results from every rank's operands, and
+// waits again before anyone may deposit the next ones. A rank that fails wakes the others.
+class RankExchange {
+ public:
+  explicit RankExchange(int ranks) : ranks_(ranks), ops_(size_t(ranks)), deposits_(size_t(ranks)) {}
+  int ranks() const { return ranks_; }
+
+  std::vector<HostTensor> exchange(int rank, const Op& op, const std::vector<const HostTensor*>& in) {
+    std::unique_lock<std::mutex> lock(m_);
+    ops_[size_t(rank)] = &op;
+    deposits_[size_t(rank)] = in;
+    await(lock);
+    for (const Op* other : ops_)
+      if (other != &op) {
+        failed_ = true;
+        cv_.notify_all();
+        internal(op, "the ranks reached different collectives (their programs differ)");
+      }
+    lock.unlock();
+    std::vector<HostTensor> out = compute(rank, op);  // deposits are stable until the next await
+    lock.lock();
+    await(lock);
+    return out;
+  }
+
+  void fail() {
+    std::lock_guard<std::mutex> lock(m_);
+    failed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void await(std::unique_lock<std::mutex>& lock) {
+    if (failed_) throw PeerFailed{};
+    const uint64_t generation = generation_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation || failed_; });
+    }
+    if (failed_) throw PeerFailed{};
+  }
+
+  // Operand k summed over the ranks in rank order, in double.
+  std::vector<double> sum(size_t k) const {
+    std::vector<double> acc(deposits_[0][k]->size(), 0.0);
+    for (const auto& d : deposits_)
+      for (size_t e = 0; e < acc.size(); ++e) acc[e] += double(d[k]->f[e]);
+    return acc;
+  }
+
+  std::vector<HostTensor> compute(int rank, const Op& op) const {
+    const double n = double(ranks_);
+    std::vector<HostTensor> out;
+    if (op.kind == OpKind::AllReduce) {
+      const bool mean = op.attrStr("reduce") == "mean";
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        std::vector<double> acc = sum(k);
+        HostTensor t = HostTensor::zeros(op.result(int(k))->type);
+        for (size_t e = 0; e < acc.size(); ++e) t.f[e] = roundDouble(mean ? acc[e] / n : acc[e], t.type.dtype);
+        out.push_back(std::move(t));
+      }
+    } else if (op.kind == OpKind::ReduceScatter) {
+      std::vector<double> acc = sum(0);
+      HostTensor t = HostTensor::zeros(op.result()->type);
+      const size_t block = t.size();
+      for (size_t e = 0; e < block; ++e) t.f[e] = roundDouble(acc[size_t(rank) * block + e], t.type.dtype);
+      out.push_back(std::move(t));
+    } else if (op.kind == OpKind::AllGather) {
+      HostTensor t = HostTensor::zeros(op.result()->type);
+      size_t at = 0;
+      for (const auto& d : deposits_) {
+        std::copy(d[0]->f.begin(), d[0]->f.end(), t.f.begin() + std::ptrdiff_t(at));
+        at += d[0]->f.size();
+      }
+      out.push_back(std::move(t));
+    } else {
+      internal(op, "not a collective");
+    }
+    return out;
+  }
+
+  const int ranks_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool failed_ = false;
+  std::vector<const Op*> ops_;
+  std::vector<std::vector<const HostTensor*>> deposits_;
+};
+
+// ---------------------------------------------------------------------------------------
 // Graph evaluation
 
 class Evaluator {
  public:
-  explicit Evaluator(const Bindings& env) : env_(env) {}
+  explicit Evaluator(const Bindings& env, RankExchange* exchange = nullptr, int rank = 0)
+      : env_(env), exchange_(exchange), rank_(rank) {}
 
   // Evaluates `g`. `positional` binds the input ops of a kernel body, in order; at the top
   // level (nullptr) inputs and params come from the named bindings.
@@ -793,8 +900,9 @@ class Evaluator {
         }
         continue;
       }
-      if (op.numResults() != 1) {  // attention (o, lse), attention_backward (dq, dk, dv)
-        std::vector<HostTensor> outs = evalMulti(op, ins);
+      if (op.numResults() != 1 || op.info().category == OpCategory::Collective) {
+        // attention (o, lse), attention_backward (dq, dk, dv), the collectives
+        std::vector<HostTensor> outs = op.info().category == OpCategory::Collective ? collective(op, ins) : evalMulti(op, ins);
         if (outs.size() != op.results.size()) internal(op, "wrong number of results");
         for (size_t k = 0; k < outs.size(); ++k) {
           if (outs[k].type != op.result(int(k))->type) internal(op, "computed a result of the wrong type");
@@ -873,7 +981,27 @@ class Evaluator {
     }
   }
 
+  // A collective over one rank is the identity (a mean over one rank too); over several it
+  // needs the other ranks, which only interpretRanks runs.
+  std::vector<HostTensor> collective(const Op& op, const std::vector<const HostTensor*>& in) {
+    const int64_t ranks = op.attrInt("ranks");
+    if (!exchange_) {
+      if (ranks != 1)
+        throw Error(std::string(op.info().name) + " over " + std::to_string(ranks) +
+                    " ranks needs the other ranks: run the program as a data-parallel job (interpretRanks)");
+      std::vector<HostTensor> out;
+      for (const HostTensor* t : in) out.push_back(*t);
+      return out;
+    }
+    if (ranks != exchange_->ranks())
+      throw Error(std::string(op.info().name) + " is over " + std::to_string(ranks) + " ranks, the job has " +
+                  std::to_string(exchange_->ranks()));
+    return exchange_->exchange(rank_, op, in);
+  }
+
   const Bindings& env_;
+  RankExchange* exchange_;
+  int rank_;
 };
 
 }  // namespace
@@ -884,6 +1012,29 @@ class Evaluator {
 std::vector<HostTensor> interpret(const Graph& g, const Bindings& env) {
   Evaluator ev(env);
   return ev.run(g, nullptr);
+}
+
+std::vector<std::vector<HostTensor>> interpretRanks(const Graph& g, const std::vector<Bindings>& perRank) {
+  if (perRank.empty()) throw Error("interpretRanks: a job has at least one rank");
+  RankExchange exchange(int(perRank.size()));
+  std::vector<std::vector<HostTensor>> outs(perRank.size());
+  std::vector<std::exception_ptr> errors(perRank.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < perRank.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Evaluator ev(perRank[r], &exchange, int(r));
+        outs[r] = ev.run(g, nullptr);
+      } catch (const PeerFailed&) {
+      } catch (...) {
+        errors[r] = std::current_exception();
+        exchange.fail();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return outs;
 }
 
 }  // namespace fusec

@@ -14,7 +14,16 @@
 namespace fusec {
 
 // Evaluates `g`; returns one tensor per graph output. Throws Error on a missing or
-// mistyped binding or an out-of-range index.
+// mistyped binding or an out-of-range index, and on a collective over more than one rank
+// (interpretRanks runs those).
 std::vector<HostTensor> interpret(const Graph& g, const Bindings& env);
+
+// Evaluates `g` as perRank.size() ranks of one data-parallel job, side by side: one thread a
+// rank, each with its own bindings, meeting at every collective (all_reduce, reduce_scatter,
+// all_gather), whose `ranks` must be perRank.size(). A collective's results are exact: sums in
+// double over the ranks in rank order, rounded once to the dtype, the same bits on every
+// rank. Returns each rank's outputs. An error on one rank stops every rank and is thrown
+// (the first one raised).
+std::vector<std::vector<HostTensor>> interpretRanks(const Graph& g, const std::vector<Bindings>& perRank);
 
 }  // namespace fusec

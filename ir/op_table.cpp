@@ -108,6 +108,7 @@ std::string_view categoryName(OpCategory c) {
     case OpCategory::Matmul: return "matmul";
     case OpCategory::Composite: return "composite";
     case OpCategory::Fused: return "fused";
+    case OpCategory::Collective: return "collective";
   }
   return "?";
 }

@@ -15,14 +15,14 @@ enum class OpKind : uint16_t {
 #include "ir/ops.def"
 };
 
-enum class OpCategory : uint8_t { Source, Pointwise, Reduction, Layout, Matmul, Composite, Fused };
+enum class OpCategory : uint8_t { Source, Pointwise, Reduction, Layout, Matmul, Composite, Fused, Collective };
 
 // Type rules implemented in ir/type_rules.cpp.
 enum class TypeRule : uint8_t {
   Declared, Iota, UnaryNumeric, UnaryFloat, UnaryBool, BinaryNumeric, BinaryFloat, BinaryBool,
   Compare, Select, Cast, ReduceNumeric, ReduceFloat, Reshape, Permute, Broadcast, Slice, Concat,
   Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, AttentionBackward, LayerNorm,
-  Kernel
+  Kernel, AllReduce, ReduceScatter, AllGather
 };
 
 enum class AttrKind : uint8_t { Int, Ints, Float, Bool, Str };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "ir/printer.h"
@@ -147,12 +148,28 @@ Type attentionOutput(const OpInfo& info, const Type& q, const Type& k, const Typ
   return t;
 }
 
+// The group of a collective: at least one rank; its float operands are what NCCL reduces.
+int64_t collectiveRanks(const OpInfo& info, const Attrs& a, const std::vector<Type>& ops) {
+  const int64_t ranks = a.i("ranks");
+  if (ranks < 1 || ranks > 65536) fail(std::string(info.name) + " ranks must be in 1..65536, got " + std::to_string(ranks));
+  for (const Type& t : ops) requireFloat(t, info);
+  return ranks;
+}
+
+// reduce_scatter's operand and all_gather's result: ranks blocks of rows.
+void requireRankBlocks(const OpInfo& info, const Type& t, int64_t ranks, const char* what) {
+  if (t.rank() == 0 || t.shape[0] % ranks != 0)
+    fail(std::string(info.name) + " " + what + " " + t.str() + " must have a first dimension divisible by ranks " +
+         std::to_string(ranks));
+}
+
 }  // namespace
 
-size_t resultCount(const OpInfo& info) {
+size_t resultCount(const OpInfo& info, size_t operands) {
   switch (info.rule) {
     case TypeRule::Attention: return 2;          // o, lse
     case TypeRule::AttentionBackward: return 3;  // dq, dk, dv
+    case TypeRule::AllReduce: return operands;   // one result per operand: a bucket
     default: return 1;
   }
 }
@@ -170,7 +187,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
   if (info.arity >= 0 && ops.size() != size_t(info.arity))
     fail(name + " takes " + std::to_string(info.arity) + " operand" + (info.arity == 1 ? "" : "s") + ", got " +
          std::to_string(ops.size()));
-  const size_t results = resultCount(info);
+  const size_t results = resultCount(info, ops.size());
   if (info.kind != OpKind::Kernel && !declared.empty() && declared.size() != results)
     fail(name + " has " + (results == 1 ? std::string("one result") : std::to_string(results) + " results") + ", got " +
          std::to_string(declared.size()) + " result types");
@@ -380,6 +397,27 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       return {q, k, v};
     }
     case TypeRule::Kernel: return kernel(info, ops, declared, body);
+    case TypeRule::AllReduce: {
+      collectiveRanks(info, a, ops);
+      const std::string& reduce = a.s("reduce");
+      if (reduce != "sum" && reduce != "mean") fail("all_reduce reduce must be \"sum\" or \"mean\", got \"" + reduce + "\"");
+      return ops;
+    }
+    case TypeRule::ReduceScatter: {
+      const int64_t ranks = collectiveRanks(info, a, ops);
+      requireRankBlocks(info, ops[0], ranks, "operand");
+      Type t = ops[0];
+      t.shape[0] /= ranks;
+      return {t};
+    }
+    case TypeRule::AllGather: {
+      const int64_t ranks = collectiveRanks(info, a, ops);
+      if (ops[0].rank() == 0) fail("all_gather operand must have at least one dimension, got " + ops[0].str());
+      Type t = ops[0];
+      if (t.shape[0] > std::numeric_limits<int64_t>::max() / ranks) fail("all_gather result is too large: " + t.str());
+      t.shape[0] *= ranks;
+      return {t};
+    }
   }
   fail("internal: unhandled type rule for " + name);
 }

@@ -21,9 +21,10 @@ std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& 
                                    const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
                                    const Graph* body);
 
-// How many results an op of `info` has (a kernel's: as many as its body returns; reported 1).
-// Every op has one except attention (o, lse) and attention_backward (dq, dk, dv).
-size_t resultCount(const OpInfo& info);
+// How many results an op of `info` with `operands` operands has (a kernel's: as many as its
+// body returns; reported 1). Every op has one except attention (o, lse), attention_backward
+// (dq, dk, dv) and all_reduce (one per operand).
+size_t resultCount(const OpInfo& info, size_t operands);
 
 // Normalises a possibly negative axis against `rank`; throws Error if out of range.
 int normalizeAxis(int64_t axis, int rank, const char* what);

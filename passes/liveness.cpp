@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "passes/step_invariant.h"
 
@@ -11,6 +12,10 @@ StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
   std::unordered_set<const Value*> inPlace;
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (!g.updateOf(i).empty()) inPlace.insert(g.outputs[i]);
+  std::unordered_map<const Value*, int> uses;  // readers of each value (its ops and outputs)
+  for (auto& op : g.ops)
+    for (const Value* v : op->operands) ++uses[v];
+  for (const Value* v : g.outputs) ++uses[v];
 
   for (auto& op : g.ops) {
     Storage s = Storage::Arena;
@@ -21,13 +26,22 @@ StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
         if (resident_.concats.count(op.get())) s = Storage::Resident;
         else if (isViewOp(op->kind) && resolveView(op->result())) s = Storage::Alias;
     }
-    for (auto& r : op->results)
+    for (auto& r : op->results) {
       cls_[r.get()] = (s == Storage::Arena && inPlace.count(r.get())) ? Storage::InPlace : s;
+      // An all_reduce reduces in place an operand that owns an arena buffer and that nothing
+      // else reads (a gradient): the result is that buffer. Else it writes a buffer of its own.
+      if (const Value* x = inPlaceOperandOf(r.get()); x && cls_.at(x) == Storage::Arena && uses[x] == 1 &&
+                                                      !inPlace.count(r.get()))
+        cls_[r.get()] = Storage::Alias;
+    }
   }
 }
 
 const Value* StorageMap::root(const Value* v) const {
-  while (of(v) == Storage::Alias) v = v->def->operands.at(0);
+  while (of(v) == Storage::Alias) {
+    const Value* x = inPlaceOperandOf(v);
+    v = x ? x : v->def->operands.at(0);
+  }
   return v;
 }
 
@@ -51,6 +65,16 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
       }
   }
   for (const Value* v : g.outputs) use(v, end);
+  // A collective runs beside the compute (runtime/executable.h: on its own stream) from its
+  // place in the order until its results' first reader waits for it: its operands stay live
+  // as long as its results do, so no buffer placed meanwhile takes their bytes.
+  for (const auto& op : g.ops) {
+    if (!isCollective(op->kind)) continue;
+    int last = 0;
+    for (auto& r : op->results)
+      if (auto it = index.find(storage.root(r.get())); it != index.end()) last = std::max(last, l.buffers[it->second].lastUse);
+    for (const Value* v : op->operands) use(v, last);
+  }
   // Step-invariant buffers hold their values from one call to the next: nothing else may
   // ever share their bytes.
   const std::unordered_set<const Op*> invariant = stepInvariantOps(g);

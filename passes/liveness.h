@@ -11,9 +11,13 @@
 //             gather, a reduction...). Also a view op whose view cannot be resolved
 //             (resolveView is nullopt): it is a copy.
 //   Alias     a resolvable view (reshape/permute/slice/broadcast) of another value: it reads
-//             its root's storage and extends the root's live range to its own uses.
+//             its root's storage and extends the root's live range to its own uses. Also an
+//             all_reduce result reduced in place (ir/collectives.h): its operand is an Arena
+//             value that nothing else reads.
 //   None      `constant` and `iota`: generated where they are read, never stored.
 //
+// A collective's operands live as long as its results (it runs beside the compute until its
+// results' first reader waits for it).
 // A buffer is live from its defining op to its last use (positions in g.ops, inclusive, so an
 // op's operands and results coexist); a use through any chain of aliases counts as a use of
 // the root; ordinary graph outputs (and roots of aliased outputs) live to g.ops.size(). A

@@ -10,6 +10,7 @@
 namespace fusec {
 
 struct AdamWConfig;
+struct DataParallelConfig;
 
 class Pass {
  public:
@@ -50,6 +51,9 @@ std::unique_ptr<Pass> createDecomposeKeepAttentionPass();
 std::unique_ptr<Pass> createAutodiffPass();
 std::unique_ptr<Pass> createAdamWPass();  // AdamWConfig's defaults
 std::unique_ptr<Pass> createAdamWPass(const AdamWConfig& cfg);
+// data-parallel (passes/data_parallel.h); registered with two ranks and the default buckets.
+std::unique_ptr<Pass> createDataParallelPass();
+std::unique_ptr<Pass> createDataParallelPass(const DataParallelConfig& cfg);
 std::unique_ptr<Pass> createAutocastPass();
 std::unique_ptr<Pass> createCacheWeightCastsPass();
 std::unique_ptr<Pass> createFusePass();

@@ -28,7 +28,8 @@ AttentionLowering resolveAttentionLowering(const std::string& program, Attention
   return requested == AttentionLowering::Default ? AttentionLowering::Naive : requested;
 }
 
-std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention) {
+std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention,
+                                          int64_t ranks) {
   // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
   // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
   // programs `fusec compile` traces.
@@ -60,6 +61,7 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   if (!fused) names.push_back("decompose-attention");
   if (bf16) names.push_back("autocast");
   if (grads) names.push_back("autodiff");
+  if (grads && ranks > 1) names.push_back("data-parallel");
   if (train) names.push_back("adamw");
   // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
   // load for inference), so no step casts a weight.
@@ -69,10 +71,12 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
 }
 
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const AdamWConfig& adamw,
-                                                 AttentionLowering attention) {
+                                                 AttentionLowering attention, const DataParallelConfig& dataParallel) {
   std::vector<std::unique_ptr<Pass>> passes;
-  for (const std::string& name : programPassNames(program, dtype, attention))
-    passes.push_back(name == "adamw" ? createAdamWPass(adamw) : createPass(name));
+  for (const std::string& name : programPassNames(program, dtype, attention, dataParallel.ranks))
+    passes.push_back(name == "adamw"           ? createAdamWPass(adamw)
+                     : name == "data-parallel" ? createDataParallelPass(dataParallel)
+                                               : createPass(name));
   return passes;
 }
 

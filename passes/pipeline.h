@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "passes/adamw_update.h"
+#include "passes/data_parallel.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -33,14 +34,16 @@ const std::vector<std::string>& programNames();
 // The program passes for `program` ("forward", "attention", "attention_backward": the traced
 // function is the program; "train_step": the traced loss becomes a training step) at compute
 // dtype `dtype` (f32, or bf16 for autocast; attention_backward is f32 only when naive). "fwd_bwd" (fusec bench) is
-// "train_step" without adamw: it returns the loss and every gradient. Throws Error for another
-// program or dtype.
+// "train_step" without adamw: it returns the loss and every gradient. With dataParallel.ranks
+// above 1, train_step and fwd_bwd reduce their gradients over the ranks (data-parallel, after
+// autodiff). Throws Error for another program or dtype.
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const AdamWConfig& adamw,
-                                                 AttentionLowering attention = AttentionLowering::Default);
+                                                 AttentionLowering attention = AttentionLowering::Default,
+                                                 const DataParallelConfig& dataParallel = {});
 
 // Their names, in order (for messages and tests).
 std::vector<std::string> programPassNames(const std::string& program, DType dtype,
-                                          AttentionLowering attention = AttentionLowering::Default);
+                                          AttentionLowering attention = AttentionLowering::Default, int64_t ranks = 1);
 
 // The default optimisation pipeline as a --passes list.
 std::string defaultOptimizationPipeline();

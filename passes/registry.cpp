@@ -18,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"decompose-attention", &createDecomposeAttentionPass},
       {"decompose-keep-attention", &createDecomposeKeepAttentionPass},
       {"autodiff", &createAutodiffPass},
+      {"data-parallel", static_cast<Factory>(&createDataParallelPass)},
       {"adamw", static_cast<Factory>(&createAdamWPass)},
       {"autocast", &createAutocastPass},
       {"cache-weight-casts", &createCacheWeightCastsPass},

@@ -22,6 +22,12 @@
 //      whose ranges it would extend. This also undoes the harm of step 1 where an update
 //      op was ready long before it was needed (`exp_avg * beta1` at the very start).
 //
+//   3. Collectives (ir/collectives.h) run beside the compute, on their own stream: each is
+//      placed as soon as its operands are ready, and the readers of its results (a bucket's
+//      AdamW updates) wait until the next collective has been issued. So the reduction of
+//      one bucket overlaps the backward that produces the next, and the compute stream waits
+//      for a bucket only once that backward is done (or at the last bucket).
+//
 // The pass keeps the best of {original order, sinking alone, step 1 (eager or hoisting) and
 // sinking} by peak live
 // bytes, then by the sum of live bytes over all positions: with the peak at the
@@ -34,6 +40,7 @@
 #include <set>
 #include <tuple>
 
+#include "ir/collectives.h"
 #include "passes/liveness.h"
 #include "passes/pass.h"
 
@@ -61,7 +68,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   DepGraph d;
   for (auto& op : g.ops) {
     if (isSignature(*op)) continue;
-    bool isReal = false;
+    bool isReal = isCollective(op->kind);  // it launches work even when it owns no buffer
     for (auto& r : op->results) {
       Storage s = storage.of(r.get());
       isReal = isReal || s == Storage::Arena || s == Storage::InPlace;
@@ -79,9 +86,15 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   d.liveToEnd.assign(n, false);
   d.allocBytes.assign(n, 0);
 
+  // The real op that makes `v`: its def, or through views the def of what they view. A
+  // collective that reduces in place is real itself, so its readers depend on it and not on
+  // the producer of the buffer it reuses.
   auto producer = [&](const Value* v) -> int {
-    auto it = d.index.find(storage.root(v)->def);
-    return it == d.index.end() ? -1 : it->second;
+    for (;;) {
+      if (auto it = d.index.find(v->def); it != d.index.end()) return it->second;
+      if (storage.of(v) != Storage::Alias) return -1;
+      v = v->def->operands.at(0);
+    }
   };
   // Params each real op reads (directly, through views, or through a resident concat).
   std::unordered_map<const Value*, std::vector<int>> paramReaders;
@@ -207,6 +220,7 @@ void sink(const DepGraph& d, std::vector<int>& order) {
 
   for (int at = n - 1; at >= 0; --at) {
     const int x = order[size_t(at)];
+    if (isCollective(d.real[size_t(x)]->kind)) continue;  // issued early on purpose (step 3)
     int target = n;
     for (int s : d.succ[size_t(x)]) target = std::min(target, pos[size_t(s)]);
     if (target <= at + 1 || d.resultBytes[size_t(x)] == 0) continue;
@@ -243,6 +257,48 @@ std::vector<Op*> assemble(const Graph& g, const DepGraph& d, const std::vector<i
   for (int i : order) emit(d.real[size_t(i)]);
   for (auto& op : g.ops) emit(op.get());  // free ops that only feed outputs, or nothing
   return out;
+}
+
+// Step 3 on a complete order of g.ops: collectives as soon as ready; the readers of each one's
+// results after the next one. `order` unchanged when that gating would form a cycle (a
+// collective that needs the update of an earlier one's reader).
+std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std::vector<Op*>& order) {
+  const size_t n = d.real.size();
+  std::vector<int> rank(n, 0), collectives;
+  {
+    int k = 0;
+    for (Op* op : order)
+      if (auto it = d.index.find(op); it != d.index.end()) {
+        rank[size_t(it->second)] = k++;
+        if (isCollective(op->kind)) collectives.push_back(it->second);
+      }
+  }
+  if (collectives.empty()) return order;
+  std::sort(collectives.begin(), collectives.end(), [&](int a, int b) { return rank[size_t(a)] < rank[size_t(b)]; });
+  std::vector<std::vector<int>> succ = d.succ;
+  for (size_t c = 0; c + 1 < collectives.size(); ++c)
+    for (int u : d.dataSucc[size_t(collectives[c])])
+      if (!isCollective(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + 1])].push_back(u);
+  std::vector<int> pending(n, 0);
+  for (auto& ss : succ)
+    for (int s : ss) ++pending[size_t(s)];
+  std::set<std::pair<int, int>> ready;  // (0 for a collective else 1, rank)
+  auto makeReady = [&](int i) { ready.insert({isCollective(d.real[size_t(i)]->kind) ? 0 : 1, rank[size_t(i)]}); };
+  std::vector<int> byRank(n);
+  for (size_t i = 0; i < n; ++i) byRank[size_t(rank[i])] = int(i);
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] == 0) makeReady(int(i));
+  std::vector<int> out;
+  out.reserve(n);
+  while (!ready.empty()) {
+    const int i = byRank[size_t(ready.begin()->second)];
+    ready.erase(ready.begin());
+    out.push_back(i);
+    for (int s : succ[size_t(i)])
+      if (--pending[size_t(s)] == 0) makeReady(s);
+  }
+  if (out.size() != n) return order;
+  return assemble(g, d, out);
 }
 
 // Permutes g.ops into `order` (the same ops).
@@ -309,6 +365,7 @@ bool scheduleGraph(Graph& g) {
     if (worst < 0) break;
     hoist[size_t(worst)] = false;
   }
+  best = overlapCollectives(g, d, best);
   reorder(g, best);
   return best != original;
 }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "codegen/generate.h"
+#include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "passes/step_invariant.h"
 #include "runtime/cublaslt_gemm.h"
@@ -16,6 +17,9 @@
 #include "runtime/kernel_activity.h"
 #include "runtime/kernel_module.h"
 #include "runtime/kernel_spans.h"
+#if FUSEC_HAVE_NCCL
+#include "runtime/collectives.h"
+#endif
 
 namespace fusec::rt {
 
@@ -61,6 +65,17 @@ struct Executable::Impl {
     void *a = nullptr, *b = nullptr, *c = nullptr;
     std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
     const GemmTuning* tuning = nullptr;  // set by the GEMM's first run
+    // A collective: its op, one (send, receive, elements) per operand, and the event its
+    // readers wait for; `waits`: the collectives (list indices) whose results this entry reads.
+    const Op* collective = nullptr;
+    struct Transfer {
+      const void* send;
+      void* recv;
+      size_t count;
+    };
+    std::vector<Transfer> transfers;
+    cudaEvent_t ready = nullptr, done = nullptr;
+    std::vector<size_t> waits;
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
@@ -73,9 +88,19 @@ struct Executable::Impl {
 
   Impl(const Graph& graph_, ExecutableOptions o) : g(graph_), opts(o) {}
 
+  bool isolated = false;  // capturing one launch alone (timeKernels): no waits on other launches
+  cudaStream_t commStream = nullptr;  // collectives (created only when the graph has some)
+  cudaEvent_t commJoined = nullptr;   // the comm stream's end of a call, which the call waits for
+
   ~Impl() {
     if (graphExec) cudaGraphExecDestroy(graphExec);
     if (graph) cudaGraphDestroy(graph);
+    for (Entry& e : list) {
+      if (e.ready) cudaEventDestroy(e.ready);
+      if (e.done) cudaEventDestroy(e.done);
+    }
+    if (commJoined) cudaEventDestroy(commJoined);
+    if (commStream) cudaStreamDestroy(commStream);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -131,6 +156,14 @@ struct Executable::Impl {
         case OpKind::Param:
         case OpKind::Matmul:
         case OpKind::Kernel: continue;
+        case OpKind::AllReduce:
+        case OpKind::ReduceScatter:
+        case OpKind::AllGather:
+          if (!opts.communicator)
+            throw Error("cannot run this graph: it has " + std::string(op->info().name) + " over " +
+                        std::to_string(op->attrInt("ranks")) + " ranks, and this process is not a rank of a data-parallel job "
+                        "(fusec run --gpus N, or torchrun's RANK and WORLD_SIZE)");
+          continue;
         case OpKind::Concat:
           if (op->result()->offset < 0) continue;  // a resident concat: a view of adjacent params
           throw Error("cannot run this graph: a concat of type " + op->result()->type.str() +
@@ -181,14 +214,89 @@ struct Executable::Impl {
         e.b = storageAddress(storageOf(e.plan.b.base));
         e.c = storageAddress(storageOf(e.plan.c.base));
         list.push_back(std::move(e));
+      } else if (isCollective(op->kind)) {
+        list.push_back(collectiveEntry(*op));
       }
-      if (list.size() > before && invariant.count(op.get())) list.back().info.once = true;
+      if (list.size() > before) {
+        if (invariant.count(op.get())) list.back().info.once = true;
+        list.back().waits = collectivesReadBy(*op);
+      }
     }
     for (const Entry& e : list) infos.push_back(e.info);
   }
 
+  // Which collectives' results `op` reads (through views): list indices of their entries.
+  std::map<const Op*, size_t> collectiveEntryOf;
+  std::vector<size_t> collectivesReadBy(const Op& op) {
+    std::vector<size_t> out;
+    if (isCollective(op.kind)) collectiveEntryOf[&op] = list.size() - 1;
+    for (const Value* v : op.operands) {
+      while (v->def && isViewOp(v->def->kind)) v = v->def->operands.at(0);
+      if (auto it = collectiveEntryOf.find(v->def); it != collectiveEntryOf.end() && it->first != &op)
+        if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
+    }
+    return out;
+  }
+
+  Entry collectiveEntry(const Op& op) {
+    Entry e;
+    e.collective = &op;
+    int64_t bytes = 0;
+    for (size_t k = 0; k < op.operands.size(); ++k) {
+      const Value* x = op.operands[k];
+      const Value* y = op.results.at(op.kind == OpKind::AllReduce ? k : 0).get();
+      e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
+      bytes += x->type.numel() * int64_t(dtypeBytes(x->type.dtype));
+    }
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.1f MB", double(bytes) / 1e6);
+    const size_t n = op.operands.size();
+    e.info = {LaunchInfo::Kind::Collective,
+              std::string(op.info().name) + " " + (n > 1 ? std::to_string(n) + " tensors, " : "") + mb,
+              KernelFamily::Pointwise, 0, 0, std::nullopt};
+    e.info.bytes = bytes;
+    FUSEC_CUDA(cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming), "creating a collective's events");
+    FUSEC_CUDA(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming), "creating a collective's events");
+    return e;
+  }
+
+  // Enqueues a collective on the comm stream after the compute that made its operands.
+  void launchCollective(Entry& e) {
+#if FUSEC_HAVE_NCCL
+    const Op& op = *e.collective;
+    FUSEC_CUDA(cudaEventRecord(e.ready, stream), "ordering " + e.info.name);
+    FUSEC_CUDA(cudaStreamWaitEvent(commStream, e.ready, 0), "ordering " + e.info.name);
+    Communicator& c = *opts.communicator;
+    const DType dtype = op.operands.at(0)->type.dtype;
+    c.groupStart();
+    for (const Entry::Transfer& t : e.transfers) {
+      if (op.kind == OpKind::AllReduce) c.allReduce(t.send, t.recv, t.count, dtype, op.attrStr("reduce") == "mean", commStream);
+      else if (op.kind == OpKind::ReduceScatter) c.reduceScatter(t.send, t.recv, t.count / size_t(c.ranks()), dtype, commStream);
+      else c.allGather(t.send, t.recv, t.count, dtype, commStream);
+    }
+    c.groupEnd();
+    FUSEC_CUDA(cudaEventRecord(e.done, commStream), "ordering " + e.info.name);
+#else
+    (void)e;
+    throw Error("this fusec was built without NCCL (nccl.h not found): it cannot run collectives");
+#endif
+  }
+
+  // The comm stream's work so far joins the compute stream (a call's end; a graph capture
+  // must end with every stream it forked joined).
+  void joinComm() {
+    if (!commStream) return;
+    FUSEC_CUDA(cudaEventRecord(commJoined, commStream), "joining the collectives");
+    FUSEC_CUDA(cudaStreamWaitEvent(stream, commJoined, 0), "joining the collectives");
+  }
+
   void launch(Entry& e, bool check) {
-    if (e.kernel) {
+    if (!isolated)
+      for (size_t w : e.waits)  // the results of a collective it reads
+        FUSEC_CUDA(cudaStreamWaitEvent(stream, list[w].done, 0), "waiting for " + list[w].info.name);
+    if (e.collective) {
+      launchCollective(e);
+    } else if (e.kernel) {
       void* args[64];
       std::vector<void*> many;
       void** argv = args;
@@ -216,6 +324,7 @@ struct Executable::Impl {
   void launchAll(bool check) {
     for (Entry& e : list)
       if (runs(e)) launch(e, check);
+    joinComm();
     invariantsReady = true;
   }
 
@@ -235,6 +344,7 @@ struct Executable::Impl {
     try {
       for (size_t i = from; i < to; ++i)
         if (runs(list[i])) launch(list[i], false);
+      joinComm();
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
@@ -270,6 +380,14 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");
 
   FUSEC_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the step's stream");
+  if (opts.communicator) {
+    // Higher priority than the compute: a bucket's reduction starts as soon as it is ready
+    // and its few SMs are not starved by the backward's kernels.
+    int least = 0, greatest = 0;
+    FUSEC_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "creating the collectives' stream");
+    FUSEC_CUDA(cudaStreamCreateWithPriority(&m.commStream, cudaStreamNonBlocking, greatest), "creating the collectives' stream");
+    FUSEC_CUDA(cudaEventCreateWithFlags(&m.commJoined, cudaEventDisableTiming), "creating the collectives' stream");
+  }
   // The tuning cache sits beside the cubin cache: one file per device and cuBLASLt version.
   // Shared by the process's Executables (one choice per GEMM key); without a cubin cache, in
   // memory only.
@@ -325,6 +443,12 @@ void Executable::run() {
 }
 
 void Executable::synchronize() {
+#if FUSEC_HAVE_NCCL
+  if (impl_->opts.communicator) {  // never an endless wait on a peer that died or hangs
+    impl_->opts.communicator->synchronize(impl_->stream, "the step");
+    return;
+  }
+#endif
   cudaError_t s = cudaStreamSynchronize(impl_->stream);
   if (s != cudaSuccess) {
     cudaGetLastError();
@@ -370,6 +494,7 @@ std::vector<float> Executable::timeLaunches() {
       if (ran[i]) m.launch(m.list[i], true);
       FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
     }
+    m.joinComm();
     m.invariantsReady = true;
     synchronize();
     m.publishTuning();
@@ -404,10 +529,13 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
         cudaGraph_t one = nullptr;
         cudaGraphExec_t oneExec = nullptr;
         try {
+          m.isolated = true;
           m.capture(i, i + 1, one, oneExec);
+          m.isolated = false;
           FUSEC_CUDA(cudaGraphLaunch(oneExec, m.stream), "launching '" + e.info.name + "' alone");
           synchronize();
         } catch (...) {
+          m.isolated = false;
           if (oneExec) cudaGraphExecDestroy(oneExec);
           if (one) cudaGraphDestroy(one);
           throw;
@@ -415,7 +543,7 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
         cudaGraphExecDestroy(oneExec);
         cudaGraphDestroy(one);
         counts.push_back(int(activity.take().size()));
-        const size_t least = e.kernel ? e.kernel->steps.size() : e.plan.launches.size();
+        const size_t least = e.kernel ? e.kernel->steps.size() : e.collective ? 1 : e.plan.launches.size();
         if (size_t(counts.back()) < least || (e.kernel && size_t(counts.back()) != least))
           throw Error("CUPTI recorded " + std::to_string(counts.back()) + " kernels for launch '" + e.info.name +
                       "', which runs " + (e.kernel ? "" : "at least ") + std::to_string(least));

@@ -33,6 +33,7 @@
 namespace fusec::rt {
 
 class KernelActivity;
+class Communicator;
 
 struct ExecutableOptions {
   bool cudaGraph = true;                       // capture after warm-up and replay
@@ -46,13 +47,20 @@ struct ExecutableOptions {
   // only without one), so later processes load the choice instead of timing again.
   // FUSEC_GEMM_AUTOTUNE=0 in the environment turns it off as well (A/B measurements).
   bool gemmAutotune = true;
+  // The job a program with collectives runs in (runtime/collectives.h); it must outlive the
+  // Executable. Collectives run on their own stream: each waits for the compute that made its
+  // operands (an event), and the first launch that reads its results waits for it, so the
+  // order passes/schedule.cpp chose is what overlaps them; a call ends with both streams
+  // joined (also inside the CUDA graph).
+  Communicator* communicator = nullptr;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.
 struct LaunchInfo {
-  enum class Kind { Gemm, Kernel };
+  enum class Kind { Gemm, Kernel, Collective };
   Kind kind = Kind::Kernel;
-  std::string name;                            // kernel name, or the GEMM's result value ("%logits", "%12")
+  std::string name;                            // kernel name, the GEMM's result value ("%logits", "%12"), or the
+                                               // collective and its bytes ("all_reduce 12 tensors, 28.3 MB")
   KernelFamily family = KernelFamily::Pointwise;  // kernels only
   int64_t flops = 0;                           // GEMMs: 2*M*N*K*batch; kernels: 0
   int64_t gemmCalls = 0;                       // GEMMs: cuBLASLt calls per launch (the plan's launches)
@@ -61,6 +69,7 @@ struct LaunchInfo {
   // Computes a step-invariant value (passes/step_invariant.h): it runs at the first call only,
   // and is neither in the CUDA graph nor timed after that (0 ms).
   bool once = false;
+  int64_t bytes = 0;  // collectives: the bytes each rank contributes (its operands)
 };
 
 class Executable {

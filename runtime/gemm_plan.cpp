@@ -1,5 +1,7 @@
 #include "runtime/gemm_plan.h"
 
+#include "ir/collectives.h"
+
 #include <string>
 
 #include "ir/printer.h"
@@ -74,6 +76,8 @@ Operand planOperand(const Op& mm, const Value* v, bool transposed, const Shape& 
 }  // namespace
 
 const Value* storageOf(const Value* base) {
+  // An all_reduce result reduced in place (no offset of its own) is its operand's storage.
+  if (const Value* x = inPlaceOperandOf(base); x && base->offset < 0) return storageOf(x);
   const Op* d = base->def;
   if (d && d->kind == OpKind::Concat && base->offset < 0 && !d->operands.empty()) return storageOf(d->operands[0]);
   return base;

@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ir/collectives.h"
 #include "ir/roles.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
@@ -43,9 +44,11 @@ bool isResidentConcat(const Op& op) {
 // attention and attention_backward: each becomes a kernel of its own (the `attention` family).
 bool isAttention(const Op& op) { return op.kind == OpKind::Attention || op.kind == OpKind::AttentionBackward; }
 
-// Ops that stay at top level as they are and never join a group.
+// Ops that stay at top level as they are and never join a group (a collective is NCCL's
+// work on its own stream: its operands are materialised, its results read from memory).
 bool isFixed(const Op& op) {
-  return isSource(op) || op.kind == OpKind::Matmul || op.kind == OpKind::Kernel || isResidentConcat(op);
+  return isSource(op) || op.kind == OpKind::Matmul || op.kind == OpKind::Kernel || isResidentConcat(op) ||
+         isCollective(op.kind);
 }
 
 struct Group {
@@ -172,6 +175,9 @@ class Planner {
       if (op->kind == OpKind::Matmul)
         for (Value* v : op->operands) hardUse(v, /*gemm=*/true);
     for (Value* v : g_.outputs) hardUse(v, /*gemm=*/false);
+    for (auto& op : g_.ops)  // NCCL reads and writes dense buffers, as an output is
+      if (isCollective(op->kind))
+        for (Value* v : op->operands) hardUse(v, /*gemm=*/false);
     for (auto& op : g_.ops)
       if (isAttention(*op))
         for (Value* v : op->operands) attentionUse(v);

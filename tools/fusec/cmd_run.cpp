@@ -5,7 +5,7 @@
 //             [--batch B --ctx T] --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
 //             [--model NAME] [--vocab V --context-length C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
-//             [--checkpoint DIR [--checkpoint-every K]] [--resume DIR]
+//             [--checkpoint DIR [--checkpoint-every K]] [--resume DIR] [--gpus N [--bucket-mb MB]]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
 //
 // Weights are bound by their state_dict names and must match the model's shapes exactly
@@ -22,6 +22,15 @@
 // (passes/pipeline.h), and on the GPU the optimisation pipeline; with --dtype bf16 that
 // includes autocast and cache-weight-casts, whose bf16 weight copies start as bf16(W) and then
 // follow the optimizer's updates. No model is special-cased here.
+//
+// With --gpus N (or under torchrun: tools/fusec/job.h) the train_step runs data-parallel: N
+// ranks, one a GPU, each on --batch sequences of the step's N x --batch (drawn once from
+// --seed, as one GPU with batch N x --batch would draw them, then split in rank order; an
+// --inputs file holds the whole N x --batch), gradients and loss averaged over the ranks inside
+// the step (passes/data_parallel.h). The losses printed and written are the job's; rank 0
+// writes --out and the checkpoints, which every rank can resume from (the same N only).
+#include <algorithm>
+#include <chrono>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +50,10 @@
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
+#include "tools/fusec/job.h"
+#ifdef FUSEC_HAVE_NCCL
+#include "runtime/collectives.h"
+#endif
 
 namespace fusec::cli {
 
@@ -61,7 +74,30 @@ struct RunArgs {
   std::string checkpoint, resume;
   int64_t checkpointEvery = 100;
   CLI::Option* oCheckpointEvery = nullptr;
+  int64_t gpus = 0;  // 0: not given
+  double bucketMb = 25;
+  CLI::Option* oBucketMb = nullptr;
+  int rank = 0, ranks = 1;  // this process's place in the job (jobRole)
 };
+
+// Rank `rank`'s rows of each tensor of a batch of `ranks` x b rows (the leading dim).
+Bindings rowsOfRank(const Bindings& all, int rank, int ranks) {
+  if (ranks == 1) return all;
+  Bindings out;
+  for (const auto& [name, t] : all) {
+    if (t.type.rank() == 0 || t.type.shape[0] % ranks != 0)
+      throw Error("'" + name + "' is " + t.type.str() + ": its first dimension (the batch) must split evenly over " +
+                  std::to_string(ranks) + " GPUs");
+    HostTensor part;
+    part.type = t.type;
+    part.type.shape[0] /= ranks;
+    const size_t n = part.size(), from = size_t(rank) * n;
+    if (isFloat(t.type.dtype)) part.f.assign(t.f.begin() + std::ptrdiff_t(from), t.f.begin() + std::ptrdiff_t(from + n));
+    else part.i.assign(t.i.begin() + std::ptrdiff_t(from), t.i.begin() + std::ptrdiff_t(from + n));
+    out[name] = std::move(part);
+  }
+  return out;
+}
 
 // Throws Error (naming `file`) unless `all` holds every one of the model's params() as f32 of
 // its shape: a weights file, or a checkpoint (which holds AdamW's moments besides).
@@ -126,7 +162,7 @@ class StepInputs {
     if (!a.inputs.empty()) {
       if (a.oBatch->count() || a.oCtx->count())
         throw Error("run: --batch and --ctx go with --data or --random-inputs; --inputs gives its own shape");
-      fixed_ = loadSafetensors(a.inputs);
+      fixed_ = rowsOfRank(loadSafetensors(a.inputs), a.rank, a.ranks);
       label_ = a.inputs;
       drawn_ = false;
       return;
@@ -172,8 +208,10 @@ class StepInputs {
   // are (checkedProgram: a token outside the vocabulary is one line naming the source).
   Bindings at(int64_t step) {
     if (!drawn()) return fixed_;
-    if (tokens_) return tokens_->sample(a_.batch, a_.ctx, rng_);
-    return model_.exampleInputs(api::Program{a_.program, a_.batch, a_.ctx}, a_.seed + 1 + uint64_t(step));
+    const int64_t all = a_.batch * a_.ranks;  // the job's batch, split in rank order
+    if (tokens_) return rowsOfRank(tokens_->sample(all, a_.ctx, rng_), a_.rank, a_.ranks);
+    return rowsOfRank(model_.exampleInputs(api::Program{a_.program, all, a_.ctx}, a_.seed + 1 + uint64_t(step)), a_.rank,
+                      a_.ranks);
   }
 
  private:
@@ -201,6 +239,7 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   run["--betas"] = shortest(a.adamw.betas.at(0)) + "," + shortest(a.adamw.betas.at(1));
   run["--eps"] = shortest(a.adamw.eps);
   run["--weight-decay"] = shortest(a.adamw.weightDecay);
+  if (a.ranks > 1) run["--gpus"] = std::to_string(a.ranks);  // a checkpoint resumes with its own N only
   source.identify(run);
   return run;
 }
@@ -231,8 +270,38 @@ void requireStateFits(const Graph& g, const Bindings& state, const std::string& 
     if (!wanted.count(name)) throw Error(file + ": unexpected tensor '" + name + "' (the program has no such param)");
 }
 
+// What every rank must agree on: the run's identity and the flags that shape its program or
+// its number of steps (a rank with fewer steps would leave the others waiting).
+std::string jobFingerprint(const RunArgs& a, const RunIdentity& identity) {
+  std::string f = std::string("fusec ") + FUSEC_VERSION + "\nprogram " + a.program + "\nsteps " + std::to_string(a.steps) +
+                  "\nbucket-mb " + shortest(a.bucketMb) + "\ncheckpoint-every " + std::to_string(a.checkpointEvery) +
+                  "\nresume " + (a.resume.empty() ? "no" : "yes") + "\n";
+  for (const auto& [k, v] : identity) f += k + " " + v + "\n";
+  return f;
+}
+
+int runProgram(RunArgs& a, const api::Model& model);
+
+// A rank's run: the job's failure reaches the other ranks as one line naming this one.
+int runRank(RunArgs& a, const api::Model& model) {
+  if (a.oBucketMb->count() && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+    throw Error("run: --bucket-mb goes with --gpus N");
+  if (!(a.bucketMb > 0) || a.bucketMb > 1e6) throw Error("run: --bucket-mb must be a positive size in MB");
+  const JobRole role = jobRole(a.gpus);
+  if (role.launcher) {
+    if (a.program != "train_step") throw Error("run: --gpus applies to --program train_step");
+    if (a.device == "cpu") throw Error("run: --gpus runs on GPUs; drop --device cpu");
+    return launchWorkers(role.ranks);
+  }
+  a.rank = role.rank;
+  a.ranks = role.ranks;
+  return runProgram(a, model);
+}
+
 int runProgram(RunArgs& a, const api::Model& model) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
+  if (a.ranks > 1 && a.program != "train_step") throw Error("run: --gpus applies to --program train_step");
+  if (a.ranks > 1 && a.device == "cpu") throw Error("run: --gpus runs on GPUs; drop --device cpu");
   if (a.out.empty() && a.program != "train_step") throw Error("run: --out is required");
   // Without --device and without a GPU, say so once the run is done (an error stays one
   // line): a user who expected the GPU should not learn it from the time it takes.
@@ -264,6 +333,15 @@ int runProgram(RunArgs& a, const api::Model& model) {
   o.tf32 = a.tf32;
   StepInputs source(a, model);
   const RunIdentity identity = runIdentity(a, model, source);
+  // A rank joins its job before the compile (the program's collectives run on the job's
+  // communicator) and after its flags and files were checked: a rank that fails those stops
+  // before it holds the others up.
+  std::shared_ptr<rt::Communicator> comm;
+  const bool leader = a.rank == 0;
+  if (a.ranks > 1) {
+    o.dataParallel.ranks = a.ranks;
+    o.dataParallel.bucketBytes = int64_t(a.bucketMb * 1e6);
+  }
   std::set<std::string> buffers;  // a mask may hold -inf
   for (const api::ParamInfo& p : model.params())
     if (p.buffer) buffers.insert(p.name);
@@ -312,6 +390,10 @@ int runProgram(RunArgs& a, const api::Model& model) {
       requireFinite(weights, a.weights.empty() ? a.overrides.fir + "'s weights.safetensors" : a.weights, buffers);
   }
 
+  if (a.ranks > 1) {
+    comm = joinJob(JobRole{false, a.ranks, a.rank, jobFromEnvironment()}, jobFingerprint(a, identity));
+    o.communicator = comm.get();
+  }
   api::CompiledProgram program = api::compile(model, p, o);
   if (!a.resume.empty()) {
     requireStateFits(program.graph(), resumed.state, resumedFile);
@@ -331,12 +413,15 @@ int runProgram(RunArgs& a, const api::Model& model) {
   // is on the host already (the one copy, and sync, of each step): the check costs nothing.
   std::string stopped;
   int64_t good = first;
+  std::vector<double> stepMs;  // wall time of each step, the loss's copy to the host included
   for (int64_t step = first; step < steps; ++step) {
+    const auto started = std::chrono::steady_clock::now();
     if (step > first && source.drawn()) {
       inputs = source.at(step);
       checkedProgram(model, a.program, source.label(), inputs);
     }
     std::vector<HostTensor> outs = program.step(inputs);
+    stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
     if (a.program == "train_step") {
       const float loss = outs.at(0).f.at(0);
       if (!std::isfinite(loss) && !a.allowNonfinite) {
@@ -348,8 +433,8 @@ int runProgram(RunArgs& a, const api::Model& model) {
       losses.f[size_t(step)] = loss;
       ++good;
       // A batch drawn per step is a training run: its loss as it goes.
-      if (source.drawn()) std::cout << "step " << step + 1 << "/" << steps << "  loss " << loss << std::endl;
-      if (!a.checkpoint.empty() && (good % a.checkpointEvery == 0 || good == steps)) {
+      if (source.drawn() && leader) std::cout << "step " << step + 1 << "/" << steps << "  loss " << loss << std::endl;
+      if (leader && !a.checkpoint.empty() && (good % a.checkpointEvery == 0 || good == steps)) {
         // A checkpoint that cannot be written (a full disk) stops the run, as a bad loss does:
         // --out still gets the steps done.
         try {
@@ -371,8 +456,23 @@ int runProgram(RunArgs& a, const api::Model& model) {
     result["loss"] = std::move(losses);
     for (const api::ParamInfo& w : model.params()) result[w.name] = program.read(w.name);
   }
-  if (!a.out.empty()) saveSafetensors(a.out, result, metadataOf(model));
+  if (!a.out.empty() && leader) saveSafetensors(a.out, result, metadataOf(model));
   if (fellBack) std::cerr << "fusec run: no CUDA device, ran on the CPU interpreter (--device cpu)\n";
+  // The steady step time, after the first steps (compile, GEMM tuning, graph capture).
+  if (leader && a.program == "train_step" && stepMs.size() >= 5) {
+    std::vector<double> steady(stepMs.begin() + 2, stepMs.end());
+    std::sort(steady.begin(), steady.end());
+    const double median = steady[steady.size() / 2];
+    std::cout << "run: median step " << median << " ms over steps " << first + 3 << ".." << first + int64_t(stepMs.size())
+              << (a.ranks > 1 ? " on " + std::to_string(a.ranks) + " GPUs" : "") << ", "
+              << int64_t(double(p.batch * a.ranks * p.seq) / (median / 1e3)) << " tokens/s" << std::endl;
+  }
+#ifdef FUSEC_HAVE_NCCL
+  if (comm) {
+    if (!stopped.empty()) comm->fail(stopped);
+    else comm->finish();
+  }
+#endif
   if (!stopped.empty()) throw Error(stopped);
   return 0;
 }
@@ -423,6 +523,14 @@ Command addRunCommand(CLI::App& app) {
                   "train_step: go on from DIR's checkpoint up to --steps, as if the run had never stopped (the same "
                   "flags as the run that wrote it)")
       ->type_name("DIR");
+  cmd->add_option("--gpus", a->gpus,
+                  "train_step: run data-parallel on N GPUs of this host (one worker a GPU; --batch is per GPU; under "
+                  "torchrun, WORLD_SIZE gives N)")
+      ->type_name("N");
+  a->oBucketMb = cmd->add_option("--bucket-mb", a->bucketMb,
+                                 "--gpus: gradients reduced together, in MB (default 25; a bucket's reduction overlaps "
+                                 "the backward of the next)")
+                     ->type_name("MB");
   cmd->add_flag("--allow-nonfinite", a->allowNonfinite,
                 "Load weights holding NaN or Inf, and go on past a non-finite loss (whose step still updates nothing; default: refuse, and stop)");
   return [cmd, a]() -> int {
@@ -436,7 +544,7 @@ Command addRunCommand(CLI::App& app) {
       saveSafetensors(a->initWeights, model->initialWeights(a->seed), metadataOf(*model));
       return 0;
     }
-    return runProgram(*a, *a->overrides.model(a->model));
+    return runRank(*a, *a->overrides.model(a->model));
   };
 }
 

@@ -4,8 +4,10 @@
 
 #include "ir/graph.h"
 #include "tools/fusec/commands.h"
+#include "tools/fusec/job.h"
 
 int main(int argc, char** argv) {
+  fusec::cli::setCommandLine(argc, argv);  // --gpus N starts workers with the same command line
   CLI::App app{"fusec: a kernel-fusion compiler for transformer graphs", "fusec"};
   app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
   app.require_subcommand(1);
@@ -25,16 +27,19 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+  // Inside a job of several ranks, each error says which rank it is.
+  const std::string rank = fusec::cli::rankPrefix();
   try {
     for (auto& run : commands) {
       int rc = run();
       if (rc >= 0) return rc;
     }
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
+    std::cerr << "error: " << rank << "out of memory\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << fusec::errorLine(e) << "\n";
+    const std::string line = fusec::errorLine(e);
+    std::cerr << (rank.empty() || line.rfind("error: ", 0) != 0 ? line : "error: " + rank + line.substr(7)) << "\n";
     return 1;
   }
   return 1;

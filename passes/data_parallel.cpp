@@ -1,0 +1,91 @@
+// The `data-parallel` pass (passes/data_parallel.h). It runs between autodiff and adamw, so
+// the optimizer (and its skip of a non-finite loss) reads the mean gradients and the global
+// loss, the same values on every rank: the ranks' weights never drift apart.
+#include "passes/data_parallel.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/builder.h"
+#include "ir/collectives.h"
+#include "passes/pass.h"
+#include "passes/train_passes.h"
+
+namespace fusec {
+
+bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
+  if (cfg.ranks < 1) throw Error("data-parallel: ranks must be at least 1, got " + std::to_string(cfg.ranks));
+  if (cfg.bucketBytes < 1) throw Error("data-parallel: the bucket size must be positive");
+  if (cfg.ranks == 1) return false;
+  const std::vector<Op*> params = trainableParams(g);
+  if (params.empty()) return false;
+  bool shaped = g.outputs.size() == 1 + params.size() && g.outputs[0]->type.rank() == 0;
+  for (size_t i = 0; shaped && i < params.size(); ++i) shaped = g.outputs[1 + i]->type == params[i]->result()->type;
+  for (size_t i = 0; shaped && i < g.outputs.size(); ++i) shaped = g.updateOf(i).empty();
+  if (!shaped)
+    throw Error("data-parallel: @" + g.name + " must return the loss and one gradient per float param (" +
+                std::to_string(1 + params.size()) + " values; run autodiff first, and adamw after), it returns " +
+                std::to_string(g.outputs.size()));
+  for (auto& op : g.ops)
+    if (isCollective(op->kind)) throw Error("data-parallel: @" + g.name + " already has collectives");
+
+  std::unordered_map<const Op*, size_t> position;
+  for (size_t k = 0; k < g.ops.size(); ++k) position[g.ops[k].get()] = k;
+  Builder b(g);
+  const NamedAttrs mean = {{"ranks", cfg.ranks}, {"reduce", std::string("mean")}};
+
+  Value* loss = b.create(OpKind::AllReduce, {g.outputs[0]}, mean).at(0);
+  loss->name = "loss.mean";
+  g.outputs[0] = loss;
+
+  // Output slots of the gradients to reduce, in the order the backward makes them.
+  std::vector<size_t> slots;
+  for (size_t i = 1; i < g.outputs.size(); ++i)
+    if (g.outputs[i]->def->kind != OpKind::Constant) slots.push_back(i);
+  std::stable_sort(slots.begin(), slots.end(), [&](size_t a, size_t c) {
+    return position.at(g.outputs[a]->def) < position.at(g.outputs[c]->def);
+  });
+  std::vector<size_t> bucket;
+  int64_t bytes = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    std::vector<Value*> grads;
+    for (size_t i : bucket) grads.push_back(g.outputs[i]);
+    std::vector<Value*> reduced = b.create(OpKind::AllReduce, grads, mean);
+    for (size_t k = 0; k < bucket.size(); ++k) {
+      reduced[k]->name = params[bucket[k] - 1]->attrStr("name") + ".grad.mean";
+      g.outputs[bucket[k]] = reduced[k];
+    }
+    bucket.clear();
+    bytes = 0;
+  };
+  for (size_t i : slots) {
+    bucket.push_back(i);
+    bytes += g.outputs[i]->type.numel() * dtypeBytes(g.outputs[i]->type.dtype);
+    if (bytes >= cfg.bucketBytes) flush();
+  }
+  flush();
+  return true;
+}
+
+std::unique_ptr<Pass> createDataParallelPass(const DataParallelConfig& cfg) {
+  class DataParallelPass : public Pass {
+   public:
+    explicit DataParallelPass(const DataParallelConfig& c) : cfg_(c) {}
+    std::string_view name() const override { return "data-parallel"; }
+    bool run(Module& m) override {
+      bool changed = false;
+      for (auto& f : m.funcs) changed |= appendGradientReduction(*f, cfg_);
+      return changed;
+    }
+
+   private:
+    DataParallelConfig cfg_;
+  };
+  return std::make_unique<DataParallelPass>(cfg);
+}
+
+// As registered (`--passes=data-parallel`, the .fir tests): two ranks, the default buckets.
+std::unique_ptr<Pass> createDataParallelPass() { return createDataParallelPass(DataParallelConfig{2}); }
+
+}  // namespace fusec

@@ -1,0 +1,30 @@
+// Data parallelism as IR: the same training program runs on every rank (one a GPU), each on
+// its own batch, and the `data-parallel` pass makes each rank's gradients the mean over the
+// ranks before the optimizer reads them, with all_reduce ops (ir/ops.def) the scheduler and
+// the runtime treat like any other op (passes/schedule.cpp step 3 overlaps them with the
+// backward; runtime/collectives.h runs them on NCCL).
+#pragma once
+#include <cstdint>
+
+#include "ir/graph.h"
+
+namespace fusec {
+
+struct DataParallelConfig {
+  int64_t ranks = 1;  // 1: a single GPU, the pass changes nothing
+  // A bucket closes once its gradients hold at least this many bytes: one all_reduce of a few
+  // tens of MB runs near NCCL's bus bandwidth, while the first bucket still starts early in
+  // the backward. PyTorch DDP's default is 25 MB as well.
+  int64_t bucketBytes = int64_t(25) << 20;
+};
+
+// When `g` returns `loss, grads...` (passes/train_passes.h appendLossGradients): the loss
+// becomes its mean over the ranks, and the gradients, in the order the backward produces
+// them (their definitions' order in `g`), are grouped into buckets of at least
+// cfg.bucketBytes, each one all_reduce (reduce "mean") whose results replace them as
+// outputs. A gradient that is a constant (a param the loss does not read) is the same on
+// every rank and is left alone. Returns false with one rank or no float params; throws Error
+// for any other signature, or a function that already has collectives.
+bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg);
+
+}  // namespace fusec

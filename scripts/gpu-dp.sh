@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# On a host with 2 or more GPUs: data-parallel training (fusec run --gpus N), every check the
+# data-parallel issue asks for, logs to $OUT (default build-gpu/out):
+#   correct  20 fp32 steps of `small` on N GPUs at batch B each equal 1 GPU at batch N*B
+#            (losses 1e-5 relative, weights 1e-4: scripts/compare_runs.py), N = 2 .. GPUs
+#   scale    bf16 weak scaling: the median step on 1 and N GPUs, same per-GPU batch
+#   faults   a rank killed mid-run: the others stop within 60 s naming it
+#   torch    PyTorch DDP + torch.compile on the same model, batch and GPUs (bench/torch_ddp_ref.py)
+# Pick parts with PARTS="correct scale faults torch" and sizes with SCALE="small:64 medium:16".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+BUILD=build-gpu
+OUT=${OUT:-$PWD/$BUILD/out}
+mkdir -p "$OUT"
+PARTS=${PARTS:-correct scale faults torch}
+SCALE=${SCALE:-small:64 medium:16}
+STEPS=${STEPS:-30}
+GPUS=$(nvidia-smi -L | wc -l)
+counts() { local n=2; while (( n <= GPUS )); do echo $n; n=$((n * 2)); done; }
+F=$BUILD/fusec
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+
+build() {
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
+}
+
+correct() {
+  local w=$OUT/dp-init.safetensors
+  $F run --init-weights "$w" --model small --seed 1
+  $F run --program train_step --model small --weights "$w" --random-inputs --batch 8 --ctx 256 --steps 20 --seed 7 \
+    --out "$OUT/dp-1gpu.safetensors" >"$OUT/dp-correct-1.log" 2>&1
+  for n in $(counts); do
+    $F run --gpus "$n" --program train_step --model small --weights "$w" --random-inputs --batch $((8 / n)) --ctx 256 \
+      --steps 20 --seed 7 --out "$OUT/dp-${n}gpu.safetensors" >"$OUT/dp-correct-$n.log" 2>&1 || { log "correct N=$n: run failed"; tail -5 "$OUT/dp-correct-$n.log"; continue; }
+    log "correct fp32 small, 1 GPU batch 8 vs $n GPUs batch $((8 / n)) each:"
+    python3 scripts/compare_runs.py "$OUT/dp-1gpu.safetensors" "$OUT/dp-${n}gpu.safetensors" | tee -a "$OUT/summary.txt"
+  done
+}
+
+scale() {
+  for mb in $SCALE; do
+    local m=${mb%:*} b=${mb#*:}
+    for n in 1 $(counts); do
+      local flags=(); (( n > 1 )) && flags=(--gpus "$n")
+      $F run "${flags[@]}" --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
+        --steps "$STEPS" >"$OUT/dp-scale-$m-$n.log" 2>&1
+      log "scale bf16 $m b$b, $n GPU(s): $(grep 'median step' "$OUT/dp-scale-$m-$n.log" || tail -2 "$OUT/dp-scale-$m-$n.log")"
+    done
+  done
+}
+
+faults() {
+  local n=2
+  $F run --gpus $n --program train_step --model small --dtype bf16 --random-inputs --batch 16 --ctx 256 --steps 100000 \
+    >"$OUT/dp-fault.log" 2>&1 &
+  local job=$!
+  sleep 20
+  local victim
+  victim=$(pgrep -f "fusec run --gpus $n" | while read -r p; do grep -qz '^RANK=1$' /proc/"$p"/environ 2>/dev/null && echo "$p"; done | head -1)
+  local t0=$SECONDS
+  kill -9 "$victim"
+  wait "$job"; local rc=$?
+  log "faults: killed rank 1 (pid $victim); the job exited $rc after $((SECONDS - t0)) s:"
+  tail -3 "$OUT/dp-fault.log" | tee -a "$OUT/summary.txt"
+}
+
+torch() {
+  for mb in $SCALE; do
+    local m=${mb%:*} b=${mb#*:}
+    local list=1; for n in $(counts); do list=$list,$n; done
+    python3 bench/torch_ddp_ref.py --fusec "$F" --model "$m" --batch "$b" --ctx 256 --gpus "$list" --dtype bf16 \
+      --warmup 5 --iters 20 >"$OUT/dp-torch-$m.jsonl" 2>"$OUT/dp-torch-$m.err"
+    log "torch DDP + torch.compile $m b$b:"
+    python3 -c "
+import json,sys
+for l in open('$OUT/dp-torch-$m.jsonl'):
+    r=json.loads(l); print('  %s gpus=%s median %s ms eff %s' % (r.get('impl'), r.get('gpus'), r.get('median_ms'), r.get('scaling_efficiency')))
+" | tee -a "$OUT/summary.txt"
+  done
+}
+
+build 2>&1 | tee "$OUT/build.log"
+for part in $PARTS; do $part; done

@@ -1,0 +1,232 @@
+// Data parallelism as IR (passes/data_parallel.h, ir/ops.def's collectives): the interpreter's
+// N-rank run of the compiled training step equals the one-rank run with N x the batch; the
+// pass buckets gradients in the order the backward makes them; the scheduler places each
+// collective as soon as its operands exist and the readers of its results after the next one;
+// the memory plan keeps a collective's operands live until its results are read; collectives
+// type-check and fail as they should.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "api/compiled_program.h"
+#include "frontend/init.h"
+#include "frontend/models/zoo_model.h"
+#include "frontend/program_state.h"
+#include "ir/builder.h"
+#include "ir/collectives.h"
+#include "ir/interpreter.h"
+#include "passes/data_parallel.h"
+#include "passes/liveness.h"
+#include "test_util.h"
+
+namespace fusec {
+namespace {
+
+using test::errorOf;
+
+constexpr int64_t T = 8;
+
+HostTensor tokens(int64_t rows, uint64_t seed, int64_t vocab) {
+  HostTensor t = HostTensor::zeros(Type{DType::i64, {rows, T}});
+  for (size_t k = 0; k < t.i.size(); ++k) t.i[k] = int64_t((seed * 7919 + k * 104729 + k * k) % uint64_t(vocab));
+  return t;
+}
+
+HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
+  HostTensor out = HostTensor::zeros(Type{t.type.dtype, {n, t.type.shape[1]}});
+  std::copy(t.i.begin() + from * t.type.shape[1], t.i.begin() + (from + n) * t.type.shape[1], out.i.begin());
+  return out;
+}
+
+double relDiff(const HostTensor& a, const HostTensor& b) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    num += (double(a.f[k]) - b.f[k]) * (double(a.f[k]) - b.f[k]);
+    den += double(b.f[k]) * b.f[k];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Steps `g` (a lowered train_step) `steps` times on each rank's bindings, updates written back.
+std::vector<Bindings> train(const Graph& g, std::vector<Bindings> env, const std::vector<Bindings>& batches, int steps,
+                            std::vector<float>& losses) {
+  for (int s = 1; s <= steps; ++s) {
+    for (size_t r = 0; r < env.size(); ++r) {
+      for (auto& [n, t] : batches[r]) env[r][n] = t;
+      env[r]["step"] = HostTensor::zeros(Type{DType::f32, {}});
+      env[r]["step"].f[0] = float(s);
+    }
+    std::vector<std::vector<HostTensor>> outs = interpretRanks(g, env);
+    losses.push_back(outs[0].at(0).f.at(0));
+    for (size_t r = 0; r < env.size(); ++r) {
+      EXPECT_EQ(outs[r].at(0).f.at(0), losses.back()) << "rank " << r << " sees another loss";
+      for (size_t i = 0; i < outs[r].size(); ++i)
+        if (!g.updateOf(i).empty()) env[r][g.updateOf(i)] = outs[r][i];
+    }
+  }
+  return env;
+}
+
+class DataParallel : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallel, RanksEqualOneRankWithTheirBatchesTogether) {
+  const int ranks = GetParam();
+  const int64_t perRank = 2;
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  api::CompileOptions o;
+  o.adamw.lr = 1e-2;
+  api::CompiledProgram one = api::compile(*model, {"train_step", perRank * ranks, T}, o);
+  o.dataParallel.ranks = ranks;
+  o.dataParallel.bucketBytes = 4096;  // several buckets even for tiny
+  api::CompiledProgram dp = api::compile(*model, {"train_step", perRank, T}, o);
+
+  int collectives = 0;
+  for (auto& op : dp.graph().ops) collectives += isCollective(op->kind);
+  EXPECT_GT(collectives, 2);  // the loss and several buckets
+
+  Bindings w = initParameters(cfg, 3);
+  bindProgramState(one.graph(), w);
+  const HostTensor ids = tokens(perRank * ranks, 1, cfg.vocab), targets = tokens(perRank * ranks, 2, cfg.vocab);
+  std::vector<float> want, got;
+  std::vector<Bindings> single = train(one.graph(), {w}, {{{"ids", ids}, {"targets", targets}}}, 3, want);
+  std::vector<Bindings> batches;
+  for (int r = 0; r < ranks; ++r)
+    batches.push_back({{"ids", rows(ids, r * perRank, perRank)}, {"targets", rows(targets, r * perRank, perRank)}});
+  std::vector<Bindings> job = train(dp.graph(), std::vector<Bindings>(size_t(ranks), w), batches, 3, got);
+
+  for (int s = 0; s < 3; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-5 * std::abs(want[size_t(s)])) << "step " << s + 1;
+  for (const api::ParamInfo& p : model->params()) {
+    EXPECT_LT(relDiff(job[0].at(p.name), single[0].at(p.name)), 1e-4) << p.name;
+    for (int r = 1; r < ranks; ++r) EXPECT_EQ(job[size_t(r)].at(p.name).f, job[0].at(p.name).f) << p.name << " rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallel, ::testing::Values(2, 4));
+
+TEST(DataParallelSchedule, CollectivesRunEarlyAndTheirReadersAfterTheNext) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  api::CompileOptions o;
+  o.dataParallel.ranks = 2;
+  o.dataParallel.bucketBytes = 4096;
+  api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
+  const Graph& g = dp.graph();
+  std::unordered_map<const Op*, size_t> pos;
+  std::vector<const Op*> collectives;
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    pos[g.ops[k].get()] = k;
+    if (isCollective(g.ops[k]->kind)) collectives.push_back(g.ops[k].get());
+  }
+  ASSERT_GT(collectives.size(), 2u);
+  const StorageMap storage(g);
+  const Liveness live = computeLiveness(g, storage);
+  for (size_t c = 0; c < collectives.size(); ++c) {
+    const Op* op = collectives[c];
+    // Issued right after the last op that makes its operands (views and constants aside).
+    size_t last = 0;
+    for (const Value* v : op->operands) last = std::max(last, pos.at(storage.root(v)->def));
+    for (size_t k = last + 1; k < pos.at(op); ++k) {
+      const Op& between = *g.ops[k];
+      EXPECT_TRUE(between.numResults() == 0 || storage.of(between.result()) != Storage::Arena || isCollective(between.kind))
+          << "collective " << c << " waits behind " << between.info().name;
+    }
+    // Its readers come after the next collective, so its reduction overlaps compute.
+    if (c + 1 < collectives.size()) {
+      for (auto& u : g.ops)
+        for (const Value* v : u->operands) {
+          if (v->def == op) {
+            EXPECT_GT(pos.at(u.get()), pos.at(collectives[c + 1])) << "a reader of collective " << c;
+          }
+        }
+    }
+    // In place over a gradient nothing else reads, and that buffer outlives the results' readers.
+    for (auto& r : op->results) {
+      if (storage.of(r.get()) != Storage::Alias) continue;
+      const Value* root = storage.root(r.get());
+      EXPECT_EQ(root, inPlaceOperandOf(r.get()));
+    }
+  }
+  for (const Buffer& b : live.buffers)
+    for (const Op* op : collectives)
+      for (const Value* v : op->operands) {
+        if (storage.root(v) != b.value) continue;
+        for (auto& u : g.ops)
+          for (const Value* x : u->operands) {
+            if (x->def == op) {
+              EXPECT_GE(b.lastUse, int(pos.at(u.get())));
+            }
+          }
+      }
+}
+
+TEST(Collectives, TypeRulesAndOneRankInterpreter) {
+  Module m;
+  Graph& g = m.add("f");
+  Builder b(g);
+  Value* x = b.input("x", Type{DType::f32, {4, 3}});
+  Value* i = b.input("i", Type{DType::i64, {4}});
+  EXPECT_EQ(b.create(OpKind::ReduceScatter, {x}, {{"ranks", int64_t(2)}}).at(0)->type, (Type{DType::f32, {2, 3}}));
+  EXPECT_EQ(b.create(OpKind::AllGather, {x}, {{"ranks", int64_t(3)}}).at(0)->type, (Type{DType::f32, {12, 3}}));
+  EXPECT_EQ(b.create(OpKind::AllReduce, {x, x}, {{"ranks", int64_t(2)}}).size(), 2u);
+  g.ops.clear();  // the checks above only typed ops; the program below is one all_reduce
+  x = b.input("x", Type{DType::f32, {4, 3}});
+  i = b.input("i", Type{DType::i64, {4}});
+  EXPECT_EQ(errorOf([&] { b.create(OpKind::ReduceScatter, {x}, {{"ranks", int64_t(3)}}); }),
+            "reduce_scatter operand f32[4,3] must have a first dimension divisible by ranks 3");
+  EXPECT_EQ(errorOf([&] { b.create(OpKind::AllReduce, {i}, {{"ranks", int64_t(2)}}); }),
+            "all_reduce operand must be a float type (f32, bf16, f16), got i64[4]");
+  EXPECT_EQ(errorOf([&] { b.create(OpKind::AllReduce, {x}, {{"ranks", int64_t(0)}}); }),
+            "all_reduce ranks must be in 1..65536, got 0");
+  EXPECT_EQ(errorOf([&] { b.create(OpKind::AllReduce, {x}, {{"ranks", int64_t(2)}, {"reduce", std::string("max")}}); }),
+            "all_reduce reduce must be \"sum\" or \"mean\", got \"max\"");
+  Value* y = b.create(OpKind::AllReduce, {x}, {{"ranks", int64_t(2)}}).at(0);
+  g.addOutput(y);
+  HostTensor xv = HostTensor::zeros(Type{DType::f32, {4, 3}});
+  for (size_t k = 0; k < xv.size(); ++k) xv.f[k] = float(k) - 5.5f;
+  HostTensor iv = HostTensor::zeros(Type{DType::i64, {4}});
+  EXPECT_EQ(errorOf([&] { interpret(g, {{"x", xv}, {"i", iv}}); }),
+            "all_reduce over 2 ranks needs the other ranks: run the program as a data-parallel job (interpretRanks)");
+  HostTensor xw = xv;
+  for (float& v : xw.f) v *= 3;
+  auto outs = interpretRanks(g, {{{"x", xv}, {"i", iv}}, {{"x", xw}, {"i", iv}}});
+  for (size_t k = 0; k < xv.size(); ++k) {
+    EXPECT_EQ(outs[0][0].f[k], xv.f[k] * 4);
+    EXPECT_EQ(outs[1][0].f[k], xv.f[k] * 4);
+  }
+  // A rank that fails stops the others (no hang) and its error is the one reported.
+  EXPECT_EQ(errorOf([&] { interpretRanks(g, {{{"x", xv}, {"i", iv}}, {{"i", iv}}}); }), "missing value for input 'x'");
+  EXPECT_EQ(errorOf([&] { interpretRanks(g, {{{"x", xv}, {"i", iv}}, {{"x", xv}, {"i", iv}}, {{"x", xv}, {"i", iv}}}); }),
+            "all_reduce is over 2 ranks, the job has 3");
+}
+
+TEST(DataParallelPass, BucketsInTheOrderTheBackwardMakesThem) {
+  Module m;
+  Graph& g = m.add("f");
+  Builder b(g);
+  Value* x = b.input("x", Type{DType::f32, {4}});
+  Value* w1 = b.param("w1", Type{DType::f32, {4}});
+  Value* w2 = b.param("w2", Type{DType::f32, {4}});
+  Value* loss = b.reduce(OpKind::Sum, b.binary(OpKind::Mul, b.binary(OpKind::Mul, x, w1), w2), {0});
+  // Gradients defined in the order w2 then w1 (as a backward makes them), returned w1, w2.
+  Value* g2 = b.binary(OpKind::Mul, x, w1);
+  Value* g1 = b.binary(OpKind::Mul, x, w2);
+  g.addOutput(loss);
+  g.addOutput(g1);
+  g.addOutput(g2);
+  EXPECT_FALSE(appendGradientReduction(g, DataParallelConfig{1}));
+  ASSERT_TRUE(appendGradientReduction(g, DataParallelConfig{2, 16}));  // 16 bytes: one gradient a bucket
+  std::vector<const Op*> reductions;
+  for (auto& op : g.ops)
+    if (op->kind == OpKind::AllReduce) reductions.push_back(op.get());
+  ASSERT_EQ(reductions.size(), 3u);  // loss, then w2's gradient (made first), then w1's
+  EXPECT_EQ(reductions[0]->operands.at(0), loss);
+  EXPECT_EQ(reductions[1]->operands.at(0), g2);
+  EXPECT_EQ(reductions[2]->operands.at(0), g1);
+  EXPECT_EQ(g.outputs[1]->name, "w1.grad.mean");
+  EXPECT_EQ(errorOf([&] { appendGradientReduction(g, DataParallelConfig{2}); }),
+            "data-parallel: @f already has collectives");
+}
+
+}  // namespace
+}  // namespace fusec
