@@ -55,8 +55,8 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   };
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
-    // A view op reads nothing itself; its users read its root.
-    if (op.numResults() != 1 || storage.of(op.result()) != Storage::Alias)
+    // A view op reads nothing itself; its users read its root. (A collective in place does.)
+    if (op.numResults() != 1 || storage.of(op.result()) != Storage::Alias || isCollective(op.kind))
       for (const Value* v : op.operands) use(v, i);
     for (auto& r : op.results)
       if (storage.of(r.get()) == Storage::Arena) {
@@ -68,7 +68,10 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   // A collective runs beside the compute (runtime/executable.h: on its own stream) from its
   // place in the order until its results' first reader waits for it: its operands stay live
   // as long as its results do, so no buffer placed meanwhile takes their bytes.
-  for (const auto& op : g.ops) {
+  // Last op first: a collective that reads another's results extends them before the other
+  // extends its own operands to them.
+  for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
+    const auto& op = *it;
     if (!isCollective(op->kind)) continue;
     int last = 0;
     for (auto& r : op->results)

@@ -600,6 +600,21 @@ TEST(AutodiffComposite, AttentionVjpIsTheBackwardComposite) {
             std::string::npos);
 }
 
+// Collectives come after differentiation (the data-parallel pass reduces the gradients), so
+// none has a derivative: a loss that flows through one is an error, not a silent zero.
+COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather);
+TEST(AutodiffCollectives, HaveNoDerivative) {
+  std::mt19937 rng(7);
+  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather}) {
+    Fn f;
+    Value* x = f.in("x", test::randomNonZero(Type{F, {4, 2}}, rng));
+    Value* y = f.b.create1(k, {x}, {{"ranks", int64_t(2)}});
+    Value* loss = f.weightedLoss(y, rng);
+    EXPECT_NE(test::errorOf([&] { appendGradients(f.g, loss, {x}); }).find("has no derivative"), std::string::npos)
+        << opInfo(k).name;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Graph-level behaviour
 

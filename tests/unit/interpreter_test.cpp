@@ -1311,6 +1311,45 @@ TEST(InterpErrors, MistypedBinding) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Collectives: ranks side by side (interpretRanks); one rank is the identity
+
+COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather);
+TEST(InterpCollectives, RanksExchangeExactly) {
+  Fn f;
+  Value* x = f.b.input("x", {DType::f32, {4, 2}});
+  Value* h = f.b.input("h", {DType::bf16, {3}});
+  std::vector<Value*> sum = f.b.create(OpKind::AllReduce, {x, h}, {{"ranks", int64_t(3)}});
+  Value* mean = f.b.create1(OpKind::AllReduce, {h}, {{"ranks", int64_t(3)}, {"reduce", std::string("mean")}});
+  Value* part = f.b.create1(OpKind::ReduceScatter, {f.b.slice(x, 0, 0, 3)}, {{"ranks", int64_t(3)}});
+  Value* all = f.b.create1(OpKind::AllGather, {x}, {{"ranks", int64_t(3)}});
+  for (Value* v : {sum[0], sum[1], mean, part, all}) f.b.output(v);
+  std::vector<Bindings> ranks;
+  for (int r = 0; r < 3; ++r) {
+    HostTensor xv = HostTensor::zeros({DType::f32, {4, 2}}), hv = HostTensor::zeros({DType::bf16, {3}});
+    for (size_t k = 0; k < 8; ++k) xv.f[k] = float(k) + 0.25f * float(r + 1);
+    for (size_t k = 0; k < 3; ++k) hv.set(k, 1.0 + double(r) / 128);  // bf16 steps of 1/128 near 1
+    ranks.push_back({{"x", xv}, {"h", hv}});
+  }
+  std::vector<std::vector<HostTensor>> out = interpretRanks(f.g, ranks);
+  for (int r = 0; r < 3; ++r) {
+    for (size_t k = 0; k < 8; ++k) EXPECT_EQ(out[size_t(r)][0].f[k], 3 * float(k) + 1.5f);
+    // 1 + 1.0078125 + 1.015625 = 3.0234375, a tie in bf16 rounded once to even: 3.03125, not
+    // the 3.015625 that rounding the partial sum 2.0078125 first would give
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(out[size_t(r)][1].f[k], 3.03125f);
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(out[size_t(r)][2].f[k], 1.0078125f);
+    // reduce_scatter of x's rows 0..2 summed: rank r keeps row r
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(out[size_t(r)][3].f[k], 3 * float(size_t(r) * 2 + k) + 1.5f);
+    for (size_t k = 0; k < 24; ++k) EXPECT_EQ(out[size_t(r)][4].f[k], ranks[k / 8].at("x").f[k % 8]);
+  }
+  // One rank: the identity.
+  Fn one;
+  Value* y = one.b.input("y", {DType::f32, {2}});
+  one.env["y"] = ftensor({DType::f32, {2}}, {1.5f, -2.f});
+  EXPECT_EQ(one.run1(one.b.create1(OpKind::AllReduce, {y}, {{"ranks", int64_t(1)}, {"reduce", std::string("mean")}})).f,
+            (std::vector<float>{1.5f, -2.f}));
+}
+
+// ---------------------------------------------------------------------------------------
 // Coverage: a new op in ir/ops.def fails here until it has an interpreter test.
 
 TEST(InterpCoverage, EveryOpKindIsTested) {

@@ -43,8 +43,17 @@ int64_t checkPlan(const Graph& g) {
   std::set<const Value*> inPlace;
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (!g.updateOf(i).empty()) inPlace.insert(g.outputs[i]);
-  auto storageOf = [](const Value* v) {
-    while (v->offset < 0 && v->def && isLayout(v->def->kind)) v = v->def->operands[0];
+  // Readers of each value: an all_reduce reduces in place only an operand nothing else reads.
+  std::map<const Value*, int> uses;
+  for (auto& op : g.ops)
+    for (const Value* v : op->operands) ++uses[v];
+  for (const Value* v : g.outputs) ++uses[v];
+  auto inPlaceReduction = [&](const Value* r) {
+    return r->offset < 0 && r->def->kind == OpKind::AllReduce && !inPlace.count(r);
+  };
+  auto storageOf = [&](const Value* v) {
+    while (v->offset < 0 && v->def && (isLayout(v->def->kind) || inPlaceReduction(v)))
+      v = isLayout(v->def->kind) ? v->def->operands[0] : v->def->operands[size_t(v->index)];
     return v;
   };
   struct Range {
@@ -71,7 +80,12 @@ int64_t checkPlan(const Graph& g) {
         if (auto it = ranges.find(storageOf(v)); it != ranges.end()) it->second.to = i;
     for (auto& r : op.results) {
       const bool residentConcat = op.kind == OpKind::Concat && r->offset < 0;
-      const bool mustOwn = !isSource(op) && !isView && !residentConcat && !inPlace.count(r.get());
+      const bool reducedInPlace = inPlaceReduction(r.get());
+      if (reducedInPlace) {  // over its operand's own arena buffer, which nothing else reads
+        const Value* x = op.operands[size_t(r->index)];
+        EXPECT_TRUE(x->offset >= 0 && !isSource(*x->def) && uses[x] == 1) << "all_reduce in place over %" << x->name;
+      }
+      const bool mustOwn = !isSource(op) && !isView && !residentConcat && !reducedInPlace && !inPlace.count(r.get());
       EXPECT_EQ(r->offset >= 0, mustOwn || (isSource(op) && (op.kind == OpKind::Input || op.kind == OpKind::Param)))
           << "value %" << r->name << " of " << op.info().name;
       if (mustOwn) ranges[r.get()] = invariant.count(r.get()) ? Range{r.get(), 0, end} : Range{r.get(), i, i};
@@ -83,6 +97,17 @@ int64_t checkPlan(const Graph& g) {
   }
   for (const Value* v : g.outputs)
     if (auto it = ranges.find(storageOf(v)); it != ranges.end()) it->second.to = end;
+  // A collective runs beside the compute until its results are read: its operands live as
+  // long as its results.
+  for (auto o = g.ops.rbegin(); o != g.ops.rend(); ++o) {  // later ones may extend earlier ones' results
+    const auto& op = *o;
+    if (opInfo(op->kind).category != OpCategory::Collective) continue;
+    int last = 0;
+    for (auto& r : op->results)
+      if (auto it = ranges.find(storageOf(r.get())); it != ranges.end()) last = std::max(last, it->second.to);
+    for (const Value* v : op->operands)
+      if (auto it = ranges.find(storageOf(v)); it != ranges.end()) it->second.to = std::max(it->second.to, last);
+  }
 
   std::vector<Range> all;
   int64_t arena = 0;

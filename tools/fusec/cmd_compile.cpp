@@ -44,6 +44,8 @@ struct CompileArgs {
   AdamWFlags adamw;
   PassManagerOptions pm;
   EmitArgs emit;
+  int64_t gpus = 1;
+  double bucketMb = 25;
 };
 
 int64_t countOps(const Graph& g) {
@@ -165,6 +167,11 @@ Command addCompileCommand(CLI::App& app) {
   cmd->add_option("--d-head", a->dHead, "Head size of --program attention and attention_backward (default: the model's d_model/heads)")
       ->type_name("N");
   a->adamw.add(*cmd);
+  cmd->add_option("--gpus", a->gpus,
+                  "train_step: one rank's program of a data-parallel job on N GPUs (its gradients averaged over the "
+                  "ranks by all_reduce buckets; what `fusec run --gpus N` runs on each GPU)")
+      ->type_name("N");
+  cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")->type_name("MB");
   a->passesOpt = cmd->add_option("--passes", a->passes,
                                   "Comma-separated pipeline to run after the program's own passes (default: " +
                                       defaultOptimizationPipeline() + "; empty: none); passes: " + passes)
@@ -199,6 +206,9 @@ Command addCompileCommand(CLI::App& app) {
     o.adamw = a->adamw.config();
     o.attention = attentionOf(a->attention);
     o.passManager = a->pm;
+    if (a->gpus < 1 || a->gpus > 1024) throw Error("--gpus must be in 1..1024, got " + std::to_string(a->gpus));
+    if (!(a->bucketMb > 0) || a->bucketMb > 1e6) throw Error("--bucket-mb must be a positive size in MB");
+    o.dataParallel = DataParallelConfig{a->gpus, int64_t(a->bucketMb * 1e6)};
     if (a->printDTypes) o.passes = "";
     else if (a->passesOpt->count()) o.passes = a->passes;
     model->trace(m, api::Program{a->program, a->batch, a->ctx}, o);
