@@ -349,8 +349,18 @@ bool scheduleGraph(Graph& g) {
   // at the forward/backward turn, add to the peak; such ops (the largest buffer live at the
   // peak that hoisting made) keep trace order, a few at a time.
   std::vector<bool> hoist = optimizerSide(d);
+  const bool collectives = std::any_of(d.real.begin(), d.real.end(), [](const Op* op) { return isCollective(op->kind); });
   for (int round = 0; round < 16; ++round) {
     const Cost c = candidate(hoist, false);
+    // With collectives, hoisting is what lets a bucket's reduction start during the backward
+    // (step 3 needs its gradients made early): it wins at the same peak even where it keeps
+    // gradients live longer (a bucket's wait for its last gradient) and loses on the sum.
+    if (collectives && c.peak <= bestCost.peak) {
+      bestCost = c;
+      std::vector<int> order = listSchedule(d, hoist, false, g.name);
+      sink(d, order);
+      best = assemble(g, d, order);
+    }
     if (c.peak <= bestCost.peak) break;
     int worst = -1;
     int64_t worstBytes = 0;
