@@ -52,27 +52,31 @@ class Block(nn.Module):
         self.q_proj, self.k_proj, self.v_proj, self.output_proj = (Linear(d, d) for _ in range(4))
         self.w1, self.w2, self.w3 = Linear(d, dff), Linear(dff, d), Linear(d, dff)
 
+    def attend(self, q, k, v, causal):
+        """Naive causal attention, as fusec's eager reference; bench/torch_ddp_ref.py overrides it
+        with SDPA (a subclass passed as TransformerLM's `block`), the rest of the model shared."""
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        return torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ v
+
     def forward(self, x, cos, sin, causal):
         B, T, D = x.shape
         h = self.ln1(x)
         heads = lambda proj: proj(h).view(B, T, self.heads, D // self.heads).transpose(1, 2)
         q, k, v = rope(heads(self.q_proj), cos, sin), rope(heads(self.k_proj), cos, sin), heads(self.v_proj)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(D // self.heads)
-        scores = scores.masked_fill(~causal, float("-inf"))
-        attn = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, D)
+        attn = self.attend(q, k, v, causal).transpose(1, 2).reshape(B, T, D)
         x = x + self.output_proj(attn)
         h2 = self.ln2(x)
         return x + self.w2(F.silu(self.w1(h2)) * self.w3(h2))
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, c):  # c: fusec's configuration of the model (torch_compile_ref.model_config)
+    def __init__(self, c, block=Block):  # c: fusec's configuration of the model (torch_compile_ref.model_config)
         super().__init__()
         d, heads, eps = c["d_model"], c["heads"], c["eps"]
         self.vocab = c["vocab"]
         self.token_embeddings = nn.Embedding(self.vocab, d)
         nn.init.trunc_normal_(self.token_embeddings.weight, std=1, a=-3, b=3)
-        self.layers = nn.ModuleList(Block(d, c["d_ff"], heads, eps) for _ in range(c["layers"]))
+        self.layers = nn.ModuleList(block(d, c["d_ff"], heads, eps) for _ in range(c["layers"]))
         self.ln_final = RMSNorm(d, eps)
         self.lm_head = Linear(d, self.vocab)
         dh = d // heads
