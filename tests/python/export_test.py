@@ -7,29 +7,36 @@ and three AdamW steps on the interpreter, and both are compared with PyTorch its
 Each runs at an odd configuration (vocab 37, not a multiple of 8; head dim 16; seq 12 < ctx
 16), and each layer's attention must have become the attention composite. Also: an unsupported op fails the export with one line naming the op and the model's
 source line, exit 1, nothing written; wrong inputs fail `fusec run` with one line, exit 1,
-nothing written.
+nothing written. The exporter's own failures (failures(), without_torch()): a broken model file,
+constructor or forward, bad flags, a bad --state-dict or --out, a model's sys.exit, a full disk,
+a python3 without torch, each one line `fusec.export: error: ...`, exit 1, no traceback (but
+with --debug), and the output directory as it was; a success is one line, and the three
+files are renamed into place model.fir last.
 
     python3 tests/python/export_test.py --fusec build/fusec
-Exits 77 (ctest's skip) with the reason when this python has no torch."""
+Exits 77 (ctest's skip) with the reason when this python has no torch, after the checks that
+need none."""
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "frontend", "python"))
+FRONTEND = os.path.join(HERE, "..", "..", "frontend", "python")
+sys.path.insert(0, FRONTEND)
 sys.path.insert(0, os.path.join(HERE, "models"))
 sys.path.insert(0, HERE)  # tally
 
 try:
     import torch
+    from fusec import safetensors_io
 except ImportError:
-    print("SKIP: this python3 has no torch (Debian: apt-get install python3-torch)")
-    sys.exit(77)
+    torch = None  # main() runs the checks that need no torch, then skips
 
-from fusec import safetensors_io  # noqa: E402
 from tally import check, exit_code  # noqa: E402
 
 
@@ -126,15 +133,33 @@ def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
 
-def export_cli(spec, out, batch, seq, kwargs="{}"):
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "frontend", "python"))
-    return subprocess.run([sys.executable, "-m", "fusec.export", "--model", spec, "--kwargs", kwargs, "--batch",
-                           str(batch), "--seq", str(seq), "--out", out], capture_output=True, text=True, env=env)
+def export_cli(spec, out, batch, seq, kwargs="{}", *more, **how):
+    return exporter("--model", spec, "--kwargs", kwargs, "--batch", str(batch), "--seq", str(seq), "--out", out,
+                    *more, **how)
+
+
+def exporter(*args, with_torch=True, file_limit=None):
+    """python3 -m fusec.export ARGS. with_torch=False: where `import torch` fails, as on a machine
+    without it. file_limit: RLIMIT_FSIZE in bytes, a write past it failing as on a full disk
+    (EFBIG; python ignores SIGXFSZ), which needs no small filesystem to be mounted."""
+    cmd = [sys.executable, "-m", "fusec.export"] if with_torch else \
+        [sys.executable, "-c", "import runpy, sys; sys.modules['torch'] = None; "
+         "runpy.run_module('fusec.export', run_name='__main__', alter_sys=True)"]
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))) if file_limit else None
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=FRONTEND),
+                          preexec_fn=limit, timeout=300)
 
 
 def one_line_error(r):
     lines = r.stderr.strip().splitlines()
     return r.returncode == 1 and len(lines) == 1 and "error" in lines[0]
+
+
+def listing(d):
+    """Every file under d (hidden temporaries included) with its bytes; None if d is absent."""
+    if not os.path.isdir(d):
+        return None
+    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
 
 
 # The three architectures fusec has never seen, each at an odd configuration: vocab 37 (not a
@@ -164,6 +189,9 @@ def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
     check(r.returncode == 0, f"{name}: export exits 0 ({r.stderr.strip()[-300:]})")
     if r.returncode:
         return None
+    check(len(r.stdout.splitlines()) == 1 and r.stdout.startswith(f"fusec.export: wrote {out}/model.fir") and
+          sorted(os.listdir(out)) == ["export.json", "model.fir", "weights.safetensors"],
+          f"{name}: one line says what was written, and the directory holds those three files ({r.stdout.strip()})")
     fir = os.path.join(out, "model.fir")
     text = open(fir).read()
     # Form: every layer's attention became the composite (no [T, T] softmax left).
@@ -266,6 +294,129 @@ def unsupported(tmp):
     ok = one_line_error(r) and "unsupported op aten.cumsum" in r.stderr and "unsupported.py:" in r.stderr
     check(ok and not os.path.exists(out), f"an unsupported op is one line naming it and its source line, exit 1, "
           f"nothing written ({r.stderr.strip()})")
+
+
+def without_torch():
+    """Where torch cannot be imported, --help and argument errors still work, and an export is
+    one line saying what is missing. Bad arguments are one line and exit 1 (not argparse's
+    usage text and exit 2)."""
+    r = exporter("--help", with_torch=False)
+    check(r.returncode == 0 and all(f in r.stdout for f in ("--model", "--batch", "--seq", "--out", "--debug")),
+          f"--help, torch unimportable: exit 0 and the flags (rc {r.returncode}, {r.stderr.strip()[-300:]})")
+    r = exporter("--model", "m.py:M", "--batch", "1", "--seq", "1", "--out", "never", with_torch=False)
+    check(one_line_error(r) and "cannot import torch" in r.stderr,
+          f"an export, torch unimportable: one line, exit 1 ({r.stderr.strip()[-300:]})")
+    for what, args, says in [("--batch abc", ["--batch", "abc", "--seq", "1", "--out", "never"], "--batch"),
+                             ("no --seq or --out", ["--batch", "1"], "required"),
+                             ("--capture x", ["--batch", "1", "--seq", "1", "--out", "never", "--capture", "x"],
+                              "--capture")]:
+        r = exporter("--model", "m.py:M", *args, with_torch=False)
+        check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and not r.stdout,
+              f"{what}: one line, exit 1 (rc {r.returncode}: {r.stderr.strip()[-300:]})")
+
+
+CS336 = (os.path.join(HERE, "models", "cs336_lm.py") + ":TransformerLM", json.dumps(MODELS[0][3]))
+
+
+def failures(tmp):
+    """Whatever fails (the model file, its constructor or forward, the flags, the state dict,
+    the output directory), the exporter says so in one line, exits 1, writes nothing."""
+    broken = os.path.join(HERE, "models", "broken.py")
+    syntax = os.path.join(tmp, "syntax.py")
+    with open(syntax, "w") as f:
+        f.write("import torch\nclass LM(torch.nn.Module:\n    pass\n")
+    junk, wrong = os.path.join(tmp, "junk.pt"), os.path.join(tmp, "wrong.pt")
+    with open(junk, "wb") as f:
+        f.write(b"not a state dict")
+    torch.save({"nosuch.weight": torch.zeros(2)}, wrong)
+    a_file = os.path.join(tmp, "a_file")
+    open(a_file, "w").close()
+    gpt2 = os.path.join(HERE, "models", "gpt2.py") + ":GPT"
+    gpt2_kwargs = json.dumps(MODELS[1][3])  # context 16
+    cases = [  # (what, the flags after --out's, what the line must say)
+        ("a syntax error in the model file", ["--model", syntax + ":LM"], "SyntaxError"),
+        ("a constructor that raises", ["--model", broken + ":RaisesInInit"],
+         "constructing RaisesInInit: ValueError: d_model must be even (broken.py:"),
+        ("a model that calls sys.exit(3)", ["--model", broken + ":ExitsInInit"], "sys.exit(3) was called"),
+        ("a forward with an extra argument", ["--model", broken + ":ForwardNeedsTargets"], "'targets'"),
+        ("--seq past the model's context", ["--model", gpt2, "--kwargs", gpt2_kwargs, "--seq", "20"],
+         "AssertionError (gpt2.py:"),
+        ("--kwargs that are not JSON", ["--model", gpt2, "--kwargs", "{x"], "--kwargs is not JSON"),
+        ("--kwargs that are not an object", ["--model", gpt2, "--kwargs", "[1]"], "must be a JSON object"),
+        ("--kwargs the constructor does not take", ["--model", gpt2, "--kwargs", '{"nosuch": 1}'], "nosuch"),
+        ("a missing --state-dict", ["--model", CS336[0], "--kwargs", CS336[1], "--state-dict", junk + ".no"],
+         "--state-dict: no file"),
+        ("a junk --state-dict", ["--model", CS336[0], "--kwargs", CS336[1], "--state-dict", junk], "--state-dict"),
+        ("a --state-dict of another model", ["--model", CS336[0], "--kwargs", CS336[1], "--state-dict", wrong],
+         "Missing key"),
+        ("--batch 0", ["--model", CS336[0], "--batch", "0"], "at least 1"),
+    ]
+    for i, (what, args, says) in enumerate(cases):
+        out = os.path.join(tmp, f"fail{i}")
+        r = exporter("--batch", "2", "--seq", "12", "--out", out, *args)
+        check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and
+              not os.path.exists(out), f"{what}: one line, exit 1, nothing written ({r.stderr.strip()[-300:]})")
+    r = exporter("--model", CS336[0], "--kwargs", CS336[1], "--batch", "2", "--seq", "12", "--out", a_file)
+    check(one_line_error(r) and "is not a directory" in r.stderr and os.path.getsize(a_file) == 0,
+          f"an --out that is a file: one line, exit 1, the file untouched ({r.stderr.strip()[-300:]})")
+    if os.geteuid() == 0:
+        print("skip a read-only --out: running as root, which may write anywhere")
+    else:
+        ro = os.path.join(tmp, "read_only")
+        os.mkdir(ro, 0o555)
+        r = exporter("--model", CS336[0], "--kwargs", CS336[1], "--batch", "2", "--seq", "12", "--out",
+                     os.path.join(ro, "out"))
+        check(one_line_error(r) and "is not writable" in r.stderr and not os.listdir(ro),
+              f"a read-only --out: one line, exit 1, nothing written ({r.stderr.strip()[-300:]})")
+    r = exporter("--model", broken + ":RaisesInInit", "--batch", "2", "--seq", "12", "--out", "never", "--debug")
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and "Traceback" in r.stderr and lines[-1].startswith("fusec.export: error: constructing"),
+          f"--debug: the traceback, then the line, exit 1 ({lines[-1] if lines else ''})")
+
+
+def atomic(tmp):
+    """The three files are written as a set: renamed into place model.fir last; a write that
+    fails (a full disk) or a rename that fails leaves no temporary, and never a model.fir
+    beside weights of another export."""
+    from fusec import export as fx
+    out = os.path.join(tmp, "atomic")
+    renamed, real_replace = [], os.replace
+
+    def main(*more):  # in this process, so that os.replace can be watched; an exception is a failure too
+        try:
+            return fx.main(["--model", CS336[0], "--kwargs", CS336[1], "--batch", "2", "--seq", "12", "--out", out,
+                            *more])
+        except BaseException as e:
+            return f"{type(e).__name__}: {e}"
+
+    def spy(src, dst):
+        renamed.append(os.path.basename(dst))
+        real_replace(src, dst)
+    with mock.patch("os.replace", spy):
+        rc = main()
+    check(rc == 0 and renamed == ["weights.safetensors", "export.json", "model.fir"],
+          f"the files are renamed into place model.fir last ({renamed})")
+    before = listing(out)
+
+    # A full disk: a write past 16 KiB fails (weights.safetensors is 96 KiB). The previous
+    # export must stay, byte for byte, with no temporary beside it.
+    r = export_cli(CS336[0], out, 2, 12, CS336[1], "--seed", "1", file_limit=16384)
+    check(one_line_error(r) and "cannot write the export" in r.stderr and listing(out) == before,
+          f"a full disk: one line, exit 1, the previous export as it was, no temporary ({r.stderr.strip()[-300:]})")
+    fresh = os.path.join(tmp, "atomic_fresh")
+    r = export_cli(CS336[0], os.path.join(fresh, "sub"), 2, 12, CS336[1], file_limit=16384)
+    check(one_line_error(r) and not os.path.exists(fresh),
+          f"a full disk, a new --out two levels deep: one line, exit 1, no directory left ({r.stderr.strip()[-300:]})")
+
+    def fail_last(src, dst):
+        if dst.endswith("model.fir"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+    with mock.patch("os.replace", fail_last):
+        rc = main("--seed", "1")
+    check(rc == 1 and sorted(listing(out)) == ["export.json", "weights.safetensors"],
+          f"model.fir's rename failing: exit 1, no temporary, and no model.fir beside the new weights "
+          f"(rc {rc}, {sorted(listing(out))})")
 
 
 # On the GPU: larger configurations (head dim 64, tensor-core attention), still odd vocab.
@@ -371,6 +522,12 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cpu: the interpreter against PyTorch (CI); cuda: the GPU against CUDA eager")
     a = ap.parse_args()
+    if a.device == "cpu":
+        without_torch()  # where this python3 has torch too: it is made unimportable
+    if torch is None:
+        print("SKIP: this python3 has no torch (Debian: apt-get install python3-torch); only the checks that need "
+              "none ran")
+        return exit_code() or 77
     if a.device == "cuda":
         if not torch.cuda.is_available():
             print("SKIP: this torch sees no CUDA device")
@@ -386,6 +543,8 @@ def main():
             wrong_inputs(a.fusec, tmp, out)
         not_causal(a.fusec, tmp)
         unsupported(tmp)
+        failures(tmp)
+        atomic(tmp)
     return exit_code()
 
 

@@ -17,9 +17,7 @@ try:  # torch >= 2.0
 except ImportError:  # torch 1.13
     from torch.nn.utils.stateless import functional_call
 
-
-class ExportError(Exception):
-    """An export that cannot be done faithfully; its message is one line."""
+from .common import ExportError  # convert.py and attention.py import it from here too
 
 
 # placeholders: [(fx node, real tensor, kind, name)] in graph order; how: "torch.export" or "make_fx".

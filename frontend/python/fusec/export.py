@@ -4,7 +4,7 @@ DIR/weights.safetensors, its weights by their named_parameters() names (a tied w
 under its first name) plus the tensors the graph needs that are not trained (role buffer).
 
     python3 -m fusec.export --model FILE.py:ClassName [--kwargs JSON] [--state-dict SD.pt]
-                            --batch B --seq T --out DIR
+                            --batch B --seq T --out DIR [--debug]
     fusec.export.export(model, example_ids, out_dir)          # the same from Python
 
 The model is captured at the ATen level (capture.py: torch.export with the core-ATen
@@ -12,21 +12,22 @@ decompositions where torch >= 2.1, make_fx on older torch), on real example ids,
 op is mapped to fusec ops (convert.py); attention is recognised as fusec's composite
 (attention.py). Whatever does not depend on the ids or the weights (RoPE tables, causal
 masks, position ranges) is computed here, once: a splat becomes a `constant`, anything else a
-buffer. An op without a mapping
-fails the export with one line naming it and the model's source line that called it; no file
-is written then.
+buffer. An op without a mapping fails the export with one line naming it and the model's
+source line that called it.
+
+The three files are written as a set (common.write_files): to hidden temporaries in DIR, then
+renamed, model.fir last, so a DIR with a model.fir holds one complete export, and a failed
+export leaves DIR as it was. The CLI turns every failure (the model's own errors and
+sys.exit included) into one line, `fusec.export: error: ...`, and exit 1; --debug adds the
+Python traceback. torch is imported only when an export runs, so --help works without it.
 """
-import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import sys
 
-import torch
-
-from . import safetensors_io
-from .capture import ExportError, SourceLines, capture
-from .convert import Converter
+from .common import ExportError, Parser, cli, describe, write_files
 
 
 def export(model, example_ids, out_dir, how="auto", record=None):
@@ -36,8 +37,14 @@ def export(model, example_ids, out_dir, how="auto", record=None):
     kwargs, seed) goes to out_dir/export.json with the shape and capture, which is how
     `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). Returns the
     PyTorch logits of the example, for checks."""
+    import torch  # here, not at the top: the CLI's --help and argument errors need no torch
+    from . import safetensors_io
+    from .capture import SourceLines, capture
+    from .convert import Converter
+
     if not isinstance(example_ids, torch.Tensor) or example_ids.dtype != torch.int64 or example_ids.dim() != 2:
         raise ExportError("the example ids must be an int64 tensor [B, T]")
+    check_out_dir(out_dir)  # before the model runs, which can take minutes
     model = model.eval()
     sources = SourceLines(model, (example_ids,))
     captured = capture(model, example_ids, how)
@@ -49,20 +56,31 @@ def export(model, example_ids, out_dir, how="auto", record=None):
         raise ExportError("forward(ids) must return the logits as one tensor [B, T, V]")
     text = (f"// Exported by fusec.export ({captured.how}) from {type(model).__name__}, ids [{example_ids.shape[0]}, "
             f"{example_ids.shape[1]}], torch {torch.__version__}.\nfunc @forward {{\n" + conv.text(logits) + "\n}\n")
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = os.path.join(out_dir, "model.fir.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    safetensors_io.save(os.path.join(out_dir, "weights.safetensors"), conv.tensors,
-                        {"format": "pt", "fusec_model": type(model).__name__})
+    meta = {"format": "pt", "fusec_model": type(model).__name__}
+    files = [("weights.safetensors", lambda f: safetensors_io.write(f, conv.tensors, meta))]
     if record is not None:
         record = dict(record, batch=int(example_ids.shape[0]), seq=int(example_ids.shape[1]), capture=captured.how,
                       torch=torch.__version__)
-        with open(os.path.join(out_dir, "export.json.tmp"), "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(os.path.join(out_dir, "export.json.tmp"), os.path.join(out_dir, "export.json"))
-    os.replace(tmp, os.path.join(out_dir, "model.fir"))
+        files.append(("export.json", lambda f: f.write(json.dumps(record, indent=1).encode())))
+    files.append(("model.fir", lambda f: f.write(text.encode())))  # last: it marks a complete export
+    try:
+        write_files(out_dir, files)
+    except OSError as e:  # a full disk, a read-only directory: the filesystem's words, one line
+        raise ExportError(f"cannot write the export to '{out_dir}': {e.strerror or e}") from e
     return want
+
+
+def check_out_dir(path):
+    """Refuses an output directory that cannot be written, by its nearest existing ancestor
+    (the directory is created only when the files are written, so a failed export creates
+    nothing)."""
+    p = os.path.abspath(path)
+    while not os.path.lexists(p):
+        p = os.path.dirname(p)
+    if not os.path.isdir(p):
+        raise ExportError(f"cannot write the export to '{path}': '{p}' is not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ExportError(f"cannot write the export to '{path}': '{p}' is not writable")
 
 
 def _load_class(spec):
@@ -80,10 +98,22 @@ def _load_class(spec):
     return getattr(mod, cls)
 
 
+@contextlib.contextmanager
+def _doing(what, model_file=None):
+    """Turns any failure inside, the model's own included, into an ExportError that says what
+    was being done; ExportErrors (already one line that says it) pass unchanged."""
+    try:
+        yield
+    except ExportError:
+        raise
+    except BaseException as e:  # a model's sys.exit or a Ctrl-C too: still one line and exit 1
+        raise ExportError(f"{what}: {describe(e, model_file)}") from e
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m fusec.export", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python3 -m fusec.export", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="FILE.py:ClassName")
-    ap.add_argument("--kwargs", default="{}", help="the class's constructor arguments, as JSON")
+    ap.add_argument("--kwargs", default="{}", help="the class's constructor arguments, as a JSON object")
     ap.add_argument("--state-dict", help="a torch.save'd state dict to load (default: the model's own init)")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
@@ -91,27 +121,44 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="the output directory")
     ap.add_argument("--capture", default="auto", choices=["auto", "torch.export", "make_fx"],
                     help="how the model is traced (default auto: torch.export where torch >= 2.1, else make_fx)")
-    a = ap.parse_args(argv)
+    ap.add_argument("--debug", action="store_true", help="on failure, print the Python traceback before the error line")
+    return cli("fusec.export", ap, _run, argv)
+
+
+def _run(a):
+    if a.batch < 1 or a.seq < 1:
+        raise ExportError(f"--batch and --seq must be at least 1, got {a.batch} and {a.seq}")
     try:
-        if a.batch < 1 or a.seq < 1:
-            raise ExportError(f"--batch and --seq must be at least 1, got {a.batch} and {a.seq}")
-        try:
-            kwargs = json.loads(a.kwargs)
-        except json.JSONDecodeError as e:
-            raise ExportError(f"--kwargs is not JSON: {e}") from None
+        kwargs = json.loads(a.kwargs)
+    except json.JSONDecodeError as e:
+        raise ExportError(f"--kwargs is not JSON: {e}") from None
+    if not isinstance(kwargs, dict):
+        raise ExportError(f"--kwargs must be a JSON object (the constructor's keyword arguments), got {a.kwargs}")
+    if a.state_dict and not os.path.isfile(a.state_dict):
+        raise ExportError(f"--state-dict: no file '{a.state_dict}'")
+    check_out_dir(a.out)  # before anything is loaded or run
+    try:
+        import torch
+    except ImportError as e:
+        raise ExportError(f"cannot import torch ({e}); the exporter needs it (Debian: apt-get install python3-torch)")
+    path, cls_name = a.model.rsplit(":", 1) if ":" in a.model else (a.model, "")
+    with _doing(f"loading {path}", path):
+        cls = _load_class(a.model)
+    with _doing(f"constructing {cls_name}", path):
         torch.manual_seed(a.seed)
-        model = _load_class(a.model)(**kwargs)
-        if a.state_dict:
+        model = cls(**kwargs)
+    if a.state_dict:
+        with _doing(f"loading --state-dict {a.state_dict}", path):
             model.load_state_dict(torch.load(a.state_dict, map_location="cpu"))
-        ids = torch.randint(0, 2, (a.batch, a.seq), dtype=torch.int64)  # values do not shape the graph
-        path, cls = a.model.rsplit(":", 1)
-        record = {"model": os.path.abspath(path) + ":" + cls, "kwargs": kwargs, "seed": a.seed,
-                  "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
+    ids = torch.randint(0, 2, (a.batch, a.seq), dtype=torch.int64)  # values do not shape the graph
+    record = {"model": os.path.abspath(path) + ":" + cls_name, "kwargs": kwargs, "seed": a.seed,
+              "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
+    with _doing(f"exporting {cls_name} at ids [{a.batch}, {a.seq}]", path):
         export(model, ids, a.out, a.capture, record)
-    except ExportError as e:
-        print(f"fusec.export: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    params = sum(p.numel() for p in model.parameters())  # a tied weight once
+    size = os.path.getsize(os.path.join(a.out, "weights.safetensors"))
+    print(f"fusec.export: wrote {os.path.join(a.out, 'model.fir')}, weights.safetensors ({params:,} parameters, "
+          f"{size / 2**20:.1f} MiB) and export.json, for ids [{a.batch}, {a.seq}]")
 
 
 if __name__ == "__main__":

@@ -7,31 +7,37 @@ import struct
 
 import torch
 
+from .common import write_files
+
 _DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.bfloat16: "BF16", torch.bool: "BOOL"}
 
 
 def save(path, tensors, metadata=None):
-    """Writes `tensors` (name -> torch.Tensor) to `path` atomically (a temporary file renamed)."""
-    header, blobs, offset = {}, [], 0
+    """Writes `tensors` (name -> torch.Tensor) to `path` atomically (a hidden temporary beside
+    it, renamed; removed if the write fails)."""
+    write_files(os.path.dirname(path) or ".", [(os.path.basename(path), lambda f: write(f, tensors, metadata))])
+
+
+def write(f, tensors, metadata=None):
+    """Writes `tensors` in safetensors layout to the binary file `f`, one tensor at a time (the
+    header needs only their sizes, so no second copy of all the data is held)."""
+    header, offset = {}, 0
     for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
+        t = tensors[name]
         if t.dtype not in _DTYPES:
             raise ValueError(f"{name}: dtype {t.dtype} cannot be written (f32, i64, bf16, bool)")
-        data = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+    f.write(struct.pack("<Q", len(text)))
+    f.write(text)
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        f.write((t.view(torch.uint8) if t.dtype == torch.bfloat16 else t).numpy().tobytes())
 
 
 def load(path):
