@@ -7,7 +7,10 @@
 
 namespace fusec {
 
+// Rank-dependent ops: the exchanges and `shard`.
 inline bool isCollective(OpKind k) { return opInfo(k).category == OpCategory::Collective; }
+// The collectives that move data between ranks (NCCL calls): all but `shard`, a local view.
+inline bool communicates(OpKind k) { return isCollective(k) && k != OpKind::Shard; }
 
 // The operand whose storage result `v` may reuse, or nullptr: all_reduce's result i reduces
 // operand i in place (NCCL's in-place form, which needs no second buffer). Whether it does

@@ -832,11 +832,17 @@ class RankExchange {
         out.push_back(std::move(t));
       }
     } else if (op.kind == OpKind::ReduceScatter) {
-      std::vector<double> acc = sum(0);
-      HostTensor t = HostTensor::zeros(op.result()->type);
-      const size_t block = t.size();
-      for (size_t e = 0; e < block; ++e) t.f[e] = roundDouble(acc[size_t(rank) * block + e], t.type.dtype);
-      out.push_back(std::move(t));
+      const bool mean = op.attrStr("reduce") == "mean";
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        std::vector<double> acc = sum(k);
+        HostTensor t = HostTensor::zeros(op.result(int(k))->type);
+        const size_t block = t.size();
+        for (size_t e = 0; e < block; ++e) {
+          const double v = acc[size_t(rank) * block + e];
+          t.f[e] = roundDouble(mean ? v / n : v, t.type.dtype);
+        }
+        out.push_back(std::move(t));
+      }
     } else if (op.kind == OpKind::AllGather) {
       HostTensor t = HostTensor::zeros(op.result()->type);
       size_t at = 0;
@@ -985,6 +991,17 @@ class Evaluator {
   // needs the other ranks, which only interpretRanks runs.
   std::vector<HostTensor> collective(const Op& op, const std::vector<const HostTensor*>& in) {
     const int64_t ranks = op.attrInt("ranks");
+    if (op.kind == OpKind::Shard) {  // no exchange: this rank's block of rows
+      if (ranks != (exchange_ ? exchange_->ranks() : 1))
+        throw Error("shard is over " + std::to_string(ranks) + " ranks, the job has " +
+                    std::to_string(exchange_ ? exchange_->ranks() : 1) +
+                    (exchange_ ? "" : " (run the program as a data-parallel job: interpretRanks)"));
+      HostTensor t = HostTensor::zeros(op.result()->type);
+      const size_t block = t.size();
+      std::copy(in[0]->f.begin() + std::ptrdiff_t(size_t(rank_) * block),
+                in[0]->f.begin() + std::ptrdiff_t(size_t(rank_ + 1) * block), t.f.begin());
+      return {t};
+    }
     if (!exchange_) {
       if (ranks != 1)
         throw Error(std::string(op.info().name) + " over " + std::to_string(ranks) +

@@ -22,7 +22,7 @@ enum class TypeRule : uint8_t {
   Declared, Iota, UnaryNumeric, UnaryFloat, UnaryBool, BinaryNumeric, BinaryFloat, BinaryBool,
   Compare, Select, Cast, ReduceNumeric, ReduceFloat, Reshape, Permute, Broadcast, Slice, Concat,
   Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, AttentionBackward, LayerNorm,
-  Kernel, AllReduce, ReduceScatter, AllGather
+  Kernel, AllReduce, ReduceScatter, AllGather, Shard
 };
 
 enum class AttrKind : uint8_t { Int, Ints, Float, Bool, Str };

@@ -156,7 +156,14 @@ int64_t collectiveRanks(const OpInfo& info, const Attrs& a, const std::vector<Ty
   return ranks;
 }
 
-// reduce_scatter's operand and all_gather's result: ranks blocks of rows.
+// all_reduce's and reduce_scatter's `reduce`: the sum or the mean over the ranks.
+void requireReduction(const OpInfo& info, const Attrs& a) {
+  const std::string& reduce = a.s("reduce");
+  if (reduce != "sum" && reduce != "mean")
+    fail(std::string(info.name) + " reduce must be \"sum\" or \"mean\", got \"" + reduce + "\"");
+}
+
+// reduce_scatter's and shard's operand: ranks blocks of rows.
 void requireRankBlocks(const OpInfo& info, const Type& t, int64_t ranks, const char* what) {
   if (t.rank() == 0 || t.shape[0] % ranks != 0)
     fail(std::string(info.name) + " " + what + " " + t.str() + " must have a first dimension divisible by ranks " +
@@ -169,7 +176,8 @@ size_t resultCount(const OpInfo& info, size_t operands) {
   switch (info.rule) {
     case TypeRule::Attention: return 2;          // o, lse
     case TypeRule::AttentionBackward: return 3;  // dq, dk, dv
-    case TypeRule::AllReduce: return operands;   // one result per operand: a bucket
+    case TypeRule::AllReduce:
+    case TypeRule::ReduceScatter: return operands;  // one result per operand: a bucket
     default: return 1;
   }
 }
@@ -399,11 +407,21 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
     case TypeRule::Kernel: return kernel(info, ops, declared, body);
     case TypeRule::AllReduce: {
       collectiveRanks(info, a, ops);
-      const std::string& reduce = a.s("reduce");
-      if (reduce != "sum" && reduce != "mean") fail("all_reduce reduce must be \"sum\" or \"mean\", got \"" + reduce + "\"");
+      requireReduction(info, a);
       return ops;
     }
     case TypeRule::ReduceScatter: {
+      const int64_t ranks = collectiveRanks(info, a, ops);
+      requireReduction(info, a);
+      std::vector<Type> out;
+      for (const Type& x : ops) {
+        requireRankBlocks(info, x, ranks, "operand");
+        out.push_back(x);
+        out.back().shape[0] /= ranks;
+      }
+      return out;
+    }
+    case TypeRule::Shard: {
       const int64_t ranks = collectiveRanks(info, a, ops);
       requireRankBlocks(info, ops[0], ranks, "operand");
       Type t = ops[0];

@@ -23,7 +23,7 @@ std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& 
 
 // How many results an op of `info` with `operands` operands has (a kernel's: as many as its
 // body returns; reported 1). Every op has one except attention (o, lse), attention_backward
-// (dq, dk, dv) and all_reduce (one per operand).
+// (dq, dk, dv), all_reduce and reduce_scatter (one per operand).
 size_t resultCount(const OpInfo& info, size_t operands);
 
 // Normalises a possibly negative axis against `rank`; throws Error if out of range.

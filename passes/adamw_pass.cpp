@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "ir/builder.h"
 #include "ir/roles.h"
 #include "passes/adamw_update.h"
 #include "passes/pass.h"
@@ -49,11 +50,23 @@ void hoistNewSources(Graph& g, size_t mark) {
 
 }  // namespace
 
+// The ranks of the reduce_scatter that made `grad` when it holds this rank's rows of `param`'s
+// gradient (passes/data_parallel.h, shardOptimizer), else 0.
+int64_t shardRanks(const Value* grad, const Value* param) {
+  if (!grad->def || grad->def->kind != OpKind::ReduceScatter) return 0;
+  const int64_t ranks = grad->def->attrInt("ranks");
+  Type whole = grad->type;
+  if (whole.rank() == 0) return 0;
+  whole.shape[0] *= ranks;
+  return whole == param->type ? ranks : 0;
+}
+
 bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
   std::vector<Op*> params = trainableParams(g);
   if (params.empty()) return false;
   bool shaped = g.outputs.size() == 1 + params.size() && g.outputs[0]->type.rank() == 0;
-  for (size_t i = 0; shaped && i < params.size(); ++i) shaped = g.outputs[1 + i]->type == params[i]->result()->type;
+  for (size_t i = 0; shaped && i < params.size(); ++i)
+    shaped = g.outputs[1 + i]->type == params[i]->result()->type || shardRanks(g.outputs[1 + i], params[i]->result()) > 0;
   for (size_t i = 0; shaped && i < g.outputs.size(); ++i) shaped = g.updateOf(i).empty();
   if (!shaped)
     throw Error("adamw: @" + g.name + " must return the loss and one gradient per float param (" +
@@ -71,9 +84,10 @@ bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
   std::vector<Value*> expAvg, expAvgSq;
   std::unordered_set<std::string> paramNames;  // once: a findParam per new name is O(ops)
   for (Op* p : g.params()) paramNames.insert(p->attrStr("name"));
-  for (Op* p : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Op* p = params[i];
     const std::string name = p->attrStr("name");
-    const Type& t = p->result()->type;
+    const Type& t = g.outputs[1 + i]->type;  // the gradient's: a shard's when the optimizer is sharded
     for (const char* suffix : {".exp_avg", ".exp_avg_sq"})
       if (paramNames.count(name + suffix)) throw Error("adamw: @" + g.name + " already has a param named \"" + name + suffix + "\"");
     expAvg.push_back(b.param(name + ".exp_avg", t));
@@ -96,7 +110,17 @@ bool appendAdamWUpdate(Graph& g, const AdamWConfig& cfg) {
   g.addOutput(loss);
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string name = params[i]->attrStr("name");
-    AdamWUpdate::Update u = adamw.update(params[i]->result(), grads[i], expAvg[i], expAvgSq[i]);
+    // Sharded (the data-parallel pass reduce-scattered the gradient): this rank updates its
+    // block of rows of the weight with its moments alone, and the ranks' updated blocks are
+    // gathered into the whole weight, in place.
+    const int64_t ranks = shardRanks(grads[i], params[i]->result());
+    const NamedAttrs group = {{"ranks", ranks}};
+    Value* w = ranks > 0 ? b.create1(OpKind::Shard, {params[i]->result()}, group) : params[i]->result();
+    AdamWUpdate::Update u = adamw.update(w, grads[i], expAvg[i], expAvgSq[i]);
+    if (ranks > 0) {
+      u.param->name = name + ".shard.new";
+      u.param = b.create1(OpKind::AllGather, {u.param}, group);
+    }
     u.param->name = name + ".new";
     u.expAvg->name = name + ".exp_avg.new";
     u.expAvgSq->name = name + ".exp_avg_sq.new";

@@ -47,15 +47,26 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   });
   std::vector<size_t> bucket;
   int64_t bytes = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
+  // A gradient the sharded optimizer splits by rows (its first dim divides by the ranks).
+  auto sharded = [&](size_t i) {
+    const Type& t = g.outputs[i]->type;
+    return cfg.shardOptimizer && t.rank() > 0 && t.shape[0] % cfg.ranks == 0;
+  };
+  auto reduce = [&](OpKind kind, const std::vector<size_t>& members, const char* suffix) {
+    if (members.empty()) return;
     std::vector<Value*> grads;
-    for (size_t i : bucket) grads.push_back(g.outputs[i]);
-    std::vector<Value*> reduced = b.create(OpKind::AllReduce, grads, mean);
-    for (size_t k = 0; k < bucket.size(); ++k) {
-      reduced[k]->name = params[bucket[k] - 1]->attrStr("name") + ".grad.mean";
-      g.outputs[bucket[k]] = reduced[k];
+    for (size_t i : members) grads.push_back(g.outputs[i]);
+    std::vector<Value*> reduced = b.create(kind, grads, mean);
+    for (size_t k = 0; k < members.size(); ++k) {
+      reduced[k]->name = params[members[k] - 1]->attrStr("name") + suffix;
+      g.outputs[members[k]] = reduced[k];
     }
+  };
+  auto flush = [&] {
+    std::vector<size_t> whole, rows;
+    for (size_t i : bucket) (sharded(i) ? rows : whole).push_back(i);
+    reduce(OpKind::AllReduce, whole, ".grad.mean");
+    reduce(OpKind::ReduceScatter, rows, ".grad.shard");
     bucket.clear();
     bytes = 0;
   };

@@ -16,13 +16,19 @@ struct DataParallelConfig {
   // tens of MB runs near NCCL's bus bandwidth, while the first bucket still starts early in
   // the backward. PyTorch DDP's default is 25 MB as well.
   int64_t bucketBytes = int64_t(25) << 20;
+  // ZeRO-1: each rank keeps the AdamW moments of its block of rows of each weight (a 1/ranks
+  // share): a gradient whose first dim divides by ranks is reduce-scattered (its mean, this
+  // rank's rows) instead of all-reduced, and adamw then updates the rank's rows and
+  // all-gathers the weight (passes/adamw_pass.cpp). Weights stay whole on every rank.
+  bool shardOptimizer = false;
 };
 
 // When `g` returns `loss, grads...` (passes/train_passes.h appendLossGradients): the loss
 // becomes its mean over the ranks, and the gradients, in the order the backward produces
 // them (their definitions' order in `g`), are grouped into buckets of at least
 // cfg.bucketBytes, each one all_reduce (reduce "mean") whose results replace them as
-// outputs. A gradient that is a constant (a param the loss does not read) is the same on
+// outputs (with shardOptimizer, the gradients that split by rows one reduce_scatter instead,
+// whose results are this rank's rows). A gradient that is a constant (a param the loss does not read) is the same on
 // every rank and is left alone. Returns false with one rank or no float params; throws Error
 // for any other signature, or a function that already has collectives.
 bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg);

@@ -24,7 +24,7 @@ StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
       case OpKind::Constant: case OpKind::Iota: s = Storage::None; break;
       default:
         if (resident_.concats.count(op.get())) s = Storage::Resident;
-        else if (isViewOp(op->kind) && resolveView(op->result())) s = Storage::Alias;
+        else if ((isViewOp(op->kind) && resolveView(op->result())) || op->kind == OpKind::Shard) s = Storage::Alias;
     }
     for (auto& r : op->results) {
       cls_[r.get()] = (s == Storage::Arena && inPlace.count(r.get())) ? Storage::InPlace : s;
@@ -56,7 +56,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
     // A view op reads nothing itself; its users read its root. (A collective in place does.)
-    if (op.numResults() != 1 || storage.of(op.result()) != Storage::Alias || isCollective(op.kind))
+    if (op.numResults() != 1 || storage.of(op.result()) != Storage::Alias || communicates(op.kind))
       for (const Value* v : op.operands) use(v, i);
     for (auto& r : op.results)
       if (storage.of(r.get()) == Storage::Arena) {
@@ -72,7 +72,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   // extends its own operands to them.
   for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
     const auto& op = *it;
-    if (!isCollective(op->kind)) continue;
+    if (!communicates(op->kind)) continue;
     int last = 0;
     for (auto& r : op->results)
       if (auto it = index.find(storage.root(r.get())); it != index.end()) last = std::max(last, l.buffers[it->second].lastUse);

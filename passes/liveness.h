@@ -13,7 +13,7 @@
 //   Alias     a resolvable view (reshape/permute/slice/broadcast) of another value: it reads
 //             its root's storage and extends the root's live range to its own uses. Also an
 //             all_reduce result reduced in place (ir/collectives.h): its operand is an Arena
-//             value that nothing else reads.
+//             value that nothing else reads; and a `shard` (a block of rows of its operand).
 //   None      `constant` and `iota`: generated where they are read, never stored.
 //
 // A collective's operands live as long as its results (it runs beside the compute until its

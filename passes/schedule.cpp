@@ -68,7 +68,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   DepGraph d;
   for (auto& op : g.ops) {
     if (isSignature(*op)) continue;
-    bool isReal = isCollective(op->kind);  // it launches work even when it owns no buffer
+    bool isReal = communicates(op->kind);  // it launches work even when it owns no buffer
     for (auto& r : op->results) {
       Storage s = storage.of(r.get());
       isReal = isReal || s == Storage::Arena || s == Storage::InPlace;
@@ -220,7 +220,7 @@ void sink(const DepGraph& d, std::vector<int>& order) {
 
   for (int at = n - 1; at >= 0; --at) {
     const int x = order[size_t(at)];
-    if (isCollective(d.real[size_t(x)]->kind)) continue;  // issued early on purpose (step 3)
+    if (communicates(d.real[size_t(x)]->kind)) continue;  // issued early on purpose (step 3)
     int target = n;
     for (int s : d.succ[size_t(x)]) target = std::min(target, pos[size_t(s)]);
     if (target <= at + 1 || d.resultBytes[size_t(x)] == 0) continue;
@@ -270,7 +270,7 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
     for (Op* op : order)
       if (auto it = d.index.find(op); it != d.index.end()) {
         rank[size_t(it->second)] = k++;
-        if (isCollective(op->kind)) collectives.push_back(it->second);
+        if (communicates(op->kind)) collectives.push_back(it->second);
       }
   }
   if (collectives.empty()) return order;
@@ -278,12 +278,12 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
   std::vector<std::vector<int>> succ = d.succ;
   for (size_t c = 0; c + 1 < collectives.size(); ++c)
     for (int u : d.dataSucc[size_t(collectives[c])])
-      if (!isCollective(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + 1])].push_back(u);
+      if (!communicates(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + 1])].push_back(u);
   std::vector<int> pending(n, 0);
   for (auto& ss : succ)
     for (int s : ss) ++pending[size_t(s)];
   std::set<std::pair<int, int>> ready;  // (0 for a collective else 1, rank)
-  auto makeReady = [&](int i) { ready.insert({isCollective(d.real[size_t(i)]->kind) ? 0 : 1, rank[size_t(i)]}); };
+  auto makeReady = [&](int i) { ready.insert({communicates(d.real[size_t(i)]->kind) ? 0 : 1, rank[size_t(i)]}); };
   std::vector<int> byRank(n);
   for (size_t i = 0; i < n; ++i) byRank[size_t(rank[i])] = int(i);
   for (size_t i = 0; i < n; ++i)
@@ -349,7 +349,7 @@ bool scheduleGraph(Graph& g) {
   // at the forward/backward turn, add to the peak; such ops (the largest buffer live at the
   // peak that hoisting made) keep trace order, a few at a time.
   std::vector<bool> hoist = optimizerSide(d);
-  const bool collectives = std::any_of(d.real.begin(), d.real.end(), [](const Op* op) { return isCollective(op->kind); });
+  const bool collectives = std::any_of(d.real.begin(), d.real.end(), [](const Op* op) { return communicates(op->kind); });
   for (int round = 0; round < 16; ++round) {
     const Cost c = candidate(hoist, false);
     // With collectives, hoisting is what lets a bucket's reduction start during the backward

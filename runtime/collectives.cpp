@@ -107,8 +107,9 @@ void Communicator::allReduce(const void* send, void* recv, size_t count, DType d
         "all_reduce");
 }
 
-void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DType dtype, void* stream) {
-  check(ncclReduceScatter(send, recv, recvCount, ncclTypeOf(dtype), ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
+void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DType dtype, bool mean, void* stream) {
+  check(ncclReduceScatter(send, recv, recvCount, ncclTypeOf(dtype), mean ? ncclAvg : ncclSum, impl_->comm,
+                          static_cast<cudaStream_t>(stream)),
         "reduce_scatter");
 }
 

@@ -35,7 +35,7 @@ class Communicator {
   void groupStart();
   void groupEnd();
   void allReduce(const void* send, void* recv, size_t count, DType dtype, bool mean, void* stream);
-  void reduceScatter(const void* send, void* recv, size_t recvCount, DType dtype, void* stream);
+  void reduceScatter(const void* send, void* recv, size_t recvCount, DType dtype, bool mean, void* stream);
   void allGather(const void* send, void* recv, size_t sendCount, DType dtype, void* stream);
 
   // Waits for `stream` while watching NCCL's asynchronous errors and the deadline; a step

@@ -123,8 +123,24 @@ struct Executable::Impl {
     if (!view) throw Error("cannot run this graph: value of type " + v->type.str() + " is a view that needs a copy");
     if (mustBeContiguous && !isContiguousView(*view, v->type.shape))
       throw Error("cannot run this graph: a kernel operand or output of type " + v->type.str() + " is strided");
+    if (view->base->def && view->base->def->kind == OpKind::Shard)  // this rank's rows of its operand
+      return shardAddress(view->base) + view->offset * dtypeBytes(view->base->type.dtype);
     const Value* base = storageOf(view->base);
     return storageAddress(base) + view->offset * dtypeBytes(base->type.dtype);
+  }
+
+  // This process's rank in its job (0 without one).
+  int rank() const {
+#if FUSEC_HAVE_NCCL
+    if (opts.communicator) return opts.communicator->rank();
+#endif
+    return 0;
+  }
+
+  // A shard's first element: its operand's, rank blocks of rows further on.
+  char* shardAddress(const Value* shard) const {
+    const Value* x = shard->def->operands.at(0);
+    return addressOf(x, true) + size_t(rank()) * size_t(shard->type.numel()) * dtypeBytes(x->type.dtype);
   }
 
   void collectSources() {
@@ -159,7 +175,8 @@ struct Executable::Impl {
         case OpKind::AllReduce:
         case OpKind::ReduceScatter:
         case OpKind::AllGather:
-          if (!opts.communicator)
+        case OpKind::Shard:
+          if (!opts.communicator && op->attrInt("ranks") != 1)
             throw Error("cannot run this graph: it has " + std::string(op->info().name) + " over " +
                         std::to_string(op->attrInt("ranks")) + " ranks, and this process is not a rank of a data-parallel job "
                         "(fusec run --gpus N, or torchrun's RANK and WORLD_SIZE)");
@@ -210,11 +227,14 @@ struct Executable::Impl {
                                                                               : "") + ")",
                   KernelFamily::Pointwise, e.plan.flops(), int64_t(e.plan.launches.size()), std::nullopt};
         e.what = "GEMM " + e.info.name;
+        for (const Value* base : {e.plan.a.base, e.plan.b.base, e.plan.c.base})
+          if (base->def && base->def->kind == OpKind::Shard)
+            throw Error("cannot run this graph: GEMM " + e.info.name + " reads a rank's shard (only kernels read shards)");
         e.a = storageAddress(storageOf(e.plan.a.base));
         e.b = storageAddress(storageOf(e.plan.b.base));
         e.c = storageAddress(storageOf(e.plan.c.base));
         list.push_back(std::move(e));
-      } else if (isCollective(op->kind)) {
+      } else if (communicates(op->kind)) {
         list.push_back(collectiveEntry(*op));
       }
       if (list.size() > before) {
@@ -229,7 +249,7 @@ struct Executable::Impl {
   std::map<const Op*, size_t> collectiveEntryOf;
   std::vector<size_t> collectivesReadBy(const Op& op) {
     std::vector<size_t> out;
-    if (isCollective(op.kind)) collectiveEntryOf[&op] = list.size() - 1;
+    if (communicates(op.kind)) collectiveEntryOf[&op] = list.size() - 1;
     for (const Value* v : op.operands) {
       while (v->def && isViewOp(v->def->kind)) v = v->def->operands.at(0);
       if (auto it = collectiveEntryOf.find(v->def); it != collectiveEntryOf.end() && it->first != &op)
@@ -244,7 +264,7 @@ struct Executable::Impl {
     int64_t bytes = 0;
     for (size_t k = 0; k < op.operands.size(); ++k) {
       const Value* x = op.operands[k];
-      const Value* y = op.results.at(op.kind == OpKind::AllReduce ? k : 0).get();
+      const Value* y = op.results.at(op.kind == OpKind::AllGather ? 0 : k).get();
       e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
       bytes += x->type.numel() * int64_t(dtypeBytes(x->type.dtype));
     }
@@ -271,7 +291,8 @@ struct Executable::Impl {
     c.groupStart();
     for (const Entry::Transfer& t : e.transfers) {
       if (op.kind == OpKind::AllReduce) c.allReduce(t.send, t.recv, t.count, dtype, op.attrStr("reduce") == "mean", commStream);
-      else if (op.kind == OpKind::ReduceScatter) c.reduceScatter(t.send, t.recv, t.count / size_t(c.ranks()), dtype, commStream);
+      else if (op.kind == OpKind::ReduceScatter)
+        c.reduceScatter(t.send, t.recv, t.count / size_t(c.ranks()), dtype, op.attrStr("reduce") == "mean", commStream);
       else c.allGather(t.send, t.recv, t.count, dtype, commStream);
     }
     c.groupEnd();

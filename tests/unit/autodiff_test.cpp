@@ -602,10 +602,10 @@ TEST(AutodiffComposite, AttentionVjpIsTheBackwardComposite) {
 
 // Collectives come after differentiation (the data-parallel pass reduces the gradients), so
 // none has a derivative: a loss that flows through one is an error, not a silent zero.
-COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather);
+COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::Shard);
 TEST(AutodiffCollectives, HaveNoDerivative) {
   std::mt19937 rng(7);
-  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather}) {
+  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::Shard}) {
     Fn f;
     Value* x = f.in("x", test::randomNonZero(Type{F, {4, 2}}, rng));
     Value* y = f.b.create1(k, {x}, {{"ranks", int64_t(2)}});

@@ -1313,7 +1313,7 @@ TEST(InterpErrors, MistypedBinding) {
 // ---------------------------------------------------------------------------------------
 // Collectives: ranks side by side (interpretRanks); one rank is the identity
 
-COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather);
+COVERS(OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::Shard);
 TEST(InterpCollectives, RanksExchangeExactly) {
   Fn f;
   Value* x = f.b.input("x", {DType::f32, {4, 2}});
@@ -1341,6 +1341,15 @@ TEST(InterpCollectives, RanksExchangeExactly) {
     for (size_t k = 0; k < 2; ++k) EXPECT_EQ(out[size_t(r)][3].f[k], 3 * float(size_t(r) * 2 + k) + 1.5f);
     for (size_t k = 0; k < 24; ++k) EXPECT_EQ(out[size_t(r)][4].f[k], ranks[k / 8].at("x").f[k % 8]);
   }
+  // shard: this rank's rows, no exchange.
+  Fn sh;
+  Value* z = sh.b.input("z", {DType::f32, {4, 2}});
+  sh.b.output(sh.b.create1(OpKind::Shard, {z}, {{"ranks", int64_t(2)}}));
+  HostTensor zv = HostTensor::zeros({DType::f32, {4, 2}});
+  for (size_t k = 0; k < 8; ++k) zv.f[k] = float(k);
+  auto shards = interpretRanks(sh.g, {{{"z", zv}}, {{"z", zv}}});
+  EXPECT_EQ(shards[0][0].f, (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(shards[1][0].f, (std::vector<float>{4, 5, 6, 7}));
   // One rank: the identity.
   Fn one;
   Value* y = one.b.input("y", {DType::f32, {2}});

@@ -51,9 +51,9 @@ int64_t checkPlan(const Graph& g) {
   auto inPlaceReduction = [&](const Value* r) {
     return r->offset < 0 && r->def->kind == OpKind::AllReduce && !inPlace.count(r);
   };
-  auto storageOf = [&](const Value* v) {
-    while (v->offset < 0 && v->def && (isLayout(v->def->kind) || inPlaceReduction(v)))
-      v = isLayout(v->def->kind) ? v->def->operands[0] : v->def->operands[size_t(v->index)];
+  auto storageOf = [&](const Value* v) {  // through views, shards and in-place reductions
+    while (v->offset < 0 && v->def && (isLayout(v->def->kind) || v->def->kind == OpKind::Shard || inPlaceReduction(v)))
+      v = v->def->kind == OpKind::AllReduce ? v->def->operands[size_t(v->index)] : v->def->operands[0];
     return v;
   };
   struct Range {
@@ -74,7 +74,7 @@ int64_t checkPlan(const Graph& g) {
   }
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
-    const bool isView = isLayout(op.kind) && op.result()->offset < 0;
+    const bool isView = (isLayout(op.kind) || op.kind == OpKind::Shard) && op.result()->offset < 0;
     if (!isView)
       for (const Value* v : op.operands)
         if (auto it = ranges.find(storageOf(v)); it != ranges.end()) it->second.to = i;
@@ -85,7 +85,8 @@ int64_t checkPlan(const Graph& g) {
         const Value* x = op.operands[size_t(r->index)];
         EXPECT_TRUE(x->offset >= 0 && !isSource(*x->def) && uses[x] == 1) << "all_reduce in place over %" << x->name;
       }
-      const bool mustOwn = !isSource(op) && !isView && !residentConcat && !reducedInPlace && !inPlace.count(r.get());
+      const bool shard = op.kind == OpKind::Shard;  // a block of its operand's rows
+      const bool mustOwn = !isSource(op) && !isView && !shard && !residentConcat && !reducedInPlace && !inPlace.count(r.get());
       EXPECT_EQ(r->offset >= 0, mustOwn || (isSource(op) && (op.kind == OpKind::Input || op.kind == OpKind::Param)))
           << "value %" << r->name << " of " << op.info().name;
       if (mustOwn) ranges[r.get()] = invariant.count(r.get()) ? Range{r.get(), 0, end} : Range{r.get(), i, i};
@@ -101,7 +102,7 @@ int64_t checkPlan(const Graph& g) {
   // long as its results.
   for (auto o = g.ops.rbegin(); o != g.ops.rend(); ++o) {  // later ones may extend earlier ones' results
     const auto& op = *o;
-    if (opInfo(op->kind).category != OpCategory::Collective) continue;
+    if (opInfo(op->kind).category != OpCategory::Collective || op->kind == OpKind::Shard) continue;
     int last = 0;
     for (auto& r : op->results)
       if (auto it = ranges.find(storageOf(r.get())); it != ranges.end()) last = std::max(last, it->second.to);

@@ -46,6 +46,7 @@ struct CompileArgs {
   EmitArgs emit;
   int64_t gpus = 1;
   double bucketMb = 25;
+  bool shardOptimizer = false;
 };
 
 int64_t countOps(const Graph& g) {
@@ -172,6 +173,8 @@ Command addCompileCommand(CLI::App& app) {
                   "ranks by all_reduce buckets; what `fusec run --gpus N` runs on each GPU)")
       ->type_name("N");
   cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")->type_name("MB");
+  cmd->add_flag("--shard-optimizer", a->shardOptimizer,
+                "--gpus: each rank keeps the AdamW moments of its 1/N of every weight's rows (ZeRO-1)");
   a->passesOpt = cmd->add_option("--passes", a->passes,
                                   "Comma-separated pipeline to run after the program's own passes (default: " +
                                       defaultOptimizationPipeline() + "; empty: none); passes: " + passes)
@@ -208,7 +211,8 @@ Command addCompileCommand(CLI::App& app) {
     o.passManager = a->pm;
     if (a->gpus < 1 || a->gpus > 1024) throw Error("--gpus must be in 1..1024, got " + std::to_string(a->gpus));
     if (!(a->bucketMb > 0) || a->bucketMb > 1e6) throw Error("--bucket-mb must be a positive size in MB");
-    o.dataParallel = DataParallelConfig{a->gpus, int64_t(a->bucketMb * 1e6)};
+    if (a->shardOptimizer && a->gpus < 2) throw Error("--shard-optimizer goes with --gpus N (N at least 2)");
+    o.dataParallel = DataParallelConfig{a->gpus, int64_t(a->bucketMb * 1e6), a->shardOptimizer};
     if (a->printDTypes) o.passes = "";
     else if (a->passesOpt->count()) o.passes = a->passes;
     model->trace(m, api::Program{a->program, a->batch, a->ctx}, o);

@@ -5,7 +5,7 @@
 //             [--batch B --ctx T] --out O.safetensors [--steps N] [--device cuda|cpu] [--no-cuda-graph] [--tf32] [--dtype fp32|bf16]
 //             [--model NAME] [--vocab V --context-length C --d-model D --layers L --heads H --d-ff F
 //              --rope-theta T] [--lr LR --betas B1,B2 --eps E --weight-decay WD] [--seed S]
-//             [--checkpoint DIR [--checkpoint-every K]] [--resume DIR] [--gpus N [--bucket-mb MB]]
+//             [--checkpoint DIR [--checkpoint-every K]] [--resume DIR] [--gpus N [--bucket-mb MB] [--shard-optimizer]]
 //   fusec run --init-weights OUT.safetensors [--model NAME] [overrides] [--seed S]
 //
 // Weights are bound by their state_dict names and must match the model's shapes exactly
@@ -77,6 +77,7 @@ struct RunArgs {
   int64_t gpus = 0;  // 0: not given
   double bucketMb = 25;
   CLI::Option* oBucketMb = nullptr;
+  bool shardOptimizer = false;
   int rank = 0, ranks = 1;  // this process's place in the job (jobRole)
 };
 
@@ -240,6 +241,7 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   run["--eps"] = shortest(a.adamw.eps);
   run["--weight-decay"] = shortest(a.adamw.weightDecay);
   if (a.ranks > 1) run["--gpus"] = std::to_string(a.ranks);  // a checkpoint resumes with its own N only
+  if (a.shardOptimizer) run["--shard-optimizer"] = "on";
   source.identify(run);
   return run;
 }
@@ -286,6 +288,12 @@ int runProgram(RunArgs& a, const api::Model& model);
 int runRank(RunArgs& a, const api::Model& model) {
   if (a.oBucketMb->count() && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
     throw Error("run: --bucket-mb goes with --gpus N");
+  if (a.shardOptimizer && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+    throw Error("run: --shard-optimizer goes with --gpus N");
+  // Each rank holds only its rows of the AdamW moments: a checkpoint would need them all.
+  if (a.shardOptimizer && (!a.checkpoint.empty() || !a.resume.empty()))
+    throw Error("run: --shard-optimizer does not write or resume checkpoints yet (each rank holds only its share of "
+                "the AdamW moments); drop --checkpoint/--resume or --shard-optimizer");
   if (!(a.bucketMb > 0) || a.bucketMb > 1e6) throw Error("run: --bucket-mb must be a positive size in MB");
   const JobRole role = jobRole(a.gpus);
   if (role.launcher) {
@@ -341,6 +349,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (a.ranks > 1) {
     o.dataParallel.ranks = a.ranks;
     o.dataParallel.bucketBytes = int64_t(a.bucketMb * 1e6);
+    o.dataParallel.shardOptimizer = a.shardOptimizer;
   }
   std::set<std::string> buffers;  // a mask may hold -inf
   for (const api::ParamInfo& p : model.params())
@@ -531,6 +540,9 @@ Command addRunCommand(CLI::App& app) {
                                  "--gpus: gradients reduced together, in MB (default 25; a bucket's reduction overlaps "
                                  "the backward of the next)")
                      ->type_name("MB");
+  cmd->add_flag("--shard-optimizer", a->shardOptimizer,
+                "--gpus: each GPU keeps the AdamW moments of its 1/N of every weight's rows (ZeRO-1: gradients "
+                "reduce-scattered, weights all-gathered after the update)");
   cmd->add_flag("--allow-nonfinite", a->allowNonfinite,
                 "Load weights holding NaN or Inf, and go on past a non-finite loss (whose step still updates nothing; default: refuse, and stop)");
   return [cmd, a]() -> int {
