@@ -53,8 +53,10 @@ void hoistNewSources(Graph& g, size_t mark) {
 // The ranks of the reduce_scatter that made `grad` when it holds this rank's rows of `param`'s
 // gradient (passes/data_parallel.h, shardOptimizer), else 0.
 int64_t shardRanks(const Value* grad, const Value* param) {
-  if (!grad->def || grad->def->kind != OpKind::ReduceScatter) return 0;
-  const int64_t ranks = grad->def->attrInt("ranks");
+  const Value* reduced = grad;  // through the cast back from a bf16 wire
+  if (reduced->def && reduced->def->kind == OpKind::Cast) reduced = reduced->def->operands.at(0);
+  if (!reduced->def || reduced->def->kind != OpKind::ReduceScatter) return 0;
+  const int64_t ranks = reduced->def->attrInt("ranks");
   Type whole = grad->type;
   if (whole.rank() == 0) return 0;
   whole.shape[0] *= ranks;

@@ -16,6 +16,7 @@ namespace fusec {
 bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   if (cfg.ranks < 1) throw Error("data-parallel: ranks must be at least 1, got " + std::to_string(cfg.ranks));
   if (cfg.bucketBytes < 1) throw Error("data-parallel: the bucket size must be positive");
+  if (!isFloat(cfg.reduceDType)) throw Error("data-parallel: gradients reduce in a float dtype");
   if (cfg.ranks == 1) return false;
   const std::vector<Op*> params = trainableParams(g);
   if (params.empty()) return false;
@@ -52,13 +53,24 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
     const Type& t = g.outputs[i]->type;
     return cfg.shardOptimizer && t.rank() > 0 && t.shape[0] % cfg.ranks == 0;
   };
+  // Gradients travel in the wire dtype: cast to it before, back to their own after.
+  const DType wire = cfg.reduceDType;
   auto reduce = [&](OpKind kind, const std::vector<size_t>& members, const char* suffix) {
     if (members.empty()) return;
     std::vector<Value*> grads;
-    for (size_t i : members) grads.push_back(g.outputs[i]);
+    for (size_t i : members) {
+      Value* x = g.outputs[i];
+      grads.push_back(x->type.dtype == wire ? x : b.cast(x, wire));
+    }
     std::vector<Value*> reduced = b.create(kind, grads, mean);
     for (size_t k = 0; k < members.size(); ++k) {
-      reduced[k]->name = params[members[k] - 1]->attrStr("name") + suffix;
+      const DType own = g.outputs[members[k]]->type.dtype;
+      const std::string name = params[members[k] - 1]->attrStr("name") + suffix;
+      if (own != wire) {
+        reduced[k]->name = name + "." + std::string(dtypeName(wire));
+        reduced[k] = b.cast(reduced[k], own);
+      }
+      reduced[k]->name = name;
       g.outputs[members[k]] = reduced[k];
     }
   };

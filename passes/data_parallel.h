@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ir/graph.h"
+#include "ir/types.h"
 
 namespace fusec {
 
@@ -21,6 +22,10 @@ struct DataParallelConfig {
   // rank's rows) instead of all-reduced, and adamw then updates the rank's rows and
   // all-gathers the weight (passes/adamw_pass.cpp). Weights stay whole on every rank.
   bool shardOptimizer = false;
+  // The gradients' dtype on the wire: f32 (the default: the job equals one GPU with the whole
+  // batch to fp32 rounding), or bf16 (half the bytes; each gradient is rounded to bf16 before
+  // the reduction and the mean comes back as f32 for the optimizer).
+  DType reduceDType = DType::f32;
 };
 
 // When `g` returns `loss, grads...` (passes/train_passes.h appendLossGradients): the loss

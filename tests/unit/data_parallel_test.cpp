@@ -163,6 +163,41 @@ TEST_P(DataParallel, ShardedOptimizerEqualsOneRankAndHoldsAShareOfTheMoments) {
   }
 }
 
+// --grad-reduce-dtype bf16: the gradients cross in bf16 (half the bytes), the optimizer reads
+// f32 means; training stays within bf16's rounding of the f32-wire run, sharded or not.
+TEST(DataParallelWire, Bf16GradientsStayCloseToTheF32Run) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  for (bool shard : {false, true}) {
+    api::CompileOptions o;
+    o.adamw.lr = 1e-2;
+    o.dataParallel = DataParallelConfig{2, 4096, shard};
+    api::CompiledProgram f32 = api::compile(*model, {"train_step", 2, T}, o);
+    o.dataParallel.reduceDType = DType::bf16;
+    api::CompiledProgram bf16 = api::compile(*model, {"train_step", 2, T}, o);
+    int wires = 0;
+    for (auto& op : bf16.graph().ops)
+      if ((op->kind == OpKind::AllReduce || op->kind == OpKind::ReduceScatter) && op->operands.at(0)->type.rank() > 0) {
+        for (const Value* v : op->operands) EXPECT_EQ(v->type.dtype, DType::bf16);
+        ++wires;
+      }
+    EXPECT_GT(wires, 1);
+    Bindings w = initParameters(cfg, 3);
+    bindProgramState(f32.graph(), w);
+    const HostTensor ids = tokens(4, 1, cfg.vocab), targets = tokens(4, 2, cfg.vocab);
+    std::vector<Bindings> batches;
+    for (int r = 0; r < 2; ++r) batches.push_back({{"ids", rows(ids, r * 2, 2)}, {"targets", rows(targets, r * 2, 2)}});
+    std::vector<float> a, b;
+    std::vector<Bindings> x = train(f32.graph(), {w, w}, batches, 3, a);
+    std::vector<Bindings> y = train(bf16.graph(), {w, w}, batches, 3, b);
+    for (int s = 0; s < 3; ++s) EXPECT_NEAR(b[size_t(s)], a[size_t(s)], 1e-2 * std::abs(a[size_t(s)])) << "step " << s + 1;
+    for (const api::ParamInfo& p : model->params()) {
+      EXPECT_LT(relDiff(y[0].at(p.name), x[0].at(p.name)), 2e-2) << p.name;
+      EXPECT_EQ(y[1].at(p.name).f, y[0].at(p.name).f) << p.name;
+    }
+  }
+}
+
 TEST(DataParallelSchedule, CollectivesRunEarlyAndTheirReadersAfterTheNext) {
   const models::ModelConfig cfg = models::namedConfig("tiny");
   auto model = models::transformerModel(cfg);

@@ -47,6 +47,7 @@ struct CompileArgs {
   int64_t gpus = 1;
   double bucketMb = 25;
   bool shardOptimizer = false;
+  std::string gradReduceDType = "fp32";
 };
 
 int64_t countOps(const Graph& g) {
@@ -173,6 +174,8 @@ Command addCompileCommand(CLI::App& app) {
                   "ranks by all_reduce buckets; what `fusec run --gpus N` runs on each GPU)")
       ->type_name("N");
   cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")->type_name("MB");
+  cmd->add_option("--grad-reduce-dtype", a->gradReduceDType, "--gpus: the gradients' dtype on the wire, fp32 (default) or bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--shard-optimizer", a->shardOptimizer,
                 "--gpus: each rank keeps the AdamW moments of its 1/N of every weight's rows (ZeRO-1)");
   a->passesOpt = cmd->add_option("--passes", a->passes,
@@ -212,7 +215,7 @@ Command addCompileCommand(CLI::App& app) {
     if (a->gpus < 1 || a->gpus > 1024) throw Error("--gpus must be in 1..1024, got " + std::to_string(a->gpus));
     if (!(a->bucketMb > 0) || a->bucketMb > 1e6) throw Error("--bucket-mb must be a positive size in MB");
     if (a->shardOptimizer && a->gpus < 2) throw Error("--shard-optimizer goes with --gpus N (N at least 2)");
-    o.dataParallel = DataParallelConfig{a->gpus, int64_t(a->bucketMb * 1e6), a->shardOptimizer};
+    o.dataParallel = DataParallelConfig{a->gpus, int64_t(a->bucketMb * 1e6), a->shardOptimizer, dtypeOf(a->gradReduceDType)};
     if (a->printDTypes) o.passes = "";
     else if (a->passesOpt->count()) o.passes = a->passes;
     model->trace(m, api::Program{a->program, a->batch, a->ctx}, o);

@@ -78,6 +78,8 @@ struct RunArgs {
   double bucketMb = 25;
   CLI::Option* oBucketMb = nullptr;
   bool shardOptimizer = false;
+  std::string gradReduceDType = "fp32";
+  CLI::Option* oGradReduce = nullptr;
   int rank = 0, ranks = 1;  // this process's place in the job (jobRole)
 };
 
@@ -242,6 +244,7 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   run["--weight-decay"] = shortest(a.adamw.weightDecay);
   if (a.ranks > 1) run["--gpus"] = std::to_string(a.ranks);  // a checkpoint resumes with its own N only
   if (a.shardOptimizer) run["--shard-optimizer"] = "on";
+  if (a.gradReduceDType != "fp32") run["--grad-reduce-dtype"] = a.gradReduceDType;
   source.identify(run);
   return run;
 }
@@ -290,6 +293,8 @@ int runRank(RunArgs& a, const api::Model& model) {
     throw Error("run: --bucket-mb goes with --gpus N");
   if (a.shardOptimizer && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
     throw Error("run: --shard-optimizer goes with --gpus N");
+  if (a.oGradReduce->count() && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+    throw Error("run: --grad-reduce-dtype goes with --gpus N");
   // Each rank holds only its rows of the AdamW moments: a checkpoint would need them all.
   if (a.shardOptimizer && (!a.checkpoint.empty() || !a.resume.empty()))
     throw Error("run: --shard-optimizer does not write or resume checkpoints yet (each rank holds only its share of "
@@ -313,6 +318,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (a.out.empty() && a.program != "train_step") throw Error("run: --out is required");
   // Without --device and without a GPU, say so once the run is done (an error stays one
   // line): a user who expected the GPU should not learn it from the time it takes.
+  if (a.ranks > 1 && a.device.empty()) a.device = "cuda";  // a rank of a job never falls back to the CPU
   const bool fellBack = a.device.empty() && !api::cudaDevicePresent();
   if (a.device.empty()) a.device = fellBack ? "cpu" : "cuda";
   if (a.device == "cpu" && (a.noCudaGraph || a.tf32)) throw Error("--no-cuda-graph and --tf32 apply to --device cuda only");
@@ -350,6 +356,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
     o.dataParallel.ranks = a.ranks;
     o.dataParallel.bucketBytes = int64_t(a.bucketMb * 1e6);
     o.dataParallel.shardOptimizer = a.shardOptimizer;
+    o.dataParallel.reduceDType = dtypeOf(a.gradReduceDType);
   }
   std::set<std::string> buffers;  // a mask may hold -inf
   for (const api::ParamInfo& p : model.params())
@@ -540,6 +547,10 @@ Command addRunCommand(CLI::App& app) {
                                  "--gpus: gradients reduced together, in MB (default 25; a bucket's reduction overlaps "
                                  "the backward of the next)")
                      ->type_name("MB");
+  a->oGradReduce = cmd->add_option("--grad-reduce-dtype", a->gradReduceDType,
+                                   "--gpus: the gradients' dtype on the wire, fp32 (default: equal to one GPU with the "
+                                   "whole batch, to fp32 rounding) or bf16 (half the bytes)")
+                       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--shard-optimizer", a->shardOptimizer,
                 "--gpus: each GPU keeps the AdamW moments of its 1/N of every weight's rows (ZeRO-1: gradients "
                 "reduce-scattered, weights all-gathered after the update)");

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -43,11 +44,12 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// The GPUs this process may use, as CUDA_VISIBLE_DEVICES lists them ("" when unset: all).
-std::vector<std::string> visibleDevices() {
+// The GPUs this process may use, as CUDA_VISIBLE_DEVICES lists them; nullopt when it is unset
+// (all of them). Set but empty hides every GPU, as CUDA reads it.
+std::optional<std::vector<std::string>> visibleDevices() {
   std::vector<std::string> out;
   const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!v || !*v) return out;
+  if (!v) return std::nullopt;
   std::stringstream s(v);
   for (std::string d; std::getline(s, d, ',');) out.push_back(d);
   return out;
@@ -55,12 +57,12 @@ std::vector<std::string> visibleDevices() {
 
 // The device a local rank runs on, in CUDA_VISIBLE_DEVICES's terms.
 std::string deviceOf(int localRank) {
-  std::vector<std::string> visible = visibleDevices();
-  if (visible.empty()) return std::to_string(localRank);
-  if (size_t(localRank) >= visible.size())
+  std::optional<std::vector<std::string>> visible = visibleDevices();
+  if (!visible) return std::to_string(localRank);
+  if (size_t(localRank) >= visible->size())
     throw Error("local rank " + std::to_string(localRank) + " has no GPU: CUDA_VISIBLE_DEVICES lists " +
-                std::to_string(visible.size()));
-  return visible[size_t(localRank)];
+                (visible->empty() ? std::string("none") : std::to_string(visible->size())));
+  return (*visible)[size_t(localRank)];
 }
 
 std::string describeStatus(int status) {
