@@ -6,7 +6,9 @@
 #   scale    bf16 weak scaling: the median step on 1 and N GPUs, same per-GPU batch
 #   faults   a rank killed mid-run: the others stop within 60 s naming it
 #   torch    PyTorch DDP + torch.compile on the same model, batch and GPUs (bench/torch_ddp_ref.py)
-# Pick parts with PARTS="correct scale faults torch" and sizes with SCALE="small:64 medium:16".
+#   shard    --shard-optimizer: 20 fp32 steps equal the unsharded job's; bf16 step time beside it
+#   wire     --grad-reduce-dtype bf16: a 100-step loss curve on a token file against the fp32 wire
+# Pick parts with PARTS="correct scale faults torch shard wire" and sizes with SCALE="small:64 medium:16".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -78,6 +80,39 @@ for l in open('$OUT/dp-torch-$m.jsonl'):
     r=json.loads(l); print('  %s gpus=%s median %s ms eff %s' % (r.get('impl'), r.get('gpus'), r.get('median_ms'), r.get('scaling_efficiency')))
 " | tee -a "$OUT/summary.txt"
   done
+}
+
+shard() {
+  local w=$OUT/dp-init.safetensors n=$GPUS
+  [[ -f $w ]] || $F run --init-weights "$w" --model small --seed 1
+  for flag in "" --shard-optimizer; do
+    $F run --gpus "$n" $flag --program train_step --model small --weights "$w" --random-inputs --batch 4 --ctx 256 \
+      --steps 20 --seed 7 --out "$OUT/dp-shard${flag:+-on}.safetensors" >"$OUT/dp-shard${flag:+-on}.log" 2>&1
+  done
+  log "shard: $n GPUs, --shard-optimizer against the unsharded job (fp32 small, 20 steps):"
+  python3 scripts/compare_runs.py "$OUT/dp-shard.safetensors" "$OUT/dp-shard-on.safetensors" | tee -a "$OUT/summary.txt"
+  for mb in $SCALE; do
+    local m=${mb%:*} b=${mb#*:}
+    for flag in "" --shard-optimizer; do
+      $F run --gpus "$n" $flag --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
+        --steps "$STEPS" >"$OUT/dp-shard-$m$flag.log" 2>&1
+      log "shard bf16 $m b$b $n GPUs ${flag:-unsharded}: $(grep 'median step' "$OUT/dp-shard-$m$flag.log" || tail -2 "$OUT/dp-shard-$m$flag.log")"
+      $F compile --gpus "$n" $flag --model "$m" --program train_step --dtype bf16 --batch "$b" --ctx 256 --attention fused --stats |
+        python3 -c "import json,sys; d=json.load(sys.stdin); print('  resident_bytes', d['resident_bytes'], 'planned_bytes', d['planned_bytes'])" | tee -a "$OUT/summary.txt"
+    done
+  done
+}
+
+wire() {
+  local n=$GPUS tokens=$OUT/dp-tokens.u16
+  python3 scripts/make_tokens.py --text README.md docs/*.md bench/RESULTS.md --out "$tokens"
+  for d in fp32 bf16; do
+    $F run --gpus "$n" --grad-reduce-dtype $d --program train_step --model small --dtype bf16 --data "$tokens" --batch 16 \
+      --ctx 256 --steps 100 --seed 3 --out "$OUT/dp-wire-$d.safetensors" >"$OUT/dp-wire-$d.log" 2>&1
+  done
+  log "wire: 100 bf16 steps of small on $n GPUs, bf16 gradients on the wire against fp32:"
+  python3 scripts/compare_runs.py "$OUT/dp-wire-fp32.safetensors" "$OUT/dp-wire-bf16.safetensors" --loss-rtol 2e-2 --weight-rtol 2e-2 |
+    tee -a "$OUT/summary.txt"
 }
 
 build 2>&1 | tee "$OUT/build.log"
