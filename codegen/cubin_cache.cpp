@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/stat.h>
 #include <filesystem>
 #include <fstream>
 
@@ -64,9 +65,13 @@ std::string CubinCache::stamp(const std::string& nvrtcVersion, const std::string
 std::string CubinCache::pathOf(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
 CacheLookup CubinCache::load(const std::string& key, const std::string& stamp) const {
-  std::ifstream f(pathOf(key), std::ios::binary);
-  if (!f) return {};  // absent: a plain miss
   auto refuse = [](std::string why) { return CacheLookup{std::nullopt, std::move(why)}; };
+  // Only a regular file is read: opening a named pipe left in the cache would block forever.
+  struct stat st {};
+  if (::stat(pathOf(key).c_str(), &st) != 0) return {};  // absent: a plain miss
+  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
+  std::ifstream f(pathOf(key), std::ios::binary);
+  if (!f) return {};
   Header h{};
   if (!f.read(reinterpret_cast<char*>(&h), sizeof h)) return refuse("truncated header");
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)

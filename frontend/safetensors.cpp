@@ -5,6 +5,7 @@
 #include "frontend/safetensors.h"
 
 #include "support/atomic_file.h"
+#include "support/regular_file.h"
 
 #include <algorithm>
 #include <bit>
@@ -274,6 +275,10 @@ Bindings parseBody(const std::string& what, std::string_view headerText, uint64_
       }
       continue;
     }
+    // A name is printed in messages and matched against parameter names: a control character
+    // (a newline) is never part of one, and would split a one-line error in two.
+    if (std::any_of(name.begin(), name.end(), [](char c) { return uint8_t(c) < 0x20 || c == 0x7f; }))
+      fail(what, "tensor name '" + name + "' holds a control character");
     entries.push_back(parseEntry(what, name, v));
   }
   // The buffer must be indexed exactly: in offset order each tensor starts where the last
@@ -375,24 +380,22 @@ Bindings parseSafetensors(std::string_view bytes, const std::string& what, Safet
 }
 
 Bindings loadSafetensors(const std::string& path, SafetensorsMetadata* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error("cannot read '" + path + "': not a regular file");
-  in.seekg(0, std::ios::end);
-  std::streamoff end = in.tellg();
+  const int fd = openRegularFile(path);  // never blocks on a named pipe
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  const off_t end = ::lseek(fd, 0, SEEK_END);
   if (end < 0) throw Error("cannot read '" + path + "': cannot tell its size");
-  uint64_t total = uint64_t(end);
-  in.seekg(0);
+  const uint64_t total = uint64_t(end);
   char first8[8] = {};
-  in.read(first8, std::min<std::streamsize>(8, std::streamsize(total)));
+  if (!readAt(fd, 0, first8, size_t(std::min<uint64_t>(8, total)), path)) fail(path, "read error in the header");
   uint64_t n = checkHeaderLength(path, total, first8);
   std::string header(size_t(n), '\0');
-  if (!in.read(header.data(), std::streamsize(n))) fail(path, "read error in the header");
+  if (!readAt(fd, 8, header.data(), size_t(n), path)) fail(path, "the file shrank while it was read");
   uint64_t dataStart = 8 + n;
   auto read = [&](uint64_t off, uint64_t size, char* dst) {
-    in.seekg(std::streamoff(dataStart + off));
-    if (!in.read(dst, std::streamsize(size))) fail(path, "read error in the data buffer");
+    if (!readAt(fd, dataStart + off, dst, size_t(size), path)) fail(path, "the file shrank while it was read");
   };
   return parseBody(path, header, total - dataStart, read, metadata);
 }

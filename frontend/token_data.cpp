@@ -3,11 +3,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "ir/error.h"
+#include "support/regular_file.h"
 
 namespace fusec {
 
@@ -18,45 +21,49 @@ TokenDType parseTokenDType(const std::string& name) {
 }
 
 TokenFile::TokenFile(const std::string& path, TokenDType dtype) : path_(path), dtype_(dtype) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  fd_ = openRegularFile(path);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file");
+  if (fstat(fd_, &st) != 0) {
+    ::close(fd_);
+    throw Error(path + ": cannot stat (" + std::strerror(errno) + ")");
   }
   const size_t width = dtype == TokenDType::U16 ? 2 : 4;
   bytes_ = size_t(st.st_size);
   if (bytes_ % width != 0) {
-    ::close(fd);
+    ::close(fd_);
     throw Error(path + ": " + std::to_string(bytes_) + " bytes is not a whole number of " +
                 (width == 2 ? "uint16" : "int32") + " tokens (--data-dtype?)");
   }
   count_ = int64_t(bytes_ / width);
-  if (bytes_ > 0) {
-    map_ = mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map_ == MAP_FAILED) {
-      map_ = nullptr;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      throw Error(path + ": cannot map (" + why + ")");
-    }
-  }
-  ::close(fd);
 }
 
-TokenFile::~TokenFile() {
-  if (map_) munmap(map_, bytes_);
+TokenFile::~TokenFile() { ::close(fd_); }
+
+void TokenFile::read(int64_t first, int64_t n, int64_t* out) const {
+  const size_t width = dtype_ == TokenDType::U16 ? 2 : 4;
+  std::vector<char> raw(size_t(n) * width);
+  if (!readAt(fd_, uint64_t(first) * width, raw.data(), raw.size(), path_)) {
+    struct stat st {};
+    const int64_t now = fstat(fd_, &st) == 0 ? int64_t(st.st_size) / int64_t(width) : -1;
+    throw Error(path_ + ": the file shrank while in use (" + std::to_string(count_) + " tokens when opened, " +
+                std::to_string(now) + " now)");
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (width == 2) {
+      uint16_t v;
+      std::memcpy(&v, raw.data() + size_t(k) * 2, 2);
+      out[k] = v;
+    } else {
+      int32_t v;
+      std::memcpy(&v, raw.data() + size_t(k) * 4, 4);
+      out[k] = v;
+    }
+  }
 }
 
 int64_t TokenFile::at(int64_t i) const {
-  if (dtype_ == TokenDType::U16) {
-    uint16_t v;
-    std::memcpy(&v, static_cast<const char*>(map_) + size_t(i) * 2, 2);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, static_cast<const char*>(map_) + size_t(i) * 4, 4);
+  int64_t v = 0;
+  read(i, 1, &v);
   return v;
 }
 
@@ -66,13 +73,11 @@ Bindings TokenFile::sample(int64_t batch, int64_t ctx, std::mt19937_64& rng) con
   std::uniform_int_distribution<int64_t> start(0, count_ - ctx - 1);
   HostTensor ids = HostTensor::zeros(Type{DType::i64, {batch, ctx}});
   HostTensor targets = HostTensor::zeros(Type{DType::i64, {batch, ctx}});
+  std::vector<int64_t> window(size_t(ctx + 1));
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t s = start(rng);
-    for (int64_t t = 0; t <= ctx; ++t) {
-      const int64_t v = at(s + t);
-      if (t < ctx) ids.i[size_t(b * ctx + t)] = v;
-      if (t > 0) targets.i[size_t(b * ctx + t - 1)] = v;
-    }
+    read(start(rng), ctx + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, ids.i.begin() + std::ptrdiff_t(b * ctx));
+    std::copy(window.begin() + 1, window.end(), targets.i.begin() + std::ptrdiff_t(b * ctx));
   }
   return {{"ids", std::move(ids)}, {"targets", std::move(targets)}};
 }

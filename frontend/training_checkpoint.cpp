@@ -1,10 +1,14 @@
 #include "frontend/training_checkpoint.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -19,11 +23,12 @@ namespace fs = std::filesystem;
 
 // Metadata keys. The format version changes when what a checkpoint holds does.
 constexpr const char* kFormat = "fusec_checkpoint";
-constexpr const char* kVersion = "1";
+constexpr const char* kVersion = "2";  // 2: a checksum of everything (kChecksum)
 constexpr const char* kStep = "fusec_step";
 constexpr const char* kDataState = "fusec_data_rng";
 constexpr const char* kRunPrefix = "run ";  // "run --dtype" -> "bf16"
 constexpr const char* kLoss = "loss";
+constexpr const char* kChecksum = "fusec_checksum";
 
 }  // namespace
 
@@ -65,6 +70,58 @@ void requireCheckpointDir(const std::string& dir) {
   fs::remove(fs::path(dir) / ".fusec-write-test", ec);
 }
 
+namespace {
+
+// FNV-1a, 64 bits: a checksum of the whole checkpoint (every tensor's name, type and values,
+// and every metadata entry but itself), so that a damaged byte anywhere is refused at resume
+// instead of silently changing the run.
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    for (size_t k = 0; k < n; ++k) h = (h ^ static_cast<const unsigned char*>(p)[k]) * 1099511628211ull;
+  }
+  void text(const std::string& s) {
+    const uint64_t n = s.size();
+    bytes(&n, sizeof n);
+    bytes(s.data(), s.size());
+  }
+};
+
+std::string checksumOf(const Bindings& tensors, const SafetensorsMetadata& meta) {
+  Fnv f;
+  for (const auto& [name, t] : tensors) {  // std::map: name order
+    f.text(name);
+    f.text(t.type.str());
+    if (!t.f.empty()) f.bytes(t.f.data(), t.f.size() * sizeof(float));
+    if (!t.i.empty()) f.bytes(t.i.data(), t.i.size() * sizeof(int64_t));
+  }
+  for (const auto& [key, value] : meta)
+    if (key != kChecksum) {
+      f.text(key);
+      f.text(value);
+    }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(f.h));
+  return hex;
+}
+
+}  // namespace
+
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".fusec-lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("--checkpoint " + dir + ": cannot lock (" + std::strerror(errno) + ")");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("--checkpoint " + dir + ": another fusec run is writing checkpoints there");
+  }
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
 void saveCheckpoint(const std::string& dir, TrainingCheckpoint c) {
   if (int64_t(c.losses.size()) != c.step)
     throw Error("internal: a checkpoint at step " + std::to_string(c.step) + " with " + std::to_string(c.losses.size()) +
@@ -79,6 +136,7 @@ void saveCheckpoint(const std::string& dir, TrainingCheckpoint c) {
   HostTensor loss = HostTensor::zeros(Type{DType::f32, {c.step}});
   loss.f = std::move(c.losses);
   tensors[kLoss] = std::move(loss);
+  meta[kChecksum] = checksumOf(tensors, meta);
   saveSafetensors(checkpointPath(dir), tensors, meta);
 }
 
@@ -104,6 +162,10 @@ TrainingCheckpoint loadCheckpoint(const std::string& dir) {
   if (loss->second.type != Type{DType::f32, {c.step}})
     throw bad("'loss' is " + loss->second.type.str() + " at step " + std::to_string(c.step) + ", expected f32[" +
               std::to_string(c.step) + "]");
+  auto sum = meta.find(kChecksum);
+  if (sum == meta.end()) throw bad("no checksum");
+  if (sum->second != checksumOf(c.state, meta))
+    throw Error(path + ": damaged: its checksum does not match its contents (the file changed after it was written)");
   c.losses = std::move(loss->second.f);
   c.state.erase(loss);
   if (auto d = meta.find(kDataState); d != meta.end()) c.dataState = d->second;

@@ -44,6 +44,20 @@ void saveCheckpoint(const std::string& dir, TrainingCheckpoint c);
 // Error "--checkpoint DIR: ..." otherwise.
 void requireCheckpointDir(const std::string& dir);
 
+// Holds DIR for one run: two runs writing checkpoints into one directory would overwrite each
+// other's. An flock on DIR/.fusec-lock, released when the object (or the process) ends.
+class CheckpointDirLock {
+ public:
+  // Error "--checkpoint DIR: another fusec run is writing checkpoints there" when held.
+  explicit CheckpointDirLock(const std::string& dir);
+  ~CheckpointDirLock();
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Error (one line, naming the file) when DIR holds no checkpoint, or one that is corrupt,
 // truncated (the safetensors reader's checks), not a fusec checkpoint, or inconsistent (a
 // loss count other than its step count).

@@ -494,16 +494,42 @@ HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
   // A rank-2 operand has no batch dims and is reused for every batch of the other one.
   const int64_t aStep = ra > 2 ? M * K : 0, bStep = rb > 2 ? K * N : 0;
   const int64_t batch = M * N == 0 ? 0 : rt.numel() / (M * N);
+  // Each row of C accumulates in double (products of two floats are exact in double) over k in
+  // order, then rounds once: B is first laid out as contiguous rows of n (a transposed B
+  // copied), so the inner loop runs along contiguous memory, and rows of C are shared among
+  // the machine's threads. The same sums as the textbook triple loop, in the same order.
+  std::vector<float> Bt;
+  const int threads = int(std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(M, 1)));
+  const bool parallel = threads > 1 && M * N * K >= (int64_t(1) << 22);
   for (int64_t s = 0; s < batch; ++s) {
     const float* A = a.f.data() + s * aStep;
     const float* B = b.f.data() + s * bStep;
+    if (bn != 1) {  // rows of n contiguous
+      Bt.resize(size_t(K * N));
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) Bt[size_t(k * N + n)] = B[k * bk + n * bn];
+      B = Bt.data();
+    }
     float* C = out.f.data() + s * M * N;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double acc = 0;  // products of two floats are exact in double
-        for (int64_t k = 0; k < K; ++k) acc += double(A[m * am + k * ak]) * double(B[k * bk + n * bn]);
-        C[m * N + n] = roundDouble(acc, rt.dtype);
+    auto rowsOf = [&](int64_t m0, int64_t m1) {
+      std::vector<double> acc(static_cast<size_t>(N));
+      for (int64_t m = m0; m < m1; ++m) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = double(A[m * am + k * ak]);
+          const float* row = B + k * N;
+          for (int64_t n = 0; n < N; ++n) acc[size_t(n)] += x * double(row[n]);
+        }
+        for (int64_t n = 0; n < N; ++n) C[m * N + n] = roundDouble(acc[size_t(n)], rt.dtype);
       }
+    };
+    if (!parallel) {
+      rowsOf(0, M);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(rowsOf, M * t / threads, M * (t + 1) / threads);
+    for (std::thread& t : pool) t.join();
   }
   if (outPerm.empty()) return out;
   HostTensor permuted = HostTensor::zeros(op.result()->type);
@@ -888,8 +914,28 @@ class Evaluator {
     }
     size_t nextInput = 0;
     std::vector<const HostTensor*> ins;
+    // A value is dropped after its last reader (the outputs are kept): a training step's
+    // temporaries would otherwise all stay in memory to the end.
+    std::unordered_map<const Value*, size_t> lastUse;
+    for (size_t k = 0; k < g.ops.size(); ++k)
+      for (const Value* v : g.ops[k]->operands) lastUse[v] = k;
+    for (const Value* v : g.outputs) lastUse[v] = g.ops.size();
+    size_t at = 0;
     for (const auto& owned : g.ops) {
       const Op& op = *owned;
+      const size_t here = at++;
+      struct DropDead {  // after this op, whether it returns normally or continues
+        std::unordered_map<const Value*, HostTensor>& vals;
+        const std::unordered_map<const Value*, size_t>& lastUse;
+        const Op& op;
+        size_t here;
+        ~DropDead() {
+          for (const Value* v : op.operands)
+            if (auto it = lastUse.find(v); it != lastUse.end() && it->second == here) vals.erase(v);
+          for (auto& r : op.results)
+            if (!lastUse.count(r.get())) vals.erase(r.get());  // never read: not kept either
+        }
+      } drop{vals, lastUse, op, here};
       ins.clear();
       for (const Value* v : op.operands) {
         auto it = vals.find(v);

@@ -1,4 +1,5 @@
 #include "ir/parser.h"
+#include "support/regular_file.h"
 
 #include <charconv>
 #include <cmath>
@@ -404,7 +405,7 @@ class Parser {
         SourceLoc dimLoc = tok_.loc;
         int64_t d = integer();
         if (d < 0 || d > kMaxDim) fail("dimension " + std::to_string(d) + " is out of range", dimLoc);
-        if (__builtin_mul_overflow(numel, d, &numel) || numel > (int64_t(1) << 48))
+        if (__builtin_mul_overflow(numel, d, &numel) || numel > kMaxElements)
           fail("shape has too many elements", shapeLoc);
         t.shape.push_back(d);
         if (!isPunct(",")) break;
@@ -434,12 +435,8 @@ std::unique_ptr<Module> parseFile(const std::string& path) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     return parseModule(text, "<stdin>");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error("cannot read '" + path + "'");
-  return parseModule(ss.str(), path);
+  // A regular file only: a directory read as an empty module, and a named pipe blocked.
+  return parseModule(readRegularFile(path), path);
 }
 
 }  // namespace fusec

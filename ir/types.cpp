@@ -33,6 +33,13 @@ int dtypeBytes(DType d) {
   return 0;
 }
 
+int64_t checkedNumel(std::initializer_list<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxElements) return -1;
+  return n;
+}
+
 int64_t Type::numel() const {
   uint64_t n = 1;  // unsigned: a hostile shape wraps instead of overflowing (the parser bounds shapes)
   for (int64_t d : shape) n *= uint64_t(d);

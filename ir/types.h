@@ -1,11 +1,19 @@
 // Element types and tensor types of the fusec IR.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace fusec {
+
+// The most elements one tensor may have (2^48: 1 PiB of f32), checked with overflow-checked
+// arithmetic wherever a shape comes from outside (the .fir parser, the CLI's model sizes), so
+// that no product of dimensions wraps around.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+// The element count of `dims`, or -1 when it passes kMaxElements (or a product overflows).
+int64_t checkedNumel(std::initializer_list<int64_t> dims);
 
 enum class DType : uint8_t { f32, bf16, f16, i64, i32, boolean };
 

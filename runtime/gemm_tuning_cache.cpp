@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -113,11 +114,15 @@ bool GemmTuningCache::dirty() const {
 }
 
 std::optional<std::map<std::string, GemmTuning>> GemmTuningCache::readFile(bool warnOnBad) const {
-  std::ifstream f(path_, std::ios::binary);
-  if (!f) return std::nullopt;  // absent: nothing tuned yet
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return std::nullopt;  // absent: nothing tuned yet
   std::stringstream text;
-  text << f.rdbuf();
   try {
+    // Only a regular file is read: a named pipe in the cache directory would block forever.
+    if (!S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
+    std::ifstream f(path_, std::ios::binary);
+    if (!f) return std::nullopt;
+    text << f.rdbuf();
     const nlohmann::json j = nlohmann::json::parse(text.str());
     if (j.at("format").get<std::string>() != kFormat) throw std::runtime_error("unknown format");
     // The name says which device and library wrote it; the header proves it (a copied or

@@ -35,6 +35,12 @@ void checkRun(const ModelConfig& cfg, int64_t batch, int64_t seq) {
   if (seq > cfg.ctx)
     throw Error("sequence length " + std::to_string(seq) + " exceeds the context length " + std::to_string(cfg.ctx) +
                 " of model '" + cfg.name + "'");
+  // The step's largest activations: the logits, the FFN's hidden values, the attention scores.
+  for (int64_t n : {checkedNumel({batch, seq, cfg.vocab}), checkedNumel({batch, seq, cfg.dFF}),
+                    checkedNumel({batch, cfg.heads, seq, seq})})
+    if (n < 0)
+      throw Error("batch " + std::to_string(batch) + " x sequence " + std::to_string(seq) + " of model '" + cfg.name +
+                  "' makes tensors of more than 2^48 elements");
 }
 
 // Causal multi-head self-attention with RoPE on q and k; x is [B, T, d].
@@ -101,6 +107,17 @@ void validate(const ModelConfig& c) {
     throw Error(what + "head size " + std::to_string(c.dModel / c.heads) + " must be even for RoPE");
   if (!(c.ropeTheta > 0) || !std::isfinite(c.ropeTheta)) throw Error(what + "rope theta must be positive");
   if (!(c.eps > 0) || !std::isfinite(c.eps)) throw Error(what + "eps must be positive");
+  // Sizes from the command line: every weight (and the whole model) within one limit, with no
+  // product that wraps around.
+  if (c.layers > kMaxLayers)
+    throw Error(what + std::to_string(c.layers) + " layers is more than the " + std::to_string(kMaxLayers) + " fusec compiles");
+  const int64_t perLayer = checkedNumel({c.dModel, c.dFF});
+  const int64_t sizes[] = {checkedNumel({c.vocab, c.dModel}), perLayer, checkedNumel({c.dModel, c.dModel}),
+                           perLayer < 0 ? -1 : checkedNumel({c.layers, perLayer, 4})};
+  for (int64_t n : sizes)
+    if (n < 0)
+      throw Error(what + "its weights would hold more than 2^48 elements (vocab " + std::to_string(c.vocab) + ", d_model " +
+                  std::to_string(c.dModel) + ", d_ff " + std::to_string(c.dFF) + ", layers " + std::to_string(c.layers) + ")");
 }
 
 std::vector<ParamSpec> parameterSpecs(const ModelConfig& c) {

@@ -28,7 +28,11 @@ struct ModelConfig {
 // small medium large xl 2.7B tiny; throws Error("unknown model 'x' (known: ...)").
 ModelConfig namedConfig(const std::string& name);
 std::vector<std::string> modelNames();
-// Throws Error unless every size is positive, d_model % heads == 0 and d_head is even.
+// The most transformer blocks a model may have: a step's graph grows with them, and a size far
+// past any trained model is a typo, not a request.
+constexpr int64_t kMaxLayers = 4096;
+// Throws Error unless every size is positive, d_model % heads == 0, d_head is even, there are
+// at most kMaxLayers layers and no weight (nor the whole model) passes kMaxElements.
 void validate(const ModelConfig&);
 
 enum class Init { Linear, Embedding, Ones, Zeros };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -19,11 +20,11 @@ struct Result {
   std::string err, out;
 };
 
-Result runFusec(const std::string& args) {
+Result runFusec(const std::string& args, const std::string& prefix = "") {
   auto dir = std::filesystem::temp_directory_path();
   std::string errPath = (dir / ("fusec_cli_err_" + std::to_string(::getpid()))).string();
   std::string outPath = (dir / ("fusec_cli_out_" + std::to_string(::getpid()))).string();
-  std::string cmd = std::string(FUSEC_BINARY) + " " + args + " >" + outPath + " 2>" + errPath;
+  std::string cmd = prefix + std::string(FUSEC_BINARY) + " " + args + " >" + outPath + " 2>" + errPath;
   int raw = std::system(cmd.c_str());
   Result r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
@@ -121,6 +122,79 @@ TEST(CLI, OptWritesOutputFileThatReparsesIdentically) {
   ss << in.rdbuf();
   EXPECT_EQ(ss.str(), again.out);
   std::filesystem::remove(out);
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Reliability (issue 39): inputs that used to hang, crash or pass silently
+
+// A scratch directory, removed with what it holds.
+struct Scratch {
+  std::filesystem::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+};
+
+// Every file a command reads may be a named pipe: refused at once (a `timeout` makes a hang a
+// failure, not a stuck test), as is a directory given as a program.
+TEST(CLI, NamedPipesAndDirectoriesAreRefusedNotWaitedOn) {
+  Scratch d("fusec_cli_fifo");
+  const std::string fifo = d / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_directories(d / "ck");
+  ASSERT_EQ(::mkfifo((d / "ck/checkpoint.safetensors").c_str(), 0600), 0);
+  const std::string pipe = "cannot read '" + fifo + "': not a regular file (a named pipe)";
+  struct Case {
+    std::string args, want;
+  };
+  for (const Case& c : {Case{"opt " + fifo, pipe},
+                        Case{"opt " + d.dir.string(), "cannot read '" + d.dir.string() + "': not a regular file (a directory)"},
+                        Case{"run --program forward --model tiny --weights " + fifo + " --random-inputs --out " + (d / "o"), pipe},
+                        Case{"run --program forward --model tiny --inputs " + fifo + " --out " + (d / "o"), pipe},
+                        Case{"run --program train_step --model tiny --data " + fifo + " --steps 1 --device cpu", pipe},
+                        Case{"run --program train_step --model tiny --random-inputs --steps 2 --device cpu --resume " + (d / "ck"),
+                             "not a regular file (a named pipe)"}}) {
+    Result r = runFusec(c.args, "timeout 60 ");
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+// Model sizes whose element counts overflow int64 (or pass 2^48) are one line, never a crash
+// or a silently wrong statistic; so are seeds that are not 64-bit unsigned integers.
+TEST(CLI, SizesThatOverflowAndBadSeedsAreOneLine) {
+  Scratch d("fusec_cli_sizes");
+  for (const std::string& args :
+       {"run --init-weights " + (d / "w") + " --model tiny --vocab 4611686018427387904",
+        std::string("run --program train_step --model tiny --random-inputs --device cpu --d-ff 2305843009213693952"),
+        std::string("compile --model tiny --vocab 9223372036854775807 --stats"),
+        std::string("compile --model tiny --layers 100000 --stats"),
+        std::string("compile --model tiny --program train_step --batch 4611686018427387904 --ctx 8 --stats"),
+        "run --init-weights " + (d / "w") + " --model tiny --seed -1",
+        "run --init-weights " + (d / "w") + " --model tiny --seed 18446744073709551616"}) {
+    Result r = runFusec(args, "timeout 60 ");
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1) << args << "\n" << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d / "w"));
+  Result ok = runFusec("run --init-weights " + (d / "w") + " --model tiny --seed 18446744073709551615");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
+// Output that cannot be written is a failure: exit 1 with one line, not exit 0.
+TEST(CLI, OutputToAFullDiskFails) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  for (const char* args : {"opt " FUSEC_SOURCE_DIR "/examples/mlp.fir", "compile --model tiny --stats"}) {
+    const std::string cmd = std::string(FUSEC_BINARY) + " " + args + " >/dev/full 2>/dev/null";
+    const int raw = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 1) << args;
+  }
 }
 
 }  // namespace

@@ -68,6 +68,33 @@ std::vector<Bindings> train(const Graph& g, std::vector<Bindings> env, const std
   return env;
 }
 
+// `one` (the whole batch) and `dp` (`ranks` ranks of perRank sequences each) trained 3 steps
+// from the same weights on the same sequences: the losses agree to fp32 rounding (1e-5), the
+// weights to 1e-4, and every rank holds the same weights. Returns each program's final state.
+struct BothRuns {
+  std::vector<Bindings> single, job;
+};
+BothRuns trainAndCompare(const api::Model& model, const models::ModelConfig& cfg, const Graph& one, const Graph& dp,
+                         int ranks, int64_t perRank) {
+  Bindings w = initParameters(cfg, 3), wJob = initParameters(cfg, 3);
+  bindProgramState(one, w);
+  bindProgramState(dp, wJob);  // its own moments' shapes (a share of them when sharded)
+  const HostTensor ids = tokens(perRank * ranks, 1, cfg.vocab), targets = tokens(perRank * ranks, 2, cfg.vocab);
+  std::vector<float> want, got;
+  BothRuns out;
+  out.single = train(one, {w}, {{{"ids", ids}, {"targets", targets}}}, 3, want);
+  std::vector<Bindings> batches;
+  for (int r = 0; r < ranks; ++r)
+    batches.push_back({{"ids", rows(ids, r * perRank, perRank)}, {"targets", rows(targets, r * perRank, perRank)}});
+  out.job = train(dp, std::vector<Bindings>(size_t(ranks), wJob), batches, 3, got);
+  for (int s = 0; s < 3; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-5 * std::abs(want[size_t(s)])) << "step " << s + 1;
+  for (const api::ParamInfo& p : model.params()) {
+    EXPECT_LT(relDiff(out.job[0].at(p.name), out.single[0].at(p.name)), 1e-4) << p.name;
+    for (int r = 1; r < ranks; ++r) EXPECT_EQ(out.job[size_t(r)].at(p.name).f, out.job[0].at(p.name).f) << p.name << " rank " << r;
+  }
+  return out;
+}
+
 class DataParallel : public ::testing::TestWithParam<int> {};
 
 TEST_P(DataParallel, RanksEqualOneRankWithTheirBatchesTogether) {
@@ -86,21 +113,7 @@ TEST_P(DataParallel, RanksEqualOneRankWithTheirBatchesTogether) {
   for (auto& op : dp.graph().ops) collectives += isCollective(op->kind);
   EXPECT_GT(collectives, 2);  // the loss and several buckets
 
-  Bindings w = initParameters(cfg, 3);
-  bindProgramState(one.graph(), w);
-  const HostTensor ids = tokens(perRank * ranks, 1, cfg.vocab), targets = tokens(perRank * ranks, 2, cfg.vocab);
-  std::vector<float> want, got;
-  std::vector<Bindings> single = train(one.graph(), {w}, {{{"ids", ids}, {"targets", targets}}}, 3, want);
-  std::vector<Bindings> batches;
-  for (int r = 0; r < ranks; ++r)
-    batches.push_back({{"ids", rows(ids, r * perRank, perRank)}, {"targets", rows(targets, r * perRank, perRank)}});
-  std::vector<Bindings> job = train(dp.graph(), std::vector<Bindings>(size_t(ranks), w), batches, 3, got);
-
-  for (int s = 0; s < 3; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-5 * std::abs(want[size_t(s)])) << "step " << s + 1;
-  for (const api::ParamInfo& p : model->params()) {
-    EXPECT_LT(relDiff(job[0].at(p.name), single[0].at(p.name)), 1e-4) << p.name;
-    for (int r = 1; r < ranks; ++r) EXPECT_EQ(job[size_t(r)].at(p.name).f, job[0].at(p.name).f) << p.name << " rank " << r;
-  }
+  trainAndCompare(*model, cfg, one.graph(), dp.graph(), ranks, perRank);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DataParallel, ::testing::Values(2, 4));
@@ -131,21 +144,9 @@ TEST_P(DataParallel, ShardedOptimizerEqualsOneRankAndHoldsAShareOfTheMoments) {
   EXPECT_EQ(momentsDp, wanted);
   EXPECT_LT(dp.stats().residentBytes, one.stats().residentBytes);
 
-  Bindings w = initParameters(cfg, 3);
-  bindProgramState(one.graph(), w);
-  Bindings wShard = initParameters(cfg, 3);
-  bindProgramState(dp.graph(), wShard);  // zero moments of the shard's shape
-  const HostTensor ids = tokens(perRank * ranks, 1, cfg.vocab), targets = tokens(perRank * ranks, 2, cfg.vocab);
-  std::vector<float> want, got;
-  std::vector<Bindings> single = train(one.graph(), {w}, {{{"ids", ids}, {"targets", targets}}}, 3, want);
-  std::vector<Bindings> batches;
-  for (int r = 0; r < ranks; ++r)
-    batches.push_back({{"ids", rows(ids, r * perRank, perRank)}, {"targets", rows(targets, r * perRank, perRank)}});
-  std::vector<Bindings> job = train(dp.graph(), std::vector<Bindings>(size_t(ranks), wShard), batches, 3, got);
-  for (int s = 0; s < 3; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-5 * std::abs(want[size_t(s)])) << "step " << s + 1;
+  const BothRuns both = trainAndCompare(*model, cfg, one.graph(), dp.graph(), ranks, perRank);
+  const std::vector<Bindings>&single = both.single, &job = both.job;
   for (const api::ParamInfo& p : model->params()) {
-    EXPECT_LT(relDiff(job[0].at(p.name), single[0].at(p.name)), 1e-4) << p.name;
-    for (int r = 1; r < ranks; ++r) EXPECT_EQ(job[size_t(r)].at(p.name).f, job[0].at(p.name).f) << p.name << " rank " << r;
     // Rank r's moments are rows [r*k, (r+1)*k) of the unsharded run's.
     const HostTensor& m = single[0].at(p.name + ".exp_avg");
     for (int r = 0; r < ranks; ++r) {

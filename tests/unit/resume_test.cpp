@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <random>
 
 namespace fusec::test {
 namespace {
@@ -89,13 +92,87 @@ TEST(TrainingCheckpoint, MissingCorruptOrForeignFilesAreOneLine) {
   // A loss count that disagrees with the step.
   Bindings t = sample().state;
   t["loss"] = HostTensor::zeros(Type{DType::f32, {3}});
-  saveSafetensors(file, t, {{"fusec_checkpoint", "1"}, {"fusec_step", "2"}});
+  saveSafetensors(file, t, {{"fusec_checkpoint", "2"}, {"fusec_step", "2"}});
   EXPECT_EQ(errorOf([&] { loadCheckpoint(d.path); }),
             file + ": not a fusec training checkpoint ('loss' is f32[3] at step 2, expected f32[2])");
-  saveSafetensors(file, t, {{"fusec_checkpoint", "1"}, {"fusec_step", "-4"}});
+  saveSafetensors(file, t, {{"fusec_checkpoint", "2"}, {"fusec_step", "-4"}});
   EXPECT_EQ(errorOf([&] { loadCheckpoint(d.path); }), file + ": not a fusec training checkpoint (step count '-4')");
-  saveSafetensors(file, t, {{"fusec_checkpoint", "2"}, {"fusec_step", "3"}});
-  EXPECT_EQ(errorOf([&] { loadCheckpoint(d.path); }), file + ": a checkpoint of format 2, this fusec reads format 1");
+  saveSafetensors(file, t, {{"fusec_checkpoint", "1"}, {"fusec_step", "3"}});
+  EXPECT_EQ(errorOf([&] { loadCheckpoint(d.path); }), file + ": a checkpoint of format 1, this fusec reads format 2");
+  // Whole but without its checksum.
+  t["loss"] = HostTensor::zeros(Type{DType::f32, {2}});
+  saveSafetensors(file, t, {{"fusec_checkpoint", "2"}, {"fusec_step", "2"}});
+  EXPECT_EQ(errorOf([&] { loadCheckpoint(d.path); }), file + ": not a fusec training checkpoint (no checksum)");
+}
+
+// A data position no sampler wrote (all-zero state words, which would draw zeros for ever, or
+// the wrong count) is refused in one line, even with a checksum that matches it.
+TEST(Resume, ADataPositionThatIsNoSamplerStateIsRefused) {
+  ScratchDir d("fusec_resume_rng");
+  const std::string tokens = d.path + "/tokens.u16";
+  writeTinyTokens(tokens, 5000);
+  const std::string common = " --model tiny --program train_step --data " + tokens + " --batch 2 --ctx 8 --device cpu";
+  const std::string ck = d.path + "/ck";
+  auto [o1, rc1] = runCommand(fusecRunIn(d.path, common + " --steps 1 --checkpoint " + ck));
+  ASSERT_EQ(rc1, 0) << o1;
+  std::string zeros;
+  for (int k = 0; k < 312; ++k) zeros += "0 ";
+  for (const std::string& state : {zeros + "312", std::string("1 2 3")}) {
+    TrainingCheckpoint c = loadCheckpoint(ck);
+    c.dataState = state;
+    saveCheckpoint(ck, std::move(c));  // a fresh checksum: only the state itself is wrong
+    auto [o2, rc2] = runCommand(fusecRunIn(d.path, common + " --steps 2 --resume " + ck));
+    EXPECT_NE(rc2, 0) << o2;
+    EXPECT_NE(o2.find("no readable --data position in the checkpoint"), std::string::npos) << o2;
+  }
+}
+
+// One run a checkpoint directory: a second one is refused while the first holds it.
+TEST(TrainingCheckpoint, ADirectoryIsOneRunsAtATime) {
+  ScratchDir d("fusec_checkpoint_lock");
+  std::optional<CheckpointDirLock> first;
+  first.emplace(d.path);
+  EXPECT_EQ(errorOf([&] { CheckpointDirLock second(d.path); }),
+            "--checkpoint " + d.path + ": another fusec run is writing checkpoints there");
+  first.reset();
+  EXPECT_NO_THROW(CheckpointDirLock again(d.path));
+}
+
+// Any single damaged byte is refused in one line, or (where the format cannot see it, such as
+// a space in the header's JSON) the checkpoint still reads back exactly as written.
+TEST(TrainingCheckpoint, DamagedBytesAreRefusedOrHarmless) {
+  ScratchDir d("fusec_checkpoint_flips");
+  saveCheckpoint(d.path, sample());
+  const std::string file = checkpointPath(d.path);
+  const TrainingCheckpoint good = loadCheckpoint(d.path);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::mt19937 rng(11);
+  int refused = 0;
+  for (int k = 0; k < 400; ++k) {
+    std::string damaged = bytes;
+    const size_t at = rng() % damaged.size();
+    damaged[at] = char(uint8_t(damaged[at]) ^ uint8_t(1 + rng() % 255));
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(damaged.data(), std::streamsize(damaged.size()));
+    }
+    try {
+      const TrainingCheckpoint c = loadCheckpoint(d.path);
+      EXPECT_EQ(c.step, good.step) << "byte " << at;
+      EXPECT_EQ(c.losses, good.losses) << "byte " << at;
+      EXPECT_EQ(c.dataState, good.dataState) << "byte " << at;
+      EXPECT_EQ(c.run, good.run) << "byte " << at;
+      for (const auto& [name, t] : good.state) EXPECT_EQ(c.state.at(name).f, t.f) << name << " byte " << at;
+    } catch (const Error& e) {
+      ++refused;
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(refused, 300);
 }
 
 }  // namespace

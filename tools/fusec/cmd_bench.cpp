@@ -138,7 +138,7 @@ Command addBenchCommand(CLI::App& app) {
       ->delimiter(',')
       ->type_name("LIST");
   cmd->add_option("--iters", a->iters, "Timed iterations per row (default: 10)")->type_name("N");
-  cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
+  addSeedFlag(*cmd, a->seed, "Seed of the weights and tokens (default: 0)");
   cmd->add_option("--format", a->format, "table (default), json (one object per row) or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->type_name("FORMAT");

@@ -147,7 +147,7 @@ Command addProfileCommand(CLI::App& app) {
   a->overrides.add(*cmd);
   cmd->add_option("--iters", a->iters, "Timed runs; each launch's median is reported (default: 10)")->type_name("N");
   cmd->add_option("--warmup", a->warmup, "Untimed runs first (default: 3; at least 2, the graph capture)")->type_name("N");
-  cmd->add_option("--seed", a->seed, "Seed of the weights and tokens (default: 0)")->type_name("S");
+  addSeedFlag(*cmd, a->seed, "Seed of the weights and tokens (default: 0)");
   cmd->add_option("--data", a->data,
                   "Profile on --batch windows of --ctx tokens drawn (with --seed) from a flat token file (CS336's "
                   "np.memmap format) instead of uniformly random ids: how ids repeat (real text is skewed) changes the "

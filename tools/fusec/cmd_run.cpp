@@ -37,6 +37,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -74,6 +75,7 @@ struct RunArgs {
   std::string checkpoint, resume;
   int64_t checkpointEvery = 100;
   CLI::Option* oCheckpointEvery = nullptr;
+  CLI::Option *oCheckpoint = nullptr, *oResume = nullptr;
   int64_t gpus = 0;  // 0: not given
   double bucketMb = 25;
   CLI::Option* oBucketMb = nullptr;
@@ -149,6 +151,18 @@ api::Program checkedProgram(const api::Model& model, const std::string& program,
   try {
     api::Program p = model.programFor(program, inputs);
     model.validateInputs(p, inputs);
+    // Every tensor is one a program of the model takes (their example inputs name them; one
+    // file may feed both forward and train_step): an extra one is a mistake, as in a weights file.
+    std::set<std::string> wanted;
+    for (const std::string& prog : model.programs())
+      if (prog == p.name || prog == "train_step")
+        for (const auto& [n, t] : model.exampleInputs(api::Program{prog, p.batch, p.seq}, 0)) wanted.insert(n);
+    for (const auto& [name, t] : inputs)
+      if (!wanted.count(name)) {
+        std::string names;
+        for (const std::string& n : wanted) names += (names.empty() ? "" : ", ") + n;
+        throw Error("unexpected tensor '" + name + "' (the model's programs take " + names + ")");
+      }
     return p;
   } catch (const Error& e) {
     throw Error(file + ": " + e.what());
@@ -204,8 +218,17 @@ class StepInputs {
   }
   void restoreDataState(const std::string& state, const std::string& what) {
     if (!tokens_) return;
+    // std::mt19937_64's text: its 312 state words, then its position in them (at most 312).
+    // An all-zero state draws zeros for ever (the sampler would never find a window), and
+    // another count or position is not a state the sampler ever wrote.
+    std::istringstream words(state);
+    std::vector<uint64_t> w;
+    for (uint64_t x; words >> x;) w.push_back(x);
+    const bool whole = words.eof() && w.size() == std::mt19937_64::state_size + 1 &&
+                       w.back() <= std::mt19937_64::state_size &&
+                       std::any_of(w.begin(), w.end() - 1, [](uint64_t x) { return x != 0; });
     std::istringstream s(state);
-    if (state.empty() || !(s >> rng_)) throw Error(what + ": no readable --data position in the checkpoint");
+    if (!whole || !(s >> rng_)) throw Error(what + ": no readable --data position in the checkpoint");
   }
   // The inputs of step `step` (0-based). Drawn ones are checked by the model, as the file's
   // are (checkedProgram: a token outside the vocabulary is one line naming the source).
@@ -313,6 +336,8 @@ int runRank(RunArgs& a, const api::Model& model) {
 
 int runProgram(RunArgs& a, const api::Model& model) {
   if (a.program.empty()) throw Error("run: --program forward|train_step is required (or --init-weights OUT)");
+  if (a.oCheckpoint->count() && a.checkpoint.empty()) throw Error("run: --checkpoint needs a directory, got ''");
+  if (a.oResume->count() && a.resume.empty()) throw Error("run: --resume needs a directory, got ''");
   if (a.ranks > 1 && a.program != "train_step") throw Error("run: --gpus applies to --program train_step");
   if (a.ranks > 1 && a.device == "cpu") throw Error("run: --gpus runs on GPUs; drop --device cpu");
   if (a.out.empty() && a.program != "train_step") throw Error("run: --out is required");
@@ -331,6 +356,9 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (!a.resume.empty() && !a.weights.empty())
     throw Error("run: --resume takes the weights from its checkpoint; drop --weights");
   if (!a.checkpoint.empty()) requireCheckpointDir(a.checkpoint);  // before the training, not K steps into it
+  // One run a checkpoint directory (rank 0 writes for a job).
+  std::optional<CheckpointDirLock> lock;
+  if (!a.checkpoint.empty() && a.rank == 0) lock.emplace(a.checkpoint);
 
   // Everything is checked before the (slow) compile and run; the program takes its shape
   // from the inputs.
@@ -527,15 +555,15 @@ Command addRunCommand(CLI::App& app) {
   cmd->add_option("--model", a->model, "Model (default: small): " + models::builtinModelNames())->type_name("NAME");
   a->overrides.add(*cmd);
   a->adamw.add(*cmd);
-  cmd->add_option("--seed", a->seed, "Seed for initialised weights (default 0)");
-  cmd->add_option("--checkpoint", a->checkpoint,
+  addSeedFlag(*cmd, a->seed, "Seed for initialised weights (default 0)");
+  a->oCheckpoint = cmd->add_option("--checkpoint", a->checkpoint,
                   "train_step: write a checkpoint (weights, AdamW moments, step, losses, data position) into DIR "
                   "every --checkpoint-every steps and after the last, atomically")
       ->type_name("DIR");
   a->oCheckpointEvery =
       cmd->add_option("--checkpoint-every", a->checkpointEvery, "train_step: steps between checkpoints (default 100)")
           ->type_name("K");
-  cmd->add_option("--resume", a->resume,
+  a->oResume = cmd->add_option("--resume", a->resume,
                   "train_step: go on from DIR's checkpoint up to --steps, as if the run had never stopped (the same "
                   "flags as the run that wrote it)")
       ->type_name("DIR");

@@ -1,6 +1,7 @@
 #include "tools/fusec/common_flags.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -42,6 +43,20 @@ void addDtypeFlag(CLI::App& cmd, std::vector<std::string>& dtypes, const std::st
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->type_name("LIST");
+}
+
+void addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help) {
+  const CLI::Validator digits(
+      [](std::string& text) -> std::string {
+        uint64_t v = 0;
+        const bool onlyDigits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (!onlyDigits || err != std::errc() || end != text.data() + text.size())
+          return "must be an integer in 0.." + std::to_string(UINT64_MAX) + ", got '" + text + "'";
+        return "";
+      },
+      "UINT64");
+  cmd.add_option("--seed", seed, help)->type_name("S")->check(digits);
 }
 
 DType dtypeOf(const std::string& flag) { return flag == "bf16" ? DType::bf16 : DType::f32; }

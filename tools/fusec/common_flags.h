@@ -32,6 +32,10 @@ void addDtypeFlag(CLI::App& cmd, std::string& dtype, const std::string& defaultT
 void addDtypeFlag(CLI::App& cmd, std::vector<std::string>& dtypes, const std::string& defaultText);
 DType dtypeOf(const std::string& flag);  // "fp32" -> f32, "bf16" -> bf16
 
+// --seed S: an integer in 0..2^64-1, written in decimal digits (CLI11 alone would take "-1" as
+// 2^64-1 and silently clamp larger numbers).
+void addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help);
+
 // --attention: fused or naive; "" (not given) is the program's default.
 void addAttentionFlag(CLI::App& cmd, std::string& attention, const std::string& defaultText);
 AttentionLowering attentionOf(const std::string& flag);

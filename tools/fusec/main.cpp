@@ -1,5 +1,7 @@
 // fusec: a kernel-fusion compiler for transformer graphs. Every failure ends as one line on
 // stderr and exit code 1.
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "ir/graph.h"
@@ -32,7 +34,12 @@ int main(int argc, char** argv) {
   try {
     for (auto& run : commands) {
       int rc = run();
-      if (rc >= 0) return rc;
+      if (rc < 0) continue;
+      // Whatever a command printed is its result: one that did not reach stdout (a full disk,
+      // a closed pipe) is a failure, not exit 0.
+      std::cout.flush();
+      if (!std::cout) throw fusec::Error(std::string("cannot write the output to stdout: ") + std::strerror(errno));
+      return rc;
     }
   } catch (const std::bad_alloc&) {
     std::cerr << "error: " << rank << "out of memory\n";
