@@ -477,7 +477,12 @@ HostTensor scatterAdd(const Op& op, const HostTensor& base, const HostTensor& id
 // acc[n] += x * row[n] in double for n < count: the interpreter's GEMM inner loop. Each acc[n]
 // is its own sum, so vector instructions change no result; -O2 leaves this loop scalar, and
 // the CPU runs of real models spend most of their time here.
-[[gnu::optimize("tree-vectorize")]] void accumulateRow(double* acc, double x, const float* row, int64_t count) {
+#if defined(__clang__)  // clang vectorises at -O2 and has no optimize attribute
+#define FUSEC_VECTORIZE
+#else
+#define FUSEC_VECTORIZE [[gnu::optimize("tree-vectorize")]]
+#endif
+FUSEC_VECTORIZE void accumulateRow(double* acc, double x, const float* row, int64_t count) {
   for (int64_t n = 0; n < count; ++n) acc[n] += x * double(row[n]);
 }
 
