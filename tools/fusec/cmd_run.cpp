@@ -145,20 +145,22 @@ SafetensorsMetadata metadataOf(const api::Model& m) {
 }
 
 // The inputs of one call, checked against the model before anything is compiled; errors name
-// the file.
+// the file. `fromFile`: the user's --inputs file, whose tensor names are checked too (a batch
+// fusec draws itself holds only the program's, so the per-step check skips that work).
 api::Program checkedProgram(const api::Model& model, const std::string& program, const std::string& file,
-                            const Bindings& inputs) {
+                            const Bindings& inputs, bool fromFile) {
   try {
     api::Program p = model.programFor(program, inputs);
     model.validateInputs(p, inputs);
     // Every tensor is one a program of the model takes (their example inputs name them; one
     // file may feed both forward and train_step): an extra one is a mistake, as in a weights file.
     std::set<std::string> wanted;
-    for (const std::string& prog : model.programs())
-      if (prog == p.name || prog == "train_step")
-        for (const auto& [n, t] : model.exampleInputs(api::Program{prog, p.batch, p.seq}, 0)) wanted.insert(n);
+    if (fromFile)
+      for (const std::string& prog : model.programs())
+        if (prog == p.name || prog == "train_step")
+          for (const auto& [n, t] : model.exampleInputs(api::Program{prog, p.batch, p.seq}, 0)) wanted.insert(n);
     for (const auto& [name, t] : inputs)
-      if (!wanted.count(name)) {
+      if (fromFile && !wanted.count(name)) {
         std::string names;
         for (const std::string& n : wanted) names += (names.empty() ? "" : ", ") + n;
         throw Error("unexpected tensor '" + name + "' (the model's programs take " + names + ")");
@@ -420,7 +422,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   }
 
   Bindings inputs = source.at(first);
-  const api::Program p = checkedProgram(model, a.program, source.label(), inputs);
+  const api::Program p = checkedProgram(model, a.program, source.label(), inputs, !source.drawn());
   // Weights from a file (--weights, or an imported model's weights.safetensors) are read and
   // checked before the compile; they must be finite: a NaN there makes every loss NaN,
   // silently. The zoo's initialisation (finite) comes after it, so that a model that does
@@ -462,7 +464,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
     const auto started = std::chrono::steady_clock::now();
     if (step > first && source.drawn()) {
       inputs = source.at(step);
-      checkedProgram(model, a.program, source.label(), inputs);
+      checkedProgram(model, a.program, source.label(), inputs, false);
     }
     std::vector<HostTensor> outs = program.step(inputs);
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
