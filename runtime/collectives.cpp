@@ -41,6 +41,17 @@ double stepTimeoutSeconds() {
   return s;
 }
 
+// FUSEC_COMM_SMS: the SMs (NCCL's CTAs, one a channel) the collectives get; 0 leaves the count
+// to NCCL and reserves none for them.
+int commSmsFromEnvironment() {
+  const char* v = std::getenv("FUSEC_COMM_SMS");
+  if (!v || !*v) return kDefaultCommSms;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end || n < 0 || n > 64) throw Error("FUSEC_COMM_SMS must be a whole number from 0 to 64, got '" + std::string(v) + "'");
+  return int(n);
+}
+
 }  // namespace
 
 [[noreturn]] void stopRank(const std::string& line) {
@@ -59,6 +70,7 @@ struct Communicator::Impl {
   std::unique_ptr<Rendezvous> rendezvous;
   ncclComm_t comm = nullptr;
   double stepTimeout = 300;
+  int sms = 0;
   bool finished = false;  // finish() or fail() said how this rank ends
 };
 
@@ -66,6 +78,7 @@ Communicator::Communicator(const JobAddress& job, const std::string& fingerprint
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.stepTimeout = stepTimeoutSeconds();
+  m.sms = commSmsFromEnvironment();
   ncclUniqueId id{};
   std::string blob;
   if (job.rank == 0) {
@@ -77,7 +90,10 @@ Communicator::Communicator(const JobAddress& job, const std::string& fingerprint
   std::memcpy(&id, m.rendezvous->blob().data(), sizeof id);
   // From here a lost peer stops this rank: NCCL's initialisation itself waits on every rank.
   m.rendezvous->watch([](const std::string& line) { stopRank(line); });
-  check(ncclCommInitRank(&m.comm, job.ranks, id, job.rank), "joining the job (rank " + std::to_string(job.rank) + ")");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (m.sms > 0) config.minCTAs = config.maxCTAs = m.sms;
+  check(ncclCommInitRankConfig(&m.comm, job.ranks, id, job.rank, &config),
+        "joining the job (rank " + std::to_string(job.rank) + ")");
   gComm.store(m.comm);
 }
 
@@ -91,6 +107,7 @@ Communicator::~Communicator() {
 
 int Communicator::rank() const { return impl_->rendezvous->rank(); }
 int Communicator::ranks() const { return impl_->rendezvous->ranks(); }
+int Communicator::reservedSms() const { return impl_->sms; }
 
 std::string Communicator::ncclVersion() const {
   int v = 0;

@@ -17,6 +17,9 @@
 
 namespace fusec::rt {
 
+// The SMs a job's collectives get unless FUSEC_COMM_SMS says otherwise (see reservedSms).
+constexpr int kDefaultCommSms = 0;
+
 class Communicator {
  public:
   // Joins `job` on the current CUDA device. Throws Error (one line): no NCCL, a rendezvous
@@ -28,6 +31,9 @@ class Communicator {
 
   int rank() const;
   int ranks() const;
+  // The SMs the collectives run on (NCCL's CTAs, fixed at this count), which the GEMMs that
+  // may overlap them leave free (runtime/executable.cpp); 0: NCCL's own count, none reserved.
+  int reservedSms() const;
   std::string ncclVersion() const;
 
   // Enqueue on `stream` (a cudaStream_t); between groupStart and groupEnd NCCL fuses the calls

@@ -121,12 +121,12 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int alignB, int alignC,
+CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int alignB, int alignC, int sms,
                                             const std::string& what) {
-  auto key = std::make_tuple(shapeKey(p), alignA, alignB, alignC);
+  auto key = std::make_tuple(shapeKey(p), alignA, alignB, alignC, sms);
   if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
   auto e = std::make_unique<Entry>();
-  e->key = gemmTuningKey(p, opts_.tf32, alignA, alignB, alignC);
+  e->key = gemmTuningKey(p, opts_.tf32, alignA, alignB, alignC, sms);
   const cublasComputeType_t compute =
       p.dtype == DType::f32 && opts_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FUSEC_LT(cublasLtMatmulDescCreate(&e->desc, compute, CUDA_R_32F), what);
@@ -135,6 +135,10 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
   const cublasOperation_t opB = p.a.colMajor ? CUBLAS_OP_T : CUBLAS_OP_N;
   FUSEC_LT(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), what);
   FUSEC_LT(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), what);
+  if (sms > 0) {
+    const int32_t target = sms;
+    FUSEC_LT(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof target), what);
+  }
   const cudaDataType_t dt = dataType(p.dtype);
   // Stored (column-major) extents: op N stores rows x cols of the operand as given.
   auto layout = [&](cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
@@ -320,9 +324,9 @@ bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* 
 }
 
 const GemmTuning& CublasLtGemm::run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
-                                    const std::string& what) {
+                                    const std::string& what, int sms) {
   Entry& e = entryFor(p, alignmentOf(a, p, 0, p.a.batchStride), alignmentOf(b, p, 1, p.b.batchStride),
-                      alignmentOf(c, p, 2, p.c.batchStride), what);
+                      alignmentOf(c, p, 2, p.c.batchStride), sms, what);
   if (!e.chosen) choose(e, p, a, b, c, stream, what);
   const int64_t eb = dtypeBytes(p.dtype);
   for (const auto& l : p.launches) {

@@ -58,14 +58,16 @@ class CublasLtGemm {
 
   // Runs `p` with A, B, C stored at the device addresses `a`, `b`, `c` (the storage of the
   // plan's bases; launches add their offsets). `what` names the GEMM in error messages.
+  // `sms` > 0 plans it for that many SMs (cuBLASLt's SM count target: others run beside it).
   // Returns the choice made for the plan (stable while this object lives).
-  const GemmTuning& run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream, const std::string& what);
+  const GemmTuning& run(const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream, const std::string& what,
+                        int sms = 0);
 
   size_t cachedAlgorithms() const { return cache_.size(); }
 
  private:
   struct Entry;
-  Entry& entryFor(const GemmPlan& p, int alignA, int alignB, int alignC, const std::string& what);
+  Entry& entryFor(const GemmPlan& p, int alignA, int alignB, int alignC, int sms, const std::string& what);
   // Picks e's algorithm at its first run: from the cache, by timing, or the heuristic's.
   void choose(Entry& e, const GemmPlan& p, const void* a, const void* b, void* c, cudaStream_t stream,
               const std::string& what);
@@ -77,7 +79,7 @@ class CublasLtGemm {
   GemmOptions opts_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
-  std::map<std::tuple<GemmShapeKey, int, int, int>, std::unique_ptr<Entry>> cache_;
+  std::map<std::tuple<GemmShapeKey, int, int, int, int>, std::unique_ptr<Entry>> cache_;
   std::unique_ptr<GemmTuningCache> ownTuning_;  // when opts_.tuningCache is null
   GemmTuningCache* tuning_ = nullptr;
 };

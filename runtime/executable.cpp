@@ -31,13 +31,15 @@ size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
-// FUSEC_GEMM_AUTOTUNE: unset or 1 keeps autotuning on, 0 turns it off.
-bool autotuneAllowedByEnv() {
-  const char* v = std::getenv("FUSEC_GEMM_AUTOTUNE");
+// A switch in the environment, on unless set to 0 (for A/B measurements): unset or 1 is on.
+bool envSwitch(const char* name) {
+  const char* v = std::getenv(name);
   if (!v || !*v || std::string(v) == "1") return true;
   if (std::string(v) == "0") return false;
-  throw Error("FUSEC_GEMM_AUTOTUNE must be 0 or 1, got '" + std::string(v) + "'");
+  throw Error(std::string(name) + " must be 0 or 1, got '" + v + "'");
 }
+bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE"); }
+bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY"); }
 
 }  // namespace
 
@@ -65,6 +67,7 @@ struct Executable::Impl {
     void *a = nullptr, *b = nullptr, *c = nullptr;
     std::string what;  // "GEMM <name>" for cuBLASLt's error messages, built once
     const GemmTuning* tuning = nullptr;  // set by the GEMM's first run
+    int gemmSms = 0;  // the SMs cuBLASLt plans this GEMM for (0: all): fewer where collectives may run beside it
     // A collective: its op, one (send, receive, elements) per operand, and the event its
     // readers wait for; `waits`: the collectives (list indices) whose results this entry reads.
     const Op* collective = nullptr;
@@ -193,7 +196,11 @@ struct Executable::Impl {
     }
   }
 
-  void buildLaunchList(const std::vector<codegen::GeneratedKernel>& generated) {
+  // deviceSms: the GPU's SM count, of which a GEMM launched after the first collective leaves
+  // the communicator's reservedSms() to NCCL (that collective, or a later one, may be running).
+  void buildLaunchList(const std::vector<codegen::GeneratedKernel>& generated, int deviceSms) {
+    const int reserved = opts.communicator ? opts.communicator->reservedSms() : 0;
+    bool collectiveBefore = false;
     std::map<const Op*, const codegen::GeneratedKernel*> genOf;
     {
       size_t k = 0;
@@ -233,9 +240,11 @@ struct Executable::Impl {
         e.a = storageAddress(storageOf(e.plan.a.base));
         e.b = storageAddress(storageOf(e.plan.b.base));
         e.c = storageAddress(storageOf(e.plan.c.base));
+        if (collectiveBefore && reserved > 0 && reserved < deviceSms) e.gemmSms = deviceSms - reserved;
         list.push_back(std::move(e));
       } else if (communicates(op->kind)) {
         list.push_back(collectiveEntry(*op));
+        collectiveBefore = true;
       }
       if (list.size() > before) {
         if (invariant.count(op.get())) list.back().info.once = true;
@@ -328,7 +337,7 @@ struct Executable::Impl {
       for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
       launchKernel(*e.kernel, argv, stream);
     } else {
-      e.tuning = &gemm->run(e.plan, e.a, e.b, e.c, stream, e.what);
+      e.tuning = &gemm->run(e.plan, e.a, e.b, e.c, stream, e.what, e.gemmSms);
     }
     if (check) {
       cudaError_t s = opts.syncEachLaunch ? cudaStreamSynchronize(stream) : cudaGetLastError();
@@ -374,7 +383,11 @@ struct Executable::Impl {
       throw;
     }
     FUSEC_CUDA(cudaStreamEndCapture(stream, &into), "capturing the step as a CUDA graph");
-    FUSEC_CUDA(cudaGraphInstantiate(&exec, into, 0), "instantiating the step's CUDA graph");
+    // With collectives, the graph keeps each node's stream priority (the comm stream's is the
+    // highest): without the flag every node runs at the launching stream's priority, and a
+    // bucket's reduction waits behind the backward's queued blocks.
+    const unsigned long long flags = commStream && nodePriorityAllowedByEnv() ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    FUSEC_CUDA(cudaGraphInstantiate(&exec, into, flags), "instantiating the step's CUDA graph");
   }
 };
 
@@ -418,7 +431,7 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   m.gemm = std::make_unique<CublasLtGemm>(gemmOpts);
   std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, codegen::Target{dev.sms});
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
-  m.buildLaunchList(generated);
+  m.buildLaunchList(generated, dev.sms);
 }
 
 Executable::~Executable() = default;

@@ -57,13 +57,14 @@ const char* sourceName(GemmTuning::Source s) {
   return "?";
 }
 
-std::string gemmTuningKey(const GemmPlan& p, bool tf32, int alignA, int alignB, int alignC) {
+std::string gemmTuningKey(const GemmPlan& p, bool tf32, int alignA, int alignB, int alignC, int sms) {
   const GemmShapeKey k = shapeKey(p);
   std::ostringstream s;
   s << dtypeName(k.dtype) << " compute=" << (k.dtype == DType::f32 && tf32 ? "32F_FAST_TF32" : "32F") << " M=" << k.M
     << " N=" << k.N << " K=" << k.K << " batch=" << k.batch << " a=" << (k.aCol ? "col" : "row")
     << " b=" << (k.bCol ? "col" : "row") << " ld=" << k.lda << "," << k.ldb << "," << k.ldc << " stride=" << k.sa << ","
     << k.sb << "," << k.sc << " align=" << alignA << "," << alignB << "," << alignC;
+  if (sms > 0) s << " sms=" << sms;
   return s.str();
 }
 

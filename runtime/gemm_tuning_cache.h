@@ -49,7 +49,8 @@ const char* sourceName(GemmTuning::Source s);  // "tuned", "cached", "heuristic"
 
 // The cache key of a plan: everything that decides which algorithms are valid and fast,
 // except the device and library (those name the file). `tf32` matters for f32 only.
-std::string gemmTuningKey(const GemmPlan& p, bool tf32, int alignA, int alignB, int alignC);
+// `sms` > 0: the GEMM is planned for that many SMs (cuBLASLt's SM count target); 0: all.
+std::string gemmTuningKey(const GemmPlan& p, bool tf32, int alignA, int alignB, int alignC, int sms = 0);
 
 class GemmTuningCache {
  public:

@@ -18,6 +18,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return lazyCall<&ncclCommInitRank>(library(), "ncclCommInitRank", comm, nranks, commId, rank);
 }
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  return lazyCall<&ncclCommInitRankConfig>(library(), "ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return lazyCall<&ncclCommDestroy>(library(), "ncclCommDestroy", comm); }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return lazyCall<&ncclCommAbort>(library(), "ncclCommAbort", comm); }
 const char* ncclGetErrorString(ncclResult_t result) {

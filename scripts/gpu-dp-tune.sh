@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# On a 2-GPU host: what the data-parallel step's extra time is made of, for one model and
-# batch (default medium 16): two independent 1-GPU runs at once (the host's compute alone,
-# both GPUs busy), then --gpus 2 with NCCL's defaults, with fewer NCCL channels (its kernels
-# take fewer SMs from the backward's) and with other bucket sizes. Logs to $OUT.
+# On a host with 2 or more GPUs: what the data-parallel step's extra time is made of. For each
+# model and per-GPU batch (MODELS, default "small:64 medium:16"), the 1-GPU step, then on 2, 4 ..
+# GPUs the step under each variant of VARIANTS: "name:VAR=value,VAR=value" (the variables
+# set for that run; "name:" for none), e.g. the SMs the collectives get (FUSEC_COMM_SMS, which
+# the GEMMs beside them leave free), graph node priorities (FUSEC_GRAPH_NODE_PRIORITY=0 is the
+# old behaviour), NCCL's own variables, or FUSEC_TUNE_FLAGS (extra fusec flags, '+' for spaces).
+# One line a run in $OUT/tune.txt (and on stdout); every run's log in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -10,23 +13,27 @@ BUILD=build-gpu
 OUT=${OUT:-$PWD/$BUILD/out}
 mkdir -p "$OUT"
 F=$BUILD/fusec
-MODELS=${MODELS:-medium:16 small:64}
+MODELS=${MODELS:-small:64 medium:16}
+VARIANTS=${VARIANTS:-default:}
+STEPS=${STEPS:-30}
+GPUS=$(nvidia-smi -L | wc -l)
+COUNTS=${COUNTS:-$(n=2; while (( n <= GPUS )); do echo $n; n=$((n * 2)); done)}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
-step() { grep -o 'median step [0-9.]* ms' "$1" || tail -2 "$1"; }
+step() { grep -o 'median step [0-9.]* ms' "$1" || tail -1 "$1"; }
+say() { echo "$*" | tee -a "$OUT/tune.txt"; }
 for mb in $MODELS; do
   m=${mb%:*} b=${mb#*:}
-  args=(--program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 --steps 40)
-  CUDA_VISIBLE_DEVICES=0 $F run "${args[@]}" >"$OUT/t-$m-solo0.log" 2>&1 &
-  CUDA_VISIBLE_DEVICES=1 $F run "${args[@]}" >"$OUT/t-$m-solo1.log" 2>&1
-  wait
-  echo "$m b$b two 1-GPU runs at once: $(step "$OUT/t-$m-solo0.log") / $(step "$OUT/t-$m-solo1.log")"
-  $F run --gpus 2 "${args[@]}" >"$OUT/t-$m-dp.log" 2>&1; echo "$m --gpus 2 defaults: $(step "$OUT/t-$m-dp.log")"
-  for c in 2 4 8; do
-    NCCL_MAX_NCHANNELS=$c NCCL_MIN_NCHANNELS=1 $F run --gpus 2 "${args[@]}" >"$OUT/t-$m-ch$c.log" 2>&1
-    echo "$m --gpus 2 NCCL_MAX_NCHANNELS=$c: $(step "$OUT/t-$m-ch$c.log")"
-  done
-  for mbk in 5 100; do
-    $F run --gpus 2 --bucket-mb $mbk "${args[@]}" >"$OUT/t-$m-b$mbk.log" 2>&1
-    echo "$m --gpus 2 --bucket-mb $mbk: $(step "$OUT/t-$m-b$mbk.log")"
+  args=(--program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 --steps "$STEPS")
+  timeout 300 $F run "${args[@]}" >"$OUT/t-$m-1.log" 2>&1
+  say "$m b$b 1 GPU: $(step "$OUT/t-$m-1.log")"
+  for n in $COUNTS; do
+    for v in $VARIANTS; do
+      name=${v%%:*} vars=${v#*:} envs=() extra=()
+      IFS=, read -ra envs <<<"$vars"
+      for e in "${envs[@]}"; do [[ $e == FUSEC_TUNE_FLAGS=* ]] && IFS=+ read -ra extra <<<"${e#FUSEC_TUNE_FLAGS=}"; done
+      log=$OUT/t-$m-$n-$name.log
+      env "${envs[@]}" timeout 300 $F run --gpus "$n" "${extra[@]}" "${args[@]}" >"$log" 2>&1
+      say "$m b$b $n GPUs $name: $(step "$log")"
+    done
   done
 done

@@ -71,6 +71,7 @@ TEST(GemmTuningKey, SeparatesEverythingThatDecidesTheAlgorithm) {
   EXPECT_EQ(k, rt::gemmTuningKey(p, false, 16, 16, 16));
   EXPECT_EQ(k, rt::gemmTuningKey(p, true, 16, 16, 16)) << "tf32 only changes f32 GEMMs";
   EXPECT_NE(k, rt::gemmTuningKey(p, false, 16, 16, 8)) << "alignment";
+  EXPECT_NE(k, rt::gemmTuningKey(p, false, 16, 16, 16, 120)) << "an SM count target plans another algorithm";
   auto changed = [&](auto edit) {
     rt::GemmPlan q = plan();
     edit(q);
