@@ -1,5 +1,9 @@
 #include "bench/trace.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 namespace fusec::bench {
@@ -83,6 +87,39 @@ std::string chromeTrace(const std::string& header, const std::vector<ProgramProf
   j["displayTimeUnit"] = "ms";
   j["otherData"] = {{"fusec", header}};
   return j.dump() + "\n";
+}
+
+std::string stepTimelineTrace(const std::string& header, const std::vector<rt::KernelSpan>& spans) {
+  constexpr int kComputeTid = 1, kCommTid = 2;
+  const rt::StepOverlap o = rt::stepOverlap(spans);
+  Json events = Json::array();
+  events.push_back(metadata("process_name", kGpuPid, 0, "GPU (one step, CUPTI)"));
+  events.push_back(metadata("thread_name", kGpuPid, kComputeTid, "compute"));
+  events.push_back(metadata("thread_name", kGpuPid, kCommTid, "collectives (NCCL)"));
+  uint64_t first = UINT64_MAX;
+  for (const rt::KernelSpan& k : spans) first = std::min(first, k.start);
+  for (const rt::KernelSpan& k : spans) {
+    Json e = slice(k.name.empty() ? "kernel" : k.name, k.comm ? "comm" : "compute", kGpuPid, k.comm ? kCommTid : kComputeTid,
+                   double(k.start - first) * 1e-3, double(k.end - k.start) * 1e-3);
+    e["args"] = {{"stream", k.stream}};
+    events.push_back(std::move(e));
+  }
+  Json doc = {{"traceEvents", events},
+              {"displayTimeUnit", "ms"},
+              {"metadata",
+               {{"fusec", header},
+                {"step_ms", o.stepMs},
+                {"compute_ms", o.computeMs},
+                {"comm_ms", o.commMs},
+                {"exposed_comm_ms", o.exposedCommMs}}}};
+  return doc.dump(1) + "\n";
+}
+
+std::string overlapSummary(const rt::StepOverlap& o) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "step %.2f ms: compute %.2f ms, collectives %.2f ms, exposed %.2f ms (%.1f%% of the step)",
+                o.stepMs, o.computeMs, o.commMs, o.exposedCommMs, o.stepMs > 0 ? 100.0 * o.exposedCommMs / o.stepMs : 0.0);
+  return buf;
 }
 
 }  // namespace fusec::bench

@@ -560,6 +560,10 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
           counts.push_back(0);
           continue;
         }
+        if (e.collective) {  // needs its peers, so never run alone: NCCL runs one kernel a group call
+          counts.push_back(1);
+          continue;
+        }
         cudaGraph_t one = nullptr;
         cudaGraphExec_t oneExec = nullptr;
         try {
@@ -588,7 +592,31 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
     synchronize();
     std::vector<KernelSpan> spans = activity.take();
     activity.stop();
-    return launchTimesFromSpans(std::move(spans), m.kernelsPerLaunch);
+    std::vector<bool> onComm;
+    if (m.commStream)
+      for (const Impl::Entry& e : m.list) onComm.push_back(e.collective != nullptr);
+    return launchTimesFromSpans(std::move(spans), m.kernelsPerLaunch, onComm);
+  } catch (...) {
+    try {
+      activity.stop();
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+std::vector<KernelSpan> Executable::traceStep(KernelActivity& activity) {
+  Impl& m = *impl_;
+  if (!m.graphExec) throw Error("tracing a step needs the step's CUDA graph: run() the program twice first");
+  synchronize();
+  activity.start();
+  try {
+    activity.take();  // nothing from before
+    FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
+    synchronize();
+    std::vector<KernelSpan> spans = activity.take();
+    activity.stop();
+    return spans;
   } catch (...) {
     try {
       activity.stop();

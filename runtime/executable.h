@@ -29,6 +29,7 @@
 #include "ir/host_tensor.h"
 #include "passes/fusion/kernel_family.h"
 #include "runtime/gemm_tuning_cache.h"
+#include "runtime/kernel_spans.h"
 
 namespace fusec::rt {
 
@@ -112,6 +113,9 @@ class Executable {
   // Milliseconds per launch, aligned with launches(). Throws Error before the graph exists
   // (run() twice first), or when the records are not the launches' (runtime/kernel_spans.h).
   std::vector<float> timeKernels(KernelActivity& activity);
+  // Every kernel of one replay of the step's CUDA graph, as the device ran it (CUPTI): the
+  // collectives' beside the compute's (rt::stepOverlap says how much they overlapped).
+  std::vector<KernelSpan> traceStep(KernelActivity& activity);
 
   size_t arenaBytes() const;
   size_t residentBytes() const;

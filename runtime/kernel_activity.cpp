@@ -44,7 +44,10 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
         // start and end sit at the same offsets in every version).
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         if (k->start == 0 || k->end == 0) gLost = true;
-        else gSpans.push_back({k->start, k->end});
+        else {
+          const std::string name = k->name ? k->name : "";
+          gSpans.push_back({k->start, k->end, isCommKernelName(name), k->streamId, name});
+        }
       }
     if (r != CUPTI_ERROR_MAX_LIMIT_REACHED) gLost = true;  // an invalid record ends the buffer early
     size_t dropped = 0;

@@ -5,6 +5,7 @@
 // Plain C++: the CPU tests prove it.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace fusec::rt {
@@ -12,7 +13,13 @@ namespace fusec::rt {
 // One kernel as the device ran it, in nanoseconds of the device's clock.
 struct KernelSpan {
   uint64_t start = 0, end = 0;
+  bool comm = false;     // a collective's kernel (NCCL's), which runs beside the compute
+  uint32_t stream = 0;   // the stream it ran on (CUPTI's id), for a trace's tracks
+  std::string name;      // the kernel's (possibly mangled) name
 };
+
+// Whether a kernel of this name is a collective's: NCCL's kernels are named nccl*.
+bool isCommKernelName(const std::string& name);
 
 // The spans of one run of a launch list whose launch i ran kernels[i] kernels (cuBLASLt may run
 // two for one GEMM: split-K's reduction), in list order, as a CUDA graph's chain of nodes runs
@@ -21,6 +28,21 @@ struct KernelSpan {
 // is the chain's order even where a kernel starts before its predecessor ends (programmatic
 // dependent launch). Throws Error (one line) when the spans are not those launches': another
 // count, or a span that ends before it starts.
-std::vector<float> launchTimesFromSpans(std::vector<KernelSpan> spans, const std::vector<int>& kernels);
+// Launches with `onComm[i]` (when given) ran on the collectives' stream: the comm spans are
+// theirs, in start order, and the others' the rest, so the two streams' overlap does not mix
+// them up.
+std::vector<float> launchTimesFromSpans(std::vector<KernelSpan> spans, const std::vector<int>& kernels,
+                                        const std::vector<bool>& onComm = {});
+
+// How one step's collectives overlapped its compute, from the spans of one run (ms):
+//   step       first start to last end;
+//   compute    the time at least one compute kernel ran (the union of their spans);
+//   comm       the time at least one collective kernel ran;
+//   exposed    the time a collective kernel ran and no compute kernel did: what the step
+//              waits for the network (what PyTorch's profiler calls exposed communication).
+struct StepOverlap {
+  double stepMs = 0, computeMs = 0, commMs = 0, exposedCommMs = 0;
+};
+StepOverlap stepOverlap(const std::vector<KernelSpan>& spans);
 
 }  // namespace fusec::rt

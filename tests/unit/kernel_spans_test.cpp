@@ -62,5 +62,34 @@ TEST(KernelSpans, RefusesSpansThatAreNotTheLaunches) {
   test::expectError([] { rt::launchTimesFromSpans({{0, 10}, {30, 20}}, {1, 1}); }, "ends before it starts");
 }
 
+TEST(KernelSpans, CollectivesMapToTheirOwnLaunchesBesideTheCompute) {
+  // Launches: compute, collective, compute, collective. The first collective runs during the
+  // second compute launch, so ordering all spans by start would mix the two streams up.
+  std::vector<KernelSpan> spans{{0, 1000}, {1200, 5000}, {1100, 2000, true}, {5100, 5600, true}};
+  const std::vector<float> ms = rt::launchTimesFromSpans(spans, {1, 1, 1, 1}, {false, true, false, true});
+  ASSERT_EQ(ms.size(), 4u);
+  EXPECT_FLOAT_EQ(ms[0], 0.001f);
+  EXPECT_FLOAT_EQ(ms[1], 0.0009f);
+  EXPECT_FLOAT_EQ(ms[2], 0.0038f);
+  EXPECT_FLOAT_EQ(ms[3], 0.0005f);
+  EXPECT_THROW(rt::launchTimesFromSpans(spans, {1, 1, 1, 1}, {false, false, false, true}), Error)
+      << "three compute spans are not two compute launches' kernels";
+}
+
+TEST(KernelSpans, ExposedCommunicationIsCollectiveTimeNoComputeHides) {
+  // Compute busy [0,10) and [12,20); collectives [8,14) and [19,25): of their 12, [10,12) and
+  // [20,25) run alone.
+  std::vector<KernelSpan> spans{{0, 6}, {5, 10}, {12, 20}, {8, 14, true}, {19, 25, true}};
+  for (auto& s : spans) s.start *= 1000000, s.end *= 1000000;  // ms in ns
+  const rt::StepOverlap o = rt::stepOverlap(spans);
+  EXPECT_DOUBLE_EQ(o.stepMs, 25);
+  EXPECT_DOUBLE_EQ(o.computeMs, 18);
+  EXPECT_DOUBLE_EQ(o.commMs, 12);
+  EXPECT_DOUBLE_EQ(o.exposedCommMs, 7);
+  EXPECT_EQ(rt::stepOverlap({}).stepMs, 0);
+  EXPECT_TRUE(rt::isCommKernelName("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  EXPECT_FALSE(rt::isCommKernelName("row_reduce_3_rmsnorm"));
+}
+
 }  // namespace
 }  // namespace fusec

@@ -55,6 +55,11 @@
 #ifdef FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
 #endif
+#include "bench/trace.h"
+#include "support/atomic_file.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "runtime/kernel_activity.h"
+#endif
 
 namespace fusec::cli {
 
@@ -83,6 +88,7 @@ struct RunArgs {
   std::string gradReduceDType = "fp32";
   CLI::Option* oGradReduce = nullptr;
   int rank = 0, ranks = 1;  // this process's place in the job (jobRole)
+  std::string timeline;     // --timeline FILE.json: the last step's kernels (rank 0)
 };
 
 // Rank `rank`'s rows of each tensor of a batch of `ranks` x b rows (the leading dim).
@@ -358,6 +364,12 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (!a.resume.empty() && !a.weights.empty())
     throw Error("run: --resume takes the weights from its checkpoint; drop --weights");
   if (!a.checkpoint.empty()) requireCheckpointDir(a.checkpoint);  // before the training, not K steps into it
+  if (!a.timeline.empty()) {
+    if (a.program != "train_step" || a.device == "cpu") throw Error("run: --timeline applies to train_step on the GPU");
+    if (a.steps < 3) throw Error("run: --timeline traces the last step, which must be a CUDA-graph replay: --steps 3 or more");
+    const std::filesystem::path dir = std::filesystem::absolute(a.timeline).parent_path();
+    if (!std::filesystem::is_directory(dir)) throw Error("run: --timeline " + a.timeline + ": no directory " + dir.string());
+  }
   // One run a checkpoint directory (rank 0 writes for a job).
   std::optional<CheckpointDirLock> lock;
   if (!a.checkpoint.empty() && a.rank == 0) lock.emplace(a.checkpoint);
@@ -440,6 +452,12 @@ int runProgram(RunArgs& a, const api::Model& model) {
     comm = joinJob(JobRole{false, a.ranks, a.rank, jobFromEnvironment()}, jobFingerprint(a, identity));
     o.communicator = comm.get();
   }
+  // CUPTI before the executable exists, so that its records cover the step's graph.
+#ifdef FUSEC_HAVE_CUDA
+  std::optional<rt::KernelActivity> activity;
+  if (!a.timeline.empty() && leader) activity.emplace();
+  std::vector<rt::KernelSpan> traced;
+#endif
   api::CompiledProgram program = api::compile(model, p, o);
   if (!a.resume.empty()) {
     requireStateFits(program.graph(), resumed.state, resumedFile);
@@ -466,7 +484,20 @@ int runProgram(RunArgs& a, const api::Model& model) {
       inputs = source.at(step);
       checkedProgram(model, a.program, source.label(), inputs, false);
     }
+#ifdef FUSEC_HAVE_CUDA
+    const bool tracing = activity && step == steps - 1;
+    if (tracing) {
+      activity->start();
+      activity->take();  // nothing from before
+    }
+    std::vector<HostTensor> outs = program.step(inputs);  // its loss on the host: the step has ended
+    if (tracing) {
+      traced = activity->take();
+      activity->stop();
+    }
+#else
     std::vector<HostTensor> outs = program.step(inputs);
+#endif
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
     if (a.program == "train_step") {
       const float loss = outs.at(0).f.at(0);
@@ -513,6 +544,14 @@ int runProgram(RunArgs& a, const api::Model& model) {
               << (a.ranks > 1 ? " on " + std::to_string(a.ranks) + " GPUs" : "") << ", "
               << int64_t(double(p.batch * a.ranks * p.seq) / (median / 1e3)) << " tokens/s" << std::endl;
   }
+#ifdef FUSEC_HAVE_CUDA
+  if (!traced.empty()) {
+    const std::string where = "step " + std::to_string(steps) + (a.ranks > 1 ? " on rank 0 of " + std::to_string(a.ranks) : "");
+    writeFileAtomically(a.timeline, bench::stepTimelineTrace(model.name() + " " + where, traced));
+    std::cout << "run: " << where << ": " << bench::overlapSummary(rt::stepOverlap(traced)) << " (" << a.timeline << ")"
+              << std::endl;
+  }
+#endif
 #ifdef FUSEC_HAVE_NCCL
   if (comm) {
     if (!stopped.empty()) comm->fail(stopped);
@@ -540,6 +579,11 @@ Command addRunCommand(CLI::App& app) {
       ->type_name("TOKENS");
   cmd->add_option("--data-dtype", a->dataDType, "The tokens of --data: uint16 (default) or int32")
       ->check(CLI::IsMember({"uint16", "int32"}));
+  cmd->add_option("--timeline", a->timeline,
+                  "train_step on the GPU: record the last step's kernels as the device ran them (CUPTI; rank 0 of a "
+                  "job) into a Chrome trace file, compute and collectives on their own tracks, and print how much "
+                  "of the collectives' time the compute did not hide")
+      ->type_name("FILE.json");
   cmd->add_flag("--random-inputs", a->randomInputs, "Uniformly random ids and targets, a fresh batch each step (quick tries)");
   a->oBatch = cmd->add_option("--batch", a->batch, "--data, --random-inputs: sequences per step (default 4)");
   a->oCtx = cmd->add_option("--ctx", a->ctx, "--data, --random-inputs: tokens per sequence (default 256, at most the model's context)");
