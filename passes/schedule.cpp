@@ -24,9 +24,9 @@
 //
 //   3. Collectives (ir/collectives.h) run beside the compute, on their own stream: each is
 //      placed as soon as its operands are ready, and the readers of its results (a bucket's
-//      AdamW updates) wait until the next collective has been issued. So the reduction of
-//      one bucket overlaps the backward that produces the next, and the compute stream waits
-//      for a bucket only once that backward is done (or at the last bucket).
+//      AdamW updates) wait until the second collective after it has been issued. So the
+//      reduction of one bucket overlaps the backward that produces the next ones, and the
+//      compute stream waits for a bucket only once that backward is done (or at the end).
 //
 // The pass keeps the best of {original order, sinking alone, step 1 (eager or hoisting) and
 // sinking} by peak live
@@ -260,8 +260,16 @@ std::vector<Op*> assemble(const Graph& g, const DepGraph& d, const std::vector<i
 }
 
 // Step 3 on a complete order of g.ops: collectives as soon as ready; the readers of each one's
-// results after the next one. `order` unchanged when that gating would form a cycle (a
-// collective that needs the update of an earlier one's reader).
+// results after the kCollectivesAhead-th next one. `order` unchanged when that gating would form
+// a cycle (a collective that needs the update of an earlier one's reader).
+//
+// Why not after the next one: a bucket often closes a few small kernels after the previous
+// one (buckets straddle layers), so a reader placed after the next collective waits on the
+// device for a reduction that has only just started (traced on H200s: a stall the length of
+// one bucket's reduction at every layer). Two collectives ahead leaves at least a bucket's
+// worth of backward compute between a reduction's start and its first reader.
+constexpr size_t kCollectivesAhead = 2;
+
 std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std::vector<Op*>& order) {
   const size_t n = d.real.size();
   std::vector<int> rank(n, 0), collectives;
@@ -276,9 +284,9 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
   if (collectives.empty()) return order;
   std::sort(collectives.begin(), collectives.end(), [&](int a, int b) { return rank[size_t(a)] < rank[size_t(b)]; });
   std::vector<std::vector<int>> succ = d.succ;
-  for (size_t c = 0; c + 1 < collectives.size(); ++c)
+  for (size_t c = 0; c + kCollectivesAhead < collectives.size(); ++c)
     for (int u : d.dataSucc[size_t(collectives[c])])
-      if (!communicates(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + 1])].push_back(u);
+      if (!communicates(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + kCollectivesAhead])].push_back(u);
   std::vector<int> pending(n, 0);
   for (auto& ss : succ)
     for (int s : ss) ++pending[size_t(s)];

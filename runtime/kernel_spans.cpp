@@ -47,7 +47,10 @@ uint64_t overlapOf(const std::vector<Interval>& a, const std::vector<Interval>& 
 
 }  // namespace
 
-bool isCommKernelName(const std::string& name) { return name.rfind("nccl", 0) == 0; }
+bool isCommKernelName(const std::string& name) {
+  // Mangled or not: "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL...", older NCCLs' "ncclKernel_...".
+  return name.find("ncclDevKernel") != std::string::npos || name.find("ncclKernel") != std::string::npos;
+}
 
 StepOverlap stepOverlap(const std::vector<KernelSpan>& spans) {
   StepOverlap o;

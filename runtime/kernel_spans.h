@@ -18,7 +18,7 @@ struct KernelSpan {
   std::string name;      // the kernel's (possibly mangled) name
 };
 
-// Whether a kernel of this name is a collective's: NCCL's kernels are named nccl*.
+// Whether a kernel of this name (mangled or not) is a collective's: NCCL's kernels.
 bool isCommKernelName(const std::string& name);
 
 // The spans of one run of a launch list whose launch i ran kernels[i] kernels (cuBLASLt may run
