@@ -1,11 +1,16 @@
-"""Bring-your-own-model, end to end on the CPU: three PyTorch models fusec has never seen (a
-CS336-style LM, nanoGPT's GPT-2, a Llama-style model with grouped-query attention; under
-models/) are exported (python3 -m fusec.export), then `fusec run --fir` runs each one's forward
-and three AdamW steps on the interpreter, and both are compared with PyTorch itself:
+"""Bring-your-own-model, end to end on the CPU: four PyTorch models fusec has never seen (a
+CS336-style LM, nanoGPT's GPT-2, a Llama-style model with grouped-query attention, an LM on
+nn.MultiheadAttention; under models/) are exported (python3 -m fusec.export), then `fusec run
+--fir` runs each one's forward and three AdamW steps on the interpreter, and both are
+compared with PyTorch itself:
   - forward logits to 1e-4 relative (fp32);
   - three AdamW steps: the losses to 1e-4, every updated parameter to 1e-3 relative.
-Each runs at an odd configuration (vocab 37, not a multiple of 8; head dim 16; seq 12 < ctx
-16), and each layer's attention must have become the attention composite. Also: an unsupported op fails the export with one line naming the op and the model's
+Each runs at an odd configuration (vocab 37, not a multiple of 8; head dim 8 or 16; seq 12 <
+ctx 16), and each layer's attention must have become the attention composite. Each one's
+weights.safetensors holds its state_dict() (persistent buffers in, non-persistent ones out)
+plus only the `_const.N` tables its model.fir reads; the nn.MultiheadAttention model's, none,
+loads back into a fresh module with load_state_dict(strict=True) (state_dict_round_trip). The
+export's one line names the files and counts model.fir's ops and the parameters. Also: an unsupported op fails the export with one line naming the op and the model's
 source line, exit 1, nothing written; wrong inputs fail `fusec run` with one line, exit 1,
 nothing written. The exporter's own failures (failures(), without_torch()): a broken model file,
 constructor or forward, bad flags, a bad --state-dict or --out, a model's sys.exit, a full disk,
@@ -19,6 +24,7 @@ need none."""
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -171,6 +177,9 @@ MODELS = [
     ("gpt2", "gpt2.py", "GPT", dict(vocab_size=37, block_size=16, n_layer=2, n_head=2, n_embd=32), 2),
     ("llama", "llama.py", "Transformer",
      dict(vocab_size=37, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=96, max_seq_len=16), 2),
+    # nn.MultiheadAttention (aten.baddbmm on torch 1.13), a non-persistent and a persistent mask.
+    ("mha", "mha.py", "MultiheadAttentionLM", dict(vocab_size=37, context_length=16, d_model=32, n_head=4, n_layer=2),
+     2),
 ]
 B, T, V = 2, 12, 37
 
@@ -189,21 +198,17 @@ def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
     check(r.returncode == 0, f"{name}: export exits 0 ({r.stderr.strip()[-300:]})")
     if r.returncode:
         return None
-    check(len(r.stdout.splitlines()) == 1 and r.stdout.startswith(f"fusec.export: wrote {out}/model.fir") and
-          sorted(os.listdir(out)) == ["export.json", "model.fir", "weights.safetensors"],
-          f"{name}: one line says what was written, and the directory holds those three files ({r.stdout.strip()})")
     fir = os.path.join(out, "model.fir")
     text = open(fir).read()
+    model = build(file, cls, kwargs)
+    summary_line(name, r.stdout, out, text, model)
+    check(sorted(os.listdir(out)) == ["export.json", "model.fir", "weights.safetensors"],
+          f"{name}: the directory holds the three files ({sorted(os.listdir(out))})")
     # Form: every layer's attention became the composite (no [T, T] softmax left).
     check(text.count(" = attention(") == layers and " softmax(" not in text,
           f"{name}: each of the {layers} layers' attention is the attention composite")
-    model = build(file, cls, kwargs)
     weights = safetensors_io.load(os.path.join(out, "weights.safetensors"))
-    params = dict(model.named_parameters())  # a tied weight once, under its first name
-    same = all(torch.equal(weights[n], p.detach()) for n, p in params.items())
-    extra = sorted(k for k in weights if k not in params and not k.startswith("_const."))
-    check(same and not extra, f"{name}: weights.safetensors holds the {len(params)} parameters by their names "
-          f"(extra: {extra})")
+    holds_state_dict(name, weights, text, model)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, V, (B, T), generator=g)
     targets = torch.randint(0, V, (B, T), generator=g)
@@ -250,6 +255,74 @@ def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
     check(r.returncode == 0 and '"kernels"' in r.stdout,
           f"{name}: fusec compile --program train_step runs the optimisation pipeline ({r.stderr.strip()})")
     return out
+
+
+def summary_line(name, stdout, out, text, model):
+    """The export's stdout is one line: the three files, model.fir's ops (its lines but the
+    params, the input and the return) and the parameters (a tied weight once)."""
+    ops = sum(1 for line in text.splitlines() if " = " in line and not (" = param(" in line or " = input(" in line))
+    size = os.path.getsize(os.path.join(out, "weights.safetensors"))
+    params = sum(p.numel() for p in model.parameters())
+    want = re.compile(re.escape(f"fusec.export: wrote {out}/model.fir ({ops:,} ops, {params:,} parameters, ") +
+                      r"(\d+(\.\d)? (bytes|KiB|MiB|GiB)) of weights\), " +
+                      re.escape(f"{out}/weights.safetensors and {out}/export.json, for ids [{B}, {T}]") + "$")
+    m = want.match(stdout.strip())
+    shown = m and float(m.group(1).split()[0]) * {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(3)]
+    check(len(stdout.splitlines()) == 1 and m is not None and abs(shown - size) <= 0.05 * size,
+          f"{name}: one line names the files, {ops} ops, {params:,} parameters and {size} bytes of weights "
+          f"({stdout.strip()})")
+
+
+def holds_state_dict(name, weights, text, model):
+    """weights.safetensors is the module's state_dict() (a tied weight once, under its first
+    name; every value as f32), persistent buffers in and non-persistent ones out, plus the
+    `_const.N` tables that model.fir reads (what no state_dict() entry gives: RoPE tables
+    computed from a non-persistent buffer), each one read there."""
+    sd = model.state_dict()
+    first = {}
+    for n, t in sd.items():
+        first.setdefault((t.data_ptr(), t.dtype, tuple(t.shape)), n)
+    want = sorted(set(first.values()))
+    consts = sorted(k for k in weights if k.startswith("_const."))
+    got = sorted(k for k in weights if not k.startswith("_const."))
+    same = got == want and all(torch.equal(weights[n], sd[n].float()) for n in want)
+    used = all(reads(text, k) for k in consts)
+    check(same and used, f"{name}: weights.safetensors holds the {len(want)} tensors of state_dict() by their names, "
+          f"plus {len(consts)} _const tables model.fir reads (missing {sorted(set(want) - set(got))}, extra "
+          f"{sorted(set(got) - set(want))}, consts {consts})")
+
+
+def reads(text, name):
+    """Whether model.fir declares the param `name` once and an op reads it."""
+    decl = re.findall(r'%(\S+) = param\(\) \{name = "' + re.escape(name) + '"', text)
+    return len(decl) == 1 and re.search(r"[(\s]%" + re.escape(decl[0]) + r"[,)]", text) is not None
+
+
+def state_dict_round_trip(tmp, out):
+    """The nn.MultiheadAttention model's weights.safetensors (its block 0's mask registered with
+    persistent=False, block 1's persistent) is exactly its state_dict(): no mask table, the
+    persistent mask under its name and not the other, and it loads into a fresh module (another
+    seed) with load_state_dict(strict=True), which then computes the exported model's logits."""
+    kwargs = MODELS[3][3]
+    model = build("mha.py", "MultiheadAttentionLM", kwargs)
+    weights = safetensors_io.load(os.path.join(out, "weights.safetensors"))
+    keys = sorted(weights) == sorted(model.state_dict()) and "blocks.1.mask" in weights and \
+        "blocks.0.mask" not in weights
+    check(keys, f"mha: weights.safetensors has exactly the keys of state_dict(), the persistent mask and not the "
+          f"non-persistent one ({sorted(set(weights) ^ set(model.state_dict()))} differ)")
+    import importlib
+    torch.manual_seed(1)
+    fresh = importlib.import_module("mha").MultiheadAttentionLM(**kwargs).eval()
+    try:
+        result = fresh.load_state_dict(weights, strict=True)
+        loaded = not result.missing_keys and not result.unexpected_keys
+    except RuntimeError as e:
+        loaded, result = False, " ".join(str(e).split())[:300]
+    ids = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        same = loaded and torch.equal(fresh(ids), model.eval()(ids))
+    check(loaded and same, f"mha: weights.safetensors loads into a fresh module with load_state_dict(strict=True), "
+          f"and it computes the exported module's logits ({result})")
 
 
 def wrong_inputs(fusec, tmp, out):
@@ -398,7 +471,7 @@ def atomic(tmp):
           f"the files are renamed into place model.fir last ({renamed})")
     before = listing(out)
 
-    # A full disk: a write past 16 KiB fails (weights.safetensors is 96 KiB). The previous
+    # A full disk: a write past 16 KiB fails (weights.safetensors is 92 KiB). The previous
     # export must stay, byte for byte, with no temporary beside it.
     r = export_cli(CS336[0], out, 2, 12, CS336[1], "--seed", "1", file_limit=16384)
     check(one_line_error(r) and "cannot write the export" in r.stderr and listing(out) == before,
@@ -537,10 +610,11 @@ def main():
                 matches_cuda_eager(a.fusec, tmp, *m)
         return exit_code()
     with tempfile.TemporaryDirectory() as tmp:
-        for m in MODELS:
-            out = matches_pytorch(a.fusec, tmp, *m)
-        if out:
-            wrong_inputs(a.fusec, tmp, out)
+        outs = [matches_pytorch(a.fusec, tmp, *m) for m in MODELS]
+        if outs[2]:
+            wrong_inputs(a.fusec, tmp, outs[2])
+        if outs[3]:
+            state_dict_round_trip(tmp, outs[3])
         not_causal(a.fusec, tmp)
         unsupported(tmp)
         failures(tmp)

@@ -1,9 +1,12 @@
 """Captures a PyTorch language model (forward(ids) -> logits) as an ATen-level fx graph:
 torch.export with the core-ATen decompositions where torch >= 2.1, make_fx on older torch
 (Debian's 1.13, what CI has). Either way the result is a Captured: the graph module and, for
-each of its placeholders, the real tensor it stands for, its kind ("param", "buffer" or
-"input") and its name (a parameter's first name in named_parameters(), so a tied weight is
-one parameter)."""
+each of its placeholders, the real tensor it stands for, its kind and its name:
+  "param":    a parameter, under its first name in named_parameters() (a tied weight is one);
+  "buffer":   a persistent buffer, one that state_dict() holds, under its state_dict name;
+  "constant": a tensor that state_dict() does not hold (a buffer registered with
+              persistent=False, a tensor constant the trace lifted), under its own name;
+  "input":    the ids."""
 import os
 import traceback
 from collections import namedtuple
@@ -43,6 +46,7 @@ def capture(model, ids, how="auto"):
 def _capture_make_fx(model, ids):
     params = dict(model.named_parameters())  # a tied weight once, under its first name
     buffers = dict(model.named_buffers())
+    persistent = set(model.state_dict())  # state_dict() holds the persistent buffers only
 
     def forward(p, b, x):
         return functional_call(model, {**p, **b}, (x,))
@@ -50,7 +54,7 @@ def _capture_make_fx(model, ids):
     with torch.no_grad():
         gm = make_fx(forward)(params, buffers, ids)
     leaves, _ = tree_flatten((params, buffers, ids))
-    kinds = ["param"] * len(params) + ["buffer"] * len(buffers) + ["input"]
+    kinds = ["param"] * len(params) + ["buffer" if n in persistent else "constant" for n in buffers] + ["input"]
     names = list(params) + list(buffers) + ["ids"]
     nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if not (len(leaves) == len(kinds) == len(nodes)):
@@ -80,6 +84,7 @@ def _capture_export(model, ids):
     for name, p in model.named_parameters():
         first.setdefault(id(p), name)
     specs = {spec.arg.name: spec for spec in ep.graph_signature.input_specs}
+    persistent = set(model.state_dict())
     placeholders = []
     for node in (n for n in ep.graph_module.graph.nodes if n.op == "placeholder"):
         spec = specs[node.name]
@@ -90,9 +95,9 @@ def _capture_export(model, ids):
             placeholders.append((node, p, "param", first.get(id(p), spec.target)))
         elif spec.kind == InputKind.BUFFER:
             t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-            placeholders.append((node, t, "buffer", spec.target))
+            placeholders.append((node, t, "buffer" if spec.target in persistent else "constant", spec.target))
         elif spec.kind == InputKind.CONSTANT_TENSOR:
-            placeholders.append((node, ep.constants[spec.target], "buffer", spec.target))
+            placeholders.append((node, ep.constants[spec.target], "constant", spec.target))
         else:
             raise ExportError(f"unsupported graph input kind {spec.kind} ({spec.target})")
     return Captured(ep.graph_module, placeholders, "torch.export")

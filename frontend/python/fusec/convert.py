@@ -2,10 +2,20 @@
 
 Every fx node is run on its real example values as it is converted, so the converter knows
 each node's real result. Nodes that depend on neither the ids nor the weights (RoPE tables,
-causal masks, position ranges) are computed here, once: a splat becomes a `constant`,
-anything else a buffer param. Each emitted op is kept as a record (_Def), so patterns can be
-matched over what was emitted (attention.py) and what ends up unused is dropped when the
-function is printed."""
+causal masks, position ranges) are static: computed here first, and given a value in the
+.fir only where a converted op reads them (Converter.materialize): a splat becomes a
+`constant`; a persistent buffer (one that state_dict() holds) is a param with role buffer
+under its state_dict name, and what is computed from those and from arange by ops the
+converter maps is computed again in the .fir; anything else becomes a `_const.N` buffer.
+
+weights.safetensors (Converter.finish) then holds what the module's state_dict() holds (the
+parameters, a tied weight once, and the persistent buffers, as f32) plus the `_const.N` that
+the function still reads: fusec binds every param of the .fir from that file, and its IR has
+no tensor-valued constant, so a table computed from a non-persistent buffer (RoPE's cos and
+sin) can only be stored there. A mask that the attention composite absorbed is not.
+
+Each emitted op is kept as a record (Def), so patterns can be matched over what was emitted
+(attention.py) and what ends up unused is dropped when the function is printed."""
 import math
 
 import torch
@@ -72,7 +82,10 @@ class Converter:
         self.values, self.static = {}, {}  # fx node -> fusec value; fx node -> real tensor (export-time)
         self.dynamic = set()  # names of values that depend on the ids or a weight
         self.realv = {}  # value name -> its real tensor, for the values of converted nodes
-        self.tensors = {}  # what weights.safetensors holds
+        self.tensors = {}  # the parameters and persistent buffers, by name: weights.safetensors holds them all
+        self.buffers = {}  # fx node of a persistent buffer -> its param
+        self.consts = {}  # (shape, f32 bytes) -> a `_const` param (one per distinct tensor)
+        self.replayable = {}  # fx node -> whether materialize computes it in the .fir
         self.counter = 0
 
     # ---- emission
@@ -93,15 +106,19 @@ class Converter:
     def emit(self, op, operands, shape, dtype, attrs="", hint="v", meta=None):
         return self.emit_multi(op, operands, [(shape, dtype)], attrs, hint, meta)[0]
 
-    def source(self, op, shape, dtype, attrs, hint, dynamic, name=None):
+    def source(self, op, shape, dtype, attrs, hint, dynamic, name=None, meta=None):
         """An input or param; `dynamic`: it varies with the ids or the training."""
-        v = self.emit_multi(op, [], [(shape, dtype)], attrs, hint, name=name)[0]
+        v = self.emit_multi(op, [], [(shape, dtype)], attrs, hint, meta=meta, name=name)[0]
         if dynamic:
             self.dynamic.add(v.name)
         return v
 
     def constant(self, value, shape, dtype):
         return self.emit("constant", [], shape, dtype, f"value = {number(value)}", "c", {"value": float(value)})
+
+    def scaled(self, v, c):
+        """v * c for a Python number c (v itself for 1)."""
+        return v if c == 1 else self.emit("mul", [v, self.constant(c, v.shape, v.dtype)], v.shape, v.dtype)
 
     def permute(self, v, perm):
         return self.emit("permute", [v], [v.shape[p] for p in perm], v.dtype, f"perm = {list(perm)}",
@@ -110,27 +127,53 @@ class Converter:
     def reshape(self, v, shape):
         return v if tuple(shape) == v.shape else self.emit("reshape", [v], shape, v.dtype)
 
-    def materialize(self, t):
-        """A value known at export time: a splat becomes a constant, anything else a buffer."""
-        t = t.detach()
-        if t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
+    def typed(self, v, dtype):
+        """An f32 param (fusec's params are f32) as `dtype`: a bool mask, int positions."""
+        if dtype == torch.bool:
+            return self.emit("ne", [v, self.constant(0, v.shape, torch.float32)], v.shape, torch.bool)
+        return v if dtype == torch.float32 else self.emit("cast", [v], v.shape, dtype)
+
+    def materialize(self, node):
+        """The value of a static node (module docstring): a splat is a constant; a persistent
+        buffer its param; what can be computed from those (replayable) is computed; anything
+        else is a `_const` param, one per distinct tensor."""
+        t = self.static[node].detach()
+        if _splat(t):
             return self.constant(t.reshape(-1)[0].item(), t.shape, t.dtype)
-        name = f"_const.{len(self.tensors)}"
-        self.tensors[name] = t.to(torch.float32)
-        v = self.source("param", t.shape, torch.float32, f'name = "{name}", role = "buffer"', "buf", False)
-        if t.dtype == torch.bool:
-            return self.emit("ne", [v, self.constant(0, t.shape, torch.float32)], t.shape, torch.bool)
-        if t.dtype != torch.float32:
-            return self.emit("cast", [v], t.shape, t.dtype)
-        return v
+        if node in self.buffers:
+            return self.typed(self.buffers[node], t.dtype)
+        if self.is_replayable(node):
+            try:
+                v = self.convert(node, t)
+            except ExportError:  # a variant the op's mapping refuses: stored instead (what it emitted is unused)
+                v = None
+            if isinstance(v, Value) and v.shape == tuple(t.shape) and v.dtype == t.dtype:
+                return v
+        stored = t.to(torch.float32).contiguous()
+        key = (tuple(stored.shape), stored.numpy().tobytes())
+        if key not in self.consts:  # named when the function is printed (finish): only the used ones are
+            self.consts[key] = self.source("param", t.shape, torch.float32, "", "buf", False, meta={"const": stored})
+        return self.typed(self.consts[key], t.dtype)
+
+    def is_replayable(self, node):
+        """Whether a static node can be computed in the .fir from splats, persistent buffers
+        and ops the converter maps, with no `_const` on the way."""
+        if node not in self.replayable:
+            t = self.static.get(node)
+            ok = isinstance(t, torch.Tensor)
+            if ok and not _splat(t) and node not in self.buffers:
+                ok = node.op == "call_function" and self.handler(node) is not None and all(
+                    a in self.static and self.is_replayable(a) for a in node.all_input_nodes)
+            self.replayable[node] = ok
+        return self.replayable[node]
 
     def value(self, a):
         """The fusec value of an fx argument (materializing export-time values)."""
         if isinstance(a, torch.fx.Node):
             if a in self.values:
                 return self.values[a]
-            if a in self.static:
-                v = self.materialize(self.static[a])
+            if a in self.static and isinstance(self.static[a], torch.Tensor):
+                v = self.materialize(a)
                 self.values[a] = v
                 return v
         raise ExportError(f"internal: no value for {a}")
@@ -179,8 +222,12 @@ class Converter:
                     self.tensors[name] = leaf.detach().to(torch.float32)
                     v = self.source("param", leaf.shape, torch.float32, f'name = "{name}"', "w", True)
                     self.values[node] = by_id[id(leaf)] = v
-                else:  # a buffer: known now
+                else:  # a buffer or a constant: known now
                     self.static[node] = leaf
+                    if kind == "buffer":  # in state_dict(): a param under its name, used or not
+                        self.tensors[name] = leaf.detach().to(torch.float32)
+                        self.buffers[node] = self.source("param", leaf.shape, torch.float32,
+                                                         f'name = "{name}", role = "buffer"', "buf", False)
                 continue
             if node.op == "output":
                 out = node.args[0]
@@ -205,11 +252,15 @@ class Converter:
             self.convert(node, out)
         raise ExportError("internal: the graph has no output")
 
+    def handler(self, node):
+        """The op_ method that converts `node`, or None."""
+        op = op_name(node.target)
+        return getattr(self, "op_" + (op.split(".")[1] if op.startswith("aten.") else op), None)
+
     def convert(self, node, out):
         op = op_name(node.target)
-        name = op.split(".")[1] if op.startswith("aten.") else op
         try:
-            fn = getattr(self, "op_" + name, None)
+            fn = self.handler(node)
             if fn is None:
                 raise ExportError(f"unsupported op {op}")
             v = fn(node, out, *node.args, **node.kwargs)
@@ -222,10 +273,13 @@ class Converter:
         for value, real in (zip(v, out) if isinstance(v, list) else [(v, out)]):
             if isinstance(value, Value) and isinstance(real, torch.Tensor):
                 self.realv.setdefault(value.name, real)
+        return v
 
-    def text(self, logits):
-        """The function's body: the sources (every param, even an unused one: the weights
-        file holds it), then the ops the logits need, in emission order."""
+    def finish(self, logits):
+        """(the function's body, what weights.safetensors holds, the number of ops). The body:
+        the input, every parameter and persistent buffer (even an unused one: the weights file
+        holds it), the `_const` buffers the logits need, named _const.0, _const.1, ... in
+        order, then the ops the logits need, in emission order."""
         live, work = set(), [logits]
         while work:
             v = work.pop()
@@ -233,8 +287,18 @@ class Converter:
             if id(d) not in live:
                 live.add(id(d))
                 work.extend(d.operands)
-        lines = [d.line() for d in self.order if id(d) in live or d.op in ("input", "param")]
-        return "\n".join(lines + [f"  return %{logits.name}"])
+        tensors, lines, ops, k = dict(self.tensors), [], 0, 0
+        for d in self.order:
+            if "const" in d.meta and id(d) in live:
+                while f"_const.{k}" in tensors:  # a module's own tensor of that name
+                    k += 1
+                tensors[f"_const.{k}"] = d.meta["const"]
+                d.attrs = f'name = "_const.{k}", role = "buffer"'
+                k += 1
+            if id(d) in live or (d.op in ("input", "param") and "const" not in d.meta):
+                lines.append(d.line())
+                ops += d.op not in ("input", "param")
+        return "\n".join(lines + [f"  return %{logits.name}"]), tensors, ops
 
     # ---- ATen ops. Each returns the fusec value of the node; `out` is its real result.
     def _same(self, node, out, x, *rest, **kw):
@@ -307,11 +371,31 @@ class Converter:
 
     op_bmm = op_matmul = op_mm
 
+    def op_arange(self, node, out, *args, **kw):
+        """An arange (positions): iota, scaled and shifted, where that gives its values exactly."""
+        n = out.numel()
+        start = out[0].item() if n else 0
+        step = out[1].item() - start if n > 1 else 1
+        exact = out.dim() == 1 and float(start).is_integer() and float(step).is_integer() and \
+            max(abs(start), abs(start + step * n)) < 2 ** 24 and \
+            torch.equal(out, (start + step * torch.arange(n, dtype=torch.float64)).to(out.dtype))
+        if not exact:
+            raise ExportError(f"unsupported op aten.arange of {out.dtype} values that are not integers")
+        dtype = out.dtype if out.dtype in (torch.int64, torch.float32) else torch.int64
+        v = self.scaled(self.emit("iota", [], out.shape, dtype, "axis = 0"), step)
+        if start != 0:
+            v = self.emit("add", [v, self.constant(start, out.shape, dtype)], out.shape, dtype)
+        return v if dtype == out.dtype else self.emit("cast", [v], out.shape, out.dtype)
+
     def op_addmm(self, node, out, bias, x, y, beta=1, alpha=1):
-        if beta != 1 or alpha != 1:
-            raise ExportError("unsupported op aten.addmm with beta or alpha other than 1")
-        m = self.emit("matmul", [self.value(x), self.value(y)], out.shape, out.dtype)
-        return self.emit("add", [m, self.operand(bias, out.shape, out.dtype)], out.shape, out.dtype)
+        """addmm and baddbmm: beta * bias + alpha * (x @ y), the bias broadcast (an additive
+        attention mask, for baddbmm). beta 0 ignores the bias, as torch does (nan included)."""
+        m = self.scaled(self.emit("matmul", [self.value(x), self.value(y)], out.shape, out.dtype), alpha)
+        if beta == 0:
+            return m
+        return self.emit("add", [m, self.scaled(self.operand(bias, out.shape, out.dtype), beta)], out.shape, out.dtype)
+
+    op_baddbmm = op_addmm
 
     def _binary(self, fop):
         def conv(node, out, x, y, alpha=1):
@@ -320,9 +404,7 @@ class Converter:
             if fop in _COMPARES or fop in ("and", "or"):
                 reals = [self.real[a] if isinstance(a, torch.fx.Node) else torch.tensor(a) for a in (x, y)]
                 dtype = torch.result_type(*reals) if fop in _COMPARES else torch.bool
-            ys = self.operand(y, out.shape, dtype)
-            if alpha != 1:
-                ys = self.emit("mul", [ys, self.constant(alpha, out.shape, dtype)], out.shape, dtype)
+            ys = self.scaled(self.operand(y, out.shape, dtype), alpha)
             return self.emit(fop, [self.operand(x, out.shape, dtype), ys], out.shape, out.dtype)
         return conv
 
@@ -440,6 +522,11 @@ class Converter:
 
 
 _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def _splat(t):
+    """Whether a tensor is one value repeated (a `constant` in the .fir)."""
+    return t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())
 
 
 for _name, _fop in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"), ("maximum", "max"),

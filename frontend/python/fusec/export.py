@@ -1,7 +1,9 @@
 """Exports a PyTorch language model (an nn.Module: forward(ids) -> logits) to fusec:
 DIR/model.fir, a @forward from the token ids to the logits in fusec's IR, and
-DIR/weights.safetensors, its weights by their named_parameters() names (a tied weight once,
-under its first name) plus the tensors the graph needs that are not trained (role buffer).
+DIR/weights.safetensors, what the module's state_dict() holds (its parameters, a tied weight
+once under its first name, and its persistent buffers, by their state_dict names, as f32),
+so that it loads back with load_state_dict(strict=True) wherever the model ties no weights
+and its graph needs no `_const.N` (below).
 
     python3 -m fusec.export --model FILE.py:ClassName [--kwargs JSON] [--state-dict SD.pt]
                             --batch B --seq T --out DIR [--debug]
@@ -11,13 +13,18 @@ The model is captured at the ATen level (capture.py: torch.export with the core-
 decompositions where torch >= 2.1, make_fx on older torch), on real example ids, and each ATen
 op is mapped to fusec ops (convert.py); attention is recognised as fusec's composite
 (attention.py). Whatever does not depend on the ids or the weights (RoPE tables, causal
-masks, position ranges) is computed here, once: a splat becomes a `constant`, anything else a
-buffer. An op without a mapping fails the export with one line naming it and the model's
-source line that called it.
+masks, position ranges) is computed here: a splat becomes a `constant`, a persistent buffer a
+param with role buffer, and what is computed from those (a slice of a mask, arange's
+positions) is computed in the .fir too; anything else, such as a table computed from a
+non-persistent buffer, is a `_const.N` buffer that weights.safetensors holds as well (fusec
+binds every param from that file, and its IR has no tensor-valued constant). A mask that
+attention absorbed is not written. An op without a mapping fails the export with one line
+naming it and the model's source line that called it.
 
 The three files are written as a set (common.write_files): to hidden temporaries in DIR, then
 renamed, model.fir last, so a DIR with a model.fir holds one complete export, and a failed
-export leaves DIR as it was. The CLI turns every failure (the model's own errors and
+export leaves DIR as it was. On success the CLI prints one line to stdout: what it wrote, the
+number of ops, parameters and the size of the weights. It turns every failure (the model's own errors and
 sys.exit included) into one line, `fusec.export: error: ...`, and exit 1; --debug adds the
 Python traceback. torch is imported only when an export runs, so --help works without it.
 """
@@ -26,8 +33,14 @@ import importlib.util
 import json
 import os
 import sys
+from collections import namedtuple
 
 from .common import ExportError, Parser, cli, describe, write_files
+
+# What export() returns: the PyTorch logits of the example (for checks), the number of ops in
+# model.fir's @forward (params and the input not counted), the number of parameters (a tied
+# weight once) and the size of weights.safetensors in bytes.
+Exported = namedtuple("Exported", "logits ops parameters weight_bytes")
 
 
 def export(model, example_ids, out_dir, how="auto", record=None):
@@ -35,8 +48,8 @@ def export(model, example_ids, out_dir, how="auto", record=None):
     `example_ids` (int64 [B, T]). `how`: "auto" (torch.export where torch >= 2.1, else
     make_fx), "torch.export" or "make_fx". `record` (the CLI's: the model's file, class,
     kwargs, seed) goes to out_dir/export.json with the shape and capture, which is how
-    `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). Returns the
-    PyTorch logits of the example, for checks."""
+    `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). Returns an
+    Exported (the PyTorch logits of the example and counts for a summary)."""
     import torch  # here, not at the top: the CLI's --help and argument errors need no torch
     from . import safetensors_io
     from .capture import SourceLines, capture
@@ -54,10 +67,11 @@ def export(model, example_ids, out_dir, how="auto", record=None):
         want = model(example_ids)
     if not isinstance(want, torch.Tensor) or want.dim() != 3:
         raise ExportError("forward(ids) must return the logits as one tensor [B, T, V]")
+    body, tensors, ops = conv.finish(logits)
     text = (f"// Exported by fusec.export ({captured.how}) from {type(model).__name__}, ids [{example_ids.shape[0]}, "
-            f"{example_ids.shape[1]}], torch {torch.__version__}.\nfunc @forward {{\n" + conv.text(logits) + "\n}\n")
+            f"{example_ids.shape[1]}], torch {torch.__version__}.\nfunc @forward {{\n" + body + "\n}\n")
     meta = {"format": "pt", "fusec_model": type(model).__name__}
-    files = [("weights.safetensors", lambda f: safetensors_io.write(f, conv.tensors, meta))]
+    files = [("weights.safetensors", lambda f: safetensors_io.write(f, tensors, meta))]
     if record is not None:
         record = dict(record, batch=int(example_ids.shape[0]), seq=int(example_ids.shape[1]), capture=captured.how,
                       torch=torch.__version__)
@@ -67,7 +81,8 @@ def export(model, example_ids, out_dir, how="auto", record=None):
         write_files(out_dir, files)
     except OSError as e:  # a full disk, a read-only directory: the filesystem's words, one line
         raise ExportError(f"cannot write the export to '{out_dir}': {e.strerror or e}") from e
-    return want
+    return Exported(want, ops, sum(p.numel() for p in model.parameters()),  # parameters(): a tied weight once
+                    os.path.getsize(os.path.join(out_dir, "weights.safetensors")))
 
 
 def check_out_dir(path):
@@ -154,11 +169,17 @@ def _run(a):
     record = {"model": os.path.abspath(path) + ":" + cls_name, "kwargs": kwargs, "seed": a.seed,
               "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
     with _doing(f"exporting {cls_name} at ids [{a.batch}, {a.seq}]", path):
-        export(model, ids, a.out, a.capture, record)
-    params = sum(p.numel() for p in model.parameters())  # a tied weight once
-    size = os.path.getsize(os.path.join(a.out, "weights.safetensors"))
-    print(f"fusec.export: wrote {os.path.join(a.out, 'model.fir')}, weights.safetensors ({params:,} parameters, "
-          f"{size / 2**20:.1f} MiB) and export.json, for ids [{a.batch}, {a.seq}]")
+        done = export(model, ids, a.out, a.capture, record)
+    print(summary(a.out, done, a.batch, a.seq), flush=True)
+
+
+def summary(out_dir, done, batch, seq):
+    """The CLI's line on success: what was written, for which ids, and how big it is."""
+    size = next((f"{done.weight_bytes / scale:.1f} {unit}" for unit, scale in (("GiB", 2**30), ("MiB", 2**20),
+                 ("KiB", 2**10)) if done.weight_bytes >= scale), f"{done.weight_bytes} bytes")
+    return (f"fusec.export: wrote {os.path.join(out_dir, 'model.fir')} ({done.ops:,} ops, {done.parameters:,} "
+            f"parameters, {size} of weights), {os.path.join(out_dir, 'weights.safetensors')} and "
+            f"{os.path.join(out_dir, 'export.json')}, for ids [{batch}, {seq}]")
 
 
 if __name__ == "__main__":
