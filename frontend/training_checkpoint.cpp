@@ -145,8 +145,19 @@ TrainingCheckpoint loadCheckpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("--resume " + dir + ": no checkpoint there (" + path + " does not exist)");
   SafetensorsMetadata meta;
+  Bindings tensors = loadSafetensors(path, &meta);
+  return checkpointOf(std::move(tensors), meta, path);
+}
+
+TrainingCheckpoint parseCheckpoint(std::string_view bytes, const std::string& path) {
+  SafetensorsMetadata meta;
+  Bindings tensors = parseSafetensors(bytes, path, &meta);
+  return checkpointOf(std::move(tensors), meta, path);
+}
+
+TrainingCheckpoint checkpointOf(Bindings tensors, const SafetensorsMetadata& meta, const std::string& path) {
   TrainingCheckpoint c;
-  c.state = loadSafetensors(path, &meta);
+  c.state = std::move(tensors);
   auto bad = [&](const std::string& why) { return Error(path + ": not a fusec training checkpoint (" + why + ")"); };
   auto format = meta.find(kFormat);
   if (format == meta.end()) throw bad("no '" + std::string(kFormat) + "' metadata");

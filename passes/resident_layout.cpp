@@ -28,20 +28,28 @@ struct Chains {
     return false;
   }
 
-  // Adds the links of `ops` in order, all or nothing.
+  // Adds the links of `ops` in order, all or nothing: a refused list takes back the links it
+  // added (undone, not a copy of the maps per list, which made a deep model's layout quadratic).
   bool tryAdd(const std::vector<Value*>& ops) {
-    Chains trial = *this;
+    std::vector<const Value*> added;  // each a's link a -> next[a]
+    auto undo = [&] {
+      for (const Value* a : added) {
+        prev.erase(next.at(a));
+        next.erase(a);
+      }
+      return false;
+    };
     for (size_t i = 0; i + 1 < ops.size(); ++i) {
       const Value *a = ops[i], *b = ops[i + 1];
-      auto n = trial.next.find(a);
-      auto p = trial.prev.find(b);
-      const bool hasLink = n != trial.next.end() && n->second == b;
+      auto n = next.find(a);
+      auto p = prev.find(b);
+      const bool hasLink = n != next.end() && n->second == b;
       if (hasLink) continue;
-      if (n != trial.next.end() || p != trial.prev.end() || trial.reaches(b, a)) return false;
-      trial.next[a] = b;
-      trial.prev[b] = a;
+      if (n != next.end() || p != prev.end() || reaches(b, a)) return undo();
+      next[a] = b;
+      prev[b] = a;
+      added.push_back(a);
     }
-    *this = std::move(trial);
     return true;
   }
 };

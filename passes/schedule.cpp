@@ -38,6 +38,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "ir/collectives.h"
@@ -117,6 +118,8 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
         for (const Value* p : root->def->operands) paramReaders[p].push_back(int(i));
     }
   }
+  std::unordered_map<std::string_view, const Op*> paramsByName;  // once: a findParam per update is O(ops)
+  for (const Op* p : g.params()) paramsByName.emplace(p->attrStr("name"), p);
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     int p = producer(g.outputs[o]);
     if (p < 0) continue;
@@ -124,7 +127,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
     d.outputBuffers.insert(storage.root(g.outputs[o]));
     if (storage.of(g.outputs[o]) != Storage::InPlace) continue;
     d.updates[size_t(p)] = true;
-    const Op* param = g.findParam(g.updateOf(o));
+    const Op* param = paramsByName.at(g.updateOf(o));
     for (int reader : paramReaders[param->result()])
       if (reader != p) d.succ[size_t(reader)].push_back(p);
   }

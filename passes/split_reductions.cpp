@@ -58,11 +58,16 @@ int64_t partialsFor(int64_t r, int64_t n) {
 
 // The stored values of `numel` elements that `v` is computed from element by element: `v`
 // itself, or, through pointwise ops and views of that element count, their operands.
-// Each value is visited once (a shared subexpression is not walked again per use).
+// Each value is visited once (a shared subexpression is not walked again per use), and at
+// most kMaxLeafWalk values: a residual stream is one pointwise chain through every layer,
+// so an unbounded walk from each norm made the pass quadratic in the layers; a kernel fuses
+// neighbours, and what lies further up that chain is not read by one kernel anyway.
+constexpr size_t kMaxLeafWalk = 256;
+
 void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out) {
   std::set<const Value*> seen;
   std::vector<const Value*> stack{root};
-  while (!stack.empty()) {
+  while (!stack.empty() && seen.size() < kMaxLeafWalk) {
     const Value* v = stack.back();
     stack.pop_back();
     if (v->type.numel() != numel || !seen.insert(v).second) continue;
@@ -75,41 +80,43 @@ void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out
   }
 }
 
-// For each row reduction, its domain and the stored values its elements come from.
-struct RowReader {
-  fusion::Domain domain;
-  std::set<const Value*> leaves;
+// For each row reduction, its domain; and for each stored value, the row reductions whose
+// elements come from it (indexed by value, so a column reduction looks at the few row
+// reductions that share its values, not at every row reduction of the program).
+struct RowReaders {
+  std::vector<fusion::Domain> domains;
+  std::unordered_map<const Value*, std::vector<size_t>> byLeaf;
 };
 
-std::vector<RowReader> rowReaders(const Graph& g) {
-  std::vector<RowReader> rows;
+RowReaders rowReaders(const Graph& g) {
+  RowReaders rows;
   for (auto& op : g.ops) {
     if (op->info().category != OpCategory::Reduction) continue;
     const fusion::Domain d = fusion::reductionDomain(op->operands[0]->type.shape, op->attrInts("axes"));
     if (d.kind != fusion::DomainKind::Row) continue;
-    RowReader r{d, {}};
-    elementLeaves(op->operands[0], d.n * d.r, r.leaves);
-    rows.push_back(std::move(r));
+    std::set<const Value*> leaves;
+    elementLeaves(op->operands[0], d.n * d.r, leaves);
+    for (const Value* v : leaves) rows.byLeaf[v].push_back(rows.domains.size());
+    rows.domains.push_back(d);
   }
   return rows;
 }
 
 // True when a row reduction reads a stored value that the column reduction of `x` (domain
 // `col`) is computed from, over the same elements.
-bool sharesRows(const Value* x, const fusion::Domain& col, const std::vector<RowReader>& rows) {
+bool sharesRows(const Value* x, const fusion::Domain& col, const RowReaders& rows) {
   std::set<const Value*> leaves;
   elementLeaves(x, col.n * col.r, leaves);
-  for (const RowReader& r : rows) {
-    if (!fusion::sumsColumnsOf(col, r.domain)) continue;
-    for (const Value* v : leaves)
-      if (r.leaves.count(v)) return true;
-  }
+  for (const Value* v : leaves)
+    if (auto it = rows.byLeaf.find(v); it != rows.byLeaf.end())
+      for (size_t r : it->second)
+        if (fusion::sumsColumnsOf(col, rows.domains[r])) return true;
   return false;
 }
 
 bool splitGraph(Graph& g) {
   bool changed = false;
-  const std::vector<RowReader> rows = rowReaders(g);
+  const RowReaders rows = rowReaders(g);
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
   g.ops.clear();
   std::unordered_map<const Value*, Value*> repl;  // split reduction -> its two-stage value

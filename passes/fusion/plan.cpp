@@ -534,9 +534,12 @@ class Planner {
       if (inlined(owned.get())) continue;
       for (auto& r : owned->results) {
         const int64_t numel = r->type.numel();
+        // Only readers whose domain the value covers can share its read: filtered once, so a
+        // small value read everywhere (AdamW's step, a norm's weight) costs its readers, not
+        // their pairs.
         std::vector<Op*> readers;
         for (Op* u : effectiveUsers(r.get()))
-          if (!inlined(u) && !isFixed(*u)) readers.push_back(u);
+          if (!inlined(u) && !isFixed(*u) && mergeable(groupOf(u)) && numel >= size(groupOf(u))) readers.push_back(u);
         for (size_t i = 0; i < readers.size(); ++i)
           for (size_t j = i + 1; j < readers.size(); ++j) {
             const int a = groupOf(readers[i]), b = groupOf(readers[j]);
