@@ -15,6 +15,7 @@ namespace fusec {
 
 PassManager::PassManager(PassManagerOptions opts) : opts_(std::move(opts)) {
   if (!opts_.log) opts_.log = &std::cerr;
+  if (!opts_.irLog) opts_.irLog = opts_.log;
   checkPassNames(opts_.printBefore, "--print-ir-before");
   checkPassNames(opts_.printAfter, "--print-ir-after");
 }
@@ -53,6 +54,7 @@ void PassManager::dump(const std::string& text, int index, const std::string& na
 
 bool PassManager::run(Module& m) {
   std::ostream& log = *opts_.log;
+  std::ostream& irLog = *opts_.irLog;
   // A --print-ir-before/after name that no pass of this pipeline has would print nothing:
   // say so instead (e.g. autodiff, which only training programs run).
   for (const auto* flag : {&opts_.printBefore, &opts_.printAfter})
@@ -80,10 +82,10 @@ bool PassManager::run(Module& m) {
     Pass& p = *passes_[i];
     std::string name(p.name());
     if (listed(opts_.printBefore, name) || (opts_.printBeforeAll && (opts_.dumpUnchanged || !lastShown))) {
-      log << "// ----- IR before " << name << " -----\n" << (every ? last : printModule(m));
+      irLog << "// ----- IR before " << name << " -----\n" << (every ? last : printModule(m));
       lastShown = true;
     } else if (opts_.printBeforeAll) {
-      log << "// ----- IR before " << name << ": as printed above -----\n";
+      irLog << "// ----- IR before " << name << ": as printed above -----\n";
     }
     auto t0 = std::chrono::steady_clock::now();
     bool changed = p.run(m);
@@ -108,11 +110,11 @@ bool PassManager::run(Module& m) {
       last = now;
     }
     if (listed(opts_.printAfter, name) || (opts_.printAfterAll && (opts_.dumpUnchanged || !same))) {
-      log << "// ----- IR after " << name << (same || !changed ? " (unchanged)" : "") << " -----\n"
+      irLog << "// ----- IR after " << name << (same || !changed ? " (unchanged)" : "") << " -----\n"
           << (every ? now : printModule(m));
       lastShown = true;
     } else if (opts_.printAfterAll) {
-      log << "// ----- IR after " << name << ": unchanged -----\n";
+      irLog << "// ----- IR after " << name << ": unchanged -----\n";
     }
     if (!opts_.dumpDir.empty() && (opts_.dumpUnchanged || !same)) dump(now, int(i) + 1, name);
   }

@@ -20,7 +20,8 @@ struct PassManagerOptions {
   // 8.8 MB over 16 files, most of them copies. --dump-unchanged keeps them.
   bool dumpUnchanged = false;
   bool timePasses = false;
-  std::ostream* log = nullptr;                       // where IR prints and timings go (default: std::cerr)
+  std::ostream* log = nullptr;                       // where timings go (default: std::cerr)
+  std::ostream* irLog = nullptr;                     // where IR prints go (default: log); the CLI's stdout
 };
 
 struct PassTiming {

@@ -75,4 +75,20 @@ void writeFileAtomically(const std::string& path, std::string_view bytes) {
   f.commit();
 }
 
+void requireWritableFile(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::is_directory(st)) throw Error(flag + " " + path + ": is a directory");
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or pipe: written in place
+  const fs::path dir = fs::absolute(path, ec).parent_path();
+  if (!fs::is_directory(dir, ec)) throw Error(flag + " " + path + ": no directory " + dir.string());
+  // Proves a file can be made there, as the final write will (a temporary, then a rename).
+  const fs::path probe = dir / (".fusec-write-test." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(flag + " " + path + ": cannot write there (" + std::strerror(errno) + ")");
+  ::close(fd);
+  fs::remove(probe, ec);
+}
+
 }  // namespace fusec

@@ -35,4 +35,9 @@ class AtomicFile {
 // The whole file at once.
 void writeFileAtomically(const std::string& path, std::string_view bytes);
 
+// Before long work whose result goes to `path` (`flag` names it in the message): Error
+// "FLAG PATH: ..." (one line) when it could not be written then: a directory, a missing
+// directory, or one where no file can be created. A device or pipe (/dev/null) passes.
+void requireWritableFile(const std::string& path, const std::string& flag);
+
 }  // namespace fusec

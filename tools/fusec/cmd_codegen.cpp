@@ -34,7 +34,12 @@ Command addCodegenCommand(CLI::App& app) {
     if (a->emit.emit == "ir") throw Error("codegen: --emit=ir is what `fusec opt` prints");
     if (!a->emit.outDir.empty()) return emitKernels(a->emit, *module), 0;
     if (a->emit.emit != "cuda") throw Error("--emit=" + a->emit.emit + " needs --out-dir");
-    for (const auto& k : codegen::generateModule(*module)) {
+    const auto kernels = codegen::generateModule(*module);
+    // Nothing to print is not success: unfused IR has no kernel ops (silence looked like one).
+    if (kernels.empty())
+      throw Error("codegen: " + a->input + " has no kernel ops" + (a->passes.empty() ? "" : " after --passes=" + a->passes) +
+                  ": CUDA is generated from fused IR (add --passes=decompose,fuse, or give it `fusec compile`'s output)");
+    for (const auto& k : kernels) {
       std::cout << "// ===== kernel " << k.name << " family=" << familyName(k.family);
       for (const auto& l : k.launches)
         std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem;

@@ -270,7 +270,8 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   if (a.tf32) run["--tf32"] = "on";
   run["--seed"] = std::to_string(a.seed);
   run["--lr"] = shortest(a.adamw.lr);
-  run["--betas"] = shortest(a.adamw.betas.at(0)) + "," + shortest(a.adamw.betas.at(1));
+  const AdamWConfig adamw = a.adamw.config();
+  run["--betas"] = shortest(adamw.beta1) + "," + shortest(adamw.beta2);
   run["--eps"] = shortest(a.adamw.eps);
   run["--weight-decay"] = shortest(a.adamw.weightDecay);
   if (a.ranks > 1) run["--gpus"] = std::to_string(a.ranks);  // a checkpoint resumes with its own N only
@@ -364,6 +365,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (!a.resume.empty() && !a.weights.empty())
     throw Error("run: --resume takes the weights from its checkpoint; drop --weights");
   if (!a.checkpoint.empty()) requireCheckpointDir(a.checkpoint);  // before the training, not K steps into it
+  if (!a.out.empty() && a.rank == 0) requireWritableFile(a.out, "--out");  // likewise: a run's result must have a place
   if (!a.timeline.empty()) {
     if (a.program != "train_step" || a.device == "cpu") throw Error("run: --timeline applies to train_step on the GPU");
     if (a.steps < 3) throw Error("run: --timeline traces the last step, which must be a CUDA-graph replay: --steps 3 or more");

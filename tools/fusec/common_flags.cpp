@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "frontend/models/fir_model.h"
@@ -145,7 +146,7 @@ models::ModelConfig ModelOverrides::apply(models::ModelConfig c) const {
 
 void AdamWFlags::add(CLI::App& cmd) {
   cmd.add_option("--lr", lr, "AdamW learning rate (default: 1e-3)")->type_name("X");
-  cmd.add_option("--betas", betas, "AdamW betas (default: 0.9,0.999)")->delimiter(',')->expected(2)->type_name("B1,B2");
+  cmd.add_option("--betas", betas, "AdamW betas (default: 0.9,0.999)")->type_name("B1,B2");
   cmd.add_option("--eps", eps, "AdamW eps (default: 1e-8)")->type_name("X");
   cmd.add_option("--weight-decay", weightDecay, "AdamW weight decay (default: 0.01)")->type_name("X");
 }
@@ -155,13 +156,25 @@ AdamWConfig AdamWFlags::config() const {
   if (!(eps > 0) || !std::isfinite(eps)) throw Error("--eps must be a finite number above 0, got " + number(eps));
   if (!(weightDecay >= 0) || !std::isfinite(weightDecay))
     throw Error("--weight-decay must be a finite number of at least 0, got " + number(weightDecay));
-  if (betas.size() != 2) throw Error("--betas expects B1,B2");
-  for (double b : betas)
-    if (!(b >= 0 && b < 1)) throw Error("--betas must each be in [0, 1), got " + number(b));
+  std::vector<double> b;
+  for (size_t from = 0;;) {
+    const size_t comma = betas.find(',', from);
+    const std::string part = betas.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    char* end = nullptr;
+    const double x = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end || part.find_first_of(" \t") != std::string::npos)
+      throw Error("--betas expects B1,B2 (two numbers), got '" + betas + "'");
+    b.push_back(x);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (b.size() != 2) throw Error("--betas expects B1,B2 (two numbers), got '" + betas + "'");
+  for (double x : b)
+    if (!(x >= 0 && x < 1)) throw Error("--betas must each be in [0, 1), got " + number(x));
   AdamWConfig c;
   c.lr = lr;
-  c.beta1 = betas[0];
-  c.beta2 = betas[1];
+  c.beta1 = b[0];
+  c.beta2 = b[1];
   c.eps = eps;
   c.weightDecay = weightDecay;
   return c;

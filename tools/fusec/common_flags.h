@@ -70,7 +70,7 @@ void resolveShape(const api::Model& model, int64_t& batch, bool batchGiven, int6
 // AdamW's hyperparameters (torch's defaults, weight decay 0.01).
 struct AdamWFlags {
   double lr = 1e-3, eps = 1e-8, weightDecay = 0.01;
-  std::vector<double> betas = {0.9, 0.999};
+  std::string betas = "0.9,0.999";  // B1,B2: one token (CLI11's two-value options show "x 2" in help)
   void add(CLI::App& cmd);
   // Checked: lr and eps above 0, the betas in [0, 1), the weight decay at least 0.
   AdamWConfig config() const;

@@ -1,10 +1,12 @@
+#include <iostream>
+
 #include "tools/fusec/commands.h"
 
 namespace fusec::cli {
 
 void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& o) {
-  cmd.add_flag("--print-ir-after-all", o.printAfterAll, "Print the IR after every pass (to stderr)");
-  cmd.add_flag("--print-ir-before-all", o.printBeforeAll, "Print the IR before every pass (to stderr)");
+  cmd.add_flag("--print-ir-after-all", o.printAfterAll, "Print the IR after every pass (to stdout, before the output)");
+  cmd.add_flag("--print-ir-before-all", o.printBeforeAll, "Print the IR before every pass (to stdout, before the output)");
   cmd.add_option("--print-ir-after", o.printAfter, "Print the IR after the named pass (repeatable)")
       ->delimiter(',')
       ->type_name("NAME");
@@ -17,7 +19,8 @@ void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& o) {
                "With --print-ir-after-all, --print-ir-before-all or --dump-dir, also print (write) the IR of passes that changed "
                "nothing (default: one line instead of a copy, no file)");
   cmd.add_flag("--time-passes", o.timePasses, "Print a table of pass timings (to stderr)");
-  cmd.add_flag("!--no-verify", o.verifyEach, "Skip the verifier after each pass");
+  cmd.add_flag_callback("--no-verify", [&o] { o.verifyEach = false; }, "Skip the verifier after each pass");
+  o.irLog = &std::cout;  // a dump is output: `| less`, `| head` and `> file` take it
 }
 
 }  // namespace fusec::cli
