@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 
 namespace fusec::rt {
@@ -19,6 +21,19 @@ bool meansNoDevice(cudaError_t s) {
          s == cudaErrorCompatNotSupportedOnDevice || s == cudaErrorInitializationError;
 }
 
+// Why cudart found nothing, in words that fit the machine: without the driver library at all
+// cudart says "CUDA driver version is insufficient for CUDA runtime version", which reads as
+// an old driver on a machine that has none.
+std::string noDeviceReason(cudaError_t s) {
+  if (s == cudaSuccess) return "no CUDA device";
+  if (s == cudaErrorInsufficientDriver) {
+    void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) return "no CUDA device (no NVIDIA driver on this machine: libcuda.so.1 is not installed)";
+    ::dlclose(driver);
+  }
+  return std::string("no CUDA device (") + cudaGetErrorString(s) + ")";
+}
+
 }  // namespace
 
 bool deviceAvailable(std::string* why) {
@@ -26,7 +41,7 @@ bool deviceAvailable(std::string* why) {
   cudaError_t s = cudaGetDeviceCount(&n);
   if (s == cudaSuccess && n > 0) return true;
   cudaGetLastError();
-  if (why) *why = s == cudaSuccess ? "no CUDA device" : std::string("no CUDA device (") + cudaGetErrorString(s) + ")";
+  if (why) *why = noDeviceReason(s);
   return false;
 }
 

@@ -2,6 +2,8 @@
 // message where there is one, and the CLI's `fusec device` either way.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <array>
 #include <cstdio>
 #include <string>
@@ -17,6 +19,18 @@ namespace {
 TEST(Device, NoDeviceIsOneLineError) {
   if (rt::deviceAvailable()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_EQ(test::errorOf([] { rt::openDevice(); }), "no CUDA device");
+}
+
+// The skip reason every GPU test prints: on a machine with no NVIDIA driver at all, cudart's
+// "CUDA driver version is insufficient" read as an old driver (issue 44).
+TEST(Device, NoDriverIsSaidInWordsThatFit) {
+  std::string why;
+  if (rt::deviceAvailable(&why)) GTEST_SKIP() << "a CUDA device is present";
+  if (void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    ::dlclose(driver);
+    GTEST_SKIP() << "this machine has the driver library (" << why << ")";
+  }
+  EXPECT_EQ(why, "no CUDA device (no NVIDIA driver on this machine: libcuda.so.1 is not installed)");
 }
 
 TEST(Device, OpensAndReportsOutOfMemory) {
