@@ -39,6 +39,8 @@ struct Case {
 std::string label(const Case& c) {
   return c.model + "/" + std::to_string(c.layers) + "L/" + c.program + "/" + std::string(dtypeName(c.dtype));
 }
+// ctest shows a parameter as gtest prints it: the label, not a dump of the struct's bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << label(c); }
 
 // The traced program after its program passes (what the interpreter runs).
 void buildProgram(Module& m, const Case& c) {

@@ -148,6 +148,9 @@ struct FirCase {
   double rel = 1e-6;
 };
 
+// ctest shows a parameter as gtest prints it: the file, not a dump of the struct's bytes.
+void PrintTo(const FirCase& c, std::ostream* os) { *os << c.file; }
+
 class FirSemantics : public ::testing::TestWithParam<FirCase> {};
 
 TEST_P(FirSemantics, SameResults) {

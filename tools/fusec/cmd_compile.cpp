@@ -69,7 +69,7 @@ nlohmann::ordered_json stats(const CompileArgs& a, const api::Model& model, cons
   j["model"] = model.name();
   j["program"] = a.program;
   j["batch"] = a.batch;
-  j["seq"] = a.ctx;
+  j["ctx"] = a.ctx;  // named as the flag is (--ctx)
   j["dtype"] = a.dtype;
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   for (const auto& [key, value] : model.config()) {

@@ -39,6 +39,8 @@ struct SizeCase {
   int64_t batch;
   DType dtype;
 };
+// ctest shows a parameter as gtest prints it: its fields, not a dump of the struct's bytes.
+void PrintTo(const SizeCase& c, std::ostream* os) { *os << c.model << " b" << c.batch << " " << dtypeName(c.dtype); }
 
 std::vector<SizeCase> sizeCases() {
   std::vector<SizeCase> out;
