@@ -10,6 +10,8 @@
 //   * integers are held as int64; arithmetic wraps (done in uint64) and i32 results wrap
 //     to 32 bits; every would-be UB (division by zero, float->int overflow) throws Error.
 #include "ir/interpreter.h"
+
+#include "ir/cpu_blas.h"
 #include "ir/strided_view.h"
 
 #include <algorithm>
@@ -486,6 +488,31 @@ FUSEC_VECTORIZE void accumulateRow(double* acc, double x, const float* row, int6
   for (int64_t n = 0; n < count; ++n) acc[n] += x * double(row[n]);
 }
 
+// C[M x N] (row-major) = A * B through cpuDgemm, in blocks of at most kBlasRows x kBlasCols of
+// C: `a(m, k)` reads A, B is K rows of N contiguous floats. False (C untouched) without a BLAS.
+constexpr int64_t kBlasRows = 512, kBlasCols = 4096;
+
+template <class ReadA>
+bool blasBlocks(int64_t M, int64_t N, int64_t K, ReadA a, const float* B, float* C, DType dtype) {
+  if (cpuBlasName().empty()) return false;
+  const int64_t nb = std::min(N, kBlasCols), mb = std::min(M, kBlasRows);
+  std::vector<double> Bd(size_t(K * nb)), Ad(size_t(mb * K)), Cd(size_t(mb * nb));
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t nn = std::min(nb, N - n0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < nn; ++n) Bd[size_t(k * nn + n)] = double(B[k * N + n0 + n]);
+    for (int64_t m0 = 0; m0 < M; m0 += mb) {
+      const int64_t mm = std::min(mb, M - m0);
+      for (int64_t m = 0; m < mm; ++m)
+        for (int64_t k = 0; k < K; ++k) Ad[size_t(m * K + k)] = double(a(m0 + m, k));
+      if (!cpuDgemm(mm, nn, K, Ad.data(), Bd.data(), Cd.data())) return false;  // only before the first block
+      for (int64_t m = 0; m < mm; ++m)
+        for (int64_t n = 0; n < nn; ++n) C[(m0 + m) * N + n0 + n] = roundDouble(Cd[size_t(m * nn + n)], dtype);
+    }
+  }
+  return true;
+}
+
 HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
   // Computed in the logical layout [batch..., M, N], then permuted by out_perm (if any).
   const auto& outPerm = op.attrInts("out_perm");
@@ -523,6 +550,9 @@ HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
       B = Bt.data();
     }
     float* C = out.f.data() + s * M * N;
+    // A large GEMM through the machine's BLAS (ir/cpu_blas.h) in double, block by block so
+    // that the double copies stay small (lm_head's C alone would be 0.8 GB at small batch 8).
+    if (parallel && blasBlocks(M, N, K, [&](int64_t m, int64_t k) { return A[m * am + k * ak]; }, B, C, rt.dtype)) continue;
     auto rowsOf = [&](int64_t m0, int64_t m1) {
       std::vector<double> acc(static_cast<size_t>(N));
       for (int64_t m = m0; m < m1; ++m) {
@@ -1079,6 +1109,41 @@ class Evaluator {
 
 // ---------------------------------------------------------------------------------------
 // Public API
+
+InterpreterCost interpreterCost(const Graph& g) {
+  auto bytesOf = [](const Value* v) { return int64_t(v->type.numel()) * (isFloat(v->type.dtype) ? 4 : 8); };
+  std::unordered_map<const Value*, size_t> lastUse;
+  for (size_t k = 0; k < g.ops.size(); ++k)
+    for (const Value* v : g.ops[k]->operands) lastUse[v] = k;
+  for (const Value* v : g.outputs) lastUse[v] = g.ops.size();
+  std::vector<int64_t> freedAfter(g.ops.size() + 1, 0);
+  for (const auto& [v, k] : lastUse) freedAfter[k] += bytesOf(v);
+  InterpreterCost c;
+  int64_t live = 0;
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    const Op& op = *g.ops[k];
+    for (const auto& r : op.results) {
+      live += bytesOf(r.get());
+      c.valueBytes += bytesOf(r.get());
+    }
+    c.peakBytes = std::max(c.peakBytes, live);
+    for (const auto& r : op.results)
+      if (!lastUse.count(r.get())) live -= bytesOf(r.get());
+    live -= freedAfter[k];
+    if (op.kind == OpKind::Matmul) {
+      const Type& a = op.operands[0]->type;
+      const int64_t K = op.attrBool("transpose_a") ? a.shape[a.rank() - 2] : a.shape[a.rank() - 1];
+      c.gemmFlops += 2 * op.result()->type.numel() * K;
+    }
+    if (op.body) {  // a kernel's body runs inside: its GEMMs count, its values are transient
+      const InterpreterCost b = interpreterCost(*op.body);
+      c.gemmFlops += b.gemmFlops;
+      c.valueBytes += b.valueBytes;
+      c.peakBytes = std::max(c.peakBytes, live + b.peakBytes);
+    }
+  }
+  return c;
+}
 
 std::vector<HostTensor> interpret(const Graph& g, const Bindings& env) {
   Evaluator ev(env);

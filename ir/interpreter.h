@@ -26,4 +26,14 @@ std::vector<HostTensor> interpret(const Graph& g, const Bindings& env);
 // (the first one raised).
 std::vector<std::vector<HostTensor>> interpretRanks(const Graph& g, const std::vector<Bindings>& perRank);
 
+// What `interpret(g, ...)` will cost, from the graph alone (no values): the most bytes its
+// values hold at once (each value from its op to its last reader, as interpret keeps them;
+// f32 and bf16 stored as floats, integers as int64), the bytes all its values take together,
+// and its GEMMs' FLOPs (2 * M * N * K each). `fusec run --device cpu` turns these into the
+// estimate it prints before a run, and refuses a run whose peak the machine cannot hold.
+struct InterpreterCost {
+  int64_t peakBytes = 0, valueBytes = 0, gemmFlops = 0;
+};
+InterpreterCost interpreterCost(const Graph& g);
+
 }  // namespace fusec

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/cpu_blas.h"
 #include "ir/interpreter.h"
 #include "test_util.h"
 
@@ -925,6 +926,50 @@ HostTensor stored(const std::vector<float>& logical, Shape batch, int64_t R, int
   s.push_back(transposed ? C : R);
   s.push_back(transposed ? R : C);
   return ftensor({d, s}, v);
+}
+
+// Large enough for the machine's BLAS where there is one (ir/cpu_blas.h: dgemm in blocks,
+// over more than one block of rows and of columns here), else for the threaded loop: either
+// way each element is its double sum rounded once to f32, within one f32 rounding of the
+// reference, transposed operands included.
+TEST(InterpMatmul, LargeGemmsAreTheDoubleSumRoundedOnce) {
+  const int64_t M = 600, K = 96, N = 4200;  // M * N * K above the threaded threshold; 2 x 2 BLAS blocks
+  std::mt19937 rng(23);
+  for (bool ta : {false, true}) {
+    SCOPED_TRACE(std::string("ta=") + (ta ? "1" : "0") + (cpuBlasName().empty() ? " (no BLAS)" : " via " + cpuBlasName()));
+    std::vector<float> A = randVals(size_t(M * K), rng), B = randVals(size_t(K * N), rng);
+    Fn f;
+    HostTensor r = f.run1(f.b.matmul(f.in("a", stored(A, {}, M, K, ta, DType::f32)), f.in("b", stored(B, {}, K, N, false, DType::f32)), ta,
+                                     false));
+    std::vector<double> ref(size_t(M * N), 0.0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = A[size_t(i * K + k)];
+        for (int64_t j = 0; j < N; ++j) ref[size_t(i * N + j)] += a * double(B[size_t(k * N + j)]);
+      }
+    int64_t off = 0;
+    for (size_t k = 0; k < ref.size(); ++k)
+      if (r.f[k] != float(ref[k])) {
+        ++off;
+        EXPECT_LE(std::abs(double(r.f[k]) - ref[k]), std::abs(ref[k]) * 1.2e-7 + 1e-30) << "element " << k;
+      }
+    EXPECT_LT(off, int64_t(ref.size() / 1000)) << "sums in another order may round differently, but rarely";
+  }
+}
+
+// interpreterCost, against what interpret holds: x and w (1 KB each) stay live to their last
+// reader; the matmul's 2 * 16 * 16 * 16 FLOPs; the peak while h and y are both held.
+TEST(InterpCost, PeakBytesAndGemmFlopsOfAGraph) {
+  Fn f;
+  Value* x = f.in("x", ftensor({DType::f32, {16, 16}}, std::vector<float>(256, 1.0f)));
+  Value* w = f.in("w", ftensor({DType::f32, {16, 16}}, std::vector<float>(256, 0.5f)));
+  Value* h = f.b.matmul(x, w);
+  Value* y = f.b.binary(OpKind::Add, h, h);
+  f.b.output(y);
+  const InterpreterCost c = interpreterCost(f.g);
+  EXPECT_EQ(c.gemmFlops, 2 * 16 * 16 * 16);
+  EXPECT_EQ(c.valueBytes, 4 * 1024);
+  EXPECT_EQ(c.peakBytes, 3 * 1024) << "x, w and h at the matmul; h and y at the add";
 }
 
 COVERS(OpKind::Matmul);

@@ -51,6 +51,7 @@
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
+#include "tools/fusec/cpu_estimate.h"
 #include "tools/fusec/job.h"
 #ifdef FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
@@ -461,6 +462,9 @@ int runProgram(RunArgs& a, const api::Model& model) {
   std::vector<rt::KernelSpan> traced;
 #endif
   api::CompiledProgram program = api::compile(model, p, o);
+  // On the CPU, what a step will take, before it is taken (and a step that cannot fit, refused).
+  if (o.device == api::Device::Cpu)
+    if (const std::string line = describeCpuStep(program.graph()); !line.empty()) std::cout << line << std::endl;
   if (!a.resume.empty()) {
     requireStateFits(program.graph(), resumed.state, resumedFile);
     weights = std::move(resumed.state);
