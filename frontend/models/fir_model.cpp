@@ -18,6 +18,7 @@ class FirModel final : public api::Model {
  public:
   explicit FirModel(std::string path) : path_(std::move(path)), module_(parseFile(path_)) {  // errors name the file
     check(*module_);
+    assignLayers(*module_->funcs[0]);
   }
 
   std::unique_ptr<api::Model> clone() const override { return std::make_unique<FirModel>(*this); }
@@ -92,6 +93,27 @@ class FirModel final : public api::Model {
   void fail(const std::string& what) const { throw Error(path_ + ": " + what); }
 
   // The module must be one @forward: ids in, logits out, weights and buffers as params.
+  // A weight without a `layer` attribute (the exporter does not write one) takes the index
+  // of its module list from its state_dict name, the first all-digit part ("transformer.h.3.
+  // attn.c_attn.weight", "model.layers.3.mlp.up_proj.weight": 3), as the zoo's weights carry
+  // theirs: --stats counts launches per layer and AdamW's updates group by layer from it.
+  static void assignLayers(Graph& g) {
+    for (Op* p : g.params()) {
+      if (roleOf(*p) != Role::Weight || layerOf(*p) >= 0) continue;
+      const std::string& name = p->attrStr("name");
+      for (size_t from = 0; from < name.size();) {
+        const size_t dot = std::min(name.find('.', from), name.size());
+        const std::string part = name.substr(from, dot - from);
+        if (dot < name.size() && !part.empty() && part.size() <= 6 &&
+            part.find_first_not_of("0123456789") == std::string::npos) {
+          setLayer(*p, std::stoll(part));
+          break;
+        }
+        from = dot + 1;
+      }
+    }
+  }
+
   void check(const Module& m) {
     if (m.funcs.size() != 1 || m.funcs[0]->name != "forward")
       fail("an imported model is one function, @forward (ids -> logits)");

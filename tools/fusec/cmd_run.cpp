@@ -644,7 +644,13 @@ Command addRunCommand(CLI::App& app) {
         throw Error("run: --init-weights cannot be combined with --program, --weights, --inputs, --data, "
                     "--random-inputs or --out");
       std::unique_ptr<api::Model> model = a->overrides.model(a->model);
-      saveSafetensors(a->initWeights, model->initialWeights(a->seed), metadataOf(*model));
+      const Bindings weights = model->initialWeights(a->seed);
+      saveSafetensors(a->initWeights, weights, metadataOf(*model));
+      int64_t count = 0;
+      for (const auto& [name, t] : weights) count += int64_t(t.size());
+      // Success says what it wrote (silence read as nothing done).
+      std::cout << "run: wrote " << a->initWeights << ": " << weights.size() << " tensors, " << count << " parameters of "
+                << model->name() << " (seed " << a->seed << ")" << std::endl;
       return 0;
     }
     return runRank(*a, *a->overrides.model(a->model));
