@@ -114,17 +114,38 @@ MemoryTimeline memoryTimeline(const Graph& g) {
   for (size_t i = 0; i < live.liveBytes.size(); ++i)
     if (live.liveBytes[i] > t.peakLiveBytes) t.peakLiveBytes = live.liveBytes[i], t.peakAt = int(i);
 
-  // A mark where a new run of launches begins: a layer's forward or backward, the ops outside
-  // the layers, the optimizer.
+  // One mark for each phase (a layer's forward or backward, the ops outside the layers, the
+  // optimizer), where its longest run of launches begins. A phase's launches are not all in one
+  // run: the schedule hoists an update's first ops to the start and runs each layer's AdamW
+  // between the backward's layers, and marking every run drew "L1 bwd" before layer 0's
+  // forward and each backward twice.
+  struct Run {
+    int start = -1, length = 0;
+  };
+  std::map<std::string, Run> longest;
   std::string last;
+  int runStart = -1, runLength = 0;
+  auto close = [&] {
+    if (last.empty()) return;
+    Run& r = longest[last];
+    if (runLength > r.length) r = {runStart, runLength};
+  };
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const LaunchPlace& p = places[i];
     if (!p.launch) continue;
     std::string label = optimizer.count(g.ops[i].get()) ? "optimizer"
                         : (p.layer < 0 ? std::string("outside") : "L" + std::to_string(p.layer)) + (p.backward ? " bwd" : "");
-    if (label != last) t.marks.push_back({int(i), label});
-    last = label;
+    if (label != last) {
+      close();
+      last = label;
+      runStart = int(i);
+      runLength = 0;
+    }
+    ++runLength;
   }
+  close();
+  for (const auto& [label, run] : longest) t.marks.push_back({run.start, label});
+  std::sort(t.marks.begin(), t.marks.end(), [](const PhaseMark& a, const PhaseMark& b) { return a.at < b.at; });
   return t;
 }
 

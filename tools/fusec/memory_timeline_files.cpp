@@ -1,8 +1,11 @@
 #include "tools/fusec/memory_timeline_files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "bench/profile.h"
@@ -56,15 +59,37 @@ const char* bandColour(size_t i) {
   return colours[i % 5];
 }
 
-// A round step for about `ticks` axis ticks over [0, span]: 1, 1.25, 2.5 or 5 times a power
-// of two from 1 KiB up (round in binary units: 2.50 GiB, 80.0 MiB).
-double tickStep(double span, int ticks) {
-  const double raw = span / ticks;
-  double unit = 1024;
-  while (unit * 2 <= raw) unit *= 2;
-  for (double m : {1.0, 1.25, 2.5, 5.0})
-    if (unit * m >= raw) return unit * m;
-  return unit * 2;
+// The y axis: one unit for every tick (that of the largest value: GiB, MiB, KiB or B) and a
+// round step in it (1, 2, 2.5 or 5 times a power of ten) for about `ticks` ticks over
+// [0, span], so that they read 0, 0.25, 0.50 ... GiB, not 960.0 MiB, 1.25 GiB, 1.56 GiB.
+struct Axis {
+  double unitBytes = 1, step = 1;  // step in units
+  const char* unit = "B";
+  int decimals = 0;
+};
+
+Axis byteAxis(double span, int ticks) {
+  Axis a;
+  for (auto [bytes, name] : {std::pair{double(1LL << 30), "GiB"}, {double(1 << 20), "MiB"}, {1024.0, "KiB"}})
+    if (span >= bytes) {
+      a.unitBytes = bytes;
+      a.unit = name;
+      break;
+    }
+  const double raw = std::max(span / a.unitBytes / ticks, 1e-9);
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * p >= raw * (1 - 1e-9)) {
+      a.step = m * p;
+      break;
+    }
+  if (a.unitBytes == 1) a.step = std::max(1.0, std::round(a.step));  // whole bytes
+  // Enough decimals to tell the ticks apart: 0.25 -> 2, 0.5 -> 1, 2 -> 0.
+  for (a.decimals = 0; a.decimals < 4; ++a.decimals) {
+    const double scaled = a.step * std::pow(10.0, a.decimals);
+    if (std::abs(scaled - std::round(scaled)) < 1e-6) break;
+  }
+  return a;
 }
 
 // The `n` largest planned values, largest first (ties: the earlier first): what the seeds asked
@@ -152,25 +177,36 @@ std::string memoryTimelineSvg(const MemoryTimeline& t, const std::string& title)
   // (or the optimizer) begins; labels are thinned where they would collide.
   s += "<rect x=\"" + fmt(left) + "\" y=\"" + fmt(top) + "\" width=\"" + fmt(pw) + "\" height=\"" + fmt(ph) +
        "\" fill=\"none\" stroke=\"#333\"/>\n";
-  const double step = tickStep(total, 8);
-  for (double b = 0; b <= total; b += step) {
-    const double y = Y(b);
+  const Axis axis = byteAxis(total, 8);
+  for (int k = 0; k * axis.step * axis.unitBytes <= total * (1 + 1e-9); ++k) {
+    const double units = k * axis.step;
+    const double y = Y(units * axis.unitBytes);
     s += "<line x1=\"" + fmt(left - 5) + "\" x2=\"" + fmt(left) + "\" y1=\"" + fmt(y, 2) + "\" y2=\"" + fmt(y, 2) +
-         "\" stroke=\"#333\"/><text x=\"" + fmt(left - 8) + "\" y=\"" + fmt(y + 4, 2) + "\" text-anchor=\"end\">" +
-         humanBytes(int64_t(b)) + "</text>\n";
+         "\" stroke=\"#333\"/><text class=\"tick\" x=\"" + fmt(left - 8) + "\" y=\"" + fmt(y + 4, 2) +
+         "\" text-anchor=\"end\">" + fmt(units, axis.decimals) + " " + axis.unit + "</text>\n";
   }
   s += "<text transform=\"translate(18," + fmt(top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">offset (arena below the dashed line, resident above)</text>\n";
-  double lastLabel = -1e9;
-  for (const PhaseMark& m : t.marks) {
-    const double x = X(m.at);
-    s += "<line x1=\"" + fmt(x, 2) + "\" x2=\"" + fmt(x, 2) + "\" y1=\"" + fmt(top + ph) + "\" y2=\"" + fmt(top + ph + 6) +
-         "\" stroke=\"#333\"/>\n";
-    if (x - lastLabel >= 13) {
-      s += "<text transform=\"translate(" + fmt(x + 3, 2) + "," + fmt(top + ph + 10) + ") rotate(60)\" font-size=\"10\">" +
-           escapeXml(m.label) + "</text>\n";
-      lastLabel = x;
+  // Every mark gets its tick; labels that would collide are thinned, the layers' first (a
+  // layer's forward or backward is what the reader looks for), then "outside" and "optimizer"
+  // only where they fit between those.
+  std::vector<double> drawn;
+  auto fits = [&](double x) {
+    for (double d : drawn)
+      if (std::abs(x - d) < 13) return false;
+    return true;
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (const PhaseMark& m : t.marks) {
+      const bool layer = m.label.size() > 1 && m.label[0] == 'L' && std::isdigit(static_cast<unsigned char>(m.label[1]));
+      if (layer != (pass == 0)) continue;
+      const double x = X(m.at);
+      s += "<line x1=\"" + fmt(x, 2) + "\" x2=\"" + fmt(x, 2) + "\" y1=\"" + fmt(top + ph) + "\" y2=\"" +
+           fmt(top + ph + 6) + "\" stroke=\"#333\"/>\n";
+      if (!fits(x)) continue;
+      s += "<text class=\"mark\" transform=\"translate(" + fmt(x + 3, 2) + "," + fmt(top + ph + 10) +
+           ") rotate(60)\" font-size=\"10\">" + escapeXml(m.label) + "</text>\n";
+      drawn.push_back(x);
     }
-  }
   s += "<text x=\"" + fmt(left + pw / 2) + "\" y=\"" + fmt(H - 8) +
        "\" text-anchor=\"middle\">launches in schedule order; marks: where each layer's forward (L3) or backward (L3 bwd) begins</text>\n";
 
