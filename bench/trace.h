@@ -26,7 +26,7 @@ namespace fusec::bench {
 
 std::string chromeTrace(const std::string& header, const std::vector<ProgramProfile>& programs);
 
-// One replayed step as the device ran it (rt::Executable::traceStep): a track for the compute
+// One step as the device ran it (CUPTI, `fusec run --timeline`): a track for the compute
 // stream's kernels and one for the collectives', at their recorded times from the step's first
 // kernel, and the overlap (rt::stepOverlap) in the file's metadata.
 std::string stepTimelineTrace(const std::string& header, const std::vector<rt::KernelSpan>& spans);

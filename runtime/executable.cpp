@@ -605,27 +605,6 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
   }
 }
 
-std::vector<KernelSpan> Executable::traceStep(KernelActivity& activity) {
-  Impl& m = *impl_;
-  if (!m.graphExec) throw Error("tracing a step needs the step's CUDA graph: run() the program twice first");
-  synchronize();
-  activity.start();
-  try {
-    activity.take();  // nothing from before
-    FUSEC_CUDA(cudaGraphLaunch(m.graphExec, m.stream), "launching the step's CUDA graph");
-    synchronize();
-    std::vector<KernelSpan> spans = activity.take();
-    activity.stop();
-    return spans;
-  } catch (...) {
-    try {
-      activity.stop();
-    } catch (...) {
-    }
-    throw;
-  }
-}
-
 size_t Executable::arenaBytes() const { return impl_->arenaBytes; }
 size_t Executable::residentBytes() const { return impl_->residentBytes; }
 bool Executable::graphCaptured() const { return impl_->graphExec != nullptr; }

@@ -113,9 +113,6 @@ class Executable {
   // Milliseconds per launch, aligned with launches(). Throws Error before the graph exists
   // (run() twice first), or when the records are not the launches' (runtime/kernel_spans.h).
   std::vector<float> timeKernels(KernelActivity& activity);
-  // Every kernel of one replay of the step's CUDA graph, as the device ran it (CUPTI): the
-  // collectives' beside the compute's (rt::stepOverlap says how much they overlapped).
-  std::vector<KernelSpan> traceStep(KernelActivity& activity);
 
   size_t arenaBytes() const;
   size_t residentBytes() const;
