@@ -6,12 +6,15 @@ by line from the repository's root, in order, with `build/fusec` standing for th
 test (--fusec) and the set-up steps that the test command itself has done (scripts/bootstrap,
 scripts/build, scripts/test) left out of `&&` chains. Each command must exit 0; a block that
 stops failing is the README telling the truth again. Outputs go where the README says (data/
-is ignored by git); the files a block makes are removed afterwards.
+is ignored by git); the files a block makes are removed afterwards. The exporter's commands
+need PyTorch: where `import torch` fails they are skipped with the reason (as the other
+torch-based tests are).
 """
 import argparse
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -53,6 +56,8 @@ def commands(body, fusec):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fusec", required=True)
+    ap.add_argument("--python", default=sys.executable,
+                    help="the python3 the README's commands get (its directory first on PATH): one with torch if any")
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     a = ap.parse_args()
     root = os.path.abspath(a.root)
@@ -62,12 +67,20 @@ def main():
         return 1
     failures = 0
     made = []
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(os.path.abspath(a.python)) + os.pathsep + env.get("PATH", "")
+    has_torch = subprocess.run(["python3", "-c", "import torch"], capture_output=True, env=env).returncode == 0
     for line_no, body in found:
+        skipped = None
         for cmd in commands(body, os.path.abspath(a.fusec)):
+            if skipped or ("fusec.export" in cmd and not has_torch):
+                skipped = skipped or "no PyTorch: python3 -c 'import torch' fails"
+                print(f"skip README.md:{line_no}: `{cmd}` ({skipped}; the block's later lines need it)")
+                continue
             for out in re.findall(r"--out\s+(\S+)", cmd):
                 made.append(os.path.join(root, out))
             t0 = time.time()
-            r = subprocess.run(cmd, shell=True, cwd=root, capture_output=True, text=True)
+            r = subprocess.run(cmd, shell=True, cwd=root, capture_output=True, text=True, env=env)
             took = time.time() - t0
             if r.returncode != 0:
                 failures += 1
@@ -83,6 +96,8 @@ def main():
     for f in made:
         if os.path.isfile(f):
             os.remove(f)
+        elif os.path.isdir(f) and f.startswith("/tmp/"):
+            shutil.rmtree(f, ignore_errors=True)
     print(f"{failures} of the README's commands failed" if failures else "every README command tested ran")
     return 1 if failures else 0
 
