@@ -111,10 +111,16 @@ void validate(const ModelConfig& c) {
   // product that wraps around.
   if (c.layers > kMaxLayers)
     throw Error(what + std::to_string(c.layers) + " layers is more than the " + std::to_string(kMaxLayers) + " fusec compiles");
-  const int64_t perLayer = checkedNumel({c.dModel, c.dFF});
-  const int64_t sizes[] = {checkedNumel({c.vocab, c.dModel}), perLayer, checkedNumel({c.dModel, c.dModel}),
-                           perLayer < 0 ? -1 : checkedNumel({c.layers, perLayer, 4})};
-  for (int64_t n : sizes)
+  // The whole model's count, as parameterSpecs lays it out (per layer 4 d^2 + 3 d f + 2 d, then
+  // the embedding, lm_head and the final norm), each step checked: the attention weights alone
+  // of a wide, deep model passed the earlier per-weight checks (found by the model_config fuzzer).
+  auto add = [](int64_t a, int64_t b) { return a < 0 || b < 0 || a > kMaxElements - b ? int64_t(-1) : a + b; };
+  auto times = [](int64_t a, int64_t k) { return a < 0 || (k > 0 && a > kMaxElements / k) ? int64_t(-1) : a * k; };
+  const int64_t dd = checkedNumel({c.dModel, c.dModel}), df = checkedNumel({c.dModel, c.dFF}),
+                vd = checkedNumel({c.vocab, c.dModel});
+  const int64_t perLayer = add(add(times(dd, 4), times(df, 3)), times(c.dModel, 2));
+  const int64_t total = add(add(times(perLayer, c.layers), times(vd, 2)), c.dModel);
+  for (int64_t n : {dd, df, vd, perLayer, total})
     if (n < 0)
       throw Error(what + "its weights would hold more than 2^48 elements (vocab " + std::to_string(c.vocab) + ", d_model " +
                   std::to_string(c.dModel) + ", d_ff " + std::to_string(c.dFF) + ", layers " + std::to_string(c.layers) + ")");
