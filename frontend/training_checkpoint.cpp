@@ -140,21 +140,9 @@ void saveCheckpoint(const std::string& dir, TrainingCheckpoint c) {
   saveSafetensors(checkpointPath(dir), tensors, meta);
 }
 
-TrainingCheckpoint loadCheckpoint(const std::string& dir) {
-  const std::string path = checkpointPath(dir);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error("--resume " + dir + ": no checkpoint there (" + path + " does not exist)");
-  SafetensorsMetadata meta;
-  Bindings tensors = loadSafetensors(path, &meta);
-  return checkpointOf(std::move(tensors), meta, path);
-}
+namespace {
 
-TrainingCheckpoint parseCheckpoint(std::string_view bytes, const std::string& path) {
-  SafetensorsMetadata meta;
-  Bindings tensors = parseSafetensors(bytes, path, &meta);
-  return checkpointOf(std::move(tensors), meta, path);
-}
-
+// The checks on a read safetensors file's tensors and metadata (file or bytes alike).
 TrainingCheckpoint checkpointOf(Bindings tensors, const SafetensorsMetadata& meta, const std::string& path) {
   TrainingCheckpoint c;
   c.state = std::move(tensors);
@@ -185,6 +173,24 @@ TrainingCheckpoint checkpointOf(Bindings tensors, const SafetensorsMetadata& met
     if (key.starts_with(prefix)) c.run[key.substr(prefix.size())] = value;
   return c;
 }
+
+}  // namespace
+
+TrainingCheckpoint loadCheckpoint(const std::string& dir) {
+  const std::string path = checkpointPath(dir);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("--resume " + dir + ": no checkpoint there (" + path + " does not exist)");
+  SafetensorsMetadata meta;
+  Bindings tensors = loadSafetensors(path, &meta);
+  return checkpointOf(std::move(tensors), meta, path);
+}
+
+TrainingCheckpoint parseCheckpoint(std::string_view bytes, const std::string& path) {
+  SafetensorsMetadata meta;
+  Bindings tensors = parseSafetensors(bytes, path, &meta);
+  return checkpointOf(std::move(tensors), meta, path);
+}
+
 
 void requireSameRun(const TrainingCheckpoint& c, const RunIdentity& run, const std::string& dir) {
   auto shown = [](const std::string& flag, const std::string& value) {

@@ -17,7 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#include "frontend/safetensors.h"
 #include "ir/host_tensor.h"
 
 namespace fusec {
@@ -67,8 +66,6 @@ TrainingCheckpoint loadCheckpoint(const std::string& dir);
 // The same checks on a checkpoint file's bytes (`path` names it in errors): what the checkpoint
 // fuzzer and the byte-flip test drive, without a file per try.
 TrainingCheckpoint parseCheckpoint(std::string_view bytes, const std::string& path);
-// The checks on a read safetensors file's tensors and metadata.
-TrainingCheckpoint checkpointOf(Bindings tensors, const SafetensorsMetadata& meta, const std::string& path);
 
 // Error "--resume DIR: the checkpoint's run had --dtype bf16, this run has fp32 (a resumed
 // run takes the flags of the run it continues)" for the first flag that differs.

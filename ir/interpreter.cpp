@@ -539,7 +539,8 @@ HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
   // the machine's threads. The same sums as the textbook triple loop, in the same order.
   std::vector<float> Bt;
   const int threads = int(std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(M, 1)));
-  const bool parallel = threads > 1 && M * N * K >= (int64_t(1) << 22);
+  const bool large = M * N * K >= (int64_t(1) << 22);  // worth threads, or a BLAS call
+  const bool parallel = threads > 1 && large;
   for (int64_t s = 0; s < batch; ++s) {
     const float* A = a.f.data() + s * aStep;
     const float* B = b.f.data() + s * bStep;
@@ -552,7 +553,7 @@ HostTensor matmul(const Op& op, const HostTensor& a, const HostTensor& b) {
     float* C = out.f.data() + s * M * N;
     // A large GEMM through the machine's BLAS (ir/cpu_blas.h) in double, block by block so
     // that the double copies stay small (lm_head's C alone would be 0.8 GB at small batch 8).
-    if (parallel && blasBlocks(M, N, K, [&](int64_t m, int64_t k) { return A[m * am + k * ak]; }, B, C, rt.dtype)) continue;
+    if (large && blasBlocks(M, N, K, [&](int64_t m, int64_t k) { return A[m * am + k * ak]; }, B, C, rt.dtype)) continue;
     auto rowsOf = [&](int64_t m0, int64_t m1) {
       std::vector<double> acc(static_cast<size_t>(N));
       for (int64_t m = m0; m < m1; ++m) {
