@@ -91,8 +91,16 @@ std::vector<Type> matmul(const OpInfo& info, const Type& a, const Type& b, const
   r.push_back(n);
   // out_perm only reorders whole rows of the result: N must stay innermost so the GEMM
   // still writes unit-stride rows with a leading dimension.
+  // out_dtype: a bf16 GEMM may write f32 (its f32 accumulator, not rounded to bf16 first),
+  // where a cast to f32 would otherwise follow in a kernel of its own (passes/data_parallel.cpp).
+  DType out = a.dtype;
+  if (const std::string& od = at.s("out_dtype"); !od.empty()) {
+    if (!parseDType(od, out) || !isFloat(out)) fail("matmul out_dtype must be a float dtype, got '" + od + "'");
+    if (out != a.dtype && out != DType::f32)
+      fail("matmul out_dtype widens to f32 only, got " + od + " for " + std::string(dtypeName(a.dtype)) + " operands");
+  }
   const auto& perm = at.ints("out_perm");
-  if (perm.empty()) return {Type{a.dtype, r}};
+  if (perm.empty()) return {Type{out, r}};
   const int64_t rank = int64_t(r.size());
   std::vector<bool> seen(r.size(), false);
   bool valid = int64_t(perm.size()) == rank && perm.back() == rank - 1;
@@ -105,7 +113,7 @@ std::vector<Type> matmul(const OpInfo& info, const Type& a, const Type& b, const
          std::to_string(rank - 1) + ", got " + shapeStr(perm));
   Shape permuted;
   for (int64_t p : perm) permuted.push_back(r[size_t(p)]);
-  return {Type{a.dtype, permuted}};
+  return {Type{out, permuted}};
 }
 
 std::vector<Type> kernel(const OpInfo& info, const std::vector<Type>& ops, const std::vector<Type>& declared,

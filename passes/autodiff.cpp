@@ -311,6 +311,8 @@ class Autodiff {
   // the transpose of that product, which is again one matmul with swapped operands.
   void matmul(const Op& op, Value* dC) {
     Value *A = op.operands[0], *B = op.operands[1];
+    // An out_dtype matmul is matmul-then-cast: dC narrows back as a cast's VJP would.
+    if (dC->type.dtype != A->type.dtype) dC = b_.cast(dC, A->type.dtype);
     // dC arrives in the out_perm layout: back to the logical [batch..., M, N] first.
     if (const auto& outPerm = op.attrInts("out_perm"); !outPerm.empty()) {
       std::vector<int64_t> inv(outPerm.size());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/builder.h"
 #include "ir/collectives.h"
@@ -55,11 +56,36 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   };
   // Gradients travel in the wire dtype: cast to it before, back to their own after.
   const DType wire = cfg.reduceDType;
+  std::unordered_map<const Value*, int> uses;
+  for (auto& op : g.ops)
+    for (const Value* v : op->operands) ++uses[v];
+  for (const Value* v : g.outputs) ++uses[v];
+  // A weight gradient is often cast(matmul) to the wire dtype (autocast's bf16 GEMM, then its
+  // f32 master weight's dtype). Alone, that cast would be a kernel of its own before the
+  // collective (it cannot fuse into a reader across the reduction), so the GEMM writes the
+  // wire dtype itself: matmul's out_dtype, the f32 accumulator not rounded to bf16 first.
+  std::unordered_set<const Op*> foldedCasts;
+  auto widenedGemm = [&](Value* x) -> Value* {
+    Op* cast = x->def;
+    if (cast->kind != OpKind::Cast || uses[x] != 1) return nullptr;
+    Value* r = cast->operands[0];
+    Op* mm = r->def;
+    if (!mm || mm->kind != OpKind::Matmul || uses[r] != 1 || x->type.dtype != DType::f32 ||
+        r->type.dtype != DType::bf16 || !mm->attrStr("out_dtype").empty())
+      return nullptr;
+    mm->setAttr("out_dtype", std::string(dtypeName(x->type.dtype)));
+    r->type.dtype = x->type.dtype;
+    r->name = x->name;
+    foldedCasts.insert(cast);
+    return r;
+  };
   auto reduce = [&](OpKind kind, const std::vector<size_t>& members, const char* suffix) {
     if (members.empty()) return;
     std::vector<Value*> grads;
     for (size_t i : members) {
       Value* x = g.outputs[i];
+      if (x->type.dtype == wire)
+        if (Value* r = widenedGemm(x)) x = r;
       grads.push_back(x->type.dtype == wire ? x : b.cast(x, wire));
     }
     std::vector<Value*> reduced = b.create(kind, grads, mean);
@@ -88,6 +114,7 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
     if (bytes >= cfg.bucketBytes) flush();
   }
   flush();
+  g.eraseIf([&](Op* op) { return foldedCasts.count(op) != 0; });
   return true;
 }
 

@@ -34,7 +34,10 @@ struct DataParallelConfig {
 // cfg.bucketBytes, each one all_reduce (reduce "mean") whose results replace them as
 // outputs (with shardOptimizer, the gradients that split by rows one reduce_scatter instead,
 // whose results are this rank's rows). A gradient that is a constant (a param the loss does not read) is the same on
-// every rank and is left alone. Returns false with one rank or no float params; throws Error
+// every rank and is left alone. A gradient that is cast(matmul) to the wire dtype, the
+// matmul used only there (autocast's bf16 weight-gradient GEMM), becomes the matmul with
+// out_dtype = the wire dtype: the GEMM writes what the collective sends, no cast kernel
+// between them. Returns false with one rank or no float params; throws Error
 // for any other signature, or a function that already has collectives.
 bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg);
 

@@ -42,10 +42,15 @@ struct MatmulInfo {
   Value *a, *b;
   bool ta, tb;
   std::vector<int64_t> perm;
+  std::string outDType;
   int ra, rb;
   explicit MatmulInfo(const Op& op)
       : a(op.operands[0]), b(op.operands[1]), ta(op.attrBool("transpose_a")), tb(op.attrBool("transpose_b")),
-        perm(op.attrInts("out_perm")), ra(a->type.rank()), rb(b->type.rank()) {}
+        perm(op.attrInts("out_perm")), outDType(op.attrStr("out_dtype")), ra(a->type.rank()), rb(b->type.rank()) {}
+  // The attributes of a matmul merged from members like this one.
+  NamedAttrs attrs() const {
+    return {{"transpose_a", ta}, {"transpose_b", tb}, {"out_perm", perm}, {"out_dtype", outDType}};
+  }
   int kAxisA() const { return ta ? ra - 2 : ra - 1; }
   int mAxisA() const { return ta ? ra - 1 : ra - 2; }
   int kAxisB() const { return tb ? rb - 1 : rb - 2; }
@@ -260,7 +265,7 @@ class Merger {
     Graph& sg = scratch(members.back());
     Builder b(sg);
     Value* cat = b.concat(parts, catAxis);
-    NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
+    const NamedAttrs attrs = first.attrs();
     Value* merged = b.create1(OpKind::Matmul, varying == 1 ? std::vector<Value*>{first.a, cat} : std::vector<Value*>{cat, first.b},
                               attrs);
     const int64_t rank = merged->type.rank();
@@ -335,7 +340,7 @@ class Merger {
 
   template <class UseCount>
   void mergeSum(Op* root, const std::vector<Value*>& ls, const std::vector<Op*>& interior, UseCount& useCount) {
-    using Key = std::tuple<bool, bool, std::vector<int64_t>, Shape, Shape>;
+    using Key = std::tuple<bool, bool, std::vector<int64_t>, std::string, Shape, Shape>;
     std::map<Key, std::vector<Op*>> groups;
     std::vector<Value*> others;
     for (Value* v : ls) {
@@ -345,7 +350,7 @@ class Merger {
         continue;
       }
       MatmulInfo m(*d);
-      groups[Key{m.ta, m.tb, m.perm, without(m.a->type.shape, m.kAxisA()), without(m.b->type.shape, m.kAxisB())}]
+      groups[Key{m.ta, m.tb, m.perm, m.outDType, without(m.a->type.shape, m.kAxisA()), without(m.b->type.shape, m.kAxisB())}]
           .push_back(d);
     }
     bool any = false;
@@ -371,7 +376,7 @@ class Merger {
         std::vector<const Value*> sortedKey = key;
         std::sort(sortedKey.begin(), sortedKey.end());
         sumOrder_[sortedKey] = key;
-        NamedAttrs attrs{{"transpose_a", first.ta}, {"transpose_b", first.tb}, {"out_perm", first.perm}};
+        const NamedAttrs attrs = first.attrs();
         terms.push_back(b.create1(OpKind::Matmul, {b.concat(as, first.kAxisA()), b.concat(bs, first.kAxisB())}, attrs));
         any = true;
       }

@@ -23,7 +23,7 @@ cudaDataType_t dataType(DType d) { return d == DType::bf16 ? CUDA_R_16BF : CUDA_
 // The largest power of two, at most 256 (cuBLASLt's default assumption), dividing every
 // byte address a plan's operand takes: its launches' pointers and its batch stride.
 int alignmentOf(const void* base, const GemmPlan& p, int which, int64_t batchStride) {
-  const int64_t eb = dtypeBytes(p.dtype);
+  const int64_t eb = dtypeBytes(which == 2 ? p.cDType() : p.dtype);
   uint64_t bits = 256;
   for (const auto& l : p.launches) bits |= uintptr_t(base) + uint64_t(l[size_t(which)] * eb);
   if (p.batch > 1) bits |= uint64_t(batchStride * eb);
@@ -141,8 +141,9 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
   }
   const cudaDataType_t dt = dataType(p.dtype);
   // Stored (column-major) extents: op N stores rows x cols of the operand as given.
-  auto layout = [&](cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
-    FUSEC_LT(cublasLtMatrixLayoutCreate(&l, dt, rows, cols, ld), what);
+  auto layout = [&](cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t stride,
+                    cudaDataType_t type) {
+    FUSEC_LT(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld), what);
     if (p.batch == 1) return;
     const int32_t count = int32_t(p.batch);
     FUSEC_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), what);
@@ -150,14 +151,15 @@ CublasLtGemm::Entry& CublasLtGemm::entryFor(const GemmPlan& p, int alignA, int a
              what);
   };
   if (p.b.colMajor)
-    layout(e->a, uint64_t(p.K), uint64_t(p.N), p.b.ld, p.b.batchStride);
+    layout(e->a, uint64_t(p.K), uint64_t(p.N), p.b.ld, p.b.batchStride, dt);
   else
-    layout(e->a, uint64_t(p.N), uint64_t(p.K), p.b.ld, p.b.batchStride);
+    layout(e->a, uint64_t(p.N), uint64_t(p.K), p.b.ld, p.b.batchStride, dt);
   if (p.a.colMajor)
-    layout(e->b, uint64_t(p.M), uint64_t(p.K), p.a.ld, p.a.batchStride);
+    layout(e->b, uint64_t(p.M), uint64_t(p.K), p.a.ld, p.a.batchStride, dt);
   else
-    layout(e->b, uint64_t(p.K), uint64_t(p.M), p.a.ld, p.a.batchStride);
-  layout(e->c, uint64_t(p.N), uint64_t(p.M), p.c.ld, p.c.batchStride);
+    layout(e->b, uint64_t(p.K), uint64_t(p.M), p.a.ld, p.a.batchStride, dt);
+  // C may be f32 under bf16 operands (cuBLASLt's mixed-type bf16 x bf16 -> f32 GEMM).
+  layout(e->c, uint64_t(p.N), uint64_t(p.M), p.c.ld, p.c.batchStride, dataType(p.cDType()));
 
   cublasLtMatmulPreference_t pref = nullptr;
   FUSEC_LT(cublasLtMatmulPreferenceCreate(&pref), what);
@@ -225,13 +227,13 @@ bool CublasLtGemm::tune(Entry& e, const GemmPlan& p, const void* a, const void* 
                         const std::string& what) {
   // One cuBLASLt call, the plan's first launch, on the real operands: the algorithm is the
   // same for every launch of the plan, and the times stay per call whatever the launch count.
-  const int64_t eb = dtypeBytes(p.dtype);
+  const int64_t eb = dtypeBytes(p.dtype), ceb = dtypeBytes(p.cDType());
   const auto& l0 = p.launches.at(0);
   const char* pa = static_cast<const char*>(a) + l0[0] * eb;
   const char* pb = static_cast<const char*>(b) + l0[1] * eb;
-  char* pc = static_cast<char*>(c) + l0[2] * eb;
+  char* pc = static_cast<char*>(c) + l0[2] * ceb;
   const int64_t aBytes = extentBytes(p.a, p.M, p.K, p.batch, eb), bBytes = extentBytes(p.b, p.K, p.N, p.batch, eb);
-  const int64_t cBytes = extentBytes(p.c, p.M, p.N, p.batch, eb);
+  const int64_t cBytes = extentBytes(p.c, p.M, p.N, p.batch, ceb);
   // Repeated calls must leave C as one call does: true for beta = 0 and C apart from A and B.
   // Otherwise the candidates write a scratch copy of C (the real call comes after them).
   DeviceBuffer scratch;
@@ -328,11 +330,11 @@ const GemmTuning& CublasLtGemm::run(const GemmPlan& p, const void* a, const void
   Entry& e = entryFor(p, alignmentOf(a, p, 0, p.a.batchStride), alignmentOf(b, p, 1, p.b.batchStride),
                       alignmentOf(c, p, 2, p.c.batchStride), sms, what);
   if (!e.chosen) choose(e, p, a, b, c, stream, what);
-  const int64_t eb = dtypeBytes(p.dtype);
+  const int64_t eb = dtypeBytes(p.dtype), ceb = dtypeBytes(p.cDType());
   for (const auto& l : p.launches) {
     const char* pa = static_cast<const char*>(a) + l[0] * eb;
     const char* pb = static_cast<const char*>(b) + l[1] * eb;
-    char* pc = static_cast<char*>(c) + l[2] * eb;
+    char* pc = static_cast<char*>(c) + l[2] * ceb;
     FUSEC_LT(cublasLtMatmul(handle_, e.desc, &p.alpha, pb, e.a, pa, e.b, &p.beta, pc, e.c, pc, e.c, &e.algo,
                             workspace_.data(), workspace_.bytes(), stream),
              what);

@@ -89,9 +89,11 @@ GemmPlan planGemm(const Op& mm) {
   const Value* bv = mm.operands.at(1);
   const Value* cv = mm.result();
   GemmPlan p;
-  p.dtype = cv->type.dtype;
+  p.dtype = av->type.dtype;
   if (p.dtype != DType::f32 && p.dtype != DType::bf16) fail(mm, "only f32 and bf16 GEMMs run on the GPU");
-  if (av->type.dtype != p.dtype || bv->type.dtype != p.dtype) fail(mm, "operand and result dtypes differ");
+  if (bv->type.dtype != p.dtype) fail(mm, "operand dtypes differ");
+  p.widenC = cv->type.dtype != p.dtype;
+  if (p.widenC && cv->type.dtype != DType::f32) fail(mm, "a GEMM's result is its operands' dtype or f32");
 
   // The logical result [batch..., M, N] and where each of its dims sits in C's storage.
   const Shape& rs = cv->type.shape;
@@ -175,7 +177,7 @@ GemmPlan planGemm(const Op& mm) {
 }
 
 GemmShapeKey shapeKey(const GemmPlan& p) {
-  return {p.M,        p.N,        p.K,        p.batch,    p.dtype,          p.a.colMajor,     p.b.colMajor,
+  return {p.M,        p.N,        p.K,        p.batch,    p.dtype,          p.widenC,         p.a.colMajor,     p.b.colMajor,
           p.a.ld,     p.b.ld,     p.c.ld,     p.a.batchStride, p.b.batchStride, p.c.batchStride};
 }
 

@@ -34,12 +34,14 @@ struct GemmPlan {
   int64_t M = 0, N = 0, K = 0;
   int64_t batch = 1;  // matrices per launch
   DType dtype = DType::f32;  // of A, B and C (f32, or bf16 with f32 accumulation)
+  bool widenC = false;       // C is f32 though A and B are bf16 (matmul's out_dtype)
   GemmMatrix a, b, c;
   float alpha = 1, beta = 0;
   // Element offsets of A, B, C from their bases, one triple per launch.
   std::vector<std::array<int64_t, 3>> launches;
 
   int64_t flops() const { return 2 * M * N * K * batch * int64_t(launches.size()); }
+  DType cDType() const { return widenC ? DType::f32 : dtype; }
 };
 
 // The plan of `mm` (a matmul op). Throws Error when an operand is not GEMM-readable (a view
@@ -55,6 +57,7 @@ const Value* storageOf(const Value* base);
 struct GemmShapeKey {
   int64_t M, N, K, batch;
   DType dtype;
+  bool widenC;
   bool aCol, bCol;
   int64_t lda, ldb, ldc, sa, sb, sc;
   auto operator<=>(const GemmShapeKey&) const = default;

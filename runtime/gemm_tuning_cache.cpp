@@ -64,6 +64,7 @@ std::string gemmTuningKey(const GemmPlan& p, bool tf32, int alignA, int alignB, 
     << " N=" << k.N << " K=" << k.K << " batch=" << k.batch << " a=" << (k.aCol ? "col" : "row")
     << " b=" << (k.bCol ? "col" : "row") << " ld=" << k.lda << "," << k.ldb << "," << k.ldc << " stride=" << k.sa << ","
     << k.sb << "," << k.sc << " align=" << alignA << "," << alignB << "," << alignC;
+  if (k.widenC) s << " c=f32";
   if (sms > 0) s << " sms=" << sms;
   return s.str();
 }

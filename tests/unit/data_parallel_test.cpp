@@ -199,6 +199,50 @@ TEST(DataParallelWire, Bf16GradientsStayCloseToTheF32Run) {
   }
 }
 
+// bf16 compute, f32 wire: the weight-gradient GEMMs write f32 for the collectives themselves
+// (matmul out_dtype; no cast of a GEMM's result feeds a collective), and the job still trains
+// as one rank with the whole batch does, within bf16's rounding (the job's gradients are the
+// GEMMs' f32 accumulators, one rank's are rounded to bf16 first).
+TEST(DataParallelWire, Bf16ComputeGemmsWriteTheF32WireThemselves) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  api::CompileOptions o;
+  o.adamw.lr = 1e-2;
+  o.dtype = DType::bf16;
+  api::CompiledProgram one = api::compile(*model, {"train_step", 4, T}, o);
+  o.dataParallel = DataParallelConfig{2, 4096};
+  api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
+  int widened = 0;
+  for (auto& op : dp.graph().ops) {
+    if (op->kind == OpKind::Matmul && op->attrStr("out_dtype") == "f32") {
+      EXPECT_EQ(op->operands[0]->type.dtype, DType::bf16);
+      EXPECT_EQ(op->result()->type.dtype, DType::f32);
+      ++widened;
+    }
+    if (!isCollective(op->kind)) continue;
+    for (const Value* v : op->operands) {
+      const bool castGemm = v->def && v->def->kind == OpKind::Cast && v->def->operands[0]->def &&
+                            v->def->operands[0]->def->kind == OpKind::Matmul;
+      EXPECT_FALSE(castGemm) << v->name << " is a cast GEMM result";
+    }
+  }
+  // Each layer's q/k/v GEMMs merged, out, w1/w3 merged, w2; and lm_head.
+  EXPECT_GE(widened, 4 * int(cfg.layers) + 1);
+  Bindings w = initParameters(cfg, 3);
+  bindProgramState(one.graph(), w);
+  const HostTensor ids = tokens(4, 1, cfg.vocab), targets = tokens(4, 2, cfg.vocab);
+  std::vector<float> want, got;
+  std::vector<Bindings> x = train(one.graph(), {w}, {{{"ids", ids}, {"targets", targets}}}, 3, want);
+  std::vector<Bindings> batches;
+  for (int r = 0; r < 2; ++r) batches.push_back({{"ids", rows(ids, r * 2, 2)}, {"targets", rows(targets, r * 2, 2)}});
+  std::vector<Bindings> y = train(dp.graph(), {w, w}, batches, 3, got);
+  for (int s = 0; s < 3; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-2 * std::abs(want[size_t(s)])) << "step " << s + 1;
+  for (const api::ParamInfo& p : model->params()) {
+    EXPECT_LT(relDiff(y[0].at(p.name), x[0].at(p.name)), 2e-2) << p.name;
+    EXPECT_EQ(y[1].at(p.name).f, y[0].at(p.name).f) << p.name;
+  }
+}
+
 TEST(DataParallelSchedule, CollectivesRunEarlyAndTheirReadersTwoCollectivesLater) {
   const models::ModelConfig cfg = models::namedConfig("tiny");
   auto model = models::transformerModel(cfg);

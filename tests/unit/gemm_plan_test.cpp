@@ -37,25 +37,35 @@ struct ProgramCase {
   DType dtype;
   int64_t layers, seq;
   bool all;  // every matmul, or one per distinct plan shape
+  int64_t ranks = 1;
 };
-void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.model << " " << dtypeName(c.dtype); }
+void PrintTo(const ProgramCase& c, std::ostream* os) {
+  *os << c.model << " " << dtypeName(c.dtype) << " ranks " << c.ranks;
+}
 
 
 class GemmPlanProgram : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(GemmPlanProgram, PlanReproducesInterpreterMatmul) {
   const ProgramCase& pc = GetParam();
-  auto m = test::compiledTrainStep(pc.model, pc.dtype, pc.layers, 2, pc.seq);
+  auto m = test::compiledTrainStep(pc.model, pc.dtype, pc.layers, 2, pc.seq, pc.ranks);
   EXPECT_GT(checkCases(*m->funcs[0], pc.all, 7), 10);
+  if (pc.ranks > 1 && pc.dtype == DType::bf16) {  // the case is there to cover these
+    int widened = 0;
+    for (const auto& c : test::gemmCases(*m->funcs[0], true)) widened += c->plan.widenC;
+    EXPECT_GT(widened, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TrainStep, GemmPlanProgram,
                          ::testing::Values(ProgramCase{"tiny", DType::f32, 2, 8, true},
                                            ProgramCase{"tiny", DType::bf16, 2, 8, true},
                                            ProgramCase{"small", DType::f32, 2, 8, false},
-                                           ProgramCase{"small", DType::bf16, 2, 8, false}),
+                                           ProgramCase{"small", DType::bf16, 2, 8, false},
+                                           ProgramCase{"tiny", DType::bf16, 2, 8, true, 2}),
                          [](const auto& info) {
-                           return std::string(info.param.model) + "_" + std::string(dtypeName(info.param.dtype));
+                           return std::string(info.param.model) + "_" + std::string(dtypeName(info.param.dtype)) +
+                                  (info.param.ranks > 1 ? "_ranks" + std::to_string(info.param.ranks) : "");
                          });
 
 // One matmul over hand-made views; returns its plan after checking it against the interpreter.

@@ -27,13 +27,17 @@ namespace fusec::test {
 
 // `model`'s train_step as `fusec compile` builds it: program passes, then the whole default
 // pipeline (through memory-plan). Layers and sequence kept small for CPU reference loops.
+// With ranks > 1, one rank's program of a data-parallel job (its bf16 weight-gradient GEMMs
+// write f32 for the collectives: matmul out_dtype).
 inline std::unique_ptr<Module> compiledTrainStep(const std::string& model, DType dtype, int64_t layers,
-                                                 int64_t batch, int64_t seq) {
+                                                 int64_t batch, int64_t seq, int64_t ranks = 1) {
   auto cfg = models::namedConfig(model);
   cfg.layers = layers;
   auto m = std::make_unique<Module>();
   models::buildTrainLoss(*m, cfg, batch, seq);
-  api::lowerProgram(*m, "train_step", {.dtype = dtype});
+  api::CompileOptions o{.dtype = dtype};
+  o.dataParallel.ranks = ranks;
+  api::lowerProgram(*m, "train_step", o);
   verify(*m);
   return m;
 }
@@ -140,7 +144,7 @@ inline HostTensor evalPlan(const GemmCase& c, const Bindings& env) {
           for (int64_t k = 0; k < p.K; ++k)
             acc += double(A.at(size_t(l[0] + s * p.a.batchStride + at(p.a, i, k)))) *
                    double(B.at(size_t(l[1] + s * p.b.batchStride + at(p.b, k, j))));
-          C.f.at(size_t(l[2] + s * p.c.batchStride + at(p.c, i, j))) = roundOnce(acc, p.dtype);
+          C.f.at(size_t(l[2] + s * p.c.batchStride + at(p.c, i, j))) = roundOnce(acc, p.cDType());
         }
   return C;
 }
