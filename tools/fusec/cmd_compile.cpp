@@ -16,6 +16,7 @@
 #include "frontend/models/attention.h"
 #include "frontend/models/zoo_model.h"
 #include "ir/printer.h"
+#include "ir/roles.h"
 #include "ir/verifier.h"
 #include "passes/launch_stats.h"
 #include "passes/memory_plan.h"
@@ -114,8 +115,16 @@ nlohmann::ordered_json stats(const CompileArgs& a, const api::Model& model, cons
   j["live_lower_bound_bytes"] = mem.liveLowerBoundBytes;
   j["resident_bytes"] = mem.residentBytes;
   j["peak_bytes"] = mem.peakBytes;
-  if (a.program == "train_step")  // what eager training holds at once: weights, grads, two moments
+  if (a.program == "train_step") {  // what eager training holds at once: weights, grads, two moments
     j["params_grads_adam_bytes"] = 16 * int64_t(j["parameters"]);
+    // AdamW's moments as this program holds them (a 1/N share each with --shard-optimizer).
+    int64_t moments = 0;
+    for (const auto& g : m.funcs)
+      for (const auto& op : g->ops)
+        if (op->kind == OpKind::Param && (roleOf(*op) == Role::ExpAvg || roleOf(*op) == Role::ExpAvgSq))
+          moments += op->result()->type.numel() * dtypeBytes(op->result()->type.dtype);
+    j["optimizer_state_bytes"] = moments;
+  }
   j["inputs"] = inputs;
   j["param_tensors"] = params;
   j["param_elements"] = paramElements;
