@@ -259,13 +259,16 @@ def matches_pytorch(fusec, tmp, name, file, cls, kwargs, layers):
 
 def summary_line(name, stdout, out, text, model):
     """The export's stdout is one line: the three files, model.fir's ops (its lines but the
-    params, the input and the return) and the parameters (a tied weight once)."""
+    params, the input and the return), the parameters (a tied weight once) and what its check
+    against PyTorch measured (export_verify_test.py tests the check)."""
     ops = sum(1 for line in text.splitlines() if " = " in line and not (" = param(" in line or " = input(" in line))
     size = os.path.getsize(os.path.join(out, "weights.safetensors"))
     params = sum(p.numel() for p in model.parameters())
     want = re.compile(re.escape(f"fusec.export: wrote {out}/model.fir ({ops:,} ops, {params:,} parameters, ") +
                       r"(\d+(\.\d)? (bytes|KiB|MiB|GiB)) of weights\), " +
-                      re.escape(f"{out}/weights.safetensors and {out}/export.json, for ids [{B}, {T}]") + "$")
+                      re.escape(f"{out}/weights.safetensors and {out}/export.json, for ids [{B}, {T}]; checked by "
+                                "fusec's CPU interpreter against PyTorch: logits, loss and gradients within ") +
+                      r"\S+, \S+ and \S+ relative$")
     m = want.match(stdout.strip())
     shown = m and float(m.group(1).split()[0]) * {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(3)]
     check(len(stdout.splitlines()) == 1 and m is not None and abs(shown - size) <= 0.05 * size,
@@ -595,6 +598,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cpu: the interpreter against PyTorch (CI); cuda: the GPU against CUDA eager")
     a = ap.parse_args()
+    os.environ["FUSEC_BIN"] = os.path.abspath(a.fusec)  # what the exports check themselves with (fusec/verify.py)
     if a.device == "cpu":
         without_torch()  # where this python3 has torch too: it is made unimportable
     if torch is None:

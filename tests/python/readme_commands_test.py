@@ -69,6 +69,7 @@ def main():
     made = []
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(os.path.abspath(a.python)) + os.pathsep + env.get("PATH", "")
+    env["FUSEC_BIN"] = os.path.abspath(a.fusec)  # the binary under test checks the exports too (fusec/verify.py)
     has_torch = subprocess.run(["python3", "-c", "import torch"], capture_output=True, env=env).returncode == 0
     for line_no, body in found:
         skipped = None

@@ -7,8 +7,9 @@ each of its placeholders, the real tensor it stands for, its kind and its name:
   "constant": a tensor that state_dict() does not hold (a buffer registered with
               persistent=False, a tensor constant the trace lifted), under its own name;
   "input":    the ids."""
+import linecache
 import os
-import traceback
+import sys
 from collections import namedtuple
 
 import torch
@@ -104,33 +105,86 @@ def _capture_export(model, ids):
 
 
 class SourceLines:
-    """The model's source line of the first call of each ATen op, from an eager run under a
-    dispatch mode: what an unsupported-op error points at."""
+    """The model's source line of each ATen op call, from an eager run under a dispatch mode:
+    what an unsupported-op error (of(): the op's first call) and a failed check of the export
+    (at(): that node's own call) point at."""
 
     def __init__(self, model, args):
         self.first = {}
+        self.calls = {}  # op key ("add") -> [(file, line number)] of each call, in order
         try:
             from torch.utils._python_dispatch import TorchDispatchMode
         except ImportError:
             return
-        lines = self.first
+        calls = self.calls
         torch_dir = os.path.dirname(torch.__file__)
         here = os.path.dirname(os.path.abspath(__file__))
+        ours = {}  # file name -> whether it is torch's or the exporter's (the frames skipped)
 
         class Recorder(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 key = str(func.overloadpacket).split("::")[-1].split(".")[-1]
-                if key not in lines:
-                    for fr in reversed(traceback.extract_stack()[:-1]):
-                        f = os.path.abspath(fr.filename)
-                        if not f.startswith(torch_dir) and not f.startswith(here):
-                            lines[key] = f"{os.path.basename(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}"
-                            break
+                f = sys._getframe(1)  # frames, not traceback.extract_stack(): no source read per call
+                while f is not None:
+                    name = f.f_code.co_filename
+                    if name not in ours:
+                        path = os.path.abspath(name)
+                        ours[name] = path.startswith(torch_dir) or path.startswith(here)
+                    if not ours[name]:
+                        break
+                    f = f.f_back
+                calls.setdefault(key, []).append((f.f_code.co_filename, f.f_lineno) if f is not None else None)
                 return func(*args, **(kwargs or {}))
 
         with torch.no_grad(), Recorder():
             model(*args)
+        for key, sites in calls.items():
+            site = next((s for s in sites if s is not None), None)
+            if site is not None:
+                self.first[key] = _line(site)
 
     def of(self, op):
         key = op.split(".")[1] if op.startswith("aten.") else op
         return self.first.get(key, "source line unknown")
+
+    def at(self, node, gm):
+        """The source line of fx node `node` of `gm`: its op's k-th call in the eager run for
+        the node that is the graph's k-th of that op, where the two count the op's calls
+        alike (the trace and the eager run dispatch the same ops: make_fx's; a decomposition
+        can change the count, and then the op's first call is what is known). torch.export
+        records each node's own stack, which is used where present."""
+        trace = node.meta.get("stack_trace") if hasattr(node, "meta") else None
+        if trace:
+            mine = [ln for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
+            here = os.path.dirname(os.path.abspath(__file__))
+            torch_dir = os.path.dirname(torch.__file__)
+            for ln in reversed(mine):  # innermost first: the model's own frame nearest the op
+                try:
+                    path = ln.split('"')[1]
+                    lineno = int(ln.split("line ")[1].split(",")[0])
+                except (IndexError, ValueError):
+                    continue
+                full = os.path.abspath(path)
+                if not full.startswith(torch_dir) and not full.startswith(here):
+                    return _line((path, lineno))
+        op = op_name_of(node)
+        key = op.split(".")[1] if op.startswith("aten.") else op
+        same = [n for n in gm.graph.nodes if n.op == "call_function" and _key(op_name_of(n)) == key]
+        sites = self.calls.get(key, [])
+        if len(same) == len(sites) and node in same and sites[same.index(node)] is not None:
+            return _line(sites[same.index(node)])
+        return self.first.get(key, "source line unknown")
+
+
+def op_name_of(node):
+    t = node.target
+    return str(t) if isinstance(t, torch._ops.OpOverload) else getattr(t, "__name__", str(t))
+
+
+def _key(op):
+    return op.split(".")[1] if op.startswith("aten.") else op
+
+
+def _line(site):
+    path, lineno = site
+    return f"{os.path.basename(path)}:{lineno}: {linecache.getline(path, lineno).strip()}"

@@ -62,12 +62,13 @@ def describe(e, source_file=None):
     return text if len(text) <= 600 else text[:597] + "..."
 
 
-def write_files(directory, files):
+def write_files(directory, files, check=None):
     """Writes `files`, [(name, write(binary file))], into `directory` (created if missing) as a
     set: each goes first to a hidden temporary in `directory` (`.NAME.tmp.*`, so the rename
-    stays on one filesystem and is atomic), is synced, and only when every one is written are
-    they renamed into place, in the order given. Where there are several, the last one marks
-    a complete set (model.fir for an export): its old copy is removed before the first rename
+    stays on one filesystem and is atomic), is synced, and only when every one is written, and
+    `check` (if given: the exporter's check of what it wrote), called with {name: temporary's
+    path}, has returned, are they renamed into place, in the order given. Where there are
+    several, the last one marks a complete set (model.fir for an export): its old copy is removed before the first rename
     and the new one renamed last, so a set interrupted between renames has no marker rather
     than a marker beside another set's files. On any failure every temporary is removed (and
     the directories this call created, where empty) and the exception goes on."""
@@ -92,6 +93,8 @@ def write_files(directory, files):
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
+        if check is not None:
+            check({name: tmp for (name, _), tmp in zip(files, tmps)})
         if len(files) > 1 and os.path.lexists(os.path.join(directory, files[-1][0])):
             os.unlink(os.path.join(directory, files[-1][0]))
         for (name, _), tmp in zip(files, tmps):

@@ -6,7 +6,7 @@ so that it loads back with load_state_dict(strict=True) wherever the model ties 
 and its graph needs no `_const.N` (below).
 
     python3 -m fusec.export --model FILE.py:ClassName [--kwargs JSON] [--state-dict SD.pt]
-                            --batch B --seq T --out DIR [--debug]
+                            --batch B --seq T --out DIR [--no-verify] [--debug]
     fusec.export.export(model, example_ids, out_dir)          # the same from Python
 
 The model is captured at the ATen level (capture.py: torch.export with the core-ATen
@@ -20,6 +20,15 @@ non-persistent buffer, is a `_const.N` buffer that weights.safetensors holds as 
 binds every param from that file, and its IR has no tensor-valued constant). A mask that
 attention absorbed is not written. An op without a mapping fails the export with one line
 naming it and the model's source line that called it.
+
+The export checks itself before it is renamed into place (verify.py): fusec's CPU interpreter
+runs the written model.fir and weights.safetensors forward on the example ids, and one
+train_step, and its logits, loss and every parameter's gradient must match PyTorch's (fp32
+bounds); past them the export fails with one line naming the first op whose value diverges
+(or the parameter whose gradient does) and the model's source line. It needs the fusec
+binary (FUSEC_BIN, else `fusec` on PATH, else this checkout's build/fusec) and runs the model
+on the CPU once more, with gradients; --no-verify (verify=False) skips it, for a model too
+large for the CPU.
 
 The three files are written as a set (common.write_files): to hidden temporaries in DIR, then
 renamed, model.fir last, so a DIR with a model.fir holds one complete export, and a failed
@@ -40,16 +49,20 @@ from .common import ExportError, Parser, cli, describe, write_files
 # What export() returns: the PyTorch logits of the example (for checks), the number of ops in
 # model.fir's @forward (params and the input not counted), the number of parameters (a tied
 # weight once) and the size of weights.safetensors in bytes.
-Exported = namedtuple("Exported", "logits ops parameters weight_bytes")
+# `verified`: verify.Verifier's measurements (the logits', loss's and gradients' errors, each
+# relative to its bound's scale), None when not checked.
+Exported = namedtuple("Exported", "logits ops parameters weight_bytes verified")
 
 
-def export(model, example_ids, out_dir, how="auto", record=None):
+def export(model, example_ids, out_dir, how="auto", record=None, verify=True):
     """Writes out_dir/model.fir and out_dir/weights.safetensors for `model` at the shape of
     `example_ids` (int64 [B, T]). `how`: "auto" (torch.export where torch >= 2.1, else
     make_fx), "torch.export" or "make_fx". `record` (the CLI's: the model's file, class,
     kwargs, seed) goes to out_dir/export.json with the shape and capture, which is how
-    `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). Returns an
-    Exported (the PyTorch logits of the example and counts for a summary)."""
+    `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). `verify`:
+    check the written files with fusec against PyTorch before they are renamed into place
+    (the module's docstring); False skips it. Returns an Exported (the PyTorch logits of the
+    example, counts for a summary and what the check measured)."""
     import torch  # here, not at the top: the CLI's --help and argument errors need no torch
     from . import safetensors_io
     from .capture import SourceLines, capture
@@ -58,6 +71,10 @@ def export(model, example_ids, out_dir, how="auto", record=None):
     if not isinstance(example_ids, torch.Tensor) or example_ids.dtype != torch.int64 or example_ids.dim() != 2:
         raise ExportError("the example ids must be an int64 tensor [B, T]")
     check_out_dir(out_dir)  # before the model runs, which can take minutes
+    fusec = None
+    if verify:
+        from .verify import find_fusec
+        fusec = find_fusec()  # likewise: no binary to check with is known before anything runs
     model = model.eval()
     sources = SourceLines(model, (example_ids,))
     captured = capture(model, example_ids, how)
@@ -77,12 +94,17 @@ def export(model, example_ids, out_dir, how="auto", record=None):
                       torch=torch.__version__)
         files.append(("export.json", lambda f: f.write(json.dumps(record, indent=1).encode())))
     files.append(("model.fir", lambda f: f.write(text.encode())))  # last: it marks a complete export
+    verifier = None
+    if verify:
+        from .verify import Verifier
+        verifier = Verifier(fusec, conv, logits, sources, model, example_ids, want)
     try:
-        write_files(out_dir, files)
+        write_files(out_dir, files, verifier.check if verifier else None)
     except OSError as e:  # a full disk, a read-only directory: the filesystem's words, one line
         raise ExportError(f"cannot write the export to '{out_dir}': {e.strerror or e}") from e
     return Exported(want, ops, sum(p.numel() for p in model.parameters()),  # parameters(): a tied weight once
-                    os.path.getsize(os.path.join(out_dir, "weights.safetensors")))
+                    os.path.getsize(os.path.join(out_dir, "weights.safetensors")),
+                    verifier.result if verifier else None)
 
 
 def check_out_dir(path):
@@ -136,6 +158,10 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="the output directory")
     ap.add_argument("--capture", default="auto", choices=["auto", "torch.export", "make_fx"],
                     help="how the model is traced (default auto: torch.export where torch >= 2.1, else make_fx)")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="do not check the export with fusec's CPU interpreter against PyTorch (forward and one "
+                         "gradient) before writing it: for a model too large for the CPU, or with no fusec binary "
+                         "(found as $FUSEC_BIN, fusec on PATH or this checkout's build/fusec)")
     ap.add_argument("--debug", action="store_true", help="on failure, print the Python traceback before the error line")
     return cli("fusec.export", ap, _run, argv)
 
@@ -156,6 +182,9 @@ def _run(a):
         import torch
     except ImportError as e:
         raise ExportError(f"cannot import torch ({e}); the exporter needs it (Debian: apt-get install python3-torch)")
+    if not a.no_verify:
+        from .verify import find_fusec
+        find_fusec()  # likewise: without a binary to check the export with, nothing is loaded or run
     path, cls_name = a.model.rsplit(":", 1) if ":" in a.model else (a.model, "")
     with _doing(f"loading {path}", path):
         cls = _load_class(a.model)
@@ -169,7 +198,7 @@ def _run(a):
     record = {"model": os.path.abspath(path) + ":" + cls_name, "kwargs": kwargs, "seed": a.seed,
               "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
     with _doing(f"exporting {cls_name} at ids [{a.batch}, {a.seq}]", path):
-        done = export(model, ids, a.out, a.capture, record)
+        done = export(model, ids, a.out, a.capture, record, verify=not a.no_verify)
     print(summary(a.out, done, a.batch, a.seq), flush=True)
 
 
@@ -179,7 +208,15 @@ def summary(out_dir, done, batch, seq):
                  ("KiB", 2**10)) if done.weight_bytes >= scale), f"{done.weight_bytes} bytes")
     return (f"fusec.export: wrote {os.path.join(out_dir, 'model.fir')} ({done.ops:,} ops, {done.parameters:,} "
             f"parameters, {size} of weights), {os.path.join(out_dir, 'weights.safetensors')} and "
-            f"{os.path.join(out_dir, 'export.json')}, for ids [{batch}, {seq}]")
+            f"{os.path.join(out_dir, 'export.json')}, for ids [{batch}, {seq}]; " + checked(done.verified))
+
+
+def checked(verified):
+    """What the summary line says of the check: its measurements, or that there was none."""
+    if verified is None:
+        return "not checked against PyTorch (--no-verify)"
+    return (f"checked by fusec's CPU interpreter against PyTorch: logits, loss and gradients within "
+            f"{verified['logits']:.1e}, {verified['loss']:.1e} and {verified['gradients']:.1e} relative")
 
 
 if __name__ == "__main__":
