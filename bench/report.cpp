@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,13 +16,13 @@ using Json = nlohmann::ordered_json;
 
 std::optional<double> BenchRow::tokensPerSecond() const {
   if (!ok() || ms->median <= 0) return std::nullopt;
-  return double(batch * ctx) / (ms->median / 1e3);
+  return double(batch * ctx * gpus) / (ms->median / 1e3);
 }
 
 std::optional<double> BenchRow::mfu() const {
   auto tps = tokensPerSecond();
   if (!tps || peakTflops <= 0 || modelFlopsPerToken <= 0) return std::nullopt;
-  return *tps * modelFlopsPerToken / (peakTflops * 1e12);
+  return *tps / gpus * modelFlopsPerToken / (peakTflops * 1e12);
 }
 
 std::optional<int64_t> BenchRow::peakBytes() const {
@@ -48,6 +49,18 @@ void fillSpeedups(std::vector<BenchRow>& rows) {
   }
 }
 
+void fillScalingEfficiency(std::vector<BenchRow>& rows) {
+  using Key = std::tuple<std::string, int64_t, int64_t, std::string, std::string, std::string>;
+  auto key = [](const BenchRow& r) { return Key{r.model, r.ctx, r.batch, r.dtype, r.pass, r.impl}; };
+  std::map<Key, double> one;
+  for (const auto& r : rows)
+    if (r.gpus == 1 && r.ok()) one[key(r)] = r.ms->median;
+  for (auto& r : rows) {
+    if (r.gpus == 1 || r.scalingEfficiency || !r.ok() || r.ms->median <= 0) continue;
+    if (auto it = one.find(key(r)); it != one.end()) r.scalingEfficiency = it->second / r.ms->median;
+  }
+}
+
 Format parseFormat(const std::string& name) {
   if (name == "table") return Format::Table;
   if (name == "json") return Format::Json;
@@ -71,6 +84,9 @@ struct Column {
   double scale;
   int decimals;
   std::function<Json(const BenchRow&)> get;
+  // A data-parallel column: in the table only when a row has several GPUs, and optional in
+  // a parsed JSON row (the single-GPU scripts do not write it).
+  bool dataParallel = false;
 };
 
 const std::vector<Column>& columns() {
@@ -100,6 +116,9 @@ const std::vector<Column>& columns() {
       {"model_flops_per_token", nullptr, 1, 0, [](const BenchRow& r) { return Json(r.modelFlopsPerToken); }},
       {"peak_tflops", nullptr, 1, 0, [](const BenchRow& r) { return Json(r.peakTflops); }},
       {"mfu", "MFU %", 100, 1, [](const BenchRow& r) { return opt(r.mfu()); }},
+      {"gpus", "GPUs", 1, 0, [](const BenchRow& r) { return Json(r.gpus); }, true},
+      {"scaling_efficiency", "scaling %", 100, 1, [](const BenchRow& r) { return opt(r.scalingEfficiency); }, true},
+      {"exposed_comm_ms", "exposed comm ms", 1, 3, [](const BenchRow& r) { return opt(r.exposedCommMs); }, true},
   };
   return cols;
 }
@@ -130,9 +149,10 @@ std::string csvCell(const Json& v) {
 }
 
 std::string table(const std::vector<BenchRow>& rows) {
+  const bool several = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.gpus > 1; });
   std::vector<const Column*> cols;
   for (const auto& c : columns())
-    if (c.header) cols.push_back(&c);
+    if (c.header && (several || !c.dataParallel)) cols.push_back(&c);
   std::vector<std::vector<std::string>> cells(rows.size() + 1);
   for (const Column* c : cols) cells[0].push_back(c->header);
   for (size_t i = 0; i < rows.size(); ++i)
@@ -196,7 +216,7 @@ BenchRow parseJsonRow(const std::string& line) {
   }
   if (!j.is_object()) throw Error("bench row is not a JSON object");
   for (const auto& c : columns())
-    if (!j.contains(c.key)) throw Error(std::string("bench row lacks \"") + c.key + "\"");
+    if (!c.dataParallel && !j.contains(c.key)) throw Error(std::string("bench row lacks \"") + c.key + "\"");
   auto get = [&](const char* key, auto def) {
     const Json& v = j.at(key);
     try {
@@ -206,7 +226,7 @@ BenchRow parseJsonRow(const std::string& line) {
     }
   };
   auto optional = [&](const char* key, auto def) {
-    return j.at(key).is_null() ? std::optional<decltype(def)>() : std::optional(get(key, def));
+    return !j.contains(key) || j.at(key).is_null() ? std::optional<decltype(def)>() : std::optional(get(key, def));
   };
   BenchRow r;
   r.model = get("model", std::string());
@@ -232,6 +252,10 @@ BenchRow parseJsonRow(const std::string& line) {
   r.speedup = optional("speedup", 0.0);
   r.modelFlopsPerToken = get("model_flops_per_token", 0.0);
   r.peakTflops = get("peak_tflops", 0.0);
+  if (j.contains("gpus")) r.gpus = get("gpus", 1);
+  if (r.gpus < 1) throw Error("bench row: \"gpus\" is " + std::to_string(r.gpus));
+  r.scalingEfficiency = optional("scaling_efficiency", 0.0);
+  r.exposedCommMs = optional("exposed_comm_ms", 0.0);
   return r;
 }
 

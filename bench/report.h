@@ -27,10 +27,15 @@ struct BenchRow {
   double modelFlopsPerToken = 0;  // bench/flops.h
   double peakTflops = 0;          // the GEMM rate measured in the same run, for this dtype
   std::optional<double> speedup;  // eager median / this median (set by fillSpeedups)
+  // Data parallel (`fusec bench --gpus`): the job's GPUs, each on `batch` sequences (weak
+  // scaling); the same implementation's 1-GPU median over this median; and the time its
+  // collectives ran while no compute kernel did, in a traced step of rank 0.
+  int gpus = 1;
+  std::optional<double> scalingEfficiency, exposedCommMs;
 
   bool ok() const { return status == "OK" && ms.has_value(); }
-  std::optional<double> tokensPerSecond() const;
-  // Model FLOPs per second over the measured GEMM rate (a fraction).
+  std::optional<double> tokensPerSecond() const;  // every GPU's tokens
+  // Model FLOPs per second of one GPU over the measured GEMM rate (a fraction).
   std::optional<double> mfu() const;
   // Peak device memory: allocated (eager) or arena + resident (compiled).
   std::optional<int64_t> peakBytes() const;
@@ -43,6 +48,10 @@ std::string statusFromError(const std::string& message);
 // Sets `speedup` on every OK row that has an OK eager row with the same model, ctx, batch,
 // dtype, pass and warmup.
 void fillSpeedups(std::vector<BenchRow>& rows);
+
+// Sets `scalingEfficiency` on every OK row of several GPUs that has none yet and an OK 1-GPU
+// row of the same model, ctx, batch, dtype, pass and impl.
+void fillScalingEfficiency(std::vector<BenchRow>& rows);
 
 enum class Format { Table, Json, Csv };
 Format parseFormat(const std::string& name);  // table | json | csv; throws Error otherwise

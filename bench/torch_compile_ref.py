@@ -35,7 +35,8 @@ IMPLS = ("eager", "torch.compile", "torch.compile-ro")
 # The row keys, in bench/report.cpp's order (a C++ test parses --dry-run rows to hold this).
 KEYS = ("model", "ctx", "batch", "dtype", "pass", "impl", "warmup", "iters", "status", "mean_ms", "std_ms",
         "min_ms", "max_ms", "median_ms", "cv", "tokens_per_s", "peak_bytes", "allocated_bytes", "reserved_bytes",
-        "arena_bytes", "resident_bytes", "speedup", "model_flops_per_token", "peak_tflops", "mfu")
+        "arena_bytes", "resident_bytes", "speedup", "model_flops_per_token", "peak_tflops", "mfu",
+        "gpus", "scaling_efficiency", "exposed_comm_ms")  # the last three: data parallel (one GPU here)
 
 
 def model_config(fusec, name):
@@ -77,7 +78,7 @@ def summarize(ms):
 
 def make_row(model, ctx, batch, dtype, pass_, impl, warmup, iters, peak_tflops):
     row = dict.fromkeys(KEYS)
-    row.update(model=model, ctx=ctx, batch=batch, dtype=dtype, impl=impl, warmup=warmup, iters=iters,
+    row.update(model=model, ctx=ctx, batch=batch, dtype=dtype, impl=impl, warmup=warmup, iters=iters, gpus=1,
                model_flops_per_token=model_flops_per_token(model, ctx, pass_), peak_tflops=peak_tflops)
     row["pass"] = pass_
     return row

@@ -2,7 +2,7 @@
 """PyTorch's data-parallel baseline for `fusec bench --gpus 1,2,4 --vs-torch`: the training step of
 the CS336 TransformerLM under torch.compile, wrapped in DistributedDataParallel, one process per
 GPU, weak scaling (the same per-GPU batch at every GPU count), printing the same JSON rows as
-`fusec bench --format json` (torch_compile_ref.KEYS) plus "gpus" and "scaling_efficiency".
+`fusec bench --format json` (torch_compile_ref.KEYS, "gpus" and "scaling_efficiency" filled in).
 
 The model, its init and the ceilings are bench/torch_bench.py's (shared with
 torch_compile_ref.py), with attention as torch.nn.functional.scaled_dot_product_attention
@@ -48,7 +48,7 @@ import torch_compile_ref as ref  # noqa: E402  (keys, config loading, FLOPs, sta
 
 PASS = "step"
 DTYPES = ("fp32", "bf16")
-KEYS = ref.KEYS + ("gpus", "scaling_efficiency")
+KEYS = ref.KEYS  # its last: gpus, scaling_efficiency, exposed_comm_ms (null: DDP's is not measured here)
 
 
 def impl_name(gpus):
@@ -109,7 +109,7 @@ def grid(a):
 
 
 def make_row(a, model, ctx, batch, dtype, gpus, peak_tflops):
-    row = dict.fromkeys(KEYS)  # torch_compile_ref's keys in their order, then ours
+    row = dict.fromkeys(KEYS)  # torch_compile_ref's keys in their order
     row.update(ref.make_row(model, ctx, batch, dtype, PASS, impl_name(gpus), a.warmup, a.iters, peak_tflops))
     row["gpus"] = gpus
     return row

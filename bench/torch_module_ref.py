@@ -86,7 +86,7 @@ def main(argv):
             for warmup in a.warmup:
                 for impl in a.impl:
                     row = dict.fromkeys(ref.KEYS)
-                    row.update(model=a.name, ctx=seq, batch=batch, dtype=dtype, impl=impl, warmup=warmup,
+                    row.update(model=a.name, ctx=seq, batch=batch, dtype=dtype, impl=impl, warmup=warmup, gpus=1,
                                iters=a.iters, peak_tflops=ceilings[dtype],
                                model_flops_per_token=a.forward_flops_per_token * (1 if pass_ == "forward" else 3))
                     row["pass"] = pass_

@@ -45,6 +45,15 @@ bool deviceAvailable(std::string* why) {
   return false;
 }
 
+int deviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 DeviceInfo openDevice() {
   int n = 0;
   cudaError_t s = cudaGetDeviceCount(&n);

@@ -31,6 +31,8 @@ DeviceInfo openDevice();
 
 // True when openDevice() would succeed (for tests that skip with a reason).
 bool deviceAvailable(std::string* why = nullptr);
+// The CUDA devices this process can see (0 when there are none or the driver is missing).
+int deviceCount();
 
 // One cudaMalloc'ed block, freed on destruction. Throws
 // Error("out of GPU memory: needs X GiB, Y GiB free") when the device cannot hold it.

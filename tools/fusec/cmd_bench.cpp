@@ -14,6 +14,7 @@
 #include "bench/sweep.h"
 #include "frontend/models/fir_model.h"
 #include "frontend/models/transformer.h"
+#include "tools/fusec/bench_gpus.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
 #include "tools/fusec/script_rows.h"
@@ -33,6 +34,7 @@ struct BenchArgs {
   std::vector<std::string> models = {"small"}, dtypes = {"fp32", "bf16"}, passes = {"forward", "fwd_bwd", "step"};
   std::vector<std::string> impls = {"eager", "compiled"};
   std::vector<int64_t> ctxs = {256}, batches = {4};
+  std::vector<int64_t> gpus;  // --gpus: data-parallel rows (tools/fusec/bench_gpus.h)
   std::vector<int> warmups = {5};
   int iters = 10;
   uint64_t seed = 0;
@@ -75,6 +77,19 @@ std::vector<bench::BenchRow> torchCompileRows(const BenchArgs& a) {
                            " --fusec " + shellQuoted(selfExecutable());
   std::vector<bench::BenchRow> rows;
   for (const auto& line : scriptRows(a.torchScript, args)) rows.push_back(bench::parseJsonRow(line));
+  return rows;
+}
+
+// PyTorch DDP + torch.compile rows beside `bench --gpus` (bench/torch_ddp_ref.py, next to
+// the torch.compile script): same models, per-GPU batches, dtypes and GPU counts.
+std::vector<bench::BenchRow> torchDdpRows(const BenchArgs& a) {
+  const std::string dir = a.torchScript.substr(0, a.torchScript.find_last_of('/') + 1);
+  const std::string args = "--model " + join(a.models) + " --ctx " + joinNumbers(a.ctxs) + " --batch " +
+                           joinNumbers(a.batches) + " --dtype " + join(a.dtypes) + " --gpus " + joinNumbers(a.gpus) +
+                           " --warmup " + std::to_string(a.warmups.at(0)) + " --iters " + std::to_string(a.iters) +
+                           " --seed " + std::to_string(a.seed) + " --fusec " + shellQuoted(selfExecutable());
+  std::vector<bench::BenchRow> rows;
+  for (const auto& line : scriptRows(dir + "torch_ddp_ref.py", args)) rows.push_back(bench::parseJsonRow(line));
   return rows;
 }
 
@@ -143,14 +158,79 @@ Command addBenchCommand(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->type_name("FORMAT");
   cmd->add_option("--out", a->out, "Output file (default: stdout)")->type_name("FILE");
-  cmd->add_flag("--vs-torch", a->vsTorch, "Add torch.compile rows from bench/torch_compile_ref.py (python3 with torch)");
+  cmd->add_option("--gpus", a->gpus,
+                  "Data parallel: GPU counts, ascending, e.g. 1,2,4. Each row is a training step (--passes step) of a "
+                  "job of that many GPUs, --batch sequences on each (weak scaling), run as `fusec run --gpus N`; rows "
+                  "add the scaling efficiency against 1 GPU and the collectives' exposed time")
+      ->delimiter(',')
+      ->type_name("LIST");
+  cmd->add_flag("--vs-torch", a->vsTorch,
+                "Add torch.compile rows from bench/torch_compile_ref.py (python3 with torch); with --gpus, PyTorch "
+                "DDP + torch.compile rows from bench/torch_ddp_ref.py");
   cmd->add_option("--torch-script", a->torchScript, "Path of torch_compile_ref.py (default: the source tree's)")
       ->type_name("FILE");
   Command attention = addBenchAttention(*cmd);
 
-  return [cmd, a, attention, oModel, oCtx, oBatch]() -> int {
+  CLI::Option* oPasses = cmd->get_option("--passes");
+  CLI::Option* oImpl = cmd->get_option("--impl");
+  CLI::Option* oWarmup = cmd->get_option("--warmup");
+  return [cmd, a, attention, oModel, oCtx, oBatch, oPasses, oImpl, oWarmup]() -> int {
     if (!cmd->parsed()) return -1;
     if (int rc = attention(); rc >= 0) return rc;
+    if (!a->gpus.empty()) {
+      // Data parallel: one pass (the training step), one implementation (compiled), the zoo.
+      if (!a->fir.empty()) throw Error("--gpus runs the zoo's models (--model), not --fir");
+      if (oPasses->count() && a->passes != std::vector<std::string>{"step"})
+        throw Error("--gpus times the training step only: drop --passes or give --passes step");
+      if (oImpl->count() && a->impls != std::vector<std::string>{"compiled"})
+        throw Error("--gpus runs fusec's compiled step only (--vs-torch adds PyTorch DDP's): drop --impl");
+      if (oWarmup->count() && a->warmups.size() != 1) throw Error("--gpus takes one --warmup");
+      requireAtLeast(a->ctxs, "--ctx", 1);
+      requireAtLeast(a->batches, "--batch", 1);
+      requireAtLeast(a->warmups, "--warmup", 0);
+      requireAtLeast(a->iters, "--iters", 1);
+      if (a->vsTorch && a->torchScript.empty()) throw Error("--vs-torch needs --torch-script");
+      const bench::Format format = bench::parseFormat(a->format);
+      DataParallelSweep sweep;
+      sweep.models = zooModels(a->models);
+      sweep.ctxs = a->ctxs, sweep.batches = a->batches, sweep.gpus = a->gpus, sweep.dtypes = a->dtypes;
+      sweep.warmup = a->warmups.at(0), sweep.iters = a->iters, sweep.seed = a->seed, sweep.attention = a->attention;
+      for (const auto& m : sweep.models)
+        for (int64_t ctx : a->ctxs)
+          if (ctx > m.contextLength())
+            throw Error("--ctx " + std::to_string(ctx) + " exceeds the context length " +
+                        std::to_string(m.contextLength()) + " of model '" + m.name() + "'");
+#ifndef FUSEC_HAVE_CUDA
+      (void)format;
+      throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
+#else
+      checkGpuCounts(a->gpus, 1 << 20);  // their order, before the device is asked
+      if (rt::deviceCount() == 0) throw Error("no CUDA device");
+      checkGpuCounts(a->gpus, rt::deviceCount());
+      std::string line;
+      {
+        // The ceilings (MFU) on GPU 0, before any job; this process then leaves the GPUs to them.
+        const rt::DeviceInfo device = rt::openDevice();
+        std::cerr << "device: " << device.name << "; measuring the GEMM and copy ceilings\n";
+        const bench::Ceilings ceil = bench::measureCeilings();
+        sweep.bf16Tflops = ceil.bf16Tflops, sweep.f32Tflops = ceil.f32Tflops;
+        char text[256];
+        std::snprintf(text, sizeof text, "# %s (%d GPUs used at most): GEMM bf16 %.1f TFLOP/s, f32 %.1f TFLOP/s; copy %.0f GB/s",
+                      device.name.c_str(), int(a->gpus.back()), ceil.bf16Tflops, ceil.f32Tflops, ceil.copyGBps);
+        line = text;
+      }
+      std::vector<bench::BenchRow> rows = dataParallelRows(sweep, std::cerr);
+      if (a->vsTorch)
+        for (auto& r : torchDdpRows(*a)) {
+          r.peakTflops = r.dtype == "bf16" ? sweep.bf16Tflops : sweep.f32Tflops;
+          rows.push_back(std::move(r));
+        }
+      std::string text = bench::formatRows(rows, format);
+      if (format == bench::Format::Table) text = line + "\n" + text;
+      writeOutput(a->out, text);
+      return 0;
+#endif
+    }
     // Everything the flags can get wrong fails before the device is touched.
     bench::SweepConfig sweep;
     std::vector<std::string> scriptImpls;  // --fir: the PyTorch module's rows

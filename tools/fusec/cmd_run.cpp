@@ -42,6 +42,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "api/compiled_program.h"
 #include "frontend/models/zoo_model.h"
 #include "frontend/program_state.h"
@@ -90,6 +92,7 @@ struct RunArgs {
   CLI::Option* oGradReduce = nullptr;
   int rank = 0, ranks = 1;  // this process's place in the job (jobRole)
   std::string timeline;     // --timeline FILE.json: the last step's kernels (rank 0)
+  std::string report;       // --report FILE.json: step times and overlap, for `fusec bench --gpus`
 };
 
 // Rank `rank`'s rows of each tensor of a batch of `ranks` x b rows (the leading dim).
@@ -373,6 +376,10 @@ int runProgram(RunArgs& a, const api::Model& model) {
     const std::filesystem::path dir = std::filesystem::absolute(a.timeline).parent_path();
     if (!std::filesystem::is_directory(dir)) throw Error("run: --timeline " + a.timeline + ": no directory " + dir.string());
   }
+  if (!a.report.empty()) {
+    if (a.program != "train_step") throw Error("run: --report applies to train_step");
+    if (a.rank == 0) requireWritableFile(a.report, "--report");
+  }
   // One run a checkpoint directory (rank 0 writes for a job).
   std::optional<CheckpointDirLock> lock;
   if (!a.checkpoint.empty() && a.rank == 0) lock.emplace(a.checkpoint);
@@ -550,14 +557,30 @@ int runProgram(RunArgs& a, const api::Model& model) {
               << (a.ranks > 1 ? " on " + std::to_string(a.ranks) + " GPUs" : "") << ", "
               << int64_t(double(p.batch * a.ranks * p.seq) / (median / 1e3)) << " tokens/s" << std::endl;
   }
+  nlohmann::ordered_json report;
+  if (leader && !a.report.empty()) {
+    report["model"] = model.name();
+    report["dtype"] = a.dtype;
+    report["batch"] = p.batch;  // per GPU
+    report["ctx"] = p.seq;
+    report["gpus"] = a.ranks;
+    report["first_step"] = first + 1;
+    report["steps_ms"] = stepMs;  // wall time of each step, its loss on the host
+    report["traced_last_step"] = !a.timeline.empty();
+    report["stopped"] = stopped;
+  }
 #ifdef FUSEC_HAVE_CUDA
   if (!traced.empty()) {
     const std::string where = "step " + std::to_string(steps) + (a.ranks > 1 ? " on rank 0 of " + std::to_string(a.ranks) : "");
     writeFileAtomically(a.timeline, bench::stepTimelineTrace(model.name() + " " + where, traced));
-    std::cout << "run: " << where << ": " << bench::overlapSummary(rt::stepOverlap(traced)) << " (" << a.timeline << ")"
-              << std::endl;
+    const rt::StepOverlap o = rt::stepOverlap(traced);
+    std::cout << "run: " << where << ": " << bench::overlapSummary(o) << " (" << a.timeline << ")" << std::endl;
+    if (leader && !a.report.empty())
+      report["overlap"] = {{"step_ms", o.stepMs}, {"compute_ms", o.computeMs}, {"comm_ms", o.commMs},
+                           {"exposed_comm_ms", o.exposedCommMs}};
   }
 #endif
+  if (leader && !a.report.empty()) writeFileAtomically(a.report, report.dump(1) + "\n");
 #ifdef FUSEC_HAVE_NCCL
   if (comm) {
     if (!stopped.empty()) comm->fail(stopped);
@@ -589,6 +612,10 @@ Command addRunCommand(CLI::App& app) {
                   "train_step on the GPU: record the last step's kernels as the device ran them (CUPTI; rank 0 of a "
                   "job) into a Chrome trace file, compute and collectives on their own tracks, and print how much "
                   "of the collectives' time the compute did not hide")
+      ->type_name("FILE.json");
+  cmd->add_option("--report", a->report,
+                  "train_step: write the run's step times (and with --timeline the last step's compute, collective "
+                  "and exposed collective time) to a JSON file, rank 0 of a job (what `fusec bench --gpus` reads)")
       ->type_name("FILE.json");
   cmd->add_flag("--random-inputs", a->randomInputs, "Uniformly random ids and targets, a fresh batch each step (quick tries)");
   a->oBatch = cmd->add_option("--batch", a->batch, "--data, --random-inputs: sequences per step (default 4)");
