@@ -13,6 +13,8 @@ PyTorch's logits, loss and autograd gradients.
     was (the previous export, byte for byte, no temporary).
   - A planted mapping that computes the right forward but cuts the gradient (a node that reads
     a weight replaced by a stored constant of its value) fails it naming that weight's gradient.
+  - A planted mapping that bakes the example ids in (the embedding stored as a constant of its
+    value on them: right on the example ids alone) fails it, on other ids.
   - No fusec to check with (FUSEC_BIN naming no executable) fails before the model runs, with
     one line saying how to give one or to pass --no-verify; --no-verify exports unchecked and
     says so. A fusec that cannot run the export fails it with fusec's own line.
@@ -165,6 +167,18 @@ def planted_backward(tmp):
           f"({planted[0] if planted else None}) and its line, nothing written ({msg})")
 
 
+def planted_baked_ids(tmp):
+    """The embedding's result on the example ids stored as a constant: the forward on those ids
+    is exact, on any others it is not."""
+    def baked(self, node, out, *args):
+        self.static[node] = out
+        return self.materialize(node)
+    msg, kept = export_fails(os.path.join(tmp, "cs336_baked"), mock.patch.object(Converter, "op_embedding", baked),
+                             "cs336")
+    check(msg is not None and msg.startswith("the export computes the model on the example ids but not on others") and
+          kept, f"an export that bakes the example ids in fails on other ids, nothing written ({msg})")
+
+
 def cli(tmp):
     """The CLI: a success says what the check measured; a planted wrong mapping is one line and
     exit 1 (in this process, for the patch); no fusec to check with is one line before the
@@ -236,6 +250,7 @@ def main():
         correct_models_pass(tmp)
         planted_forward(tmp)
         planted_backward(tmp)
+        planted_baked_ids(tmp)
         cli(tmp)
     return exit_code()
 

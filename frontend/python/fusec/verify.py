@@ -3,11 +3,14 @@ place (common.write_files' `check`), fusec's own CPU interpreter runs them, and 
 are compared with PyTorch's on the same weights and ids:
 
   * forward: `fusec run --fir --program forward` on the written model.fir and
-    weights.safetensors, on the example ids, against the model's logits (eval mode);
+    weights.safetensors, on the example ids, against the model's logits (eval mode), and
+    again on ids drawn over the whole vocabulary (an export that holds something computed
+    from the example ids as a constant matches on those alone);
   * backward: the gradient of a scalar of the logits, the mean cross entropy over fixed
-    targets (the loss train_step appends), of every parameter, against autograd's. fusec has
-    no program that returns gradients (`fusec run` runs forward and train_step), so they are
-    read off one AdamW step (gradients_from_one_step).
+    targets (the loss train_step appends), of every parameter, against autograd's, on the
+    drawn ids. fusec has no program that returns gradients (`fusec run` runs forward and
+    train_step), so they are read off one AdamW step whose update inverts exactly
+    (Verifier.backward).
 
 Past a bound, the export fails with one line. For the forward it names the first converted op
 whose value diverges and the model's source line of that op (locate()); for the backward, the
@@ -91,10 +94,10 @@ class Verifier:
         tmp = tempfile.mkdtemp(prefix="fusec-verify-")
         try:
             logits_err = self.forward(fir, weights, tmp)
-            loss_err, grad_err = self.backward(fir, weights, tmp)
+            other_err, loss_err, grad_err = self.backward(fir, weights, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self.result = {"logits": logits_err, "loss": loss_err, "gradients": grad_err}
+        self.result = {"logits": max(logits_err, other_err), "loss": loss_err, "gradients": grad_err}
 
     # ---- forward
     def forward(self, fir, weights, tmp):
@@ -202,10 +205,10 @@ class Verifier:
             if v.name in fed:
                 return fed[v.name]
             real = recorded(v)
-            k = len(fed)
-            while f"_verify.{k}" in taken:
-                k += 1
-            name = f"_verify.{k}"
+            name = f"_verify.{len(fed)}"
+            while name in taken:  # a model's own tensor of that name
+                name += "_"
+            taken.add(name)
             tensors[name] = real.to(torch.float32).contiguous()
             p = Value(fresh("in"), v.shape, torch.float32)
             lines.append(f'  %{p.name} = param() {{name = "{name}", role = "buffer"}} : {p.type}')
@@ -292,16 +295,22 @@ class Verifier:
     # ---- backward
     def backward(self, fir, weights, tmp):
         """The mean cross entropy of the logits over fixed targets, differentiated by fusec
-        (train_step) and by autograd, per parameter. Returns (loss error, worst gradient error),
-        each relative to its bound's scale."""
+        (train_step) and by autograd, per parameter, on other ids than the example's: ids drawn
+        over the whole vocabulary (the CLI's example ids are 0 and 1 only, which leave most
+        embedding rows out) and not those the graph was captured with, so that an export that
+        holds something computed from the example ids as a constant fails here. The logits
+        on these ids are compared first, by the forward's rule. Returns (that logits error, the
+        loss error, the worst gradient error), each relative to its bound's scale."""
         vocab = self.want.shape[-1]
         g = torch.Generator().manual_seed(0)
+        ids = torch.randint(0, vocab, tuple(self.ids.shape), generator=g)
         targets = torch.randint(0, vocab, tuple(self.ids.shape), generator=g)
         params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]  # a tied weight once
         with torch.enable_grad():
-            logits = self.model(self.ids)
+            logits = self.model(ids)
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), targets.reshape(-1))
             grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+        other_err = self.other_ids(fir, weights, tmp, ids, logits.detach().float())
         # f32 as autograd computed them (a copy in f64 of every gradient would double their memory).
         want = {n: (gr if gr is not None else torch.zeros_like(p)).detach() for (n, p), gr in zip(params, grads)}
         del logits, grads
@@ -315,7 +324,7 @@ class Verifier:
         eps = 2.0 ** math.ceil(math.log2(largest)) if largest > 0 else 1.0
         lr = 1024 * eps
         inputs = os.path.join(tmp, "ids_targets.safetensors")
-        _write(inputs, {"ids": self.ids, "targets": targets})
+        _write(inputs, {"ids": ids, "targets": targets})
         out = os.path.join(tmp, "step.safetensors")
         self.run_fusec("the export's train_step", "--fir", fir, "--weights", weights, "--inputs", inputs, "--out", out, "--program",
                        "train_step", "--steps", "1", "--lr", repr(lr), "--betas", "0,0", "--eps", repr(eps),
@@ -353,7 +362,22 @@ class Verifier:
             raise ExportError(f"the export does not differentiate as the model does: fusec's gradient of '{n}'{where} "
                               f"differs from autograd's by {err:.2e} of its largest (bound {GRAD_BOUND:.0e}){more}; "
                               f"{SKIP_HINT}")
-        return loss_err / max(1.0, abs(torch_loss)), worst
+        return other_err, loss_err / max(1.0, abs(torch_loss)), worst
+
+    def other_ids(self, fir, weights, tmp, ids, want):
+        """fusec's forward on `ids` (not the example's) against PyTorch's logits `want`."""
+        inputs, out = os.path.join(tmp, "other_ids.safetensors"), os.path.join(tmp, "other.safetensors")
+        _write(inputs, {"ids": ids})
+        self.run_fusec("the export's forward", "--fir", fir, "--weights", weights, "--inputs", inputs, "--out", out,
+                       "--program", "forward", "--device", "cpu")
+        err = _max_diff(safetensors_io.load(out)["logits"], want)
+        scale = max(1.0, want.abs().max().item())
+        if not err <= LOGITS_BOUND * scale:
+            raise ExportError(f"the export computes the model on the example ids but not on others: fusec's logits "
+                              f"differ from PyTorch's by {err:.2e} (bound {LOGITS_BOUND * scale:.1e}) on ids drawn over "
+                              f"the vocabulary, so it holds something computed from the example ids (the ids must "
+                              f"stay inputs of every op that reads them); {SKIP_HINT}")
+        return err / scale
 
     def first_reads(self):
         """Parameter name -> (the graph position of the first op that reads it, that op)."""
