@@ -9,6 +9,8 @@
 #include <unordered_set>
 
 #include "bench/markdown.h"
+#include "bench/trace.h"
+#include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/kernel_family.h"
 #include "passes/launch_stats.h"
@@ -25,6 +27,7 @@ const char* categoryName(LaunchCategory c) {
     case LaunchCategory::ColReduce: return "col_reduce";
     case LaunchCategory::Attention: return "attention";
     case LaunchCategory::Optimizer: return "optimizer";
+    case LaunchCategory::Comm: return "comm";
     case LaunchCategory::Other: return "other";
   }
   return "?";
@@ -52,7 +55,8 @@ const Value* root(const Value* v) {
   return v;
 }
 
-bool isLaunch(const Op& op) { return op.kind == OpKind::Kernel || op.kind == OpKind::Matmul; }
+// What rt::Executable launches: kernels, GEMMs and collectives (not a shard, a view of rows).
+bool isLaunch(const Op& op) { return op.kind == OpKind::Kernel || op.kind == OpKind::Matmul || communicates(op.kind); }
 
 std::string gemmGroup(const Op& mm) {
   const rt::GemmPlan p = rt::planGemm(mm);
@@ -95,6 +99,16 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
     LaunchClass c;
     c.backward = places[i].backward;
     c.layer = places[i].layer;
+    if (isCollective(op->kind)) {
+      // The runtime names a collective by its size ("all_reduce 12 tensors, 9.4 MB"); the
+      // profile keeps that name. No roofline: NCCL's rate is the links', not the copy ceiling.
+      c.family = "comm";
+      c.name = op->info().name;
+      c.group = op->info().name;
+      c.category = LaunchCategory::Comm;
+      out.push_back(std::move(c));
+      continue;
+    }
     c.family = op->kind == OpKind::Kernel ? familyName(family.at(op.get())) : "gemm";
     c.traffic = launchTraffic(*op);
     if (op->kind == OpKind::Matmul) {
@@ -133,7 +147,8 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
 
 double ProgramProfile::totalMs() const {
   double s = 0;
-  for (double x : ms) s += x;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (i >= launches.size() || launches[i].category != LaunchCategory::Comm) s += ms[i];
   return s;
 }
 
@@ -342,6 +357,13 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
       o["launch_sum_ms"] = p.totalMs();
       o["graph_ms"] = p.graphMs ? nlohmann::ordered_json(*p.graphMs) : nlohmann::ordered_json(nullptr);
       o["gemm_share"] = gemmShare(p);
+      if (p.overlap)
+        o["overlap"] = {{"ranks", p.ranks},
+                        {"step_ms", p.overlap->stepMs},
+                        {"compute_ms", p.overlap->computeMs},
+                        {"comm_ms", p.overlap->commMs},
+                        {"exposed_comm_ms", p.overlap->exposedCommMs},
+                        {"exposed_share", p.overlap->stepMs > 0 ? p.overlap->exposedCommMs / p.overlap->stepMs : 0}};
       if (haveCeilings(p.ceilings))
         o["ceilings"] = {{"copy_gbps", p.ceilings.copyGBps},
                          {"gemm_bf16_tflops", p.ceilings.bf16Tflops},
@@ -374,6 +396,9 @@ std::string formatProfile(const std::string& header, const std::vector<ProgramPr
            (p.kernelTimes ? " (between kernels: " + fmt("%.3f ms", *p.graphMs - p.totalMs())
                           : " (launch overhead: " + fmt("%.3f ms", p.totalMs() - *p.graphMs)) +
            ")";
+    if (p.overlap)
+      s += "\nCollectives (comm, on their own stream, rank 0 of " + std::to_string(p.ranks) + "): " +
+           overlapSummary(*p.overlap) + " in a replay of the step\n";
     s += "\n" + gemmTuningTable(p.gemmTuning);
   }
   s += "\n" + shareLine(programs);

@@ -15,6 +15,9 @@
 //   optimizer    AdamW kernels (multi_tensor family, or kernelHint "adamw"; "embedding_adamw",
 //                the embedding's update with its gradient's scatter as prologue);
 //   pointwise, row_reduce, col_reduce   the other fused kernels by family;
+//   comm         collectives of a data-parallel step (all_reduce, reduce_scatter, all_gather: NCCL's
+//                kernels on their own stream, beside the compute); not in the sum of launch
+//                times, and their share is of that sum;
 //   other        reduce_all (a reduction to a scalar of its own; a training step's loss mean is
 //                cross-entropy's total instead) and scatter (an embedding gradient not fused into
 //                its update, e.g. a table that is returned, or above 16,384 positions).
@@ -38,12 +41,13 @@
 #include "bench/report.h"
 #include "bench/roofline.h"
 #include "ir/graph.h"
+#include "runtime/kernel_spans.h"
 
 namespace fusec::bench {
 
-enum class LaunchCategory { Gemm, Pointwise, RowReduce, ColReduce, Attention, Optimizer, Other };
+enum class LaunchCategory { Gemm, Pointwise, RowReduce, ColReduce, Attention, Optimizer, Comm, Other };
 const char* categoryName(LaunchCategory c);  // "gemm", "pointwise", "row_reduce", ...
-constexpr int kNumCategories = 7;
+constexpr int kNumCategories = 8;
 
 struct LaunchClass {
   std::string name;   // the runtime's launch name: the kernel's name, or the GEMM's result value
@@ -84,7 +88,11 @@ struct ProgramProfile {
   Ceilings ceilings;                 // measured in the same run (zero: no roofline percentages)
   std::vector<GemmTuningLaunch> gemmTuning;  // the GEMMs' algorithm choices (bench/gemm_tuning_report.h)
   std::vector<HostPhase> host;       // in order (empty: none measured)
-  double totalMs() const;            // sum of ms
+  // A data-parallel step's replays: how much of its collectives' time no compute kernel hid
+  // (runtime/kernel_spans.h stepOverlap, the replay with the median exposed time).
+  std::optional<rt::StepOverlap> overlap;
+  int ranks = 1;
+  double totalMs() const;            // sum of ms, collectives (comm) left out: they run beside
   double gemmMs() const;             // GEMMs of both the gemm and attention categories
 };
 

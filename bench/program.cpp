@@ -7,7 +7,7 @@ namespace fusec::bench {
 
 Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
                     int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention,
-                    std::vector<PassTiming>* passTimings) {
+                    std::vector<PassTiming>* passTimings, const DataParallelConfig& dataParallel) {
   if (!m.funcs.empty()) throw Error("internal: buildProgram needs an empty module");
   if (const int64_t ctx = model.contextLength(); ctx > 0 && seq > ctx)
     throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(ctx) + " of model '" +
@@ -18,6 +18,7 @@ Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dt
   o.dtype = dtype;
   o.adamw = adamw;
   o.attention = attention;
+  o.dataParallel = dataParallel;
   Graph& g = model.trace(m, api::Program{program, batch, seq}, o);
   std::vector<PassTiming> timings = api::lowerProgram(m, program, o);
   if (passTimings) *passTimings = std::move(timings);

@@ -18,11 +18,12 @@ namespace fusec::bench {
 
 // The planned function of `pass` of `model` in `m` (its only function). dtype: f32 or bf16
 // (autocast). Throws Error when `seq` exceeds the model's context length. `passTimings`, when
-// given, receives the passes' wall times (profile's trace).
+// given, receives the passes' wall times (profile's trace). `dataParallel`: one rank's step of
+// a data-parallel job (passes/data_parallel.h; `fusec profile --gpus N`).
 Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
                     int64_t seq, const models::AdamWConfig& adamw,
                     AttentionLowering attention = AttentionLowering::Default,
-                    std::vector<PassTiming>* passTimings = nullptr);
+                    std::vector<PassTiming>* passTimings = nullptr, const DataParallelConfig& dataParallel = {});
 
 // Sum of 2*M*N*K*batch over the top-level GEMMs of a planned graph (runtime/gemm_plan.h).
 int64_t gemmFlops(const Graph& g);

@@ -542,7 +542,7 @@ std::vector<float> Executable::timeLaunches() {
   return ms;
 }
 
-std::vector<float> Executable::timeKernels(KernelActivity& activity) {
+std::vector<float> Executable::timeKernels(KernelActivity& activity, StepOverlap* overlap) {
   Impl& m = *impl_;
   if (!m.graphExec) throw Error("timing kernels needs the step's CUDA graph: run() the program twice first");
   synchronize();
@@ -592,6 +592,7 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity) {
     synchronize();
     std::vector<KernelSpan> spans = activity.take();
     activity.stop();
+    if (overlap) *overlap = stepOverlap(spans);
     std::vector<bool> onComm;
     if (m.commStream)
       for (const Impl::Entry& e : m.list) onComm.push_back(e.collective != nullptr);

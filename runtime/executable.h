@@ -112,7 +112,9 @@ class Executable {
   // each launch as a graph of its own (together a call of the program, as run() is).
   // Milliseconds per launch, aligned with launches(). Throws Error before the graph exists
   // (run() twice first), or when the records are not the launches' (runtime/kernel_spans.h).
-  std::vector<float> timeKernels(KernelActivity& activity);
+  // `overlap`, when given, receives the replay's compute and collective time and how much of
+  // the collectives no compute kernel hid (runtime/kernel_spans.h stepOverlap).
+  std::vector<float> timeKernels(KernelActivity& activity, StepOverlap* overlap = nullptr);
 
   size_t arenaBytes() const;
   size_t residentBytes() const;

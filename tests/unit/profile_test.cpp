@@ -12,6 +12,7 @@
 #include "bench/profile.h"
 #include "bench/program.h"
 #include "frontend/models/zoo_model.h"
+#include "ir/collectives.h"
 #include "ir/parser.h"
 #include "frontend/models/attention.h"
 #include "passes/launch_stats.h"
@@ -102,6 +103,52 @@ TEST(ProfileClassify, AttentionProgramsAreAllAttention) {
     }
     EXPECT_EQ(gemms, program == "attention" ? 2 : 5) << program;  // backward: QK^T, dO V^T, P^T dO, dS K, dS^T Q
   }
+}
+
+// A rank's data-parallel step: every collective is a launch of the comm category (named by
+// the runtime), left out of the sum of launch times (it runs beside the compute); the report
+// gives the exposed collective time of the replay.
+TEST(ProfileClassify, DataParallelCollectivesAreCommLaunches) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  Module m;
+  Graph& g = bench::buildProgram(m, *models::transformerModel(cfg), bench::BenchPass::Step, DType::bf16, 2, 16,
+                                 models::AdamWConfig{}, AttentionLowering::Default, nullptr, DataParallelConfig{2, 4096});
+  int collectives = 0;
+  for (const auto& op : g.ops) collectives += communicates(op->kind);
+  auto ls = bench::classifyLaunches(g);
+  int gemms = 0;
+  for (const auto& l : ls) gemms += l.gemm;
+  EXPECT_EQ(gemms, launchStats(g).gemms);
+  EXPECT_GT(collectives, 2);  // the loss and several buckets
+  bench::ProgramProfile p;
+  p.program = "train_step";
+  p.launches = ls;
+  p.ranks = 2;
+  double compute = 0;
+  int comm = 0;
+  for (const auto& l : ls) {
+    const double ms = l.category == LaunchCategory::Comm ? 5.0 : 0.25;
+    p.ms.push_back(ms);
+    if (l.category == LaunchCategory::Comm) {
+      ++comm;
+      EXPECT_EQ(l.family, "comm");
+      EXPECT_FALSE(l.gemm);
+    } else {
+      compute += ms;
+    }
+  }
+  EXPECT_EQ(comm, collectives);
+  EXPECT_DOUBLE_EQ(p.totalMs(), compute);
+  p.overlap = rt::StepOverlap{20.0, 18.0, 6.0, 0.5};
+  const std::string text = bench::formatProfile("h", {p}, bench::Format::Table);
+  EXPECT_NE(text.find("| comm "), std::string::npos) << text;
+  EXPECT_NE(text.find("Collectives (comm, on their own stream, rank 0 of 2): step 20.00 ms: compute 18.00 ms, "
+                      "collectives 6.00 ms, exposed 0.50 ms (2.5% of the step)"),
+            std::string::npos)
+      << text;
+  const auto j = nlohmann::json::parse(bench::formatProfile("h", {p}, bench::Format::Json));
+  EXPECT_DOUBLE_EQ(j["programs"][0]["overlap"]["exposed_comm_ms"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["programs"][0]["overlap"]["exposed_share"].get<double>(), 0.025);
 }
 
 using test::randomProfile;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include "bench/bench_case.h"
 #include "bench/profile.h"
@@ -22,6 +23,10 @@
 #include "ir/roles.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
+#include "tools/fusec/job.h"
+#ifdef FUSEC_HAVE_NCCL
+#include "runtime/collectives.h"
+#endif
 #ifdef FUSEC_HAVE_CUDA
 #include "bench/ceilings.h"
 #include "bench/program.h"
@@ -47,14 +52,32 @@ struct ProfileArgs {
   ModelOverrides overrides;
   int iters = 10, warmup = 3;
   uint64_t seed = 0;
+  // --gpus N: rank 0's profile of a data-parallel step (tools/fusec/job.h starts the ranks).
+  int64_t gpus = 0;
+  double bucketMb = 25;
+  bool shardOptimizer = false;
+  std::string gradReduceDType = "fp32";
 };
+
+// What makes the ranks' programs the same: a rank started with other flags is refused.
+std::string profileFingerprint(const ProfileArgs& a, const api::Model& model) {
+  std::ostringstream f;
+  f << "fusec " << FUSEC_VERSION << " profile\nmodel " << model.name() << " " << model.params().size() << "\nprogram "
+    << a.program << "\ndtype " << a.dtype << "\nbatch " << a.batch << "\nctx " << a.ctx << "\nattention " << a.attention
+    << "\niters " << a.iters << "\nwarmup " << a.warmup << "\ntiming " << a.timing << "\nbucket-mb " << a.bucketMb
+    << "\nshard " << a.shardOptimizer << "\nwire " << a.gradReduceDType << "\nseed " << a.seed << "\ndata " << a.data
+    << "\n";
+  return f.str();
+}
 
 #ifdef FUSEC_HAVE_CUDA
 // One program on the device: its launches classified from the planned graph, per-launch
 // medians, and the CUDA-graph step median.
 // `activity`: CUPTI, to time kernels (null: CUDA events).
+// `dataParallel` and `comm`: one rank's step of a job (every rank runs this in step).
 bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& model, bench::BenchPass pass,
-                                     Bindings env, const codegen::CubinCache* cache, rt::KernelActivity* activity) {
+                                     Bindings env, const codegen::CubinCache* cache, rt::KernelActivity* activity,
+                                     const DataParallelConfig& dataParallel = {}, rt::Communicator* comm = nullptr) {
   Module m;
   // On the GPU the models' attention is fused unless --attention=naive.
   const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
@@ -65,7 +88,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   std::vector<PassTiming> passes;
   auto t0 = Clock::now();
   Graph& g = bench::buildProgram(m, model, pass, bench::benchDType(a.dtype), a.batch, a.ctx, models::AdamWConfig{}, lowering,
-                                 &passes);
+                                 &passes, dataParallel);
   bench::ProgramProfile p;
   double passMs = 0;
   for (const PassTiming& t : passes) passMs += t.ms;
@@ -76,6 +99,8 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   bindProgramState(g, env);
   rt::ExecutableOptions opts;
   opts.cache = cache;
+  opts.communicator = comm;
+  p.ranks = int(dataParallel.ranks);
   t0 = Clock::now();
   rt::Executable exe(g, opts);
   p.host.push_back({"NVRTC and load kernels", msSince(t0)});
@@ -84,11 +109,13 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
                 std::to_string(p.launches.size()));
   for (size_t i = 0; i < p.launches.size(); ++i) {
     const auto& info = exe.launches()[i];
+    const bool collective = p.launches[i].category == bench::LaunchCategory::Comm;
     if ((info.kind == rt::LaunchInfo::Kind::Gemm) != p.launches[i].gemm ||
-        (!p.launches[i].gemm && info.name != codegen::sanitizeKernelName(p.launches[i].name)))
+        (info.kind == rt::LaunchInfo::Kind::Collective) != collective ||
+        (!p.launches[i].gemm && !collective && info.name != codegen::sanitizeKernelName(p.launches[i].name)))
       throw Error("internal: launch " + std::to_string(i) + " is '" + info.name + "' in the runtime, '" +
                   p.launches[i].name + "' in the profile");
-    p.launches[i].name = info.name;  // GEMMs: the runtime's name carries the shape
+    p.launches[i].name = info.name;  // GEMMs and collectives: the runtime's name carries the shape
   }
   exe.bind(env);
   float step = 0;
@@ -113,9 +140,17 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   std::vector<std::vector<float>> runs;
   if (activity) {
     try {
-      for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeKernels(*activity));
+      std::vector<rt::StepOverlap> overlaps(size_t(a.iters));
+      for (int i = 0; i < a.iters; ++i) runs.push_back(exe.timeKernels(*activity, &overlaps[size_t(i)]));
       p.kernelTimes = true;
+      if (comm) {  // the replay whose exposed collective time is the median
+        std::sort(overlaps.begin(), overlaps.end(),
+                  [](const rt::StepOverlap& x, const rt::StepOverlap& y) { return x.exposedCommMs < y.exposedCommMs; });
+        p.overlap = overlaps[overlaps.size() / 2];
+      }
     } catch (const Error& e) {
+      // A job's ranks must stay in step: none may fall back alone to launching one by one.
+      if (comm) throw;
       std::cerr << "fusec: warning: " << e.what() << "; timing each launch with CUDA events instead\n";
       runs.clear();
     }
@@ -169,8 +204,19 @@ Command addProfileCommand(CLI::App& app) {
                   "Also write a Chrome trace-event file (ui.perfetto.dev, chrome://tracing): every launch at its "
                   "measured time with its arguments, the CUDA-graph step, the host's compile phases")
       ->type_name("FILE.json");
+  cmd->add_option("--gpus", a->gpus,
+                  "Profile rank 0 of a data-parallel training step on N GPUs (one process a GPU, started here; or "
+                  "under torchrun): the collectives in a comm category, and how much of their time no compute hid")
+      ->type_name("N");
+  CLI::Option* oBucket = cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")
+                             ->type_name("MB");
+  CLI::Option* oWire = cmd->add_option("--grad-reduce-dtype", a->gradReduceDType,
+                                       "--gpus: the gradients' dtype on the wire, fp32 (default) or bf16")
+                           ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_flag("--shard-optimizer", a->shardOptimizer,
+                "--gpus: each GPU keeps the AdamW moments of its 1/N of every weight's rows (ZeRO-1)");
 
-  return [cmd, a]() -> int {
+  return [cmd, a, oBucket, oWire]() -> int {
     if (!cmd->parsed()) return -1;
     // Everything the flags can get wrong fails before the device is touched.
     const std::unique_ptr<api::Model> model = a->overrides.model(a->model);
@@ -178,6 +224,14 @@ Command addProfileCommand(CLI::App& app) {
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
+    const bool job = a->gpus > 1 || std::getenv("WORLD_SIZE");
+    if (!job && (oBucket->count() || oWire->count() || a->shardOptimizer))
+      throw Error("--bucket-mb, --grad-reduce-dtype and --shard-optimizer go with --gpus N");
+    if (job && a->program != "train_step") throw Error("--gpus profiles --program train_step");
+    if (!(a->bucketMb > 0) || a->bucketMb > 1e6) throw Error("--bucket-mb must be a positive size in MB");
+    const JobRole role = jobRole(a->gpus);
+    if (role.launcher) return launchWorkers(role.ranks);
+    const bool leader = role.rank == 0;
     // The step's ids and targets: a batch of the token file, checked against the vocabulary.
     std::optional<Bindings> tokens;
     if (!a->data.empty()) {
@@ -197,6 +251,17 @@ Command addProfileCommand(CLI::App& app) {
     throw Error("no CUDA device (fusec was built without the CUDA toolkit)");
 #else
     const rt::DeviceInfo device = rt::openDevice();
+    DataParallelConfig dataParallel;
+    std::shared_ptr<rt::Communicator> comm;
+    if (role.ranks > 1) {
+#ifndef FUSEC_HAVE_NCCL
+      throw Error("this fusec was built without NCCL (nccl.h not found): --gpus needs it");
+#else
+      dataParallel = DataParallelConfig{role.ranks, int64_t(a->bucketMb * 1e6), a->shardOptimizer,
+                                        dtypeOf(a->gradReduceDType)};
+      comm = joinJob(role, profileFingerprint(*a, *model));
+#endif
+    }
     // The weights and the inputs of a training step (a forward ignores the targets).
     Bindings env = model->initialWeights(a->seed);
     for (auto& [name, t] : tokens ? *tokens : model->exampleInputs({"train_step", a->batch, a->ctx}, a->seed))
@@ -214,19 +279,25 @@ Command addProfileCommand(CLI::App& app) {
     }
     rt::KernelActivity* kernels = activity ? &*activity : nullptr;
     // The two ceilings every row's roofline is judged against, measured in this run.
-    std::cerr << "measuring the copy and GEMM ceilings\n";
+    if (leader) std::cerr << "measuring the copy and GEMM ceilings\n";
     const bench::Ceilings ceilings = bench::measureCeilings();
     // A train_step profile shows the forward first: the GEMM share of each is the comparison
-    // the seeds made (forward vs full step).
-    if (a->program == "train_step") {
+    // the seeds made (forward vs full step). A job's forward has no collectives: one GPU's.
+    if (a->program == "train_step" && !comm) {
       std::cerr << "profiling forward\n";
       programs.push_back(profileProgram(*a, *model, bench::BenchPass::Forward, env, &cache, kernels));
     }
-    std::cerr << "profiling " << a->program << "\n";
-    programs.push_back(profileProgram(
-        *a, *model, a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env, &cache, kernels));
+    if (leader) std::cerr << "profiling " << a->program << (comm ? " on " + std::to_string(role.ranks) + " GPUs" : "") << "\n";
+    programs.push_back(profileProgram(*a, *model,
+                                      a->program == "forward" ? bench::BenchPass::Forward : bench::BenchPass::Step, env,
+                                      &cache, kernels, dataParallel, comm.get()));
+#ifdef FUSEC_HAVE_NCCL
+    if (comm) comm->finish();
+#endif
+    if (!leader) return 0;
     for (auto& p : programs) p.ceilings = ceilings;
     const std::string header = model->name() + " " + a->dtype + " batch=" + std::to_string(a->batch) +
+                               (comm ? " (each of " + std::to_string(role.ranks) + " GPUs)" : "") +
                                " ctx=" + std::to_string(a->ctx) + (a->data.empty() ? "" : " tokens from " + a->data) +
                                " iters=" + std::to_string(a->iters) + " on " +
                                device.name + " (median per launch: " + bench::timingDescription(programs) + ")";
