@@ -68,10 +68,11 @@ def write_files(directory, files, check=None):
     stays on one filesystem and is atomic), is synced, and only when every one is written, and
     `check` (if given: the exporter's check of what it wrote), called with {name: temporary's
     path}, has returned, are they renamed into place, in the order given. Where there are
-    several, the last one marks a complete set (model.fir for an export): its old copy is removed before the first rename
-    and the new one renamed last, so a set interrupted between renames has no marker rather
-    than a marker beside another set's files. On any failure every temporary is removed (and
-    the directories this call created, where empty) and the exception goes on."""
+    several, the last one marks a complete set (model.fir for an export): its old copy is
+    removed before the first rename and the new one renamed last, so a set interrupted between
+    renames has no marker rather than a marker beside another set's files. On any failure
+    every temporary is removed (and the directories this call created, where empty) and the
+    exception goes on."""
     # Refused before anything is written, in the words of the failing call (makedirs would say
     # "File exists" of a file in the directory's place; the rename, a temporary's name).
     if os.path.lexists(directory) and not os.path.isdir(directory):

@@ -140,8 +140,8 @@ class Verifier:
         out = os.path.join(tmp, "probe.out.safetensors")
         try:
             self.run_fusec("the probe that locates the divergence", "--fir", fir, "--weights", weights, "--inputs",
-                           os.path.join(tmp, "ids.safetensors"), "--out", out, "--program", "forward", "--device", "cpu",
-                           hint=False)
+                           os.path.join(tmp, "ids.safetensors"), "--out", out, "--program", "forward",
+                           "--device", "cpu", hint=False)
         except ExportError as e:
             return f"locating the op failed ({e})"
         flat = safetensors_io.load(out)["logits"].reshape(-1)
@@ -155,8 +155,8 @@ class Verifier:
             finite = want[torch.isfinite(want)]
             bound = LOCAL_BOUND * max(1.0, finite.abs().max().item() if finite.numel() else 0.0)
             if not err <= bound:
-                return (f"the first op that diverges is {self.describe(value)}: given PyTorch's values of its operands, "
-                        f"fusec's result differs from PyTorch's by {err:.2e} (bound {bound:.1e})")
+                return (f"the first op that diverges is {self.describe(value)}: given PyTorch's values of its "
+                        f"operands, fusec's result differs from PyTorch's by {err:.2e} (bound {bound:.1e})")
             if worst is None or err / bound > worst[0]:
                 worst = (err / bound, value, err)
         return (f"no single op diverges on its own (each converted op, given PyTorch's values of its operands, is "
@@ -326,9 +326,9 @@ class Verifier:
         inputs = os.path.join(tmp, "ids_targets.safetensors")
         _write(inputs, {"ids": ids, "targets": targets})
         out = os.path.join(tmp, "step.safetensors")
-        self.run_fusec("the export's train_step", "--fir", fir, "--weights", weights, "--inputs", inputs, "--out", out, "--program",
-                       "train_step", "--steps", "1", "--lr", repr(lr), "--betas", "0,0", "--eps", repr(eps),
-                       "--weight-decay", "0", "--device", "cpu")
+        self.run_fusec("the export's train_step", "--fir", fir, "--weights", weights, "--inputs", inputs, "--out", out,
+                       "--program", "train_step", "--steps", "1", "--lr", repr(lr), "--betas", "0,0", "--eps",
+                       repr(eps), "--weight-decay", "0", "--device", "cpu")
         got = _Lazy(out)  # one tensor at a time: the updated weights are as large as the model
         fusec_loss, torch_loss = got["loss"].reshape(-1)[0].item(), loss.item()
         loss_err = abs(fusec_loss - torch_loss)
@@ -374,8 +374,8 @@ class Verifier:
         scale = max(1.0, want.abs().max().item())
         if not err <= LOGITS_BOUND * scale:
             raise ExportError(f"the export computes the model on the example ids but not on others: fusec's logits "
-                              f"differ from PyTorch's by {err:.2e} (bound {LOGITS_BOUND * scale:.1e}) on ids drawn over "
-                              f"the vocabulary, so it holds something computed from the example ids (the ids must "
+                              f"differ from PyTorch's by {err:.2e} (bound {LOGITS_BOUND * scale:.1e}) on ids drawn "
+                              f"over the vocabulary, so it holds something computed from the example ids (the ids must "
                               f"stay inputs of every op that reads them); {SKIP_HINT}")
         return err / scale
 
