@@ -8,12 +8,18 @@
 #   torch    PyTorch DDP + torch.compile on the same model, batch and GPUs (bench/torch_ddp_ref.py)
 #   shard    --shard-optimizer: 20 fp32 steps equal the unsharded job's; bf16 step time beside it
 #   wire     --grad-reduce-dtype bf16: a 100-step loss curve on a token file against the fp32 wire
+#   bench    fusec bench --gpus 1,2,.. (bf16, per SCALE; BENCH_FLAGS adds e.g. --vs-torch): the scaling table
+#   profile  fusec profile --gpus GPUS on medium b16 bf16: the comm category and the exposed collectives
+#   bf16     20 bf16 steps of small on N GPUs against 1 GPU with the whole batch (bf16 bounds)
+# Every log goes to $OUT/logs; at the end they are packed into $OUT/logs.tgz beside summary.txt.
 # Pick parts with PARTS="correct scale faults torch shard wire" and sizes with SCALE="small:64 medium:16".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 BUILD=build-gpu
 OUT=${OUT:-$PWD/$BUILD/out}
+RESULT=$OUT
+OUT=$RESULT/logs
 mkdir -p "$OUT"
 PARTS=${PARTS:-correct scale faults torch}
 SCALE=${SCALE:-small:64 medium:16}
@@ -21,7 +27,7 @@ STEPS=${STEPS:-30}
 GPUS=$(nvidia-smi -L | wc -l)
 counts() { local n=2; while (( n <= GPUS )); do echo $n; n=$((n * 2)); done; }
 F=$BUILD/fusec
-log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+log() { echo "== $*" | tee -a "$RESULT/summary.txt"; }
 
 build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
@@ -36,7 +42,7 @@ correct() {
     $F run --gpus "$n" --program train_step --model small --weights "$w" --random-inputs --batch $((8 / n)) --ctx 256 \
       --steps 20 --seed 7 --out "$OUT/dp-${n}gpu.safetensors" >"$OUT/dp-correct-$n.log" 2>&1 || { log "correct N=$n: run failed"; tail -5 "$OUT/dp-correct-$n.log"; continue; }
     log "correct fp32 small, 1 GPU batch 8 vs $n GPUs batch $((8 / n)) each:"
-    python3 scripts/compare_runs.py "$OUT/dp-1gpu.safetensors" "$OUT/dp-${n}gpu.safetensors" | tee -a "$OUT/summary.txt"
+    python3 scripts/compare_runs.py "$OUT/dp-1gpu.safetensors" "$OUT/dp-${n}gpu.safetensors" | tee -a "$RESULT/summary.txt"
   done
 }
 
@@ -64,7 +70,7 @@ faults() {
   kill -9 "$victim"
   wait "$job"; local rc=$?
   log "faults: killed rank 1 (pid $victim); the job exited $rc after $((SECONDS - t0)) s:"
-  tail -3 "$OUT/dp-fault.log" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/dp-fault.log" | tee -a "$RESULT/summary.txt"
 }
 
 torch() {
@@ -78,7 +84,7 @@ torch() {
 import json,sys
 for l in open('$OUT/dp-torch-$m.jsonl'):
     r=json.loads(l); print('  %s gpus=%s median %s ms eff %s' % (r.get('impl'), r.get('gpus'), r.get('median_ms'), r.get('scaling_efficiency')))
-" | tee -a "$OUT/summary.txt"
+" | tee -a "$RESULT/summary.txt"
   done
 }
 
@@ -90,7 +96,7 @@ shard() {
       --steps 20 --seed 7 --out "$OUT/dp-shard${flag:+-on}.safetensors" >"$OUT/dp-shard${flag:+-on}.log" 2>&1
   done
   log "shard: $n GPUs, --shard-optimizer against the unsharded job (fp32 small, 20 steps):"
-  python3 scripts/compare_runs.py "$OUT/dp-shard.safetensors" "$OUT/dp-shard-on.safetensors" | tee -a "$OUT/summary.txt"
+  python3 scripts/compare_runs.py "$OUT/dp-shard.safetensors" "$OUT/dp-shard-on.safetensors" | tee -a "$RESULT/summary.txt"
   for mb in $SCALE; do
     local m=${mb%:*} b=${mb#*:}
     for flag in "" --shard-optimizer; do
@@ -98,7 +104,7 @@ shard() {
         --steps "$STEPS" >"$OUT/dp-shard-$m$flag.log" 2>&1
       log "shard bf16 $m b$b $n GPUs ${flag:-unsharded}: $(grep 'median step' "$OUT/dp-shard-$m$flag.log" || tail -2 "$OUT/dp-shard-$m$flag.log")"
       $F compile --gpus "$n" $flag --model "$m" --program train_step --dtype bf16 --batch "$b" --ctx 256 --attention fused --stats |
-        python3 -c "import json,sys; d=json.load(sys.stdin); print('  resident_bytes', d['resident_bytes'], 'planned_bytes', d['planned_bytes'])" | tee -a "$OUT/summary.txt"
+        python3 -c "import json,sys; d=json.load(sys.stdin); print('  resident_bytes', d['resident_bytes'], 'planned_bytes', d['planned_bytes'])" | tee -a "$RESULT/summary.txt"
     done
   done
 }
@@ -115,5 +121,44 @@ wire() {
     tee -a "$OUT/summary.txt"
 }
 
+bench() {
+  local list=1; for n in $(counts); do list=$list,$n; done
+  for mb in $SCALE; do
+    local m=${mb%:*} b=${mb#*:}
+    $F bench --gpus "$list" --model "$m" --batch "$b" --ctx 256 --dtype bf16 --warmup 5 --iters 20 ${BENCH_FLAGS:-} \
+      --format json --out "$OUT/dp-bench-$m.jsonl" 2>"$OUT/dp-bench-$m.err"
+    log "bench --gpus $list $m b$b bf16 ${BENCH_FLAGS:-}:"
+    python3 -c "
+import json
+for l in open('$OUT/dp-bench-$m.jsonl'):
+    r = json.loads(l)
+    eff = r.get('scaling_efficiency'); exp = r.get('exposed_comm_ms'); med = r.get('median_ms')
+    print('  %-18s gpus=%d median %s ms  tokens/s %s  scaling %s  exposed %s' % (r['impl'], r['gpus'],
+          '%.2f' % med if med else r['status'], '%.0f' % r['tokens_per_s'] if r.get('tokens_per_s') else '-',
+          '%.1f%%' % (100 * eff) if eff else '-',
+          '%.2f ms (%.1f%%)' % (exp, 100 * exp / med) if exp is not None and med else '-'))
+" | tee -a "$RESULT/summary.txt"
+  done
+}
+profile() {
+  $F profile --gpus "$GPUS" --model medium --batch 16 --ctx 256 --dtype bf16 --iters 5 >"$OUT/dp-profile-medium.md" 2>"$OUT/dp-profile-medium.err"
+  log "profile --gpus $GPUS medium b16 bf16: $(grep -E '^\| comm ' "$OUT/dp-profile-medium.md" | head -1)"
+  grep -E "^Collectives" "$OUT/dp-profile-medium.md" | tee -a "$RESULT/summary.txt" || tail -3 "$OUT/dp-profile-medium.err" | tee -a "$RESULT/summary.txt"
+}
+bf16() {
+  local w=$OUT/dp-init.safetensors
+  [[ -f $w ]] || $F run --init-weights "$w" --model small --seed 1
+  $F run --program train_step --model small --dtype bf16 --weights "$w" --random-inputs --batch 8 --ctx 256 --steps 20 \
+    --seed 7 --out "$OUT/dp-bf16-1gpu.safetensors" >"$OUT/dp-bf16-1.log" 2>&1
+  for n in $(counts); do
+    $F run --gpus "$n" --program train_step --model small --dtype bf16 --weights "$w" --random-inputs --batch $((8 / n)) \
+      --ctx 256 --steps 20 --seed 7 --out "$OUT/dp-bf16-${n}gpu.safetensors" >"$OUT/dp-bf16-$n.log" 2>&1 || { log "bf16 N=$n: run failed"; continue; }
+    log "bf16 small, 1 GPU batch 8 vs $n GPUs batch $((8 / n)) each (bf16 bounds: losses 1e-2, weights 2e-2):"
+    python3 scripts/compare_runs.py "$OUT/dp-bf16-1gpu.safetensors" "$OUT/dp-bf16-${n}gpu.safetensors" --loss-rtol 1e-2 \
+      --weight-rtol 2e-2 | tee -a "$RESULT/summary.txt"
+  done
+}
 build 2>&1 | tee "$OUT/build.log"
 for part in $PARTS; do $part; done
+rm -f "$OUT"/*.safetensors "$OUT"/*.u16
+tar czf "$RESULT/logs.tgz" -C "$RESULT" logs && rm -rf "$OUT"
