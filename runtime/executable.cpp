@@ -374,7 +374,9 @@ struct Executable::Impl {
     try {
       for (size_t i = from; i < to; ++i)
         if (runs(list[i])) launch(list[i], false);
-      joinComm();
+      // One launch captured alone (timeKernels) is never a collective: the comm stream is
+      // not in this capture, and waiting on it would tie the graph to uncaptured work.
+      if (!isolated) joinComm();
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
