@@ -67,7 +67,9 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   for (const Value* v : g.outputs) use(v, end);
   // A collective runs beside the compute (runtime/executable.h: on its own stream) from its
   // place in the order until its results' first reader waits for it: its operands stay live
-  // as long as its results do, so no buffer placed meanwhile takes their bytes.
+  // as long as its results do, so no buffer placed meanwhile takes their bytes. A result with
+  // no arena buffer of its own (an all_gather into its param: an in-place update) is waited
+  // for only when the step ends, and so its operands stay live to the end.
   // Last op first: a collective that reads another's results extends them before the other
   // extends its own operands to them.
   for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
@@ -76,6 +78,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
     int last = 0;
     for (auto& r : op->results)
       if (auto it = index.find(storage.root(r.get())); it != index.end()) last = std::max(last, l.buffers[it->second].lastUse);
+      else last = end;
     for (const Value* v : op->operands) use(v, last);
   }
   // Step-invariant buffers hold their values from one call to the next: nothing else may

@@ -300,6 +300,30 @@ TEST(DataParallelSchedule, CollectivesRunEarlyAndTheirReadersTwoCollectivesLater
       }
 }
 
+// ZeRO-1's all_gather writes its param in place on the comm stream, which the compute joins only
+// at the step's end: the new rows it sends keep their buffer to the end (before, a later kernel
+// took those bytes while NCCL still read them, and the GPU job trained to garbage).
+TEST(DataParallelSchedule, AllGatherOperandsLiveToTheStepsEnd) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  api::CompileOptions o;
+  o.dataParallel = DataParallelConfig{2, 4096, true};
+  api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
+  const Graph& g = dp.graph();
+  const StorageMap storage(g);
+  const Liveness live = computeLiveness(g, storage);
+  int gathers = 0;
+  for (auto& op : g.ops) {
+    if (op->kind != OpKind::AllGather) continue;
+    ++gathers;
+    const Value* root = storage.root(op->operands[0]);
+    auto b = std::find_if(live.buffers.begin(), live.buffers.end(), [&](const Buffer& x) { return x.value == root; });
+    ASSERT_NE(b, live.buffers.end());
+    EXPECT_EQ(b->lastUse, int(g.ops.size())) << op->operands[0]->name;
+  }
+  EXPECT_GT(gathers, 4);
+}
+
 TEST(Collectives, TypeRulesAndOneRankInterpreter) {
   Module m;
   Graph& g = m.add("f");
