@@ -439,8 +439,26 @@ class Planner {
     std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
     for (const Op* p : g_.params()) params.emplace(p->attrStr("name"), p);
     std::unordered_map<const Value*, std::string> updateKey;
-    for (size_t i = 0; i < g_.outputs.size(); ++i)
-      if (!g_.updateOf(i).empty()) updateKey[g_.outputs[i]] = updateGroupKey(*params.at(g_.updateOf(i)));
+    // ZeRO-1: a param's update is an all_gather of the rank's new rows. Those rows are computed
+    // with the moments' updates, in the group's one kernel, which the all_gather then reads.
+    std::unordered_set<const Op*> gathers;
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      if (g_.updateOf(i).empty()) continue;
+      const std::string key = updateGroupKey(*params.at(g_.updateOf(i)));
+      updateKey[g_.outputs[i]] = key;
+      if (const Op* d = g_.outputs[i]->def; d && d->kind == OpKind::AllGather) {
+        updateKey[d->operands.at(0)] = key;
+        gathers.insert(d);
+      }
+    }
+    // An update that reads a gathered weight (its bf16 copy) runs after the all_gathers: a
+    // group of its own.
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      const Op* d = g_.outputs[i]->def;
+      if (g_.updateOf(i).empty() || !d) continue;
+      for (const Value* x : d->operands)
+        if (x->def && gathers.count(x->def)) updateKey[g_.outputs[i]] += " after all_gather";
+    }
     if (updateKey.empty()) return;
     std::unordered_map<const Op*, std::string> claim;
     std::map<std::string, std::vector<Op*>> byKey;
@@ -456,6 +474,7 @@ class Planner {
       else if (op->info().category != OpCategory::Pointwise || outputs_.count(op->result())) continue;
       bool ok = true;
       for (Op* u : effectiveUsers(op->result())) {
+        if (gathers.count(u)) continue;  // its rows' all_gather runs after the group
         auto c = claim.find(u);
         ok &= c != claim.end() && (key.empty() || c->second == key);
         if (!ok) break;
@@ -477,6 +496,12 @@ class Planner {
         groupOf_[size_t(pos_[ops[k]])] = into;
         grp.members.push_back(ops[k]);
       }
+      // Its rows' all_gathers, nothing reads (in-place updates), move to the group's rank:
+      // finish() orders a top-level op after a kernel of the same rank.
+      for (Op* m : grp.members)
+        for (auto& r : m->results)
+          for (Op* u : effectiveUsers(r.get()))
+            if (gathers.count(u)) groups_[size_t(groupOf(u))].rank = grp.rank;
     }
   }
 
@@ -629,7 +654,11 @@ class Planner {
     std::vector<int> live;
     for (size_t gid = 0; gid < groups_.size(); ++gid)
       if (groups_[gid].alive && !groups_[gid].members.empty()) live.push_back(int(gid));
-    std::sort(live.begin(), live.end(), [&](int a, int b) { return groups_[size_t(a)].rank < groups_[size_t(b)].rank; });
+    // By rank; at equal ranks (a ZeRO-1 group and its all_gathers) kernels first, else as formed.
+    std::stable_sort(live.begin(), live.end(), [&](int a, int b) {
+      const Group &x = groups_[size_t(a)], &y = groups_[size_t(b)];
+      return x.rank != y.rank ? x.rank < y.rank : !x.fixed && y.fixed;
+    });
     for (int gid : live) {
       Group& grp = groups_[size_t(gid)];
       if (grp.fixed) {

@@ -324,6 +324,29 @@ TEST(DataParallelSchedule, AllGatherOperandsLiveToTheStepsEnd) {
   EXPECT_GT(gathers, 4);
 }
 
+// ZeRO-1's optimizer is as few kernels as the unsharded one's: each layer's new rows and moments
+// in one multi-tensor kernel (its all_gathers after it), and in bf16 the gathered weights'
+// bf16 copies in one more per layer (they read the all_gathers' results). Before, each param
+// had kernels of its own, and bf16 did not compile once they were grouped.
+TEST(DataParallelSchedule, ShardedOptimizerKernelsPerLayer) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    auto adamwKernels = [&](bool shard) {
+      api::CompileOptions o;
+      o.dtype = dtype;
+      o.dataParallel = DataParallelConfig{2, 4096, shard};
+      api::CompiledProgram p = api::compile(*model, {"train_step", 2, T}, o);
+      int n = 0;
+      for (auto& op : p.graph().ops)
+        n += op->kind == OpKind::Kernel && op->attrStr("name").find("adamw") != std::string::npos;
+      return n;
+    };
+    const int unsharded = adamwKernels(false), sharded = adamwKernels(true);
+    EXPECT_LE(sharded, unsharded + (dtype == DType::bf16 ? int(cfg.layers) + 3 : 0)) << dtypeName(dtype);
+  }
+}
+
 TEST(Collectives, TypeRulesAndOneRankInterpreter) {
   Module m;
   Graph& g = m.add("f");
