@@ -27,6 +27,7 @@
 //      AdamW updates) wait until the second collective after it has been issued. So the
 //      reduction of one bucket overlaps the backward that produces the next ones, and the
 //      compute stream waits for a bucket only once that backward is done (or at the end).
+//      Readers of an all_gather's results (ZeRO-1's bf16 weight copies) go to the end.
 //
 // The pass keeps the best of {original order, sinking alone, step 1 (eager or hoisting) and
 // sinking} by peak live
@@ -286,15 +287,29 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
   }
   if (collectives.empty()) return order;
   std::sort(collectives.begin(), collectives.end(), [&](int a, int b) { return rank[size_t(a)] < rank[size_t(b)]; });
+  // The gating counts reductions only: an all_gather (ZeRO-1) sends what a reduction's reader
+  // made, so a reader waiting for an all_gather would wait for itself (a cycle).
+  std::vector<int> reductions;
+  for (int c : collectives)
+    if (d.real[size_t(c)]->kind != OpKind::AllGather) reductions.push_back(c);
   std::vector<std::vector<int>> succ = d.succ;
-  for (size_t c = 0; c + kCollectivesAhead < collectives.size(); ++c)
-    for (int u : d.dataSucc[size_t(collectives[c])])
-      if (!communicates(d.real[size_t(u)]->kind)) succ[size_t(collectives[c + kCollectivesAhead])].push_back(u);
+  for (size_t c = 0; c + kCollectivesAhead < reductions.size(); ++c)
+    for (int u : d.dataSucc[size_t(reductions[c])])
+      if (!communicates(d.real[size_t(u)]->kind)) succ[size_t(reductions[c + kCollectivesAhead])].push_back(u);
   std::vector<int> pending(n, 0);
   for (auto& ss : succ)
     for (int s : ss) ++pending[size_t(s)];
-  std::set<std::pair<int, int>> ready;  // (0 for a collective else 1, rank)
-  auto makeReady = [&](int i) { ready.insert({communicates(d.real[size_t(i)]->kind) ? 0 : 1, rank[size_t(i)]}); };
+  // A reader of an all_gather's result (ZeRO-1: the bf16 copy of a gathered weight, which only
+  // the next step reads) goes last: on the compute stream it would wait for its layer's
+  // gathers, queued behind the reductions still in flight, and stall the backward behind it.
+  std::vector<bool> deferred(n, false);
+  for (int c : collectives)
+    if (d.real[size_t(c)]->kind == OpKind::AllGather)
+      for (int u : d.dataSucc[size_t(c)]) deferred[size_t(u)] = !communicates(d.real[size_t(u)]->kind);
+  std::set<std::pair<int, int>> ready;  // (0 for a collective, 2 for a deferred reader, else 1; rank)
+  auto makeReady = [&](int i) {
+    ready.insert({communicates(d.real[size_t(i)]->kind) ? 0 : deferred[size_t(i)] ? 2 : 1, rank[size_t(i)]});
+  };
   std::vector<int> byRank(n);
   for (size_t i = 0; i < n; ++i) byRank[size_t(rank[i])] = int(i);
   for (size_t i = 0; i < n; ++i)

@@ -6,6 +6,8 @@
 // type-check and fail as they should.
 #include <gtest/gtest.h>
 
+#include <unordered_set>
+
 #include <cmath>
 
 #include "api/compiled_program.h"
@@ -345,6 +347,45 @@ TEST(DataParallelSchedule, ShardedOptimizerKernelsPerLayer) {
     const int unsharded = adamwKernels(false), sharded = adamwKernels(true);
     EXPECT_LE(sharded, unsharded + (dtype == DType::bf16 ? int(cfg.layers) + 3 : 0)) << dtypeName(dtype);
   }
+}
+
+// ZeRO-1's schedule: the reductions still overlap the backward (a reduce_scatter's readers wait
+// for the second reduction after it; before, its all_gathers made that gating a cycle and the
+// whole overlap was dropped), and the readers of all_gathered weights (bf16 copies) come last.
+TEST(DataParallelSchedule, ShardedReductionsOverlapAndGatheredReadersGoLast) {
+  const models::ModelConfig cfg = models::namedConfig("tiny");
+  auto model = models::transformerModel(cfg);
+  api::CompileOptions o;
+  o.dtype = DType::bf16;
+  o.dataParallel = DataParallelConfig{2, 4096, true};
+  api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
+  const Graph& g = dp.graph();
+  std::unordered_map<const Op*, size_t> pos;
+  std::vector<const Op*> reductions;
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    pos[g.ops[k].get()] = k;
+    if (communicates(g.ops[k]->kind) && g.ops[k]->kind != OpKind::AllGather) reductions.push_back(g.ops[k].get());
+  }
+  ASSERT_GT(reductions.size(), 3u);
+  auto readers = [&](const Op* c) {
+    std::vector<const Op*> out;
+    for (auto& u : g.ops)
+      for (const Value* v : u->operands)
+        if (v->def == c && !communicates(u->kind)) out.push_back(u.get());
+    return out;
+  };
+  for (size_t c = 0; c + 2 < reductions.size(); ++c)
+    for (const Op* u : readers(reductions[c])) EXPECT_GT(pos.at(u), pos.at(reductions[c + 2])) << "reduction " << c;
+  size_t firstGatherReader = g.ops.size(), lastOther = 0;
+  std::unordered_set<const Op*> gatherReaders;
+  for (auto& op : g.ops)
+    if (op->kind == OpKind::AllGather)
+      for (const Op* u : readers(op.get())) gatherReaders.insert(u), firstGatherReader = std::min(firstGatherReader, pos.at(u));
+  ASSERT_FALSE(gatherReaders.empty());
+  for (auto& op : g.ops)
+    if ((op->kind == OpKind::Kernel || op->kind == OpKind::Matmul) && !gatherReaders.count(op.get()))
+      lastOther = std::max(lastOther, pos.at(op.get()));
+  EXPECT_GT(firstGatherReader, lastOther);
 }
 
 TEST(Collectives, TypeRulesAndOneRankInterpreter) {
