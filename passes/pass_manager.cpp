@@ -92,7 +92,8 @@ bool PassManager::run(Module& m) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     timings_.push_back({name, ms, changed});
     any |= changed;
-    if (opts_.verifyEach) {
+    // A pass that changed nothing leaves the module the previous verification passed.
+    if (opts_.verifyEach && changed) {
       auto v0 = std::chrono::steady_clock::now();
       try {
         verify(m);

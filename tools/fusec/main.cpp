@@ -1,14 +1,54 @@
 // fusec: a kernel-fusion compiler for transformer graphs. Every failure ends as one line on
 // stderr and exit code 1.
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "ir/graph.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/job.h"
 
+// The passes build and drop millions of small hash nodes over graphs of up to ~10^6 ops, and
+// with glibc's malloc defaults compile time grew faster than the graph: fastbins consolidated
+// at every large request, the heap trimmed and grown again, hash bucket arrays above 128 KB
+// mapped and faulted in afresh, and 4 KB pages (TLB misses over a few hundred MB of IR). These
+// tunables (read by glibc only at process start, so fusec executes itself once with them; a
+// 1,000-layer compile is about 35% faster: bench/RESULTS.md, issue 39) turn that off and ask
+// for transparent huge pages. The re-executed process gives its children (workers, Python
+// scripts) the caller's own environment back. Set FUSEC_MALLOC_TUNED=1 to run as started.
+constexpr const char* kMallocTunables =
+    "glibc.malloc.mxfast=0:glibc.malloc.trim_threshold=4294967295:glibc.malloc.top_pad=67108864:"
+    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=1";
+
+void tuneMalloc(char** argv) {
+  if (const char* tuned = std::getenv("FUSEC_MALLOC_TUNED")) {
+    if (std::strcmp(tuned, "re-executed") == 0) {  // restore what the caller had
+      if (const char* was = std::getenv("FUSEC_GLIBC_TUNABLES_WAS"); was && *was) setenv("GLIBC_TUNABLES", was + 1, 1);
+      else unsetenv("GLIBC_TUNABLES");
+      unsetenv("FUSEC_GLIBC_TUNABLES_WAS");
+      unsetenv("FUSEC_MALLOC_TUNED");
+    }
+    return;
+  }
+  const char* was = std::getenv("GLIBC_TUNABLES");
+  // "=" marks a value that was set (possibly empty); "" one that was not.
+  setenv("FUSEC_GLIBC_TUNABLES_WAS", was ? (std::string("=") + was).c_str() : "", 1);
+  setenv("GLIBC_TUNABLES", was && *was ? (std::string(was) + ":" + kMallocTunables).c_str() : kMallocTunables, 1);
+  setenv("FUSEC_MALLOC_TUNED", "re-executed", 1);
+  execv("/proc/self/exe", argv);
+  // Not re-executed (no /proc): run as started, the environment as it was.
+  if (was) setenv("GLIBC_TUNABLES", was, 1);
+  else unsetenv("GLIBC_TUNABLES");
+  unsetenv("FUSEC_GLIBC_TUNABLES_WAS");
+  unsetenv("FUSEC_MALLOC_TUNED");
+}
+
 int main(int argc, char** argv) {
+  tuneMalloc(argv);
   fusec::cli::setCommandLine(argc, argv);  // --gpus N starts workers with the same command line
   CLI::App app{"fusec: a kernel-fusion compiler for transformer graphs", "fusec"};
   app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
