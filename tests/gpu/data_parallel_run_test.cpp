@@ -32,7 +32,7 @@ TEST(DataParallelOnDevice, ShardedOptimizerTrainsAsTheUnshardedJob) {
   SKIP_WITHOUT_TWO_GPUS();
   ScratchDir d("fusec_gpu_zero1");
   const std::string common = "run --gpus 2 --program train_step --model tiny --vocab 40 --random-inputs --batch 4 "
-                             "--ctx 32 --steps 8 --seed 5 --out ";
+                             "--ctx 16 --steps 8 --seed 5 --out ";
   auto [a, rcA] = runFusec(common + d.path + "/plain.safetensors");
   ASSERT_EQ(rcA, 0) << a;
   auto [b, rcB] = runFusec(common + d.path + "/sharded.safetensors --shard-optimizer");
@@ -53,7 +53,7 @@ std::vector<nlohmann::json> jsonLines(const std::string& text) {
 
 TEST(DataParallelOnDevice, BenchGivesScalingAndExposedCommunication) {
   SKIP_WITHOUT_TWO_GPUS();
-  auto [out, rc] = runFusec("bench --gpus 1,2 --model tiny --batch 4 --ctx 64 --dtype bf16 --warmup 2 --iters 3 "
+  auto [out, rc] = runFusec("bench --gpus 1,2 --model tiny --batch 4 --ctx 16 --dtype bf16 --warmup 2 --iters 3 "
                             "--format json", false);
   ASSERT_EQ(rc, 0) << out;
   const auto rows = jsonLines(out);
@@ -68,7 +68,7 @@ TEST(DataParallelOnDevice, BenchGivesScalingAndExposedCommunication) {
 
 TEST(DataParallelOnDevice, ProfileShowsTheCollectivesAndTheirOverlap) {
   SKIP_WITHOUT_TWO_GPUS();
-  auto [out, rc] = runFusec("profile --gpus 2 --model tiny --batch 4 --ctx 64 --dtype bf16 --iters 2 --format json",
+  auto [out, rc] = runFusec("profile --gpus 2 --model tiny --batch 4 --ctx 16 --dtype bf16 --iters 2 --format json",
                             false);
   ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out);
