@@ -73,7 +73,9 @@ class Gen {
       case AttrKind::Int: return smallInt(-first.rank(), std::max(first.rank(), 1) + 1);
       case AttrKind::Bool: return bool(rng_() % 2);
       case AttrKind::Float: return randomFloat();
-      case AttrKind::Str: return randomString();
+      case AttrKind::Str:  // a dtype attribute takes a dtype's name (or none), else any text
+        if (s.name == "out_dtype") return rng_() % 2 ? std::string() : std::string(dtypeName(randomDType()));
+        return randomString();
       case AttrKind::Ints: {
         std::vector<int64_t> xs;
         if (s.name == "perm") {
@@ -126,6 +128,18 @@ class Gen {
       size_t idx = info.kind == OpKind::Gather || info.kind == OpKind::ScatterAdd ? 1 : 1;
       for (Value* v : pool)
         if (isInt(v->type.dtype) && rng_() % 2) { operands[idx] = v; break; }
+    }
+    // attention_backward's six operands must agree as an attention's do: take a generated
+    // attention's operands and results (by chance alone it was all but never generated).
+    if (info.kind == OpKind::AttentionBackward) {
+      std::vector<const Op*> attentions;
+      for (Value* v : pool)
+        if (v->def && v->def->kind == OpKind::Attention && v->index == 0) attentions.push_back(v->def);
+      if (!attentions.empty()) {
+        const Op* at = attentions[rng_() % attentions.size()];
+        Value* o = at->results[0].get();
+        operands = {at->operands[0], at->operands[1], at->operands[2], o, pickLike(pool, o->type), at->results[1].get()};
+      }
     }
     Type first = operands.empty() ? Type{} : operands[0]->type;
     NamedAttrs attrs;
