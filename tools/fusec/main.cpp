@@ -24,7 +24,13 @@ constexpr const char* kMallocTunables =
     "glibc.malloc.mxfast=0:glibc.malloc.trim_threshold=4294967295:glibc.malloc.top_pad=67108864:"
     "glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=1";
 
-void tuneMalloc(char** argv) {
+void tuneMalloc(int argc, char** argv) {
+  // Only the commands that build graphs pay for the second exec: `--version`, `--help` and
+  // `device` start in a few milliseconds.
+  static const char* const kGraphCommands[] = {"compile", "opt", "run", "codegen", "bench", "profile"};
+  bool graphs = false;
+  for (const char* c : kGraphCommands) graphs |= argc > 1 && std::strcmp(argv[1], c) == 0;
+  if (!graphs) return;
   if (const char* tuned = std::getenv("FUSEC_MALLOC_TUNED")) {
     if (std::strcmp(tuned, "re-executed") == 0) {  // restore what the caller had
       if (const char* was = std::getenv("FUSEC_GLIBC_TUNABLES_WAS"); was && *was) setenv("GLIBC_TUNABLES", was + 1, 1);
@@ -48,7 +54,7 @@ void tuneMalloc(char** argv) {
 }
 
 int main(int argc, char** argv) {
-  tuneMalloc(argv);
+  tuneMalloc(argc, argv);
   fusec::cli::setCommandLine(argc, argv);  // --gpus N starts workers with the same command line
   CLI::App app{"fusec: a kernel-fusion compiler for transformer graphs", "fusec"};
   app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
