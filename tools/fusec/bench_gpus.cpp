@@ -1,13 +1,13 @@
 #include "tools/fusec/bench_gpus.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
 
 #include "bench/stats.h"
 #include "ir/graph.h"
+#include "support/regular_file.h"
 #include "tools/fusec/script_rows.h"
 
 namespace fusec::cli {
@@ -69,11 +69,13 @@ bench::BenchRow dataParallelRow(const std::string& reportJson, int warmup, int i
 
 namespace {
 
-std::string readAll(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// A child's file, or "" where it left none (a job that failed before writing it).
+std::string readIfThere(const std::filesystem::path& p) {
+  try {
+    return readRegularFile(p.string());
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 // The last non-empty line of a child's stderr, "error: " dropped (a row's status).
@@ -126,11 +128,11 @@ std::vector<bench::BenchRow> dataParallelRows(const DataParallelSweep& s, std::o
             bench::BenchRow r;
             try {
               commandLines(cmd, "fusec run");
-              r = dataParallelRow(readAll(report), warmup, s.iters);
+              r = dataParallelRow(readRegularFile(report.string()), warmup, s.iters);
             } catch (const Error& e) {
               r.model = m.name(), r.ctx = ctx, r.batch = batch, r.dtype = dtype, r.gpus = int(gpus);
               r.pass = "step", r.impl = "compiled", r.warmup = warmup, r.iters = s.iters;
-              const std::string why = lastLine(readAll(err));
+              const std::string why = lastLine(readIfThere(err));
               r.status = bench::statusFromError(why.empty() ? e.what() : why);
               progress << "  " << r.status << std::endl;
             }
