@@ -456,8 +456,9 @@ class Planner {
     for (size_t i = 0; i < g_.outputs.size(); ++i) {
       const Op* d = g_.outputs[i]->def;
       if (g_.updateOf(i).empty() || !d) continue;
-      for (const Value* x : d->operands)
-        if (x->def && gathers.count(x->def)) updateKey[g_.outputs[i]] += " after all_gather";
+      const bool readsGathered = std::any_of(d->operands.begin(), d->operands.end(),
+                                             [&](const Value* x) { return x->def && gathers.count(x->def); });
+      if (readsGathered) updateKey[g_.outputs[i]] += " after all_gather";
     }
     if (updateKey.empty()) return;
     std::unordered_map<const Op*, std::string> claim;
