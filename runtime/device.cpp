@@ -95,15 +95,22 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes
   FUSEC_CUDA(s, "allocating the " + what);
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);  // errors here would be from an earlier fault, already reported
+void DeviceBuffer::free() {
+  if (!ptr_) return;
+  // Errors here would be from an earlier fault, already reported.
+  if (release_) release_(ptr_);
+  else cudaFree(ptr_);
+  ptr_ = nullptr;
 }
+
+DeviceBuffer::~DeviceBuffer() { free(); }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
+    free();
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
+    release_ = std::move(o.release_);
     o.ptr_ = nullptr;
     o.bytes_ = 0;
   }
