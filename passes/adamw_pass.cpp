@@ -53,11 +53,7 @@ void hoistNewSources(Graph& g, size_t mark) {
 // The ranks of the reduce_scatter that made `grad` when it holds this rank's rows of `param`'s
 // gradient (passes/data_parallel.h, shardOptimizer), else 0.
 int64_t shardRanks(const Value* grad, const Value* param) {
-  // Through the mean's multiply by 1/ranks and the cast back from a bf16 wire.
-  const Value* reduced = grad;
-  if (reduced->def && reduced->def->kind == OpKind::Mul && reduced->def->operands.at(1)->def &&
-      reduced->def->operands.at(1)->def->kind == OpKind::Constant)
-    reduced = reduced->def->operands.at(0);
+  const Value* reduced = grad;  // through the cast back from a bf16 wire
   if (reduced->def && reduced->def->kind == OpKind::Cast) reduced = reduced->def->operands.at(0);
   if (!reduced->def || reduced->def->kind != OpKind::ReduceScatter) return 0;
   const int64_t ranks = reduced->def->attrInt("ranks");

@@ -34,20 +34,11 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   std::unordered_map<const Op*, size_t> position;
   for (size_t k = 0; k < g.ops.size(); ++k) position[g.ops[k].get()] = k;
   Builder b(g);
-  // The collectives sum, and the mean is a multiply by 1/ranks after them (which fuses into
-  // the reader, AdamW's kernel). NCCL's average is a pre-multiplied sum that its symmetric-
-  // memory kernels and copy-engine collectives do not run (they take sums only:
-  // runtime/collectives.h); with a power-of-two rank count both give the same bits.
-  const NamedAttrs sum = {{"ranks", cfg.ranks}, {"reduce", std::string("sum")}};
-  auto meanOf = [&](Value* summed, const std::string& name) {
-    Value* m = b.binary(OpKind::Mul, summed, b.constant(1.0 / double(cfg.ranks), summed->type));
-    m->name = name;
-    return m;
-  };
+  const NamedAttrs mean = {{"ranks", cfg.ranks}, {"reduce", std::string("mean")}};
 
-  Value* lossSum = b.create(OpKind::AllReduce, {g.outputs[0]}, sum).at(0);
-  lossSum->name = "loss.sum";
-  g.outputs[0] = meanOf(lossSum, "loss.mean");
+  Value* loss = b.create(OpKind::AllReduce, {g.outputs[0]}, mean).at(0);
+  loss->name = "loss.mean";
+  g.outputs[0] = loss;
 
   // Output slots of the gradients to reduce, in the order the backward makes them.
   std::vector<size_t> slots;
@@ -88,7 +79,6 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
     foldedCasts.insert(cast);
     return r;
   };
-  // Names: "w.grad.sum" and its mean "w.grad.mean"; a shard's "w.grad.shard.sum" and "w.grad.shard".
   auto reduce = [&](OpKind kind, const std::vector<size_t>& members, const char* suffix) {
     if (members.empty()) return;
     std::vector<Value*> grads;
@@ -98,24 +88,23 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
         if (Value* r = widenedGemm(x)) x = r;
       grads.push_back(x->type.dtype == wire ? x : b.cast(x, wire));
     }
-    std::vector<Value*> reduced = b.create(kind, grads, sum);
+    std::vector<Value*> reduced = b.create(kind, grads, mean);
     for (size_t k = 0; k < members.size(); ++k) {
       const DType own = g.outputs[members[k]]->type.dtype;
-      const std::string base = params[members[k] - 1]->attrStr("name") + ".grad";
-      const std::string name = base + suffix;
-      reduced[k]->name = (kind == OpKind::ReduceScatter ? name : base) + ".sum";
+      const std::string name = params[members[k] - 1]->attrStr("name") + suffix;
       if (own != wire) {
-        reduced[k]->name += "." + std::string(dtypeName(wire));
+        reduced[k]->name = name + "." + std::string(dtypeName(wire));
         reduced[k] = b.cast(reduced[k], own);
       }
-      g.outputs[members[k]] = meanOf(reduced[k], name);
+      reduced[k]->name = name;
+      g.outputs[members[k]] = reduced[k];
     }
   };
   auto flush = [&] {
     std::vector<size_t> whole, rows;
     for (size_t i : bucket) (sharded(i) ? rows : whole).push_back(i);
-    reduce(OpKind::AllReduce, whole, ".mean");
-    reduce(OpKind::ReduceScatter, rows, ".shard");
+    reduce(OpKind::AllReduce, whole, ".grad.mean");
+    reduce(OpKind::ReduceScatter, rows, ".grad.shard");
     bucket.clear();
     bytes = 0;
   };

@@ -31,9 +31,9 @@ struct DataParallelConfig {
 // When `g` returns `loss, grads...` (passes/train_passes.h appendLossGradients): the loss
 // becomes its mean over the ranks, and the gradients, in the order the backward produces
 // them (their definitions' order in `g`), are grouped into buckets of at least
-// cfg.bucketBytes, each one all_reduce (reduce "sum") whose results times 1/ranks (their
-// means) replace them as outputs (with shardOptimizer, the gradients that split by rows one
-// reduce_scatter instead, whose results are this rank's rows). A gradient that is a constant (a param the loss does not read) is the same on
+// cfg.bucketBytes, each one all_reduce (reduce "mean") whose results replace them as
+// outputs (with shardOptimizer, the gradients that split by rows one reduce_scatter instead,
+// whose results are this rank's rows). A gradient that is a constant (a param the loss does not read) is the same on
 // every rank and is left alone. A gradient that is cast(matmul) to the wire dtype, the
 // matmul used only there (autocast's bf16 weight-gradient GEMM), becomes the matmul with
 // out_dtype = the wire dtype: the GEMM writes what the collective sends, no cast kernel

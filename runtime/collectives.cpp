@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <thread>
 
 #include "ir/error.h"
@@ -54,30 +52,6 @@ int commSmsFromEnvironment() {
   return int(n);
 }
 
-bool windowsFromEnvironment() {
-  const char* v = std::getenv("FUSEC_NCCL_WINDOWS");
-  if (!v || !*v) return kDefaultWindows;
-  if (std::strcmp(v, "0") && std::strcmp(v, "1"))
-    throw Error("FUSEC_NCCL_WINDOWS must be 0 or 1, got '" + std::string(v) + "'");
-  return *v == '1';
-}
-
-int ctaPolicyFromEnvironment() {
-  const char* v = std::getenv("FUSEC_NCCL_CTA_POLICY");
-  if (!v || !*v || !std::strcmp(v, "default")) return NCCL_CTA_POLICY_DEFAULT;
-  if (!std::strcmp(v, "efficiency")) return NCCL_CTA_POLICY_EFFICIENCY;
-  if (!std::strcmp(v, "zero")) return NCCL_CTA_POLICY_ZERO;
-  throw Error("FUSEC_NCCL_CTA_POLICY must be default, efficiency or zero, got '" + std::string(v) + "'");
-}
-
-// The windows registered on a communicator: a buffer's release deregisters its window while the
-// communicator lives (the Communicator deregisters what is left before it goes).
-struct Windows {
-  std::mutex mutex;
-  ncclComm_t comm = nullptr;
-  std::map<void*, ncclWindow_t> registered;
-};
-
 }  // namespace
 
 [[noreturn]] void stopRank(const std::string& line) {
@@ -97,8 +71,6 @@ struct Communicator::Impl {
   ncclComm_t comm = nullptr;
   double stepTimeout = 300;
   int sms = 0;
-  bool windows = false;
-  std::shared_ptr<Windows> registered = std::make_shared<Windows>();
   bool finished = false;  // finish() or fail() said how this rank ends
 };
 
@@ -107,8 +79,6 @@ Communicator::Communicator(const JobAddress& job, const std::string& fingerprint
   Impl& m = *impl_;
   m.stepTimeout = stepTimeoutSeconds();
   m.sms = commSmsFromEnvironment();
-  m.windows = windowsFromEnvironment();
-  const int ctaPolicy = ctaPolicyFromEnvironment();
   ncclUniqueId id{};
   std::string blob;
   if (job.rank == 0) {
@@ -122,10 +92,8 @@ Communicator::Communicator(const JobAddress& job, const std::string& fingerprint
   m.rendezvous->watch([](const std::string& line) { stopRank(line); });
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   if (m.sms > 0) config.minCTAs = config.maxCTAs = m.sms;
-  config.CTAPolicy = ctaPolicy;
   check(ncclCommInitRankConfig(&m.comm, job.ranks, id, job.rank, &config),
         "joining the job (rank " + std::to_string(job.rank) + ")");
-  m.registered->comm = m.comm;
   gComm.store(m.comm);
 }
 
@@ -134,54 +102,7 @@ Communicator::~Communicator() {
   // Unwinding from an error: the peers must not wait for this rank, and NCCL's work in flight
   // may never complete, so it is aborted rather than destroyed (which could wait for it).
   if (!impl_->finished && impl_->rendezvous) impl_->rendezvous->fail("it stopped with an error (see its output)");
-  {
-    // Buffers that outlive the communicator are only freed (ncclMemFree) when they go.
-    std::lock_guard<std::mutex> lock(impl_->registered->mutex);
-    if (impl_->finished)
-      for (auto& [ptr, win] : impl_->registered->registered) ncclCommWindowDeregister(impl_->comm, win);
-    impl_->registered->registered.clear();
-    impl_->registered->comm = nullptr;
-  }
   if (ncclComm_t c = gComm.exchange(nullptr)) impl_->finished ? ncclCommDestroy(c) : ncclCommAbort(c);
-}
-
-bool Communicator::windows() const { return impl_->windows; }
-
-DeviceBuffer Communicator::allocate(size_t bytes, const std::string& what) {
-  if (!impl_->windows || bytes == 0) return DeviceBuffer(bytes, what);
-  // Whole pages of the VMM granularity NCCL maps, never less than a window's alignment.
-  constexpr size_t kGranule = size_t(2) << 20;
-  static_assert(kGranule % NCCL_WIN_REQUIRED_ALIGNMENT == 0);
-  const size_t size = (bytes + kGranule - 1) / kGranule * kGranule;
-  void* ptr = nullptr;
-  if (ncclResult_t r = ncclMemAlloc(&ptr, size); r != ncclSuccess) {
-    size_t freeB = 0, total = 0;
-    cudaGetLastError();
-    cudaMemGetInfo(&freeB, &total);
-    if (freeB < size) throw Error(outOfMemoryMessage(size, freeB));
-    throw Error("NCCL: allocating the " + what + ": " + ncclGetErrorString(r));
-  }
-  ncclWindow_t win = nullptr;
-  if (ncclResult_t r = ncclCommWindowRegister(impl_->comm, ptr, size, &win, NCCL_WIN_COLL_SYMMETRIC); r != ncclSuccess) {
-    ncclMemFree(ptr);
-    throw Error("NCCL: registering the " + what + " as a window: " + ncclGetErrorString(r));
-  }
-  std::shared_ptr<Windows> registered = impl_->registered;
-  {
-    std::lock_guard<std::mutex> lock(registered->mutex);
-    registered->registered[ptr] = win;
-  }
-  return DeviceBuffer(ptr, bytes, [registered](void* p) {
-    {
-      std::lock_guard<std::mutex> lock(registered->mutex);
-      auto it = registered->registered.find(p);
-      if (it != registered->registered.end()) {
-        if (registered->comm) ncclCommWindowDeregister(registered->comm, it->second);
-        registered->registered.erase(it);
-      }
-    }
-    ncclMemFree(p);
-  });
 }
 
 int Communicator::rank() const { return impl_->rendezvous->rank(); }

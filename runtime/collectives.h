@@ -13,16 +13,12 @@
 #include <string>
 
 #include "ir/types.h"
-#include "runtime/device.h"
 #include "support/rendezvous.h"
 
 namespace fusec::rt {
 
 // The SMs a job's collectives get unless FUSEC_COMM_SMS says otherwise (see reservedSms).
 constexpr int kDefaultCommSms = 0;
-// Whether the step's memory is registered with NCCL unless FUSEC_NCCL_WINDOWS says otherwise
-// (see Communicator::windows).
-constexpr bool kDefaultWindows = false;
 
 class Communicator {
  public:
@@ -39,19 +35,6 @@ class Communicator {
   // may overlap them leave free (runtime/executable.cpp); 0: NCCL's own count, none reserved.
   int reservedSms() const;
   std::string ncclVersion() const;
-
-  // Whether the step's memory (weights, optimizer state and the arena, where the gradients
-  // are reduced) is NCCL's own: allocated by ncclMemAlloc and registered with every rank as a
-  // symmetric window (the same offsets on every rank: the ranks' programs and memory plans
-  // are the same, the fingerprint checks it). NCCL then reduces sums in place over NVLink
-  // with its symmetric-memory kernels, and CTAPolicy zero moves all_gather onto the copy
-  // engines. FUSEC_NCCL_WINDOWS=0 or 1 (see kDefaultWindows); FUSEC_NCCL_CTA_POLICY=default,
-  // efficiency or zero sets the communicator's CTA policy.
-  bool windows() const;
-  // `bytes` of device memory: a registered window when windows() (a collective call: every
-  // rank allocates the same sizes in the same order), else cudaMalloc's. Throws Error (one
-  // line) when the device cannot hold it or NCCL refuses the window.
-  DeviceBuffer allocate(size_t bytes, const std::string& what);
 
   // Enqueue on `stream` (a cudaStream_t); between groupStart and groupEnd NCCL fuses the calls
   // into one launch. f32 and bf16; `mean` divides the sum by the ranks (ncclAvg).

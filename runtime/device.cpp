@@ -95,22 +95,15 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes
   FUSEC_CUDA(s, "allocating the " + what);
 }
 
-void DeviceBuffer::free() {
-  if (!ptr_) return;
-  // Errors here would be from an earlier fault, already reported.
-  if (release_) release_(ptr_);
-  else cudaFree(ptr_);
-  ptr_ = nullptr;
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);  // errors here would be from an earlier fault, already reported
 }
-
-DeviceBuffer::~DeviceBuffer() { free(); }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    free();
+    if (ptr_) cudaFree(ptr_);
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
-    release_ = std::move(o.release_);
     o.ptr_ = nullptr;
     o.bytes_ = 0;
   }

@@ -3,7 +3,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -41,13 +40,8 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes, const std::string& what = "arena");
-  // Adopts memory another allocator made (NCCL's, runtime/collectives.h); `release` frees it.
-  DeviceBuffer(void* ptr, size_t bytes, std::function<void(void*)> release)
-      : ptr_(ptr), bytes_(bytes), release_(std::move(release)) {}
   ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_), release_(std::move(o.release_)) {
-    o.ptr_ = nullptr, o.bytes_ = 0;
-  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -56,11 +50,8 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  void free();
-
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
-  std::function<void(void*)> release_;  // empty: cudaFree
 };
 
 // "needs 3.50 GiB, 1.25 GiB free" wording, shared with the check done before a whole plan.

@@ -409,12 +409,8 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   gemmOpts.autotune = autotune;
   const size_t need = m.residentBytes + m.arenaBytes + gemmOpts.workspaceBytes;
   if (need > dev.freeBytes) throw Error(outOfMemoryMessage(need, dev.freeBytes));
-  // A job's memory may be NCCL's (registered windows: runtime/collectives.h).
-  auto allocate = [&](size_t bytes, const std::string& what) {
-    return opts.communicator ? opts.communicator->allocate(bytes, what) : DeviceBuffer(bytes, what);
-  };
-  m.resident = allocate(m.residentBytes, "resident region (weights and optimizer state)");
-  m.arena = allocate(m.arenaBytes, "arena");
+  m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
+  m.arena = DeviceBuffer(m.arenaBytes, "arena");
   // Zeroed once: a plan bug then reads zeros, not stale data from another process.
   if (m.residentBytes) FUSEC_CUDA(cudaMemset(m.resident.data(), 0, m.residentBytes), "clearing the resident region");
   if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");

@@ -48,11 +48,8 @@ uint64_t overlapOf(const std::vector<Interval>& a, const std::vector<Interval>& 
 }  // namespace
 
 bool isCommKernelName(const std::string& name) {
-  // Mangled or not: "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL...", older NCCLs' "ncclKernel_...",
-  // the symmetric-memory kernels' "ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_f32".
-  for (const char* prefix : {"ncclDevKernel", "ncclKernel", "ncclSymkDevKernel"})
-    if (name.find(prefix) != std::string::npos) return true;
-  return false;
+  // Mangled or not: "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL...", older NCCLs' "ncclKernel_...".
+  return name.find("ncclDevKernel") != std::string::npos || name.find("ncclKernel") != std::string::npos;
 }
 
 StepOverlap stepOverlap(const std::vector<KernelSpan>& spans) {

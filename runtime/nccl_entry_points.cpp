@@ -42,14 +42,6 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream) {
   return lazyCall<&ncclAllGather>(library(), "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
-ncclResult_t ncclMemAlloc(void** ptr, size_t size) { return lazyCall<&ncclMemAlloc>(library(), "ncclMemAlloc", ptr, size); }
-ncclResult_t ncclMemFree(void* ptr) { return lazyCall<&ncclMemFree>(library(), "ncclMemFree", ptr); }
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
-  return lazyCall<&ncclCommWindowRegister>(library(), "ncclCommWindowRegister", comm, buff, size, win, winFlags);
-}
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  return lazyCall<&ncclCommWindowDeregister>(library(), "ncclCommWindowDeregister", comm, win);
-}
 ncclResult_t ncclGroupStart() { return lazyCall<&ncclGroupStart>(library(), "ncclGroupStart"); }
 ncclResult_t ncclGroupEnd() { return lazyCall<&ncclGroupEnd>(library(), "ncclGroupEnd"); }
 
