@@ -30,6 +30,7 @@ F=$BUILD/fusec
 log() { echo "== $*" | tee -a "$RESULT/summary.txt"; }
 
 build() {
+  grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH)' /usr/include/nccl.h | awk '{printf "%s ", $3} END {print "(NCCL headers)"}'
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$BUILD" -j"$(nproc)" --target fusec | tail -1
 }
 
