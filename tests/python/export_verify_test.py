@@ -6,7 +6,9 @@ PyTorch's logits, loss and autograd gradients.
   - Correct models pass, and say so: the four architectures of export_test.py (a CS336 LM,
     nanoGPT's GPT-2 with a tied weight and a key bias whose gradient is rounding noise, a
     Llama with grouped-query attention, nn.MultiheadAttention), and the CLI's one line reports
-    what was measured.
+    what was measured. So do the ops Hugging Face families need beyond theirs (models/hf_ops.py:
+    an embedding's padding_idx, LayerNorm without affine, aten.index.Tensor); with the
+    padding_idx ignored, the pad row's gradient fails the export naming the embedding.
   - A planted wrong mapping (one ATen mapping of the converter broken on purpose: mean emitting
     sum, add emitting sub, only one of GPT-2's several adds emitting sub) fails the export with
     one line naming that op and its own source line in the model; the directory is left as it
@@ -113,6 +115,41 @@ def correct_models_pass(tmp):
         ok = v is not None and v["logits"] < 1e-5 and v["loss"] < 1e-5 and v["gradients"] < 1e-4
         check(ok and os.path.isfile(os.path.join(out, "model.fir")),
               f"{name}: the export checks itself and passes: logits, loss and gradients within {v} ({err})")
+
+
+def hf_ops(tmp):
+    """The ops Hugging Face families need beyond the plain LMs' (models/hf_ops.py: an
+    embedding with a padding_idx, LayerNorm without affine or bias, aten.index.Tensor by the
+    ids and by a static index with negative entries) export and pass the check; with the
+    embedding's padding_idx ignored (the pad token's row getting a gradient, which
+    nn.Embedding(padding_idx=...) never gives it) the export fails naming that weight."""
+    import importlib
+    def model():
+        torch.manual_seed(0)
+        return importlib.import_module("hf_ops").PadNormIndexLM()
+    ids = torch.randint(0, 7, (2, 12), generator=torch.Generator().manual_seed(1))
+    out = os.path.join(tmp, "hf_ops")
+    try:
+        done = fx.export(model(), ids, out)
+        v, err = done.verified, ""
+    except ExportError as e:
+        v, err = None, str(e)
+    text = open(os.path.join(out, "model.fir")).read() if os.path.isfile(os.path.join(out, "model.fir")) else ""
+    ok = v is not None and v["logits"] < 1e-5 and v["loss"] < 1e-5 and v["gradients"] < 1e-4
+    check(ok and "stop_gradient(" in text and text.count(" = gather(") == 3 and text.count(" = layernorm(") == 2,
+          f"hf_ops: a padding_idx, LayerNorm without affine or bias and aten.index.Tensor export and pass the check "
+          f"({v} {err})")
+    real = Converter.op_embedding
+    plant = mock.patch.object(Converter, "op_embedding", lambda self, node, o, w, i, *rest: real(self, node, o, w, i))
+    before = listing(out)
+    with plant:
+        try:
+            fx.export(model(), ids, out)
+            msg = None
+        except ExportError as e:
+            msg = str(e)
+    check(msg is not None and "fusec's gradient of 'emb.weight'" in msg and listing(out) == before,
+          f"hf_ops: the embedding's padding_idx ignored fails the export naming emb.weight ({msg})")
 
 
 def planted_forward(tmp):
@@ -248,6 +285,7 @@ def main():
     os.environ["FUSEC_BIN"] = os.path.abspath(a.fusec)
     with tempfile.TemporaryDirectory() as tmp:
         correct_models_pass(tmp)
+        hf_ops(tmp)
         planted_forward(tmp)
         planted_backward(tmp)
         planted_baked_ids(tmp)

@@ -335,12 +335,57 @@ class Converter:
 
     op_to = op__to_copy
 
-    def op_embedding(self, node, out, w, ids, *rest):
+    def op_embedding(self, node, out, w, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+        """weight[ids]. A padding_idx (nn.Embedding(padding_idx=p): transformers' pad token) is
+        a row whose gradient is zero: where an id is p, the gathered row is read through a
+        stop_gradient, so the same value is computed and no gradient reaches that row."""
+        if scale_grad_by_freq:
+            raise ExportError("unsupported op aten.embedding with scale_grad_by_freq")
         wv, iv = self.value(w), self.value(ids)
         n, d = int(math.prod(iv.shape)), wv.shape[1]
         idx = self.emit("broadcast", [self.emit("reshape", [iv], (n, 1), iv.dtype)], (n, d), iv.dtype)
         rows = self.emit("gather", [wv, idx], (n, d), wv.dtype, "axis = 0")
+        if padding_idx is not None and 0 <= padding_idx < wv.shape[0]:
+            pad = self.emit("eq", [idx, self.constant(padding_idx, (n, d), iv.dtype)], (n, d), torch.bool)
+            frozen = self.emit("stop_gradient", [rows], (n, d), wv.dtype)
+            rows = self.emit("select", [pad, frozen, rows], (n, d), wv.dtype)
         return self.emit("reshape", [rows], out.shape, out.dtype)
+
+    def op_index(self, node, out, x, indices):
+        """x[..., idx, ...] with one integer index tensor (aten.index.Tensor): the indexed axis
+        moved first and the rest flattened, the embedding's gather (axis 0 of a matrix), and the
+        result laid out as torch's: x.shape[:k] + idx.shape + x.shape[k+1:]. A negative index
+        counts from the end, as in torch."""
+        given = [(k, a) for k, a in enumerate(indices) if a is not None]
+        if len(given) != 1:
+            raise ExportError(f"unsupported op aten.index.Tensor with {len(given)} index tensors (one is supported)")
+        k, a = given[0]
+        real = self.real[a] if isinstance(a, torch.fx.Node) else torch.as_tensor(a)
+        if real.dtype == torch.bool:
+            raise ExportError("unsupported op aten.index.Tensor with a boolean mask (its result's shape depends on "
+                              "the mask's values)")
+        v = self.value(x)
+        size, rest = v.shape[k], v.shape[:k] + v.shape[k + 1:]
+        m, n = int(math.prod(rest)), real.numel()
+        iv = self.operand(a, tuple(real.shape), torch.int64)
+        if isinstance(a, torch.fx.Node) and a in self.static and not bool((real < 0).any()):
+            pass  # known and in range: as it is
+        else:
+            shape = tuple(real.shape)
+            neg = self.emit("lt", [iv, self.constant(0, shape, torch.int64)], shape, torch.bool)
+            iv = self.emit("select", [neg, self.emit("add", [iv, self.constant(size, shape, torch.int64)], shape,
+                                                     torch.int64), iv], shape, torch.int64)
+        perm = [k] + [i for i in range(len(v.shape)) if i != k]
+        table = self.reshape(self.permute(v, perm) if k else v, (size, m))
+        idx = self.emit("broadcast", [self.reshape(iv, (n, 1))], (n, m), torch.int64)
+        rows = self.emit("gather", [table, idx], (n, m), v.dtype, "axis = 0")
+        lead = tuple(real.shape)
+        rows = self.reshape(rows, lead + rest)
+        if k:  # the index's axes back to where the indexed axis was
+            r, j = len(rows.shape), len(lead)
+            back = list(range(j, j + k)) + list(range(j)) + list(range(j + k, r))
+            rows = self.permute(rows, back)
+        return self.reshape(rows, out.shape)
 
     def op_mm(self, node, out, x, y):
         # P @ V at the end of an explicit attention (softmax of masked, scaled Q K^T) becomes
@@ -515,10 +560,15 @@ class Converter:
         return self.emit("concat", vs, out.shape, out.dtype, f"axis = {dim}")
 
     def op_native_layer_norm(self, node, out, x, shape, w, b, eps):
+        """LayerNorm over the last axis; without a weight (elementwise_affine=False: OLMo's) or a
+        bias (bias=False) the composite gets a constant 1 or 0 in its place."""
         v = self.value(x)
-        if len(shape) != 1 or w is None or b is None:
-            raise ExportError("unsupported op aten.native_layer_norm over more than the last axis or without affine")
-        return self.emit("layernorm", [v, self.value(w), self.value(b)], out[0].shape, out[0].dtype, f"eps = {number(eps)}")
+        if len(shape) != 1:
+            raise ExportError("unsupported op aten.native_layer_norm over more than the last axis")
+        d = (v.shape[-1],)
+        wv = self.constant(1.0, d, torch.float32) if w is None else self.operand(w, d, torch.float32)
+        bv = self.constant(0.0, d, torch.float32) if b is None else self.operand(b, d, torch.float32)
+        return self.emit("layernorm", [v, wv, bv], out[0].shape, out[0].dtype, f"eps = {number(eps)}")
 
 
 _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}

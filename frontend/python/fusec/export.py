@@ -7,7 +7,19 @@ and its graph needs no `_const.N` (below).
 
     python3 -m fusec.export --model FILE.py:ClassName [--kwargs JSON] [--state-dict SD.pt]
                             --batch B --seq T --out DIR [--no-verify] [--debug]
+    python3 -m fusec.export --hf MODEL [--config JSON] --batch B --seq T --out DIR [...]
     fusec.export.export(model, example_ids, out_dir)          # the same from Python
+    fusec.export.export_hf(model_or_path, example_ids, out_dir, config=None, seed=0)
+
+--hf exports a Hugging Face `transformers` causal LM with no wrapper file (hf.py): MODEL is a
+local checkpoint directory (config.json, with its weights or, without, randomly initialised
+from it) or a model type such as gpt2, llama or qwen2 (its default config with --config's
+overrides, a JSON object, randomly initialised after torch.manual_seed(--seed)); nothing is
+downloaded. What is exported is forward(ids) -> model(input_ids=ids, use_cache=False).logits,
+with the attention implementation that the exporter recognises (sdpa; eager for a model
+without it or with attention-logit softcapping), and the parameters under the model's own
+names. --hf and --model exclude each other; --config goes with --hf, --kwargs and
+--state-dict with --model.
 
 The model is captured at the ATen level (capture.py: torch.export with the core-ATen
 decompositions where torch >= 2.1, make_fx on older torch), on real example ids, and each ATen
@@ -107,6 +119,27 @@ def export(model, example_ids, out_dir, how="auto", record=None, verify=True):
                     verifier.result if verifier else None)
 
 
+def export_hf(model_or_path, example_ids, out_dir, config=None, seed=0, how="auto", verify=True):
+    """export() for a Hugging Face `transformers` causal LM, with no wrapper file (hf.py):
+    `model_or_path` is a transformers model object (switched in place to a recognised
+    attention implementation and fp32), a local checkpoint directory or a model type such as
+    "llama" (`config`: a dict of its config's overrides; a random initialisation draws after
+    torch.manual_seed(seed)). A directory or model type is recorded in out_dir/export.json, so
+    that `fusec bench --fir` rebuilds the module; a model object is not (no export.json).
+    Returns export()'s Exported."""
+    import torch
+    from . import hf
+    check_out_dir(out_dir)  # before the model is loaded, which can take minutes
+    hf.quiet()
+    if isinstance(model_or_path, (str, os.PathLike)):
+        source = os.fspath(model_or_path)
+        torch.manual_seed(seed)
+        model, record = hf.HFCausalLM(source, config), _hf_record(source, config, seed)
+    else:
+        model, record = hf.HFCausalLM(model_or_path, config), None
+    return export(model, example_ids, out_dir, how, record, verify)
+
+
 def check_out_dir(path):
     """Refuses an output directory that cannot be written, by its nearest existing ancestor
     (the directory is created only when the files are written, so a failed export creates
@@ -149,9 +182,17 @@ def _doing(what, model_file=None):
 
 def main(argv=None):
     ap = Parser(prog="python3 -m fusec.export", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="FILE.py:ClassName")
-    ap.add_argument("--kwargs", default="{}", help="the class's constructor arguments, as a JSON object")
-    ap.add_argument("--state-dict", help="a torch.save'd state dict to load (default: the model's own init)")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="FILE.py:ClassName, an nn.Module whose forward(ids) returns the logits")
+    which.add_argument("--hf", metavar="MODEL",
+                       help="a Hugging Face transformers causal LM, no wrapper file needed: a local checkpoint "
+                            "directory (config.json, and its weights if any) or a model type such as gpt2, llama, "
+                            "qwen2 (randomly initialised from its default config and --config); nothing is downloaded")
+    ap.add_argument("--kwargs", help="with --model: the class's constructor arguments, as a JSON object")
+    ap.add_argument("--state-dict", help="with --model: a torch.save'd state dict to load (default: the model's own "
+                                         "init)")
+    ap.add_argument("--config", help="with --hf: overrides of the model's config, as a JSON object (e.g. "
+                                     "'{\"n_layer\": 2, \"n_embd\": 128}' for gpt2)")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before constructing (default 0)")
@@ -166,15 +207,24 @@ def main(argv=None):
     return cli("fusec.export", ap, _run, argv)
 
 
+def _json_object(flag, text, what):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ExportError(f"{flag} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ExportError(f"{flag} must be a JSON object ({what}), got {text}")
+    return value
+
+
 def _run(a):
     if a.batch < 1 or a.seq < 1:
         raise ExportError(f"--batch and --seq must be at least 1, got {a.batch} and {a.seq}")
-    try:
-        kwargs = json.loads(a.kwargs)
-    except json.JSONDecodeError as e:
-        raise ExportError(f"--kwargs is not JSON: {e}") from None
-    if not isinstance(kwargs, dict):
-        raise ExportError(f"--kwargs must be a JSON object (the constructor's keyword arguments), got {a.kwargs}")
+    if a.hf is not None:
+        return _run_hf(a)
+    if a.config is not None:
+        raise ExportError("--config goes with --hf (a transformers model's config); a --model class takes --kwargs")
+    kwargs = _json_object("--kwargs", "{}" if a.kwargs is None else a.kwargs, "the constructor's keyword arguments")
     if a.state_dict and not os.path.isfile(a.state_dict):
         raise ExportError(f"--state-dict: no file '{a.state_dict}'")
     check_out_dir(a.out)  # before anything is loaded or run
@@ -200,6 +250,51 @@ def _run(a):
     with _doing(f"exporting {cls_name} at ids [{a.batch}, {a.seq}]", path):
         done = export(model, ids, a.out, a.capture, record, verify=not a.no_verify)
     print(summary(a.out, done, a.batch, a.seq), flush=True)
+
+
+def _run_hf(a):
+    """--hf MODEL: a transformers causal LM (hf.py), checked and refused as --model's are."""
+    for flag, value in (("--kwargs", a.kwargs), ("--state-dict", a.state_dict)):
+        if value is not None:
+            raise ExportError(f"{flag} goes with --model; with --hf, the model's config overrides are --config and its "
+                              f"weights are the checkpoint directory's")
+    config = _json_object("--config", "{}" if a.config is None else a.config, "the model config's fields")
+    if not os.path.isdir(a.hf) and (os.sep in a.hf or a.hf.startswith(".")):
+        raise ExportError(f"--hf: no directory '{a.hf}' (a checkpoint directory holds config.json and the weights)")
+    check_out_dir(a.out)  # before anything is loaded or run
+    try:
+        import torch
+    except ImportError as e:
+        raise ExportError(f"cannot import torch ({e}); the exporter needs it (Debian: apt-get install python3-torch)")
+    from . import hf
+    hf.import_transformers()  # before the fusec binary is looked for: the first thing missing is said first
+    if not a.no_verify:
+        from .verify import find_fusec
+        find_fusec()
+    ids = torch.randint(0, 2, (a.batch, a.seq), dtype=torch.int64)  # values do not shape the graph
+    with contextlib.ExitStack() as quiet:
+        if not a.debug:  # transformers' and torch's warnings are not the one line (--debug keeps them)
+            import warnings
+            quiet.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")
+            hf.quiet()
+        with _doing(f"loading {a.hf}"):
+            torch.manual_seed(a.seed)
+            model = hf.HFCausalLM(a.hf, config)
+        name = type(model.hf).__name__
+        with _doing(f"exporting {name} at ids [{a.batch}, {a.seq}]"):
+            done = export(model, ids, a.out, a.capture, _hf_record(a.hf, config, a.seed), verify=not a.no_verify)
+    print(summary(a.out, done, a.batch, a.seq), flush=True)
+
+
+def _hf_record(source, config, seed):
+    """export.json's record of an --hf export: bench/torch_module_ref.py rebuilds the module as
+    HFCausalLM(**kwargs) (hf.py, loaded as a file) after torch.manual_seed(seed)."""
+    from . import hf
+    return {"model": os.path.abspath(hf.__file__) + ":HFCausalLM",
+            "kwargs": {"model": os.path.abspath(source) if os.path.isdir(source) else source,
+                       "config": dict(config or {})},
+            "seed": seed, "state_dict": None, "hf": source, "transformers": hf.import_transformers().__version__}
 
 
 def summary(out_dir, done, batch, seq):
