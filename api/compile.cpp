@@ -3,9 +3,7 @@
 namespace fusec::api {
 
 AttentionLowering effectiveAttention(const std::string& program, const CompileOptions& o) {
-  if (o.attention != AttentionLowering::Default) return o.attention;
-  const bool modelProgram = program == "forward" || program == "train_step" || program == "fwd_bwd";
-  return o.device == Device::Cuda && modelProgram ? AttentionLowering::Fused : AttentionLowering::Default;
+  return resolveAttentionLowering(program, o.attention, o.device == Device::Cuda);
 }
 
 std::vector<PassTiming> lowerProgram(Module& m, const std::string& program, const CompileOptions& o) {

@@ -72,8 +72,8 @@ struct Program {
 // unknown program, dtype or pass.
 std::vector<PassTiming> lowerProgram(Module& m, const std::string& program, const CompileOptions& o);
 
-// The attention lowering `o` asks for, with Default resolved as the GPU commands resolve it:
-// fused for a model program run on the GPU, the program's own default otherwise.
+// The attention lowering `o` gets for `program` on o.device (passes/pipeline.h
+// resolveAttentionLowering: the one rule).
 AttentionLowering effectiveAttention(const std::string& program, const CompileOptions& o);
 
 }  // namespace fusec::api

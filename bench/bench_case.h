@@ -21,7 +21,7 @@ struct BenchCase {
   BenchPass pass = BenchPass::Forward;
   int warmup = 5, iters = 10;
   models::AdamWConfig adamw;
-  AttentionLowering attention = AttentionLowering::Fused;  // the GPU default (passes/pipeline.h)
+  AttentionLowering attention = AttentionLowering::Default;  // resolved for the GPU (passes/pipeline.h)
 };
 
 // Weights by state_dict name (the model's own initialisation) plus "ids" and "targets"

@@ -10,7 +10,8 @@ namespace fusec::bench {
 
 TimedRun runCompiled(const BenchCase& c, Bindings& env, const codegen::CubinCache* cache) {
   Module m;
-  Graph& g = buildProgram(m, *c.model.model, c.pass, c.dtype, c.batch, c.seq, c.adamw, c.attention);
+  Graph& g = buildProgram(m, *c.model.model, c.pass, c.dtype, c.batch, c.seq, c.adamw,
+                          resolveAttentionLowering(benchProgramName(c.pass), c.attention, true));
   bindProgramState(g, env);
   rt::ExecutableOptions opts;
   opts.cache = cache;

@@ -5,6 +5,10 @@
 
 namespace fusec::bench {
 
+const char* benchProgramName(BenchPass pass) {
+  return pass == BenchPass::Forward ? "forward" : pass == BenchPass::FwdBwd ? "fwd_bwd" : "train_step";
+}
+
 Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dtype, int64_t batch,
                     int64_t seq, const models::AdamWConfig& adamw, AttentionLowering attention,
                     std::vector<PassTiming>* passTimings, const DataParallelConfig& dataParallel) {
@@ -13,7 +17,7 @@ Graph& buildProgram(Module& m, const api::Model& model, BenchPass pass, DType dt
     throw Error("--ctx " + std::to_string(seq) + " exceeds the context length " + std::to_string(ctx) + " of model '" +
                 model.name() + "'");
   m.sourceName = "<bench>";
-  const char* program = pass == BenchPass::Forward ? "forward" : pass == BenchPass::FwdBwd ? "fwd_bwd" : "train_step";
+  const char* program = benchProgramName(pass);
   api::CompileOptions o;
   o.dtype = dtype;
   o.adamw = adamw;

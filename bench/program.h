@@ -16,6 +16,9 @@
 
 namespace fusec::bench {
 
+// The program a bench pass builds: "forward", "fwd_bwd" or "train_step".
+const char* benchProgramName(BenchPass pass);
+
 // The planned function of `pass` of `model` in `m` (its only function). dtype: f32 or bf16
 // (autocast). Throws Error when `seq` exceeds the model's context length. `passTimings`, when
 // given, receives the passes' wall times (profile's trace). `dataParallel`: one rank's step of

@@ -23,10 +23,15 @@ const char* attentionLoweringName(AttentionLowering l) {
   }
 }
 
-AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested) {
-  (void)program;
-  return requested == AttentionLowering::Default ? AttentionLowering::Naive : requested;
+AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested, bool forGpu) {
+  if (requested != AttentionLowering::Default) return requested;
+  const bool modelProgram = program == "forward" || program == "train_step" || program == "fwd_bwd";
+  return forGpu && modelProgram ? AttentionLowering::Fused : AttentionLowering::Naive;
 }
+
+const char* const kAttentionDefaultHelp =
+    "fused for the models' programs on the GPU and in `fusec compile`, naive on the CPU and for the attention "
+    "programs";
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention,
                                           int64_t ranks) {
@@ -41,7 +46,8 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   }
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
-  const bool fused = resolveAttentionLowering(program, attention) == AttentionLowering::Fused;
+  // Callers resolve Default for their device (api::lowerProgram); left Default, it is the CPU's.
+  const bool fused = resolveAttentionLowering(program, attention, false) == AttentionLowering::Fused;
   // attention_backward's gradient is traced (frontend/models/attention.h), so autocast
   // runs after differentiation: naive, it would not give autocast's backward dtypes (f32
   // only); fused, the traced gradient is one attention_backward composite, which autocast

@@ -17,15 +17,18 @@ namespace fusec {
 //          one kernel of the `attention` family (a generated flash-attention kernel);
 //   naive: decompose-attention makes them GEMMs around a softmax before autocast (the
 //          seeds' naive attention: S and P exist in memory).
-// Default: naive here (fusec compile/opt and the CPU tests keep the structure they check);
-// the GPU commands (fusec run on cuda, bench, profile) ask for fused for the model programs
-// unless --attention says otherwise. The attention programs stay naive unless asked: they
-// are the seed benchmark of naive attention.
+// Default is resolved in one place, resolveAttentionLowering.
 enum class AttentionLowering { Default, Fused, Naive };
 AttentionLowering parseAttentionLowering(const std::string& text);  // "fused" | "naive"
 const char* attentionLoweringName(AttentionLowering l);             // "fused" | "naive" | "default"
-// `requested` with Default resolved for `program`.
-AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested);
+// The one place the attention lowering is decided: `requested` unless Default. By default a
+// model's programs (forward, train_step, fwd_bwd) built for the GPU fuse attention (one
+// flash-attention kernel each way: what fusec runs there, and what `fusec compile` shows);
+// everything else is naive: the CPU interpreter runs the programs as traced, and the attention
+// programs are the seed benchmark of naive attention (--attention=fused compares the fused).
+AttentionLowering resolveAttentionLowering(const std::string& program, AttentionLowering requested, bool forGpu);
+// That default in words, for the --attention flags' help.
+extern const char* const kAttentionDefaultHelp;
 
 // The programs `fusec compile --program` traces: forward, train_step, attention,
 // attention_backward.

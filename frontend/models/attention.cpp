@@ -69,7 +69,7 @@ Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d, 
   Qkv x = declareQkv(b, batch, seq, d);
   Tensor gradOut = fe::input(b, "grad_out", x.q.type()).named("grad_out");
   Tensor prod = causalAttention(x) * gradOut;
-  if (resolveAttentionLowering("attention_backward", lowering) == AttentionLowering::Naive) decomposeAttention(g);
+  if (resolveAttentionLowering("attention_backward", lowering, false) == AttentionLowering::Naive) decomposeAttention(g);
   Tensor loss = prod.sum({0, 1, 2});
   std::vector<Value*> grads = appendGradients(g, loss.value(), {x.q.value(), x.k.value(), x.v.value()});
   const char* names[] = {"dq", "dk", "dv"};

@@ -31,7 +31,7 @@ std::string dataParallelRunCommand(const std::string& fusec, const std::string& 
   if (gpus > 1) cmd += " --gpus " + std::to_string(gpus);
   cmd += " --program train_step --model " + shellQuoted(model) + " --dtype " + dtype + " --random-inputs --batch " +
          std::to_string(batch) + " --ctx " + std::to_string(ctx) + " --steps " + std::to_string(steps) + " --seed " +
-         std::to_string(seed) + " --attention " + attention + " --report " + shellQuoted(report);
+         std::to_string(seed) + (attention.empty() ? "" : " --attention " + attention) + " --report " + shellQuoted(report);
   // The collectives' exposed time needs a traced step; one GPU has none to expose.
   if (gpus > 1) cmd += " --timeline " + shellQuoted(timeline);
   return cmd;

@@ -24,7 +24,7 @@ struct DataParallelSweep {
   std::vector<std::string> dtypes;
   int warmup = 5, iters = 10;
   uint64_t seed = 0;
-  std::string attention = "fused";
+  std::string attention;  // --attention for the runs ("": their default)
   double bf16Tflops = 0, f32Tflops = 0;  // this run's GEMM ceilings (MFU)
 };
 

@@ -38,7 +38,7 @@ struct BenchArgs {
   std::vector<int> warmups = {5};
   int iters = 10;
   uint64_t seed = 0;
-  std::string format = "table", out = "-", torchScript, attention = "fused", fir;
+  std::string format = "table", out = "-", torchScript, attention, fir;
   bool vsTorch = false;
 };
 
@@ -139,7 +139,7 @@ Command addBenchCommand(CLI::App& app) {
       ->type_name("FILE");
   CLI::Option* oCtx = cmd->add_option("--ctx", a->ctxs, "Sequence lengths (default: 256)")->delimiter(',')->type_name("LIST");
   CLI::Option* oBatch = cmd->add_option("--batch", a->batches, "Batch sizes (default: 4)")->delimiter(',')->type_name("LIST");
-  addAttentionFlag(*cmd, a->attention, "fused; the compiled side");
+  addAttentionFlag(*cmd, a->attention, std::string(kAttentionDefaultHelp) + "; the compiled side");
   addDtypeFlag(*cmd, a->dtypes, "fp32,bf16");
   cmd->add_option("--passes", a->passes, "forward, fwd_bwd, step (default: all three)")
       ->delimiter(',')
@@ -277,7 +277,7 @@ Command addBenchCommand(CLI::App& app) {
 
     std::map<std::string, bench::Runner> runners;
     auto cache = std::make_shared<codegen::CubinCache>(codegen::CubinCache::defaultDir());
-    const AttentionLowering lowering = parseAttentionLowering(a->attention);
+    const AttentionLowering lowering = attentionOf(a->attention);
     runners["compiled"] = [cache, lowering](const bench::BenchCase& c, Bindings& env) {
       bench::BenchCase with = c;
       with.attention = lowering;

@@ -170,7 +170,7 @@ Command addCompileCommand(CLI::App& app) {
                   ->type_name("T");
   addDtypeFlag(*cmd, a->dtype, "fp32");
   cmd->add_flag("--stats", a->stats, "Print one JSON object of statistics instead of the IR");
-  addAttentionFlag(*cmd, a->attention, "naive; the GPU commands run, bench and profile fuse the models' attention");
+  addAttentionFlag(*cmd, a->attention, kAttentionDefaultHelp);
   cmd->add_flag("--print-dtypes", a->printDTypes,
                 "Print the dtype of the params, every named traced value and the gradients after the program "
                 "passes, instead of the IR (the optimisation passes do not run)");
@@ -220,6 +220,7 @@ Command addCompileCommand(CLI::App& app) {
     o.dtype = dtypeOf(a->dtype);
     o.adamw = a->adamw.config();
     o.attention = attentionOf(a->attention);
+    o.device = api::Device::Cuda;  // the program the GPU runs (its attention lowering)
     o.passManager = a->pm;
     if (a->gpus < 1 || a->gpus > 1024) throw Error("--gpus must be in 1..1024, got " + std::to_string(a->gpus));
     if (!(a->bucketMb > 0) || a->bucketMb > 1e6) throw Error("--bucket-mb must be a positive size in MB");
@@ -239,7 +240,7 @@ Command addCompileCommand(CLI::App& app) {
       if (a->printDTypes) throw Error("compile: --memory-timeline draws the planned program; drop --print-dtypes");
       const MemoryTimeline timeline = memoryTimeline(*m.funcs.at(0));
       const std::string title = model->name() + " " + a->program + " " + a->dtype + ", batch " + std::to_string(a->batch) +
-                                ", ctx " + std::to_string(a->ctx) + ", " + (a->attention.empty() ? "naive" : a->attention) +
+                                ", ctx " + std::to_string(a->ctx) + ", " + attentionLoweringName(api::effectiveAttention(a->program, o)) +
                                 " attention: memory plan";
       for (const std::string& path : a->memoryTimelines) writeMemoryTimeline(path, timeline, title);
     }

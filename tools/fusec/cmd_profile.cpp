@@ -79,8 +79,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
                                      Bindings env, const codegen::CubinCache* cache, rt::KernelActivity* activity,
                                      const DataParallelConfig& dataParallel = {}, rt::Communicator* comm = nullptr) {
   Module m;
-  // On the GPU the models' attention is fused unless --attention=naive.
-  const AttentionLowering lowering = a.attention.empty() ? AttentionLowering::Fused : parseAttentionLowering(a.attention);
+  const AttentionLowering lowering = resolveAttentionLowering(bench::benchProgramName(pass), attentionOf(a.attention), true);
   // The host phases, for --trace: trace and passes, NVRTC and loading, the first run (which
   // tunes the GEMMs at their first use).
   using Clock = std::chrono::steady_clock;
@@ -176,7 +175,7 @@ Command addProfileCommand(CLI::App& app) {
       ->check(CLI::IsMember({"forward", "train_step"}))
       ->type_name("PROGRAM");
   addDtypeFlag(*cmd, a->dtype, "fp32");
-  addAttentionFlag(*cmd, a->attention, "fused");
+  addAttentionFlag(*cmd, a->attention, kAttentionDefaultHelp);
   a->batchOpt = cmd->add_option("--batch", a->batch, "Batch size (default: 4, or an imported model's)")->type_name("N");
   a->ctxOpt = cmd->add_option("--ctx", a->ctx, "Sequence length (default: 256, at most the model's context)")->type_name("N");
   a->overrides.add(*cmd);

@@ -630,7 +630,7 @@ Command addRunCommand(CLI::App& app) {
   cmd->add_flag("--no-cuda-graph", a->noCudaGraph, "cuda: launch the step's kernels one by one instead of replaying a CUDA graph");
   cmd->add_flag("--tf32", a->tf32, "cuda: run f32 GEMMs on TF32 tensor cores (default: strict f32)");
   addDtypeFlag(*cmd, a->dtype, "fp32");
-  addAttentionFlag(*cmd, a->attention, "fused");
+  addAttentionFlag(*cmd, a->attention, kAttentionDefaultHelp);
   cmd->add_option("--model", a->model, "Model (default: small): " + models::builtinModelNames())->type_name("NAME");
   a->overrides.add(*cmd);
   a->adamw.add(*cmd);
