@@ -14,8 +14,9 @@ export's one line names the files and counts model.fir's ops and the parameters.
 source line, exit 1, nothing written; wrong inputs fail `fusec run` with one line, exit 1,
 nothing written. The exporter's own failures (failures(), without_torch()): a broken model file,
 constructor or forward, bad flags, a bad --state-dict or --out, a model's sys.exit, a full disk,
-a python3 without torch, each one line `fusec.export: error: ...`, exit 1, no traceback (but
-with --debug), and the output directory as it was; a success is one line, and the three
+a python3 without torch, --hf's misuses (hf_failures(): with --model, a missing transformers, a
+name that is no model type, a --config key the config lacks), each one line `fusec.export:
+error: ...`, exit 1, no traceback (but with --debug), and the output directory as it was; a success is one line, and the three
 files are renamed into place model.fir last.
 
     python3 tests/python/export_test.py --fusec build/fusec
@@ -389,6 +390,20 @@ def without_torch():
         r = exporter("--model", "m.py:M", *args, with_torch=False)
         check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and not r.stdout,
               f"{what}: one line, exit 1 (rc {r.returncode}: {r.stderr.strip()[-300:]})")
+    # --hf (a transformers model, fusec/hf.py): its flags are checked before torch is imported.
+    shape = ["--batch", "1", "--seq", "1", "--out", "never"]
+    for what, args, says in [("--hf and --model", ["--hf", "gpt2", "--model", "m.py:M"], "not allowed with"),
+                             ("neither --hf nor --model", [], "one of the arguments --model --hf is required"),
+                             ("--hf with --kwargs", ["--hf", "gpt2", "--kwargs", "{}"], "--kwargs goes with --model"),
+                             ("--hf with --state-dict", ["--hf", "gpt2", "--state-dict", "x.pt"],
+                              "--state-dict goes with --model"),
+                             ("--model with --config", ["--model", "m.py:M", "--config", "{}"], "--config goes with --hf"),
+                             ("--config not an object", ["--hf", "gpt2", "--config", "[1]"], "must be a JSON object"),
+                             ("--hf naming no directory", ["--hf", "./no/such/dir"], "no directory"),
+                             ("--hf, torch unimportable", ["--hf", "gpt2"], "cannot import torch")]:
+        r = exporter(*args, *shape, with_torch=False)
+        check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and not r.stdout,
+              f"{what}: one line, exit 1 (rc {r.returncode}: {r.stderr.strip()[-300:]})")
 
 
 CS336 = (os.path.join(HERE, "models", "cs336_lm.py") + ":TransformerLM", json.dumps(MODELS[0][3]))
@@ -432,6 +447,7 @@ def failures(tmp):
         r = exporter("--batch", "2", "--seq", "12", "--out", out, *args)
         check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and
               not os.path.exists(out), f"{what}: one line, exit 1, nothing written ({r.stderr.strip()[-300:]})")
+    hf_failures(tmp)
     r = exporter("--model", CS336[0], "--kwargs", CS336[1], "--batch", "2", "--seq", "12", "--out", a_file)
     check(one_line_error(r) and "is not a directory" in r.stderr and os.path.getsize(a_file) == 0,
           f"an --out that is a file: one line, exit 1, the file untouched ({r.stderr.strip()[-300:]})")
@@ -448,6 +464,31 @@ def failures(tmp):
     lines = r.stderr.strip().splitlines()
     check(r.returncode == 1 and "Traceback" in r.stderr and lines[-1].startswith("fusec.export: error: constructing"),
           f"--debug: the traceback, then the line, exit 1 ({lines[-1] if lines else ''})")
+
+
+def hf_failures(tmp):
+    """--hf's own failures, each one line, exit 1, nothing written: without transformers, that it
+    is missing; with it (tests/python/hf_corpus_test.py runs the models), a name that is neither
+    a directory nor a model type (nothing is downloaded), a model type with no causal LM, a
+    --config key the config does not have, a directory without config.json."""
+    try:
+        import transformers  # noqa: F401
+        have = True
+    except Exception:
+        have = False
+    empty = os.path.join(tmp, "hf_empty")
+    os.makedirs(empty, exist_ok=True)
+    cases = [("--hf without transformers", ["--hf", "gpt2"], "needs the transformers package")] if not have else [
+        ("--hf naming no model type", ["--hf", "nosuch-model"], "is neither a local checkpoint directory nor a model type"),
+        ("--hf naming an encoder", ["--hf", "bert"], "has no causal-LM class"),
+        ("--hf with a --config key gpt2's config lacks", ["--hf", "gpt2", "--config", '{"num_layers": 2}'],
+         "has no field 'num_layers'"),
+        ("--hf with a directory without config.json", ["--hf", empty], "has no config.json")]
+    for i, (what, args, says) in enumerate(cases):
+        out = os.path.join(tmp, f"hf_fail{i}")
+        r = exporter(*args, "--batch", "2", "--seq", "12", "--out", out)
+        check(one_line_error(r) and r.stderr.startswith("fusec.export: error: ") and says in r.stderr and
+              not os.path.exists(out), f"{what}: one line, exit 1, nothing written ({r.stderr.strip()[-300:]})")
 
 
 def atomic(tmp):

@@ -274,9 +274,11 @@ def _run_hf(a):
     ids = torch.randint(0, 2, (a.batch, a.seq), dtype=torch.int64)  # values do not shape the graph
     with contextlib.ExitStack() as quiet:
         if not a.debug:  # transformers' and torch's warnings are not the one line (--debug keeps them)
+            import logging
             import warnings
             quiet.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
+            logging.getLogger("torch").setLevel(logging.ERROR)
             hf.quiet()
         with _doing(f"loading {a.hf}"):
             torch.manual_seed(a.seed)
