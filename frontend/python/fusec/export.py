@@ -260,7 +260,8 @@ def _run_hf(a):
                               f"weights are the checkpoint directory's")
     config = _json_object("--config", "{}" if a.config is None else a.config, "the model config's fields")
     if not os.path.isdir(a.hf) and (os.sep in a.hf or a.hf.startswith(".")):
-        raise ExportError(f"--hf: no directory '{a.hf}' (a checkpoint directory holds config.json and the weights)")
+        raise ExportError(f"--hf: no directory '{a.hf}'; nothing is downloaded, so a Hub model must be a directory "
+                          f"you downloaded (its config.json and weights)")
     check_out_dir(a.out)  # before anything is loaded or run
     try:
         import torch

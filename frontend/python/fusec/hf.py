@@ -166,7 +166,8 @@ def load(source, overrides=None):
                               f"has one)")
         model_type = _model_type(source)
         cls = _config_class(transformers, model_type)
-        _causal_lm(transformers, model_type, f"the model type '{model_type}' of '{source}'")
+        if isinstance(model_type, str):  # an old config.json without one: AutoConfig infers it
+            _causal_lm(transformers, model_type, f"the model type '{model_type}' of '{source}'")
         _check_overrides(cls, overrides, f"the config of '{source}'")
         config = transformers.AutoConfig.from_pretrained(source, local_files_only=True, **overrides)
         if has_weights(source):
@@ -179,8 +180,8 @@ def load(source, overrides=None):
                                                                      attn_implementation=impl)
     else:
         if os.sep in source or source.startswith(".") or source.endswith(".json"):
-            raise ExportError(f"--hf: no directory '{source}' (a checkpoint directory holds config.json and the "
-                              f"weights)")
+            raise ExportError(f"--hf: no directory '{source}'; nothing is downloaded, so a Hub model must be a "
+                              f"directory you downloaded (its config.json and weights)")
         cls = _config_class(transformers, source)
         if cls is None:
             raise ExportError(f"--hf: '{source}' is neither a local checkpoint directory nor a model type this "
