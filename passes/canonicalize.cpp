@@ -1,6 +1,8 @@
 // Canonicalization: local rewrites applied to a fixed point in one forward sweep per graph
 // (operands are canonical before their users are visited; each op is rewritten until no
-// rule applies; a second sweep runs only as a check).
+// pattern applies; a second sweep runs only as a check). Each rewrite is a named pattern of
+// the table in patterns() below (what fires is counted: --pass-stats; --disable-pattern
+// switches one off); the rules by family:
 //
 //   constant folding   a pointwise op whose operands are all `constant` splats becomes a
 //                      constant; the value is computed by the reference interpreter on
@@ -38,7 +40,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iostream>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -266,210 +270,318 @@ Rewrite concatOfReshapes(const Op& op) {
   return rw;
 }
 
-Rewrite rewrite(const Op& op) {
-  if (op.numResults() != 1 || op.body || op.operands.empty()) return {};
-  const Type& t = op.result()->type;
-  Value* a = op.operands[0];
-  Value* b = op.operands.size() > 1 ? op.operands[1] : nullptr;
+// ---- The patterns: each a named rewrite of one op (an empty Rewrite: no match) -------------
+// `a` and `b` are the first two operands, `t` the result type; rewrite() checks that the op
+// has one result, no body and operands before any pattern sees it.
+#define FUSEC_PATTERN(fn) Rewrite fn(const Op& op, Value* a, Value* b, const Type& t)
+#define FUSEC_UNUSED_ARGS (void)op, (void)a, (void)b, (void)t
+
+FUSEC_PATTERN(foldConstant) {
+  FUSEC_UNUSED_ARGS;
+  for (Value* v : op.operands)
+    if (!constDef(v)) return {};
+  if (auto v = foldPointwise(op)) return useNew(newConstant(*v, t));
+  return {};
+}
+FUSEC_PATTERN(mulByOne) {
+  FUSEC_UNUSED_ARGS;
+  if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
+  if (a->type == t && b->type == t && isSplatOf(a, 1)) return useExisting(b);
+  return {};
+}
+FUSEC_PATTERN(addZero) {
+  FUSEC_UNUSED_ARGS;
+  if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
+  if (a->type == t && b->type == t && isSplatOf(a, 0)) return useExisting(b);
+  return {};
+}
+FUSEC_PATTERN(addZeroPaddedConcats) {
+  FUSEC_UNUSED_ARGS;
   const Op* aDef = a->def;
-
-  if (op.info().category == OpCategory::Pointwise) {
-    bool allConst = true;
-    for (Value* v : op.operands) allConst = allConst && constDef(v);
-    if (allConst)
-      if (auto v = foldPointwise(op)) return useNew(newConstant(*v, t));
+  if (!aDef || aDef->kind != OpKind::Concat || !b->def || b->def->kind != OpKind::Concat || a->type != t || b->type != t)
+    return {};
+  std::vector<Value*> parts = addOfZeroPadded(*aDef, *b->def);
+  if (parts.size() == 1) return useExisting(parts[0]);
+  if (parts.empty()) return {};
+  auto n = newOp(OpKind::Concat, parts, t);
+  n->setAttr("axis", int64_t(concatAxis(*aDef)));
+  return useNew(std::move(n));
+}
+FUSEC_PATTERN(selectSame) {
+  FUSEC_UNUSED_ARGS;
+  if (op.operands[1] == op.operands[2] && op.operands[1]->type == t) return useExisting(op.operands[1]);
+  return {};
+}
+FUSEC_PATTERN(reduceUnitAxes) {
+  FUSEC_UNUSED_ARGS;
+  bool unit = true;
+  for (int64_t ax : op.attrInts("axes")) unit = unit && a->type.shape[size_t(normalizeAxis(ax, a->type.rank(), "reduce"))] == 1;
+  if (unit && a->type.dtype == t.dtype) return a->type == t ? useExisting(a) : useNew(newOp(OpKind::Reshape, {a}, t));
+  return {};
+}
+// keepdim = true is a view of keepdim = false: one form, so that CSE meets the two spellings of
+// one reduction (cross-entropy's forward log-sum-exp and its backward's softmax denominator,
+// one pass over the logits each otherwise).
+FUSEC_PATTERN(reduceKeepdimAsReshape) {
+  FUSEC_UNUSED_ARGS;
+  if (!op.attrBool("keepdim")) return {};
+  Shape kept;
+  const auto& axes = op.attrInts("axes");
+  for (int d = 0; d < a->type.rank(); ++d)
+    if (std::none_of(axes.begin(), axes.end(), [&](int64_t x) { return normalizeAxis(x, a->type.rank(), "reduce") == d; }))
+      kept.push_back(a->type.shape[size_t(d)]);
+  auto flat = newOp(op.kind, {a}, Type{t.dtype, kept});
+  flat->setAttr("axes", axes);
+  if (!typeChecks(*flat)) return {};
+  Rewrite rw;
+  rw.replacement = newOp(OpKind::Reshape, {flat->result()}, t);
+  if (!typeChecks(*rw.replacement)) return {};
+  rw.before.push_back(std::move(flat));
+  return rw;
+}
+FUSEC_PATTERN(concatOfOne) {
+  FUSEC_UNUSED_ARGS;
+  if (op.operands.size() == 1 && a->type == t) return useExisting(a);
+  return {};
+}
+FUSEC_PATTERN(concatOfReshapesPattern) {
+  FUSEC_UNUSED_ARGS;
+  return concatOfReshapes(op);
+}
+// Adjacent step-1 slices of one value along the concat axis, in order.
+FUSEC_PATTERN(concatOfAdjacentSlices) {
+  FUSEC_UNUSED_ARGS;
+  const int ax = concatAxis(op);
+  Value* src = nullptr;
+  int64_t first = 0, next = -1;
+  for (Value* v : op.operands) {
+    const Op* d = v->def;
+    if (!d || d->kind != OpKind::Slice || d->attrInt("step") != 1 ||
+        normalizeAxis(d->attrInt("axis"), v->type.rank(), "slice") != ax)
+      return {};
+    if (!src) { src = d->operands[0]; first = d->attrInt("start"); next = first; }
+    if (d->operands[0] != src || d->attrInt("start") != next) return {};
+    next = d->attrInt("end");
   }
-
-  switch (op.kind) {
-    case OpKind::Mul:
-      if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
-      if (a->type == t && b->type == t && isSplatOf(a, 1)) return useExisting(b);
-      break;
-    case OpKind::Add:
-      if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
-      if (a->type == t && b->type == t && isSplatOf(a, 0)) return useExisting(b);
-      if (aDef && aDef->kind == OpKind::Concat && b->def && b->def->kind == OpKind::Concat && a->type == t &&
-          b->type == t) {
-        std::vector<Value*> parts = addOfZeroPadded(*aDef, *b->def);
-        if (parts.size() == 1) return useExisting(parts[0]);
-        if (!parts.empty()) {
-          auto n = newOp(OpKind::Concat, parts, t);
-          n->setAttr("axis", int64_t(concatAxis(*aDef)));
-          return useNew(std::move(n));
-        }
-      }
-      break;
-    case OpKind::Select:
-      if (op.operands[1] == op.operands[2] && op.operands[1]->type == t) return useExisting(op.operands[1]);
-      break;
-    case OpKind::Sum: case OpKind::Mean: case OpKind::RMax: case OpKind::RMin: {
-      bool unit = true;
-      for (int64_t ax : op.attrInts("axes")) unit = unit && a->type.shape[size_t(normalizeAxis(ax, a->type.rank(), "reduce"))] == 1;
-      if (unit && a->type.dtype == t.dtype) return a->type == t ? useExisting(a) : useNew(newOp(OpKind::Reshape, {a}, t));
-      // keepdim = true is a view of keepdim = false: one form, so that CSE meets the two
-      // spellings of one reduction (cross-entropy's forward log-sum-exp and its backward's
-      // softmax denominator, one pass over the logits each otherwise).
-      if (op.attrBool("keepdim")) {
-        Shape kept;
-        const auto& axes = op.attrInts("axes");
-        for (int d = 0; d < a->type.rank(); ++d)
-          if (std::none_of(axes.begin(), axes.end(), [&](int64_t x) { return normalizeAxis(x, a->type.rank(), "reduce") == d; }))
-            kept.push_back(a->type.shape[size_t(d)]);
-        auto flat = newOp(op.kind, {a}, Type{t.dtype, kept});
-        flat->setAttr("axes", axes);
-        if (!typeChecks(*flat)) break;
-        Rewrite rw;
-        rw.replacement = newOp(OpKind::Reshape, {flat->result()}, t);
-        if (!typeChecks(*rw.replacement)) break;
-        rw.before.push_back(std::move(flat));
-        return rw;
-      }
-      break;
-    }
-    case OpKind::Concat: {
-      if (op.operands.size() == 1 && a->type == t) return useExisting(a);
-      if (Rewrite rw = concatOfReshapes(op); rw.replacement) return rw;
-      // Adjacent step-1 slices of one value along the concat axis, in order.
-      const int ax = concatAxis(op);
-      Value* src = nullptr;
-      int64_t first = 0, next = -1;
-      for (Value* v : op.operands) {
-        const Op* d = v->def;
-        if (!d || d->kind != OpKind::Slice || d->attrInt("step") != 1 ||
-            normalizeAxis(d->attrInt("axis"), v->type.rank(), "slice") != ax)
-          return {};
-        if (!src) { src = d->operands[0]; first = d->attrInt("start"); next = first; }
-        if (d->operands[0] != src || d->attrInt("start") != next) return {};
-        next = d->attrInt("end");
-      }
-      if (src->type == t) return useExisting(src);
-      auto n = newOp(OpKind::Slice, {src}, t);
-      n->setAttr("axis", int64_t(ax));
-      n->setAttr("start", first);
-      n->setAttr("end", next);
-      return useNew(std::move(n));
-    }
-    case OpKind::Sub:
-      if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
-      break;
-    case OpKind::Div:
-      if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
-      break;
-    case OpKind::Neg:
-      if (aDef && aDef->kind == OpKind::Neg && t.dtype != DType::boolean && aDef->operands[0]->type == t)
-        return useExisting(aDef->operands[0]);
-      break;
-    case OpKind::StopGradient: return useExisting(a);
-    case OpKind::Cast:
-      if (a->type == t) return useExisting(a);
-      if (aDef && aDef->kind == OpKind::Cast) {
-        Value* x = aDef->operands[0];
-        if (losslessWidening(x->type.dtype, a->type.dtype)) {
-          if (x->type == t) return useExisting(x);
-          return useNew(newOp(OpKind::Cast, {x}, t));
-        }
-      }
-      break;
-    case OpKind::Reshape:
-      if (a->type == t) return useExisting(a);
-      if (aDef && aDef->kind == OpKind::Reshape) return useNew(newOp(OpKind::Reshape, {aDef->operands[0]}, t));
-      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
-      break;
-    case OpKind::Broadcast:
-      if (a->type == t) return useExisting(a);
-      if (aDef && aDef->kind == OpKind::Broadcast)
-        return useNew(newOp(OpKind::Broadcast, {aDef->operands[0]}, t));
-      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
-      break;
-    case OpKind::Permute: {
-      auto q = normalizedPerm(op.attrInts("perm"));
-      if (!q) break;
-      if (isIdentityPerm(*q) && a->type == t) return useExisting(a);
-      {  // only size-1 dims move: the data order is unchanged
-        int64_t last = -1;
-        bool ordered = true;
-        for (int64_t d : *q) {
-          if (a->type.shape[size_t(d)] == 1) continue;
-          ordered = ordered && d > last;
-          last = d;
-        }
-        if (ordered && !isIdentityPerm(*q)) return useNew(newOp(OpKind::Reshape, {a}, t));
-      }
-      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
-      if (aDef && aDef->kind == OpKind::Permute) {
-        auto p = normalizedPerm(aDef->attrInts("perm"));
-        if (!p || p->size() != q->size()) break;
-        // x.permute(p).permute(q) == x.permute(r) with r[i] = p[q[i]]
-        std::vector<int64_t> r(q->size());
-        for (size_t i = 0; i < r.size(); ++i) r[i] = (*p)[size_t((*q)[i])];
-        Value* x = aDef->operands[0];
-        if (isIdentityPerm(r) && x->type == t) return useExisting(x);
-        auto n = newOp(OpKind::Permute, {x}, t);
-        n->setAttr("perm", r);
-        return useNew(std::move(n));
-      }
-      break;
-    }
-    case OpKind::Slice:
-      if (op.attrInt("step") == 1 && a->type == t) return useExisting(a);
-      if (constDef(a)) return useNew(newConstant(aDef->attrFloat("value"), t));
-      if (aDef && aDef->kind == OpKind::Concat && op.attrInt("step") == 1 &&
-          normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") == concatAxis(*aDef)) {
-        const int ax = concatAxis(*aDef);
-        const int64_t s = op.attrInt("start"), e = op.attrInt("end");
-        for (const Piece& p : piecesOf(*aDef, ax)) {
-          if (s < p.start || e > p.end) continue;
-          if (p.v->type == t) return useExisting(p.v);
-          auto n = newOp(OpKind::Slice, {p.v}, t);
-          n->setAttr("axis", int64_t(ax));
-          n->setAttr("start", s - p.start);
-          n->setAttr("end", e - p.start);
-          return useNew(std::move(n));
-        }
-      }
-      // Along the last axis of a reshape of a concat that only regroups the leading dims: the
-      // reshape of the same slice of the concat, which the rule above then resolves (the pair
-      // swaps of rope's VJP, after concatOfReshapes made their concats 2-D). Only over a
-      // concat: a slice of a reshape of anything else stays, for the adjacent-slices rule.
-      if (aDef && aDef->kind == OpKind::Reshape && t.rank() >= 1 &&
-          normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") == a->type.rank() - 1) {
-        Value* x = aDef->operands[0];
-        if (x->def && x->def->kind == OpKind::Concat && x->type.rank() >= 1 &&
-            x->type.shape.back() == a->type.shape.back()) {
-          Shape xs = x->type.shape;
-          xs.back() = t.shape.back();
-          auto sl = newOp(OpKind::Slice, {x}, Type{t.dtype, xs});
-          sl->setAttr("axis", int64_t(x->type.rank() - 1));
-          for (const char* k : {"start", "end", "step"}) sl->setAttr(k, op.attrInt(k));
-          if (!typeChecks(*sl)) return {};
-          Rewrite rw;
-          rw.replacement = newOp(OpKind::Reshape, {sl->result()}, t);
-          if (!typeChecks(*rw.replacement)) return {};
-          rw.before.push_back(std::move(sl));
-          return rw;
-        }
-      }
-      break;
-    default:
-      break;
+  if (src->type == t) return useExisting(src);
+  auto n = newOp(OpKind::Slice, {src}, t);
+  n->setAttr("axis", int64_t(ax));
+  n->setAttr("start", first);
+  n->setAttr("end", next);
+  return useNew(std::move(n));
+}
+FUSEC_PATTERN(subZero) {
+  FUSEC_UNUSED_ARGS;
+  if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
+  return {};
+}
+FUSEC_PATTERN(divByOne) {
+  FUSEC_UNUSED_ARGS;
+  if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
+  return {};
+}
+FUSEC_PATTERN(negNeg) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (aDef && aDef->kind == OpKind::Neg && t.dtype != DType::boolean && aDef->operands[0]->type == t)
+    return useExisting(aDef->operands[0]);
+  return {};
+}
+FUSEC_PATTERN(dropStopGradient) {
+  FUSEC_UNUSED_ARGS;
+  return useExisting(a);
+}
+// reshape, broadcast and cast to the operand's own type, slice of step 1 to it.
+FUSEC_PATTERN(toSameType) {
+  FUSEC_UNUSED_ARGS;
+  if (a->type != t || (op.kind == OpKind::Slice && op.attrInt("step") != 1)) return {};
+  return useExisting(a);
+}
+FUSEC_PATTERN(castOfWideningCast) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (!aDef || aDef->kind != OpKind::Cast) return {};
+  Value* x = aDef->operands[0];
+  if (!losslessWidening(x->type.dtype, a->type.dtype)) return {};
+  if (x->type == t) return useExisting(x);
+  return useNew(newOp(OpKind::Cast, {x}, t));
+}
+// reshape(reshape x) and broadcast(broadcast x): one op of the outer kind over x.
+FUSEC_PATTERN(viewOfSameView) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (!aDef || aDef->kind != op.kind) return {};
+  return useNew(newOp(op.kind, {aDef->operands[0]}, t));
+}
+// reshape, broadcast, permute or slice of a splat: a splat of the new type.
+FUSEC_PATTERN(viewOfConstant) {
+  FUSEC_UNUSED_ARGS;
+  if (!constDef(a)) return {};
+  return useNew(newConstant(a->def->attrFloat("value"), t));
+}
+FUSEC_PATTERN(permuteIdentity) {
+  FUSEC_UNUSED_ARGS;
+  auto q = normalizedPerm(op.attrInts("perm"));
+  if (q && isIdentityPerm(*q) && a->type == t) return useExisting(a);
+  return {};
+}
+// A permute that only moves size-1 dims leaves the data order as it is.
+FUSEC_PATTERN(permuteOfUnitDimsAsReshape) {
+  FUSEC_UNUSED_ARGS;
+  auto q = normalizedPerm(op.attrInts("perm"));
+  if (!q || isIdentityPerm(*q)) return {};
+  int64_t last = -1;
+  for (int64_t d : *q) {
+    if (a->type.shape[size_t(d)] == 1) continue;
+    if (d <= last) return {};
+    last = d;
+  }
+  return useNew(newOp(OpKind::Reshape, {a}, t));
+}
+FUSEC_PATTERN(permuteOfPermute) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  auto q = normalizedPerm(op.attrInts("perm"));
+  if (!q || !aDef || aDef->kind != OpKind::Permute) return {};
+  auto p = normalizedPerm(aDef->attrInts("perm"));
+  if (!p || p->size() != q->size()) return {};
+  // x.permute(p).permute(q) == x.permute(r) with r[i] = p[q[i]]
+  std::vector<int64_t> r(q->size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = (*p)[size_t((*q)[i])];
+  Value* x = aDef->operands[0];
+  if (isIdentityPerm(r) && x->type == t) return useExisting(x);
+  auto n = newOp(OpKind::Permute, {x}, t);
+  n->setAttr("perm", r);
+  return useNew(std::move(n));
+}
+FUSEC_PATTERN(sliceOfConcat) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (!aDef || aDef->kind != OpKind::Concat || op.attrInt("step") != 1 ||
+      normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") != concatAxis(*aDef))
+    return {};
+  const int ax = concatAxis(*aDef);
+  const int64_t s = op.attrInt("start"), e = op.attrInt("end");
+  for (const Piece& p : piecesOf(*aDef, ax)) {
+    if (s < p.start || e > p.end) continue;
+    if (p.v->type == t) return useExisting(p.v);
+    auto n = newOp(OpKind::Slice, {p.v}, t);
+    n->setAttr("axis", int64_t(ax));
+    n->setAttr("start", s - p.start);
+    n->setAttr("end", e - p.start);
+    return useNew(std::move(n));
   }
   return {};
 }
+// Along the last axis of a reshape of a concat that only regroups the leading dims: the
+// reshape of the same slice of the concat, which slice-of-concat then resolves (the pair swaps
+// of rope's VJP, after concat-of-reshapes made their concats 2-D). Only over a concat: a slice
+// of a reshape of anything else stays, for concat-of-adjacent-slices.
+FUSEC_PATTERN(sliceOfReshapedConcat) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (!aDef || aDef->kind != OpKind::Reshape || t.rank() < 1 ||
+      normalizeAxis(op.attrInt("axis"), a->type.rank(), "slice") != a->type.rank() - 1)
+    return {};
+  Value* x = aDef->operands[0];
+  if (!x->def || x->def->kind != OpKind::Concat || x->type.rank() < 1 || x->type.shape.back() != a->type.shape.back())
+    return {};
+  Shape xs = x->type.shape;
+  xs.back() = t.shape.back();
+  auto sl = newOp(OpKind::Slice, {x}, Type{t.dtype, xs});
+  sl->setAttr("axis", int64_t(x->type.rank() - 1));
+  for (const char* k : {"start", "end", "step"}) sl->setAttr(k, op.attrInt(k));
+  if (!typeChecks(*sl)) return {};
+  Rewrite rw;
+  rw.replacement = newOp(OpKind::Reshape, {sl->result()}, t);
+  if (!typeChecks(*rw.replacement)) return {};
+  rw.before.push_back(std::move(sl));
+  return rw;
+}
+#undef FUSEC_PATTERN
+#undef FUSEC_UNUSED_ARGS
+
+struct Pattern {
+  const char* name;
+  std::vector<OpKind> kinds;  // the ops it applies to; empty: every pointwise op
+  Rewrite (*apply)(const Op&, Value*, Value*, const Type&);
+};
+
+// In the order they are tried on an op: the first that matches rewrites it.
+const std::vector<Pattern>& patterns() {
+  using K = OpKind;
+  static const std::vector<Pattern> all = {
+      {"fold-constant", {}, foldConstant},
+      {"mul-by-one", {K::Mul}, mulByOne},
+      {"add-zero", {K::Add}, addZero},
+      {"add-zero-padded-concats", {K::Add}, addZeroPaddedConcats},
+      {"select-same", {K::Select}, selectSame},
+      {"reduce-unit-axes", {K::Sum, K::Mean, K::RMax, K::RMin}, reduceUnitAxes},
+      {"reduce-keepdim-as-reshape", {K::Sum, K::Mean, K::RMax, K::RMin}, reduceKeepdimAsReshape},
+      {"concat-of-one", {K::Concat}, concatOfOne},
+      {"concat-of-reshapes", {K::Concat}, concatOfReshapesPattern},
+      {"concat-of-adjacent-slices", {K::Concat}, concatOfAdjacentSlices},
+      {"sub-zero", {K::Sub}, subZero},
+      {"div-by-one", {K::Div}, divByOne},
+      {"neg-neg", {K::Neg}, negNeg},
+      {"drop-stop-gradient", {K::StopGradient}, dropStopGradient},
+      {"to-same-type", {K::Cast, K::Reshape, K::Broadcast, K::Slice}, toSameType},
+      {"cast-of-widening-cast", {K::Cast}, castOfWideningCast},
+      {"view-of-same-view", {K::Reshape, K::Broadcast}, viewOfSameView},
+      {"permute-identity", {K::Permute}, permuteIdentity},
+      {"permute-of-unit-dims-as-reshape", {K::Permute}, permuteOfUnitDimsAsReshape},
+      {"view-of-constant", {K::Reshape, K::Broadcast, K::Permute, K::Slice}, viewOfConstant},
+      {"permute-of-permute", {K::Permute}, permuteOfPermute},
+      {"slice-of-concat", {K::Slice}, sliceOfConcat},
+      {"slice-of-reshaped-concat", {K::Slice}, sliceOfReshapedConcat},
+  };
+  return all;
+}
+
+// The first enabled pattern that rewrites `op`, its Rewrite and its index (-1: none).
+std::pair<Rewrite, int> rewrite(const Op& op, const std::vector<bool>& enabled) {
+  if (op.numResults() != 1 || op.body || op.operands.empty()) return {Rewrite{}, -1};
+  const Type& t = op.result()->type;
+  Value* a = op.operands[0];
+  Value* b = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const std::vector<Pattern>& all = patterns();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Pattern& p = all[i];
+    if (!enabled[i]) continue;
+    const bool applies = p.kinds.empty() ? op.info().category == OpCategory::Pointwise
+                                         : std::find(p.kinds.begin(), p.kinds.end(), op.kind) != p.kinds.end();
+    if (!applies) continue;
+    Rewrite rw = p.apply(op, a, b, t);
+    if (rw.existing || rw.replacement) return {std::move(rw), int(i)};
+  }
+  return {Rewrite{}, -1};
+}
+
+struct Driver {
+  std::vector<bool> enabled;
+  std::vector<int64_t> hits;  // by pattern
+  int maxSweeps = kCanonicalizeMaxSweeps;
+  bool limitHit = false;
+};
 
 // One forward sweep over `g`; returns whether anything changed.
-bool sweep(Graph& g);
+bool sweep(Graph& g, Driver& d);
 
-bool canonicalizeGraph(Graph& g) {
+bool canonicalizeGraph(Graph& g, Driver& d) {
   bool changed = false;
-  for (int i = 0; i < 16; ++i) {
-    bool c = sweep(g);
+  for (int i = 0;; ++i) {
+    if (i == d.maxSweeps) {
+      d.limitHit = true;
+      break;
+    }
+    bool c = sweep(g, d);
     changed |= c;
     if (!c) break;
   }
   return changed;
 }
 
-bool sweep(Graph& g) {
+bool sweep(Graph& g, Driver& d) {
   bool changed = false;
   std::unordered_map<Value*, int> uses;
   for (auto& op : g.ops)
@@ -493,13 +605,13 @@ bool sweep(Graph& g) {
       Value* x = stack.back();
       stack.pop_back();
       if (--uses[x] > 0) continue;
-      Op* d = x->def;
-      if (!d || isSignature(*d) || erased.count(d)) continue;
+      Op* op = x->def;
+      if (!op || isSignature(*op) || erased.count(op)) continue;
       bool allDead = true;
-      for (auto& r : d->results) allDead = allDead && uses[r.get()] <= 0;
+      for (auto& r : op->results) allDead = allDead && uses[r.get()] <= 0;
       if (!allDead) continue;
-      erased.insert(d);
-      for (Value* o : d->operands) stack.push_back(o);
+      erased.insert(op);
+      for (Value* o : op->operands) stack.push_back(o);
     }
   };
 
@@ -508,10 +620,11 @@ bool sweep(Graph& g) {
   for (auto& slot : g.ops) {
     std::unique_ptr<Op> cur = std::move(slot);
     for (Value*& v : cur->operands) v = resolve(v);
-    if (cur->body) changed |= canonicalizeGraph(*cur->body);
+    if (cur->body) changed |= canonicalizeGraph(*cur->body, d);
     while (true) {
-      Rewrite rw = rewrite(*cur);
-      if (!rw.existing && !rw.replacement) break;
+      auto [rw, which] = rewrite(*cur, d.enabled);
+      if (which < 0) break;
+      ++d.hits[size_t(which)];
       changed = true;
       Value* r = cur->result(0);
       Value* to = rw.existing;
@@ -542,8 +655,54 @@ bool sweep(Graph& g) {
   return changed;
 }
 
+class CanonicalizePass : public Pass {
+ public:
+  explicit CanonicalizePass(int maxSweeps) : maxSweeps_(maxSweeps) {}
+  std::string_view name() const override { return "canonicalize"; }
+  std::vector<std::string> patternNames() const override { return canonicalizePatternNames(); }
+  void disablePatterns(const std::set<std::string>& names) override { disabled_ = names; }
+  std::vector<std::pair<std::string, int64_t>> statistics() const override { return stats_; }
+
+  bool run(Module& m) override {
+    Driver d;
+    d.maxSweeps = maxSweeps_;
+    const std::vector<Pattern>& all = patterns();
+    d.hits.assign(all.size(), 0);
+    for (const Pattern& p : all) d.enabled.push_back(!disabled_.count(p.name));
+    bool changed = false;
+    for (auto& f : m.funcs) changed |= canonicalizeGraph(*f, d);
+    // Counted by name, in the table's order, the patterns that fired.
+    stats_.clear();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (d.hits[i]) stats_.emplace_back(all[i].name, d.hits[i]);
+    // The rules should reach a fixed point in two sweeps (the second only checks); one that
+    // keeps changing the program is a bug in the rules, said here rather than hidden.
+    if (d.limitHit)
+      std::cerr << "warning: canonicalize: the IR still changed after " << d.maxSweeps
+                << " sweeps; stopped there (patterns that fired: " << describe(stats_) << ")\n";
+    return changed;
+  }
+
+ private:
+  static std::string describe(const std::vector<std::pair<std::string, int64_t>>& s) {
+    std::string out;
+    for (const auto& [n, c] : s) out += (out.empty() ? "" : ", ") + n + " " + std::to_string(c);
+    return out.empty() ? "none" : out;
+  }
+  int maxSweeps_;
+  std::set<std::string> disabled_;
+  std::vector<std::pair<std::string, int64_t>> stats_;
+};
+
 }  // namespace
 
-std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<FunctionPass>("canonicalize", &canonicalizeGraph); }
+std::vector<std::string> canonicalizePatternNames() {
+  std::vector<std::string> names;
+  for (const Pattern& p : patterns()) names.push_back(p.name);
+  return names;
+}
+
+std::unique_ptr<Pass> createCanonicalizePass(int maxSweeps) { return std::make_unique<CanonicalizePass>(maxSweeps); }
+std::unique_ptr<Pass> createCanonicalizePass() { return createCanonicalizePass(kCanonicalizeMaxSweeps); }
 
 }  // namespace fusec

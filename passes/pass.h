@@ -1,7 +1,10 @@
 // Passes rewrite a Module in place and say whether they changed it (XLA style).
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +20,11 @@ class Pass {
   virtual ~Pass() = default;
   virtual std::string_view name() const = 0;
   virtual bool run(Module& m) = 0;
+  // A pass made of named rewrite patterns (canonicalize) lists them, can have some switched
+  // off (--disable-pattern), and counts what fired in its last run (--pass-stats).
+  virtual std::vector<std::string> patternNames() const { return {}; }
+  virtual void disablePatterns(const std::set<std::string>& names) { (void)names; }
+  virtual std::vector<std::pair<std::string, int64_t>> statistics() const { return {}; }
 };
 
 // A pass that rewrites each function of the module on its own: most passes are this.
@@ -43,6 +51,12 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createDCEPass();
 std::unique_ptr<Pass> createCSEPass();
 std::unique_ptr<Pass> createCanonicalizePass();
+// Sweeps canonicalize runs before it stops and warns that the IR still changes (its rules reach
+// a fixed point in two: the second only checks); a smaller limit is for tests of that report.
+constexpr int kCanonicalizeMaxSweeps = 16;
+std::unique_ptr<Pass> createCanonicalizePass(int maxSweeps);
+// Canonicalize's patterns, in the order it tries them (for --disable-pattern and the docs).
+std::vector<std::string> canonicalizePatternNames();
 std::unique_ptr<Pass> createDecomposePass();
 std::unique_ptr<Pass> createDecomposeAttentionPass();
 // decompose for the fused attention lowering: every composite but attention and

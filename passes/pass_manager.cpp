@@ -69,6 +69,21 @@ bool PassManager::run(Module& m) {
         throw Error(std::string(flag == &opts_.printBefore ? "--print-ir-before" : "--print-ir-after") + ": pass '" +
                     want + "' is not in this pipeline (" + (have.empty() ? std::string("no passes") : have) + ")");
     }
+  if (!opts_.disabledPatterns.empty()) {
+    std::set<std::string> known;
+    for (const auto& p : passes_)
+      for (const std::string& n : p->patternNames()) known.insert(n);
+    for (const std::string& want : opts_.disabledPatterns)
+      if (!known.count(want)) {
+        std::string have;
+        for (const std::string& n : known) have += (have.empty() ? "" : ", ") + n;
+        throw Error("--disable-pattern: no pass of this pipeline has a pattern '" + want + "' (" +
+                    (have.empty() ? std::string("it has no patterns") : "patterns: " + have) + ")");
+      }
+    const std::set<std::string> off(opts_.disabledPatterns.begin(), opts_.disabledPatterns.end());
+    for (auto& p : passes_) p->disablePatterns(off);
+  }
+  std::vector<std::string> stats;  // one line a pattern pass's run, for --pass-stats
   bool any = false;
   timings_.clear();
   double verifyMs = 0;  // reported beside the passes: on xl it was a fifth of the pipeline
@@ -91,6 +106,12 @@ bool PassManager::run(Module& m) {
     bool changed = p.run(m);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     timings_.push_back({name, ms, changed});
+    if (opts_.passStats && !p.patternNames().empty()) {
+      std::string line = "  " + name + " (pass " + std::to_string(i + 1) + "):";
+      const auto s = p.statistics();
+      for (size_t k = 0; k < s.size(); ++k) line += (k ? ", " : " ") + s[k].first + " " + std::to_string(s[k].second);
+      stats.push_back(line + (s.empty() ? " nothing fired" : ""));
+    }
     any |= changed;
     // A pass that changed nothing leaves the module the previous verification passed.
     if (opts_.verifyEach && changed) {
@@ -118,6 +139,12 @@ bool PassManager::run(Module& m) {
       irLog << "// ----- IR after " << name << ": unchanged -----\n";
     }
     if (!opts_.dumpDir.empty() && (opts_.dumpUnchanged || !same)) dump(now, int(i) + 1, name);
+  }
+  if (opts_.passStats) {
+    log << "===------------------------------------------------===\n"
+        << "  pattern statistics (rewrites by pattern)\n"
+        << "===------------------------------------------------===\n";
+    for (const std::string& l : stats) log << l << "\n";
   }
   if (opts_.timePasses) {
     double total = 0;

@@ -20,6 +20,10 @@ struct PassManagerOptions {
   // 8.8 MB over 16 files, most of them copies. --dump-unchanged keeps them.
   bool dumpUnchanged = false;
   bool timePasses = false;
+  // Rewrite patterns switched off (by name, e.g. canonicalize's "fold-constant"); an unknown
+  // name is an error. passStats prints, after the run, what each pattern pass's patterns did.
+  std::vector<std::string> disabledPatterns;
+  bool passStats = false;
   std::ostream* log = nullptr;                       // where timings go (default: std::cerr)
   std::ostream* irLog = nullptr;                     // where IR prints go (default: log); the CLI's stdout
 };

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "ir/builder.h"
 #include "ir/parser.h"
@@ -342,6 +343,42 @@ TEST(PassCanonicalize, FoldsConstantChains) {
   EXPECT_EQ(ten->attrFloat("value"), 10);
   EXPECT_EQ(ten->result()->name, "ten");
   EXPECT_EQ(g.ops[3]->attrFloat("value"), 1);
+}
+
+// The driver says when it stops before a fixed point (it used to stop silently after 16
+// sweeps), and counts each pattern's rewrites by name.
+TEST(PassCanonicalize, ReportsItsSweepLimitAndCountsPatterns) {
+  auto build = [](Module& m) {
+    Graph& g = m.add("f");
+    Builder b(g);
+    Value* x = b.input("x", F32);
+    b.output(b.binary(OpKind::Mul, x, b.binary(OpKind::Add, b.constant(0.5, F32), b.constant(0.5, F32))));
+  };
+  Module one, enough;
+  build(one);
+  build(enough);
+  auto limited = createCanonicalizePass(1);  // a change in the first sweep leaves no sweep to check it
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(limited->run(one));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "warning: canonicalize: the IR still changed after 1 sweeps; stopped there (patterns that fired: "
+            "fold-constant 1, mul-by-one 1)\n");
+  auto full = createCanonicalizePass();
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(full->run(enough));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  using Stats = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(full->statistics(), (Stats{{"fold-constant", 1}, {"mul-by-one", 1}}));
+  EXPECT_EQ(kinds(*enough.funcs[0]), "input");
+  // Switched off, a pattern neither fires nor counts.
+  Module off;
+  build(off);
+  auto noFold = createCanonicalizePass();
+  noFold->disablePatterns({"fold-constant"});
+  noFold->run(off);
+  EXPECT_EQ(noFold->statistics(), Stats{});
+  const std::vector<std::string> names = canonicalizePatternNames();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
 }
 
 TEST(PassCanonicalize, FoldsLikeTheInterpreter) {

@@ -19,6 +19,11 @@ void addPassManagerFlags(CLI::App& cmd, PassManagerOptions& o) {
                "With --print-ir-after-all, --print-ir-before-all or --dump-dir, also print (write) the IR of passes that changed "
                "nothing (default: one line instead of a copy, no file)");
   cmd.add_flag("--time-passes", o.timePasses, "Print a table of pass timings (to stderr)");
+  cmd.add_option("--disable-pattern", o.disabledPatterns,
+                 "Switch off a rewrite pattern by name, e.g. canonicalize's fold-constant (repeatable; --pass-stats lists what fired)")
+      ->delimiter(',')
+      ->type_name("NAME");
+  cmd.add_flag("--pass-stats", o.passStats, "Print, after the pipeline, how often each rewrite pattern fired (to stderr)");
   cmd.add_flag_callback("--no-verify", [&o] { o.verifyEach = false; }, "Skip the verifier after each pass");
   o.irLog = &std::cout;  // a dump is output: `| less`, `| head` and `> file` take it
 }
