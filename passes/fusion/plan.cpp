@@ -348,32 +348,62 @@ class Planner {
   // position. (Full-shaped values read a row's reduction through a broadcast, which is
   // right: the element belongs to that row.) Inlined ops and views are seen through; a value
   // another kernel stores is read at its own position, which is right whatever its layout.
+  //
+  // Full-shaped values are evaluated element by element in the order of their own layout,
+  // element i with the reductions of row i / r in registers: so between the reductions and
+  // such a value no permute may reorder dims either (a per-head norm read through the heads'
+  // transpose, Qwen3's and OLMo2's q_norm and k_norm before RoPE, gave each element another
+  // row's norm: their logits were off by 20-65% on the GPU). Slices and concats along a row
+  // (RoPE's halves) keep each element in its row and stay allowed there.
   bool rowValuesInPlace(int a, int b, int64_t rows, int64_t elements) const {
-    std::vector<std::pair<const Value*, bool>> stack;  // (value, reordered on the way)
+    struct Item {
+      const Value* v;
+      bool reordered;  // a position-changing op on the way from the start
+      bool full;       // started at a full-shaped value: only dim-reordering permutes count
+      auto key() const { return std::tuple(v, reordered, full); }
+    };
+    std::vector<Item> stack;
     for (int gid : {a, b})
       for (const Op* m : groups_[size_t(gid)].members) {
         const bool reduction = m->info().category == OpCategory::Reduction;
-        if (reduction && domainOf(*m).kind == DomainKind::All) stack.push_back({m->operands[0], false});
+        if (reduction && domainOf(*m).kind == DomainKind::All) stack.push_back({m->operands[0], false, false});
         else if (!reduction)
-          for (const auto& r : m->results)
-            if (r->type.numel() == rows && rows != elements) stack.push_back({r.get(), false});
+          for (const auto& r : m->results) {
+            if (r->type.numel() == rows && rows != elements) stack.push_back({r.get(), false, false});
+            else if (r->type.numel() == elements) stack.push_back({r.get(), false, true});
+          }
       }
-    std::set<std::pair<const Value*, bool>> seen;
+    std::set<std::tuple<const Value*, bool, bool>> seen;
     while (!stack.empty()) {
-      const auto [v, reordered] = stack.back();
+      const Item it = stack.back();
       stack.pop_back();
-      if (!v->def || !seen.insert({v, reordered}).second) continue;
-      const Op& d = *v->def;
+      if (!it.v->def || !seen.insert(it.key()).second) continue;
+      const Op& d = *it.v->def;
       const bool inside = !inlined(&d) && (groupOf(&d) == a || groupOf(&d) == b);
       if (d.info().category == OpCategory::Reduction) {
-        if (inside && reordered) return false;
+        if (inside && it.reordered) return false;
         continue;
       }
       if (!inside && !inlined(&d) && !isViewOp(d.kind)) continue;  // stored: read at its own position
-      const bool r = reordered || (d.info().category != OpCategory::Pointwise && d.kind != OpKind::Reshape);
-      for (const Value* o : d.operands) stack.push_back({o, r});
+      const bool moves = it.full ? reordersDims(d)
+                                 : d.info().category != OpCategory::Pointwise && d.kind != OpKind::Reshape;
+      for (const Value* o : d.operands) stack.push_back({o, it.reordered || moves, it.full});
     }
     return true;
+  }
+
+  // A permute that changes the order of the dims that are not size 1.
+  static bool reordersDims(const Op& d) {
+    if (d.kind != OpKind::Permute) return false;
+    const Shape& in = d.operands[0]->type.shape;
+    int64_t last = -1;
+    for (int64_t p : d.attrInts("perm")) {
+      const int64_t k = p < 0 ? p + int64_t(in.size()) : p;
+      if (in[size_t(k)] == 1) continue;
+      if (k < last) return true;
+      last = k;
+    }
+    return false;
   }
 
   bool mergeable(int gid) const {
