@@ -42,6 +42,14 @@ def number(x):
     return repr(x)
 
 
+
+class _Empty:
+    """A tensor with a zero-size dimension (an empty slice): fusec has none, so it is no value;
+    a concatenation leaves it out, and any other use is refused with one line."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
 class Value:
     """A fusec value: its IR name, shape and dtype."""
 
@@ -171,7 +179,11 @@ class Converter:
         """The fusec value of an fx argument (materializing export-time values)."""
         if isinstance(a, torch.fx.Node):
             if a in self.values:
-                return self.values[a]
+                v = self.values[a]
+                if isinstance(v, _Empty):
+                    raise ExportError(f"unsupported use of an empty tensor {list(v.shape)} (a slice with nothing in it, "
+                                      "which fusec does not represent; only a concatenation may take one)")
+                return v
             if a in self.static and isinstance(self.static[a], torch.Tensor):
                 v = self.materialize(a)
                 self.values[a] = v
@@ -511,6 +523,8 @@ class Converter:
         s, e, _ = slice(start, end, step).indices(size)
         if (s, max(e, s), step) == (0, size, 1):  # x[:, :, None]'s full slices: no op
             return v
+        if e <= s:  # nothing in it (Phi-3's pass-through part of a rotary embedding over the whole head)
+            return _Empty(tuple(out.shape))
         return self.emit("slice", [v], out.shape, out.dtype, f"axis = {dim}, start = {s}, end = {max(e, s)}, step = {step}")
 
     def op_select(self, node, out, x, dim, index):
@@ -546,7 +560,13 @@ class Converter:
         raise ExportError(f"unsupported op getitem of {op_name(node.args[0].target)}")
 
     def op_cat(self, node, out, xs, dim=0):
+        # Empty pieces add nothing: left out (fusec has no zero-size tensors).
+        xs = [x for x in xs if not (isinstance(x, torch.fx.Node) and self.real[x].numel() == 0)]
+        if not xs:
+            return _Empty(tuple(out.shape))
         vs = [self.operand(x, tuple(self.real[x].shape), out.dtype) for x in xs]
+        if len(vs) == 1:
+            return vs[0]
         return self.emit("concat", vs, out.shape, out.dtype, f"axis = {dim % len(out.shape)}")
 
     def op_stack(self, node, out, xs, dim=0):

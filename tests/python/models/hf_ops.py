@@ -4,7 +4,8 @@
   - a LayerNorm without affine (OLMo's) and one with a weight and no bias;
   - aten.index.Tensor with one index tensor: a table indexed by the ids (dynamic indices, its
     rows' gradients summed where an id repeats), and the positions reordered by a static
-    index whose entries are negative (they count from the end, as in torch)."""
+    index whose entries are negative (they count from the end, as in torch);
+  - an empty slice concatenated back (Phi-3's rotary embedding over the whole head)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -27,4 +28,8 @@ class PadNormIndexLM(nn.Module):
         h = F.layer_norm(h, (h.shape[-1],))
         h = h + self.proj(h)[:, self.order[-t:]]
         h = F.layer_norm(h, (h.shape[-1],), self.norm_weight, None)
+        # Phi-3's rotary embedding over the whole head: its pass-through part is an empty slice,
+        # concatenated back (fusec has no empty tensors: the concatenation leaves it out)
+        d = h.shape[-1]
+        h = torch.cat([h[..., :d] * 1.5, h[..., d:]], dim=-1)
         return self.head(h)
