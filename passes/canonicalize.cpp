@@ -283,16 +283,14 @@ FUSEC_PATTERN(foldConstant) {
   if (auto v = foldPointwise(op)) return useNew(newConstant(*v, t));
   return {};
 }
-FUSEC_PATTERN(mulByOne) {
+// x op c -> x where c is a splat of the op's identity on the right (and c op x when the op
+// commutes): x*1, 1*x, x+0, 0+x, x-0, x/1; the operands and the result of one type.
+template <int Identity, bool Commutes>
+FUSEC_PATTERN(byIdentity) {
   FUSEC_UNUSED_ARGS;
-  if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
-  if (a->type == t && b->type == t && isSplatOf(a, 1)) return useExisting(b);
-  return {};
-}
-FUSEC_PATTERN(addZero) {
-  FUSEC_UNUSED_ARGS;
-  if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
-  if (a->type == t && b->type == t && isSplatOf(a, 0)) return useExisting(b);
+  if (a->type != t || b->type != t) return {};
+  if (isSplatOf(b, Identity)) return useExisting(a);
+  if (Commutes && isSplatOf(a, Identity)) return useExisting(b);
   return {};
 }
 FUSEC_PATTERN(addZeroPaddedConcats) {
@@ -369,16 +367,6 @@ FUSEC_PATTERN(concatOfAdjacentSlices) {
   n->setAttr("start", first);
   n->setAttr("end", next);
   return useNew(std::move(n));
-}
-FUSEC_PATTERN(subZero) {
-  FUSEC_UNUSED_ARGS;
-  if (a->type == t && b->type == t && isSplatOf(b, 0)) return useExisting(a);
-  return {};
-}
-FUSEC_PATTERN(divByOne) {
-  FUSEC_UNUSED_ARGS;
-  if (a->type == t && b->type == t && isSplatOf(b, 1)) return useExisting(a);
-  return {};
 }
 FUSEC_PATTERN(negNeg) {
   FUSEC_UNUSED_ARGS;
@@ -512,8 +500,8 @@ const std::vector<Pattern>& patterns() {
   using K = OpKind;
   static const std::vector<Pattern> all = {
       {"fold-constant", {}, foldConstant},
-      {"mul-by-one", {K::Mul}, mulByOne},
-      {"add-zero", {K::Add}, addZero},
+      {"mul-by-one", {K::Mul}, byIdentity<1, true>},
+      {"add-zero", {K::Add}, byIdentity<0, true>},
       {"add-zero-padded-concats", {K::Add}, addZeroPaddedConcats},
       {"select-same", {K::Select}, selectSame},
       {"reduce-unit-axes", {K::Sum, K::Mean, K::RMax, K::RMin}, reduceUnitAxes},
@@ -521,8 +509,8 @@ const std::vector<Pattern>& patterns() {
       {"concat-of-one", {K::Concat}, concatOfOne},
       {"concat-of-reshapes", {K::Concat}, concatOfReshapesPattern},
       {"concat-of-adjacent-slices", {K::Concat}, concatOfAdjacentSlices},
-      {"sub-zero", {K::Sub}, subZero},
-      {"div-by-one", {K::Div}, divByOne},
+      {"sub-zero", {K::Sub}, byIdentity<0, false>},
+      {"div-by-one", {K::Div}, byIdentity<1, false>},
       {"neg-neg", {K::Neg}, negNeg},
       {"drop-stop-gradient", {K::StopGradient}, dropStopGradient},
       {"to-same-type", {K::Cast, K::Reshape, K::Broadcast, K::Slice}, toSameType},
