@@ -1,6 +1,10 @@
 #include "passes/fusion/attention_output.h"
 
 #include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 namespace fusec::fusion {
 
@@ -14,21 +18,29 @@ bool keepsRows(const Op& permute) {
 }
 
 bool readAttentionOutputThroughPermute(Graph& g) {
-  bool changed = false;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (g.ops[i]->kind != OpKind::Attention) continue;
-    Value* o = g.ops[i]->result(0);
-    if (std::count(g.outputs.begin(), g.outputs.end(), o)) continue;
-    size_t at = 0;  // the permute's position
+  // The readers of each value, in program order, found once: a scan of the later ops for each
+  // attention made this pass quadratic in layers (a third of a 1,000-layer compile).
+  std::unordered_map<const Value*, std::vector<Op*>> readers;
+  for (auto& op : g.ops)
+    for (size_t k = 0; k < op->operands.size(); ++k) {
+      const Value* v = op->operands[k];
+      if (std::find(op->operands.begin(), op->operands.begin() + long(k), v) == op->operands.begin() + long(k))
+        readers[v].push_back(op.get());
+    }
+  const std::unordered_set<const Value*> outputs(g.outputs.begin(), g.outputs.end());
+  std::unordered_map<const Op*, std::unique_ptr<Op>> after;  // a permute -> the inverse placed after it
+  for (auto& owned : g.ops) {
+    if (owned->kind != OpKind::Attention) continue;
+    Value* o = owned->result(0);
+    if (outputs.count(o)) continue;
     Op* permute = nullptr;
     std::vector<Op*> others;
     bool ok = true;
-    for (size_t j = i + 1; j < g.ops.size() && ok; ++j) {
-      Op* u = g.ops[j].get();
-      if (!std::count(u->operands.begin(), u->operands.end(), o)) continue;
-      if (!permute && keepsRows(*u)) permute = u, at = j;
+    for (Op* u : readers[o]) {
+      if (!permute && keepsRows(*u)) permute = u;
       else if (u->kind == OpKind::AttentionBackward && permute) others.push_back(u);
       else ok = false;  // another reader, or a backward before the permute
+      if (!ok) break;
     }
     if (!ok || !permute || others.empty()) continue;
     const auto& perm = permute->attrInts("perm");
@@ -37,11 +49,19 @@ bool readAttentionOutputThroughPermute(Graph& g) {
     auto back = makePermute(permute->result(), inverse);
     back->loc = permute->loc;
     Value* view = back->result();
-    g.ops.insert(g.ops.begin() + long(at) + 1, std::move(back));
     for (Op* u : others) std::replace(u->operands.begin(), u->operands.end(), o, view);
-    changed = true;
+    after[permute] = std::move(back);
   }
-  return changed;
+  if (after.empty()) return false;
+  std::vector<std::unique_ptr<Op>> ops;
+  ops.reserve(g.ops.size() + after.size());
+  for (auto& op : g.ops) {
+    auto it = after.find(op.get());
+    ops.push_back(std::move(op));
+    if (it != after.end()) ops.push_back(std::move(it->second));
+  }
+  g.ops = std::move(ops);
+  return true;
 }
 
 }  // namespace fusec::fusion
