@@ -8,6 +8,17 @@ bool isViewOp(OpKind k) {
   return k == OpKind::Reshape || k == OpKind::Permute || k == OpKind::Slice || k == OpKind::Broadcast;
 }
 
+bool keepsDimOrder(const Shape& in, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    const int64_t d = p < 0 ? p + int64_t(in.size()) : p;
+    if (in[size_t(d)] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
 std::vector<int64_t> contiguousStrides(const Shape& s) {
   std::vector<int64_t> st(s.size());
   int64_t acc = 1;

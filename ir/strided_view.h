@@ -21,6 +21,10 @@ struct StridedView {
 // reshape, permute, slice and broadcast: ops that never need to move data by themselves.
 bool isViewOp(OpKind k);
 
+// True when permuting dims of `in` by `perm` (entries may count from the end) keeps the order
+// of the dims that are not size 1: the data order is unchanged, a reshape in effect.
+bool keepsDimOrder(const Shape& in, const std::vector<int64_t>& perm);
+
 // Row-major strides of `s`.
 std::vector<int64_t> contiguousStrides(const Shape& s);
 

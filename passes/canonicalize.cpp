@@ -47,6 +47,7 @@
 #include <unordered_set>
 
 #include "ir/interpreter.h"
+#include "ir/strided_view.h"
 #include "ir/type_rules.h"
 #include "passes/pass.h"
 
@@ -417,13 +418,7 @@ FUSEC_PATTERN(permuteIdentity) {
 FUSEC_PATTERN(permuteOfUnitDimsAsReshape) {
   FUSEC_UNUSED_ARGS;
   auto q = normalizedPerm(op.attrInts("perm"));
-  if (!q || isIdentityPerm(*q)) return {};
-  int64_t last = -1;
-  for (int64_t d : *q) {
-    if (a->type.shape[size_t(d)] == 1) continue;
-    if (d <= last) return {};
-    last = d;
-  }
+  if (!q || isIdentityPerm(*q) || !keepsDimOrder(a->type.shape, *q)) return {};
   return useNew(newOp(OpKind::Reshape, {a}, t));
 }
 FUSEC_PATTERN(permuteOfPermute) {

@@ -345,8 +345,8 @@ class Planner {
   // each row's own position, with that row's reductions in registers: between those
   // reductions and such a value only pointwise ops and reshapes (which keep positions) may
   // stand. A permute or slice on the way would pair one row's reduction with another row's
-  // position. (Full-shaped values read a row's reduction through a broadcast, which is
-  // right: the element belongs to that row.) Inlined ops and views are seen through; a value
+  // position. (Full-shaped values read a row's reduction through a broadcast, which is right
+  // where their order keeps the rows: below.) Inlined ops and views are seen through; a value
   // another kernel stores is read at its own position, which is right whatever its layout.
   //
   // Full-shaped values are evaluated element by element in the order of their own layout,
@@ -385,25 +385,11 @@ class Planner {
         continue;
       }
       if (!inside && !inlined(&d) && !isViewOp(d.kind)) continue;  // stored: read at its own position
-      const bool moves = it.full ? reordersDims(d)
+      const bool moves = it.full ? d.kind == OpKind::Permute && !keepsDimOrder(d.operands[0]->type.shape, d.attrInts("perm"))
                                  : d.info().category != OpCategory::Pointwise && d.kind != OpKind::Reshape;
       for (const Value* o : d.operands) stack.push_back({o, it.reordered || moves, it.full});
     }
     return true;
-  }
-
-  // A permute that changes the order of the dims that are not size 1.
-  static bool reordersDims(const Op& d) {
-    if (d.kind != OpKind::Permute) return false;
-    const Shape& in = d.operands[0]->type.shape;
-    int64_t last = -1;
-    for (int64_t p : d.attrInts("perm")) {
-      const int64_t k = p < 0 ? p + int64_t(in.size()) : p;
-      if (in[size_t(k)] == 1) continue;
-      if (k < last) return true;
-      last = k;
-    }
-    return false;
   }
 
   bool mergeable(int gid) const {
