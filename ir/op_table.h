@@ -15,6 +15,13 @@ enum class OpKind : uint16_t {
 #include "ir/ops.def"
 };
 
+// How many op kinds there are, for tables indexed by OpKind.
+constexpr size_t kOpKindCount = 0
+#define FIR_OP(Id, Text, Category, Rule, Arity, Attrs) +1
+#define FIR_POINTWISE(Id, Text, Rule, Arity, Expr) +1
+#include "ir/ops.def"
+    ;
+
 enum class OpCategory : uint8_t { Source, Pointwise, Reduction, Layout, Matmul, Composite, Fused, Collective };
 
 // Type rules implemented in ir/type_rules.cpp.

@@ -38,6 +38,7 @@
 // rewrite are erased (transitively); ops that were dead before are left for DCE. `input` and
 // `param` ops are never erased. Kernel bodies are canonicalized recursively.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <iostream>
@@ -521,6 +522,25 @@ const std::vector<Pattern>& patterns() {
   return all;
 }
 
+// The patterns that apply to ops of `kind`, in the table's order (indices into patterns()).
+const std::vector<int>& patternsOf(OpKind kind) {
+  static const std::array<std::vector<int>, kOpKindCount> byKind = [] {
+    std::array<std::vector<int>, kOpKindCount> out;
+    const std::vector<Pattern>& all = patterns();
+    for (size_t k = 0; k < kOpKindCount; ++k) {
+      const OpKind kd = OpKind(k);
+      for (size_t i = 0; i < all.size(); ++i) {
+        const auto& kinds = all[i].kinds;
+        const bool applies = kinds.empty() ? opInfo(kd).category == OpCategory::Pointwise
+                                           : std::find(kinds.begin(), kinds.end(), kd) != kinds.end();
+        if (applies) out[k].push_back(int(i));
+      }
+    }
+    return out;
+  }();
+  return byKind[size_t(kind)];
+}
+
 // The first enabled pattern that rewrites `op`, its Rewrite and its index (-1: none).
 std::pair<Rewrite, int> rewrite(const Op& op, const std::vector<bool>& enabled) {
   if (op.numResults() != 1 || op.body || op.operands.empty()) return {Rewrite{}, -1};
@@ -528,14 +548,10 @@ std::pair<Rewrite, int> rewrite(const Op& op, const std::vector<bool>& enabled) 
   Value* a = op.operands[0];
   Value* b = op.operands.size() > 1 ? op.operands[1] : nullptr;
   const std::vector<Pattern>& all = patterns();
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Pattern& p = all[i];
-    if (!enabled[i]) continue;
-    const bool applies = p.kinds.empty() ? op.info().category == OpCategory::Pointwise
-                                         : std::find(p.kinds.begin(), p.kinds.end(), op.kind) != p.kinds.end();
-    if (!applies) continue;
-    Rewrite rw = p.apply(op, a, b, t);
-    if (rw.existing || rw.replacement) return {std::move(rw), int(i)};
+  for (int i : patternsOf(op.kind)) {
+    if (!enabled[size_t(i)]) continue;
+    Rewrite rw = all[size_t(i)].apply(op, a, b, t);
+    if (rw.existing || rw.replacement) return {std::move(rw), i};
   }
   return {Rewrite{}, -1};
 }
