@@ -61,6 +61,7 @@ struct Executable::Impl {
   // One launch-list entry: every address fixed at construction.
   struct Entry {
     LaunchInfo info;
+    const Op* op = nullptr;  // what it launches: its addresses are re-resolved from it (relink)
     const LoadedKernel* kernel = nullptr;
     std::vector<void*> pointers;  // kernel arguments (operands then results)
     GemmPlan plan;
@@ -94,6 +95,7 @@ struct Executable::Impl {
   bool isolated = false;  // capturing one launch alone (timeKernels): no waits on other launches
   cudaStream_t commStream = nullptr;  // collectives (created only when the graph has some)
   cudaEvent_t commJoined = nullptr;   // the comm stream's end of a call, which the call waits for
+  cudaEvent_t callerEvent = nullptr;  // waitFor/signal: ordering against a caller's stream
 
   ~Impl() {
     if (graphExec) cudaGraphExecDestroy(graphExec);
@@ -103,14 +105,23 @@ struct Executable::Impl {
       if (e.done) cudaEventDestroy(e.done);
     }
     if (commJoined) cudaEventDestroy(commJoined);
+    if (callerEvent) cudaEventDestroy(callerEvent);
     if (commStream) cudaStreamDestroy(commStream);
     if (stream) cudaStreamDestroy(stream);
   }
 
+  // Values that live in a caller's memory instead of the resident region or the arena
+  // (bindAddress, placeOutput): a source read where the caller keeps it, an output written
+  // where the caller wants it. `relinkNeeded`: an address changed since the launch list was
+  // resolved.
+  std::map<const Value*, char*> external;
+  bool relinkNeeded = false;
+
   // The device address of a value that owns storage: a source (resident), an in-place
-  // update (its param's storage) or an arena value.
+  // update (its param's storage) or an arena value; or the caller's, where it was given.
   char* storageAddress(const Value* v) const {
     if (auto u = updates.find(v); u != updates.end()) v = u->second;
+    if (auto x = external.find(v); x != external.end()) return x->second;
     if (v->offset < 0) {
       std::string what = v->def ? std::string(v->def->info().name) : "value";
       throw Error("cannot run this graph: a " + what + " result of type " + v->type.str() +
@@ -216,8 +227,8 @@ struct Executable::Impl {
         Entry e;
         e.info = {LaunchInfo::Kind::Kernel, gk.name, gk.family, 0, 0, std::nullopt};
         e.kernel = &kernels->find(gk.name);
-        for (const Value* v : op->operands) e.pointers.push_back(addressOf(v, true));
-        for (const auto& r : op->results) e.pointers.push_back(storageAddress(r.get()));
+        e.op = op.get();
+        resolve(e);
         if (e.pointers.size() != e.kernel->arity)
           throw Error("internal: kernel " + gk.name + " takes " + std::to_string(e.kernel->arity) + " pointers, has " +
                       std::to_string(e.pointers.size()));
@@ -237,9 +248,8 @@ struct Executable::Impl {
         for (const Value* base : {e.plan.a.base, e.plan.b.base, e.plan.c.base})
           if (base->def && base->def->kind == OpKind::Shard)
             throw Error("cannot run this graph: GEMM " + e.info.name + " reads a rank's shard (only kernels read shards)");
-        e.a = storageAddress(storageOf(e.plan.a.base));
-        e.b = storageAddress(storageOf(e.plan.b.base));
-        e.c = storageAddress(storageOf(e.plan.c.base));
+        e.op = op.get();
+        resolve(e);
         if (collectiveBefore && reserved > 0 && reserved < deviceSms) e.gemmSms = deviceSms - reserved;
         list.push_back(std::move(e));
       } else if (communicates(op->kind)) {
@@ -267,16 +277,83 @@ struct Executable::Impl {
     return out;
   }
 
+  // Every device address of entry e, from its op: at construction, and again when a caller
+  // moved a value (relink).
+  void resolve(Entry& e) {
+    const Op& op = *e.op;
+    if (e.collective) {
+      e.transfers.clear();
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        const Value* x = op.operands[k];
+        const Value* y = op.results.at(op.kind == OpKind::AllGather ? 0 : k).get();
+        e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
+      }
+    } else if (e.kernel) {
+      e.pointers.clear();
+      for (const Value* v : op.operands) e.pointers.push_back(addressOf(v, true));
+      for (const auto& r : op.results) e.pointers.push_back(storageAddress(r.get()));
+    } else {
+      e.a = storageAddress(storageOf(e.plan.a.base));
+      e.b = storageAddress(storageOf(e.plan.b.base));
+      e.c = storageAddress(storageOf(e.plan.c.base));
+    }
+  }
+
+  // The launch list re-resolved after a caller moved a value. A captured graph is updated in
+  // place where CUDA allows (same launches, new arguments), else captured again; a program
+  // with step-invariant launches computes them again first (their operands may have moved).
+  void relink() {
+    relinkNeeded = false;
+    for (Entry& e : list) resolve(e);
+    if (!graphExec) return;
+    bool once = false;
+    for (const Entry& e : list) once = once || e.info.once;
+    if (once) {
+      invariantsReady = false;
+      dropGraph();
+      calls = 0;  // the next call launches directly (the once-entries too), the one after captures
+      return;
+    }
+    cudaGraph_t fresh = nullptr;
+    // Capture without instantiating: cudaGraphExecUpdate takes the new graph's arguments.
+    FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
+    try {
+      for (Entry& e : list)
+        if (runs(e)) launch(e, false);
+      joinComm();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    FUSEC_CUDA(cudaStreamEndCapture(stream, &fresh), "capturing the step as a CUDA graph");
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(graphExec, fresh, &info) == cudaSuccess) {
+      cudaGraphDestroy(graph);
+      graph = fresh;
+      return;
+    }
+    cudaGetLastError();
+    cudaGraphDestroy(fresh);
+    dropGraph();  // the next call captures and instantiates anew
+  }
+
+  void dropGraph() {
+    if (graphExec) cudaGraphExecDestroy(graphExec);
+    if (graph) cudaGraphDestroy(graph);
+    graphExec = nullptr;
+    graph = nullptr;
+  }
+
   Entry collectiveEntry(const Op& op) {
     Entry e;
     e.collective = &op;
+    e.op = &op;
+    resolve(e);
     int64_t bytes = 0;
-    for (size_t k = 0; k < op.operands.size(); ++k) {
-      const Value* x = op.operands[k];
-      const Value* y = op.results.at(op.kind == OpKind::AllGather ? 0 : k).get();
-      e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
-      bytes += x->type.numel() * int64_t(dtypeBytes(x->type.dtype));
-    }
+    for (const Value* x : op.operands) bytes += x->type.numel() * int64_t(dtypeBytes(x->type.dtype));
     char mb[32];
     std::snprintf(mb, sizeof mb, "%.1f MB", double(bytes) / 1e6);
     const size_t n = op.operands.size();
@@ -465,8 +542,89 @@ void Executable::bind(const std::string& name, const HostTensor& value) {
   m.unbound.erase(name);
 }
 
+bool Executable::bindAddress(const std::string& name, void* device) {
+  Impl& m = *impl_;
+  auto it = m.sources.find(name);
+  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
+  const Value* v = it->second;
+  // In place only where nothing else assumes the resident slot: a param that an in-place
+  // update writes, or that a resident concat reads as part of its adjacent params, is copied.
+  bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0;
+  for (const auto& [out, param] : m.updates) placeable = placeable && param != v;
+  for (const auto& op : m.g.ops)
+    if (op->kind == OpKind::Concat && op->result()->offset >= 0)
+      for (const Value* x : op->operands) placeable = placeable && x != v;
+  if (!placeable) {
+    if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
+    return false;
+  }
+  auto [slot, fresh] = m.external.try_emplace(v, static_cast<char*>(device));
+  if (fresh || slot->second != device) {
+    slot->second = static_cast<char*>(device);
+    m.relinkNeeded = true;
+  }
+  m.unbound.erase(name);
+  return true;
+}
+
+void Executable::copyInput(const std::string& name, const void* device) {
+  Impl& m = *impl_;
+  auto it = m.sources.find(name);
+  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
+  if (m.external.erase(it->second)) m.relinkNeeded = true;  // back in its resident slot
+  FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(it->second), device, storageBytes(it->second->type), cudaMemcpyDeviceToDevice,
+                             m.stream),
+             "copying input '" + name + "'");
+  m.unbound.erase(name);
+}
+
+bool Executable::placeOutput(size_t i, void* device) {
+  Impl& m = *impl_;
+  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
+  const Value* v = m.g.outputs[i];
+  // Only a value that owns arena storage, returned once: a view, a source or an in-place
+  // update is copied out (copyOutput).
+  bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0 && v->def && v->offset >= 0 && !isSource(v) &&
+                   !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat;
+  for (size_t k = 0; k < m.g.outputs.size(); ++k) placeable = placeable && (k == i || m.g.outputs[k] != v);
+  if (!placeable) {
+    if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
+    return false;
+  }
+  auto [slot, fresh] = m.external.try_emplace(v, static_cast<char*>(device));
+  if (fresh || slot->second != device) {
+    slot->second = static_cast<char*>(device);
+    m.relinkNeeded = true;
+  }
+  return true;
+}
+
+void Executable::copyOutput(size_t i, void* device) {
+  Impl& m = *impl_;
+  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
+  const Value* v = m.g.outputs[i];
+  FUSEC_CUDA(cudaMemcpyAsync(device, m.addressOf(v, true), storageBytes(v->type), cudaMemcpyDeviceToDevice, m.stream),
+             "copying output " + std::to_string(i));
+}
+
+void Executable::waitFor(void* callerStream) {
+  Impl& m = *impl_;
+  if (!m.callerEvent) FUSEC_CUDA(cudaEventCreateWithFlags(&m.callerEvent, cudaEventDisableTiming), "creating an event");
+  FUSEC_CUDA(cudaEventRecord(m.callerEvent, static_cast<cudaStream_t>(callerStream)), "ordering after the caller's stream");
+  FUSEC_CUDA(cudaStreamWaitEvent(m.stream, m.callerEvent, 0), "ordering after the caller's stream");
+}
+
+void Executable::signal(void* callerStream) {
+  Impl& m = *impl_;
+  if (!m.callerEvent) FUSEC_CUDA(cudaEventCreateWithFlags(&m.callerEvent, cudaEventDisableTiming), "creating an event");
+  FUSEC_CUDA(cudaEventRecord(m.callerEvent, m.stream), "ordering the caller's stream after the step");
+  FUSEC_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(callerStream), m.callerEvent, 0),
+             "ordering the caller's stream after the step");
+}
+
 void Executable::run() {
   Impl& m = *impl_;
+  if (m.relinkNeeded) m.relink();
   if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
   if (!m.opts.cudaGraph || m.calls == 0) {
     m.launchAll(true);  // warm-up (or every call without a graph): checked launch by launch

@@ -91,6 +91,24 @@ class Executable {
   // One source. Throws Error when `name` is not an input or param, or on a type mismatch.
   void bind(const std::string& name, const HostTensor& value);
 
+  // Zero-copy calls for a framework that owns the tensors (api/c_api.h: PyTorch's CUDA
+  // tensors). bindAddress: the next calls read source `name` at `device` (the caller's
+  // memory, which must stay valid and unchanged while calls that read it run) instead of its
+  // resident slot; false (nothing changed) where that cannot be: an address not 256-byte
+  // aligned, a param an in-place update writes or a resident concat reads. copyInput then
+  // copies it into its slot, on the step's stream. placeOutput: the next calls write output
+  // i at `device` (false for a view, a source, an in-place update, an output returned twice
+  // or an unaligned address: copyOutput copies it there after a call). A changed address
+  // re-resolves the launch list at the next run and updates the captured graph.
+  bool bindAddress(const std::string& name, void* device);
+  void copyInput(const std::string& name, const void* device);
+  bool placeOutput(size_t i, void* device);
+  void copyOutput(size_t i, void* device);
+  // Orders the step's stream after the work enqueued so far on `callerStream` (a
+  // cudaStream_t), and `callerStream` after the calls enqueued so far (signal).
+  void waitFor(void* callerStream);
+  void signal(void* callerStream);
+
   // Enqueues one call on the executable's stream. Throws Error naming any source never
   // bound, or the launch that failed.
   void run();

@@ -50,6 +50,21 @@ class _Empty:
     def __init__(self, shape):
         self.shape = shape
 
+class _Shaped:
+    """A result's shape and dtype where no tensor is at hand."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+class _Opaque:
+    """A result with no fusec value (the RNG state an SDPA kernel returns): an error where an op
+    reads it; the backend returns a placeholder tensor where it is a graph output."""
+
+    def __init__(self, message, real):
+        self.message, self.real = message, real
+
+
 class Value:
     """A fusec value: its IR name, shape and dtype."""
 
@@ -180,6 +195,8 @@ class Converter:
         if isinstance(a, torch.fx.Node):
             if a in self.values:
                 v = self.values[a]
+                if isinstance(v, _Opaque):
+                    raise ExportError(v.message)
                 if isinstance(v, _Empty):
                     raise ExportError(f"unsupported use of an empty tensor {list(v.shape)} (a slice with nothing in it, "
                                       "which fusec does not represent; only a concatenation may take one)")
@@ -209,7 +226,18 @@ class Converter:
 
     # ---- the graph
     def run(self):
-        """Converts the graph; returns the logits value."""
+        """Converts the graph of a model (forward(ids) -> logits); returns the logits value."""
+        out = self.convert_graph()
+        out = out[0] if isinstance(out, (list, tuple)) else out
+        logits = self.value(out)
+        if logits.dtype != torch.float32:
+            logits = self.emit("cast", [logits], logits.shape, torch.float32)
+        return logits
+
+    def convert_graph(self):
+        """Converts every node that depends on an input; returns the output node's argument
+        (fx nodes, as the graph returns them). Placeholders of kind "arg" (graph_compile.py)
+        become inputs under their own names."""
         results = self.real = {}  # every node's real value on the example
         by_id = {}  # id(parameter tensor) -> its fusec value: a tied weight reached twice is one param
         for node in self.gm.graph.nodes:
@@ -224,7 +252,10 @@ class Converter:
             if node.op == "placeholder":
                 leaf, kind, name = self.placeholders[node]
                 results[node] = leaf
-                if kind == "input":
+                if kind == "arg":
+                    self.values[node] = self.source("input", tuple(leaf.shape), leaf.dtype, f'name = "{name}"', "in", True,
+                                                    name=name)
+                elif kind == "input":
                     # the input keeps its name: fusec binds inputs by it
                     self.values[node] = self.source("input", leaf.shape, leaf.dtype, 'name = "ids", role = "ids"', "ids",
                                                     True, name="ids")
@@ -242,12 +273,7 @@ class Converter:
                                                          f'name = "{name}", role = "buffer"', "buf", False)
                 continue
             if node.op == "output":
-                out = node.args[0]
-                out = out[0] if isinstance(out, (list, tuple)) else out
-                logits = self.value(out)
-                if logits.dtype != torch.float32:
-                    logits = self.emit("cast", [logits], logits.shape, torch.float32)
-                return logits
+                return node.args[0]
             args = torch.fx.node.map_arg(node.args, lambda n: results[n])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: results[n])
             if node.op != "call_function":
@@ -267,7 +293,7 @@ class Converter:
     def handler(self, node):
         """The op_ method that converts `node`, or None."""
         op = op_name(node.target)
-        return getattr(self, "op_" + (op.split(".")[1] if op.startswith("aten.") else op), None)
+        return getattr(self, "op_" + (op.split(".")[1] if op.startswith(("aten.", "prims.")) else op), None)
 
     def convert(self, node, out):
         op = op_name(node.target)
@@ -291,8 +317,10 @@ class Converter:
         """(the function's body, what weights.safetensors holds, the number of ops). The body:
         the input, every parameter and persistent buffer (even an unused one: the weights file
         holds it), the `_const` buffers the logits need, named _const.0, _const.1, ... in
-        order, then the ops the logits need, in emission order."""
-        live, work = set(), [logits]
+        order, then the ops the logits need, in emission order. `logits` may be a list: the
+        function returns each."""
+        results = list(logits) if isinstance(logits, (list, tuple)) else [logits]
+        live, work = set(), list(results)
         while work:
             v = work.pop()
             d = self.defs[v.name]
@@ -310,7 +338,7 @@ class Converter:
             if id(d) in live or (d.op in ("input", "param") and "const" not in d.meta):
                 lines.append(d.line())
                 ops += d.op not in ("input", "param")
-        return "\n".join(lines + [f"  return %{logits.name}"]), tensors, ops
+        return "\n".join(lines + ["  return " + ", ".join(f"%{r.name}" for r in results)]), tensors, ops
 
     # ---- ATen ops. Each returns the fusec value of the node; `out` is its real result.
     def _same(self, node, out, x, *rest, **kw):
@@ -341,11 +369,11 @@ class Converter:
     def op_expand(self, node, out, x, *rest, **kw):
         return self.like(self.value(x), out.shape)
 
-    def op__to_copy(self, node, out, x, **kw):
+    def op__to_copy(self, node, out, x, *rest, **kw):
         v = self.value(x)
         return v if out.dtype == v.dtype else self.emit("cast", [v], v.shape, out.dtype)
 
-    op_to = op__to_copy
+    op_to = op_convert_element_type = op__to_copy
 
     def op_embedding(self, node, out, w, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
         """weight[ids]. A padding_idx (nn.Embedding(padding_idx=p): transformers' pad token) is
@@ -424,7 +452,155 @@ class Converter:
     def op__scaled_dot_product_efficient_attention(self, node, out, q, k, v, attn_bias=None, compute_log_sumexp=False,
                                                    dropout_p=0.0, is_causal=False, scale=None):
         o, lse = attention.sdpa(self, out[0], q, k, v, attn_bias, dropout_p, is_causal, scale)
-        return [o, lse] + [None] * (len(out) - 2)
+        return [o, self._torch_lse(lse, out[1])] + [None] * (len(out) - 2)
+
+    def op__scaled_dot_product_cudnn_attention(self, node, out, q, k, v, attn_bias=None, compute_log_sumexp=False,
+                                               dropout_p=0.0, is_causal=False, return_debug_mask=False, scale=None):
+        o, lse = attention.sdpa(self, out[0], q, k, v, attn_bias, dropout_p, is_causal, scale)
+        return [o, self._torch_lse(lse, out[1])] + [None] * (len(out) - 2)
+
+    def _torch_lse(self, lse, real):
+        """fusec's lse [B, H, T] laid out as the SDPA variant's (the efficient kernel pads T to a
+        multiple of 32, cuDNN adds a unit axis), so that a backward graph that takes it as a
+        saved tensor gets the shape the trace recorded. Only fusec's attention_backward reads
+        it (graph_compile.py compiles a forward and its backward together or neither)."""
+        shape = tuple(real.shape)
+        if shape == lse.shape:
+            return lse
+        if len(shape) == len(lse.shape) + 1 and shape[-1] == 1:
+            return self.reshape(lse, shape)
+        if len(shape) == len(lse.shape) and shape[:-1] == lse.shape[:-1] and shape[-1] > lse.shape[-1]:
+            pad = self.constant(0.0, lse.shape[:-1] + (shape[-1] - lse.shape[-1],), torch.float32)
+            return self.emit("concat", [lse, pad], shape, torch.float32, f"axis = {len(shape) - 1}")
+        raise ExportError(f"unsupported op scaled_dot_product_attention with a logsumexp of shape {list(shape)}")
+
+    def _attention_backward(self, out, grad, q, k, v, o, lse, dropout_p, is_causal, scale, bias=None):
+        """The backward of an SDPA variant as fusec's attention_backward: (dq, dk, dv)."""
+        if dropout_p:
+            raise ExportError("unsupported op scaled_dot_product_attention backward with dropout_p > 0")
+        if bias is not None:
+            raise ExportError("unsupported op scaled_dot_product_attention backward with an attention bias")
+        qv, kv, vv, ov, gv = (self.value(a) for a in (q, k, v, o, grad))
+        if len({qv.dtype, kv.dtype, vv.dtype, ov.dtype, gv.dtype}) != 1 or qv.shape[-2] != kv.shape[-2] or \
+                qv.shape[:-2] != kv.shape[:-2]:
+            raise ExportError("unsupported op scaled_dot_product_attention backward with these operands")
+        lv = self.value(lse)
+        want = qv.shape[:-1]
+        if lv.shape != want:
+            if len(lv.shape) == len(want) + 1 and lv.shape[-1] == 1:
+                lv = self.reshape(lv, want)
+            elif len(lv.shape) == len(want) and lv.shape[-1] > want[-1]:
+                lv = self.emit("slice", [lv], want, torch.float32, f"axis = {len(want) - 1}, start = 0, end = {want[-1]}")
+            else:
+                raise ExportError(f"unsupported op scaled_dot_product_attention backward with a logsumexp {list(lv.shape)}")
+        scale = 1 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
+        dq, dk, dv = self.emit_multi("attention_backward", [qv, kv, vv, ov, gv, lv],
+                                     [(qv.shape, qv.dtype), (kv.shape, kv.dtype), (vv.shape, vv.dtype)],
+                                     f"causal = {'true' if is_causal else 'false'}, scale = {scale!r}", "dattn")
+        return [dq, dk, dv] + [None] * (len(out) - 3)
+
+    def op__scaled_dot_product_flash_attention_backward(self, node, out, grad, q, k, v, o, lse, cum_q, cum_k, max_q,
+                                                        max_k, dropout_p, is_causal, seed, offset, scale=None):
+        return self._attention_backward(out, grad, q, k, v, o, lse, dropout_p, is_causal, scale)
+
+    def op__scaled_dot_product_efficient_attention_backward(self, node, out, grad, q, k, v, bias, o, lse, seed, offset,
+                                                            dropout_p, grad_input_mask, is_causal=False, scale=None):
+        return self._attention_backward(out, grad, q, k, v, o, lse, dropout_p, is_causal, scale, bias)
+
+    def op__scaled_dot_product_cudnn_attention_backward(self, node, out, grad, q, k, v, o, lse, seed, offset, bias,
+                                                        cum_q, cum_k, max_q, max_k, dropout_p, is_causal, scale=None):
+        return self._attention_backward(out, grad, q, k, v, o, lse, dropout_p, is_causal, scale, bias)
+
+    def op_embedding_dense_backward(self, node, out, grad, ids, num_weights, padding_idx, scale_grad_by_freq):
+        """The gradient of weight[ids]: grad's rows summed into the rows of the ids (zero rows
+        elsewhere and at padding_idx), a scatter_add."""
+        if scale_grad_by_freq:
+            raise ExportError("unsupported op aten.embedding_dense_backward with scale_grad_by_freq")
+        gv, iv = self.value(grad), self.value(ids)
+        n, d = int(math.prod(iv.shape)), gv.shape[-1]
+        rows = self.reshape(gv, (n, d))
+        if rows.dtype != out.dtype:
+            rows = self.emit("cast", [rows], rows.shape, out.dtype)
+        idx = self.emit("broadcast", [self.reshape(iv, (n, 1))], (n, d), iv.dtype)
+        if padding_idx is not None and padding_idx >= 0:
+            pad = self.emit("eq", [idx, self.constant(padding_idx, (n, d), iv.dtype)], (n, d), torch.bool)
+            rows = self.emit("select", [pad, self.constant(0.0, (n, d), rows.dtype), rows], (n, d), rows.dtype)
+        base = self.constant(0.0, tuple(out.shape), out.dtype)
+        return self.emit("scatter_add", [base, idx, rows], tuple(out.shape), out.dtype, "axis = 0")
+
+    def op_slice_scatter(self, node, out, base, src, dim=0, start=None, end=None, step=1):
+        """`base` with base[start:end] along `dim` replaced by `src` (slice_backward's form): the
+        pieces before and after, concatenated around it. Step 1 only."""
+        b, sv = self.value(base), self.value(src)
+        dim %= len(b.shape)
+        size = b.shape[dim]
+        s, e, st = slice(start, end, step).indices(size)
+        if st == 1:
+            return self._replace_rows(b, sv, dim, s, max(e, s), out)
+        # Every step-th element from s < step to the end (x[..., 1::2]'s backward, RoPE's): the
+        # axis as (size/step, step), and slot s of the inner axis replaced.
+        if size % st or s >= st or sv.shape[dim] != size // st:
+            raise ExportError("unsupported op aten.slice_scatter with a step that does not tile the axis")
+        split = b.shape[:dim] + (size // st, st) + b.shape[dim + 1:]
+        inner = self.reshape(sv, b.shape[:dim] + (size // st, 1) + b.shape[dim + 1:])
+        out2 = self._replace_rows(self.reshape(b, split), inner, dim + 1, s, s + 1, _Shaped(split, out.dtype))
+        return self.reshape(out2, tuple(out.shape))
+
+    def op_select_scatter(self, node, out, base, src, dim, index):
+        b = self.value(base)
+        dim %= len(b.shape)
+        index %= b.shape[dim]
+        shape = list(b.shape)
+        shape[dim] = 1
+        return self._replace_rows(b, self.reshape(self.value(src), tuple(shape)), dim, index, index + 1, out)
+
+    def _replace_rows(self, b, sv, dim, s, e, out):
+        if sv.dtype != b.dtype:
+            sv = self.emit("cast", [sv], sv.shape, b.dtype)
+        pieces = []
+        if s > 0:
+            pieces.append(self.emit("slice", [b], b.shape[:dim] + (s,) + b.shape[dim + 1:], b.dtype,
+                                    f"axis = {dim}, start = 0, end = {s}, step = 1"))
+        pieces.append(sv)
+        if e < b.shape[dim]:
+            pieces.append(self.emit("slice", [b], b.shape[:dim] + (b.shape[dim] - e,) + b.shape[dim + 1:], b.dtype,
+                                    f"axis = {dim}, start = {e}, end = {b.shape[dim]}, step = 1"))
+        if len(pieces) == 1:
+            return pieces[0]
+        return self.emit("concat", pieces, tuple(out.shape), out.dtype, f"axis = {dim}")
+
+    def _filled(self, node, out, *args, **kw):
+        """zeros_like(x), new_ones(x, ...), full_like(x, v): a constant of the result's shape."""
+        t = out.detach()
+        if not _splat(t):
+            raise ExportError(f"unsupported op {op_name(node.target)} with a value that is not one number")
+        return self.constant(t.reshape(-1)[0].item(), tuple(t.shape), t.dtype)
+
+    op_zeros_like = op_ones_like = op_full_like = op_new_zeros = op_new_ones = op_new_full = _filled
+
+    def op_empty_like(self, node, out, *args, **kw):
+        """Uninitialised memory (what a functionalized fill_ then overwrites): zeros serve."""
+        return self.constant(0, tuple(out.shape), out.dtype)
+
+    def op_fill(self, node, out, x, value):
+        return self.operand(value, tuple(out.shape), out.dtype)
+
+    def op_var_mean(self, node, out, x, dims=None, correction=None, keepdim=False, **kw):
+        """(var, mean) over `dims`, var with `correction` (1 unless given, torch's default)."""
+        v = self.value(x)
+        if kw.get("unbiased") is not None:
+            correction = 1 if kw["unbiased"] else 0
+        correction = 1 if correction is None else correction
+        dims = list(range(len(v.shape))) if dims is None or dims == [] else dims
+        dims = sorted(d % len(v.shape) for d in ([dims] if isinstance(dims, int) else dims))
+        kept = tuple(1 if i in dims else n for i, n in enumerate(v.shape))
+        count = math.prod(v.shape[i] for i in dims)
+        attrs = f"axes = {dims}, keepdim = true"
+        mean = self.emit("mean", [v], kept, v.dtype, attrs)
+        dev = self.emit("sub", [v, self.like(mean, v.shape)], v.shape, v.dtype)
+        sq = self.emit("sum", [self.emit("mul", [dev, dev], v.shape, v.dtype)], kept, v.dtype, attrs)
+        var = self.scaled(sq, 1.0 / max(count - correction, 0) if count - correction > 0 else float("nan"))
+        return [self.reshape(var, tuple(out[0].shape)), self.reshape(mean, tuple(out[1].shape))]
 
     op_bmm = op_matmul = op_mm
 
@@ -553,7 +729,7 @@ class Converter:
         parts = self.values.get(xs)
         if isinstance(parts, list):
             if parts[i] is None:
-                raise ExportError(f"unsupported op getitem {i} of {op_name(node.args[0].target)}")
+                return _Opaque(f"unsupported op getitem {i} of {op_name(node.args[0].target)}", out)
             return parts[i]
         if node.args[0].target is torch.ops.aten.native_layer_norm.default and i == 0:
             return parts

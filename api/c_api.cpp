@@ -1,0 +1,224 @@
+// The C interface (api/c_api.h) over the parser, lowerProgram and a runner: the rt::Executable
+// with caller-owned addresses on the GPU, the interpreter on host memory on the CPU.
+#include "api/c_api.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/compile.h"
+#include "api/runner.h"
+#include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "runtime/host_storage.h"
+#include "support/atomic_file.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "codegen/cubin_cache.h"
+#include "runtime/executable.h"
+#endif
+
+struct fusec_program {
+  std::unique_ptr<fusec::Module> module;
+  const fusec::Graph* graph = nullptr;
+  bool cuda = false;
+  std::vector<const fusec::Value*> sources;  // inputs and params, in program order
+  std::vector<std::string> sourceNames, sourceTypes, outputTypes;
+  size_t launches = 0;
+#ifdef FUSEC_HAVE_CUDA
+  std::unique_ptr<fusec::codegen::CubinCache> cache;
+  std::unique_ptr<fusec::rt::Executable> exe;
+  // The addresses of the last call, and whether each is used in place (else copied).
+  std::vector<const void*> lastSource;
+  std::vector<void*> lastOutput;
+  std::vector<bool> sourceInPlace, outputInPlace;
+#endif
+};
+
+namespace {
+
+using namespace fusec;
+
+void report(const std::string& message, char* error, size_t size) {
+  if (!error || size == 0) return;
+  std::string line = message.substr(0, message.find('\n'));
+  const size_t n = std::min(line.size(), size - 1);
+  std::memcpy(error, line.data(), n);
+  error[n] = '\0';
+}
+
+struct Options {
+  std::string passes = "decompose-keep-attention," + defaultOptimizationPipeline();
+  bool cudaGraph = true;
+  std::string dump;
+};
+
+Options parseOptions(const char* text) {
+  Options o;
+  std::string s = text ? text : "";
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t end = s.find(',', at);
+    // passes= takes the rest: a pipeline is itself comma-separated.
+    std::string item = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw Error("option '" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    if (key == "passes") {
+      o.passes = s.substr(at + eq + 1);
+      break;
+    }
+    const std::string value = item.substr(eq + 1);
+    if (key == "cuda_graph" && (value == "0" || value == "1")) o.cudaGraph = value == "1";
+    else if (key == "dump") o.dump = value;
+    else throw Error("unknown option '" + item + "' (known: passes=, cuda_graph=0|1, dump=)");
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return o;
+}
+
+void compileInto(fusec_program& p, const char* text, const std::string& device, const Options& o) {
+  if (device != "cuda" && device != "cpu") throw Error("unknown device '" + device + "' (cuda or cpu)");
+  p.cuda = device == "cuda";
+  p.module = parseModule(text, "<fusec_compile>");
+  if (p.module->funcs.empty()) throw Error("the module has no function");
+  verify(*p.module);
+  api::CompileOptions co;
+  co.programPasses = false;
+  co.passes = o.passes;
+  co.device = p.cuda ? api::Device::Cuda : api::Device::Cpu;
+  if (p.cuda) api::requireCudaDevice();  // before any pass work
+  api::lowerProgram(*p.module, "forward", co);
+  if (!o.dump.empty()) writeFileAtomically(o.dump, printModule(*p.module));
+  p.graph = p.module->funcs.at(0).get();
+  for (const auto& op : p.graph->ops) {
+    if (op->kind == OpKind::Input || op->kind == OpKind::Param) {
+      p.sources.push_back(op->result());
+      p.sourceNames.push_back(op->attrStr("name"));
+      p.sourceTypes.push_back(op->result()->type.str());
+    }
+    if (op->kind == OpKind::Kernel || op->kind == OpKind::Matmul) ++p.launches;
+  }
+  for (const Value* v : p.graph->outputs) p.outputTypes.push_back(v->type.str());
+  for (size_t i = 0; i < p.graph->outputs.size(); ++i)
+    if (!p.graph->updateOf(i).empty()) throw Error("output " + std::to_string(i) + " updates a param in place; the C API runs pure functions");
+#ifdef FUSEC_HAVE_CUDA
+  if (p.cuda) {
+    p.cache = std::make_unique<codegen::CubinCache>(codegen::CubinCache::defaultDir());
+    rt::ExecutableOptions eo;
+    eo.cache = p.cache.get();
+    eo.cudaGraph = o.cudaGraph;
+    p.exe = std::make_unique<rt::Executable>(*p.graph, eo);
+    p.lastSource.assign(p.sources.size(), nullptr);
+    p.lastOutput.assign(p.outputTypes.size(), nullptr);
+    p.sourceInPlace.assign(p.sources.size(), false);
+    p.outputInPlace.assign(p.outputTypes.size(), false);
+  }
+#endif
+}
+
+void runOnCpu(fusec_program& p, const void* const* sources, void* const* outputs) {
+  Bindings env;
+  for (size_t i = 0; i < p.sources.size(); ++i) {
+    const Type& t = p.sources[i]->type;
+    const auto* bytes = static_cast<const uint8_t*>(sources[i]);
+    env[p.sourceNames[i]] = rt::fromStorage(t, std::vector<uint8_t>(bytes, bytes + rt::storageBytes(t)));
+  }
+  std::vector<HostTensor> outs = interpret(*p.graph, env);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<uint8_t> bytes = rt::toStorage(outs[i]);
+    std::memcpy(outputs[i], bytes.data(), bytes.size());
+  }
+}
+
+#ifdef FUSEC_HAVE_CUDA
+void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs, void* stream) {
+  rt::Executable& exe = *p.exe;
+  exe.waitFor(stream);  // the caller's producers of the sources first
+  for (size_t i = 0; i < p.sources.size(); ++i) {
+    if (sources[i] != p.lastSource[i]) {
+      p.sourceInPlace[i] = exe.bindAddress(p.sourceNames[i], const_cast<void*>(sources[i]));
+      p.lastSource[i] = sources[i];
+    }
+    if (!p.sourceInPlace[i]) exe.copyInput(p.sourceNames[i], sources[i]);
+  }
+  for (size_t i = 0; i < p.outputTypes.size(); ++i)
+    if (outputs[i] != p.lastOutput[i]) {
+      p.outputInPlace[i] = exe.placeOutput(i, outputs[i]);
+      p.lastOutput[i] = outputs[i];
+    }
+  exe.run();
+  for (size_t i = 0; i < p.outputTypes.size(); ++i)
+    if (!p.outputInPlace[i]) exe.copyOutput(i, outputs[i]);
+  exe.signal(stream);
+}
+#endif
+
+template <typename F>
+int guarded(char* error, size_t size, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    report(e.what(), error, size);
+  } catch (...) {
+    report("unknown error", error, size);
+  }
+  return 1;
+}
+
+}  // namespace
+
+extern "C" {
+
+fusec_program* fusec_compile(const char* fir_text, const char* device, const char* options, char* error,
+                             size_t error_size) {
+  auto p = std::make_unique<fusec_program>();
+  if (guarded(error, error_size, [&] {
+        if (!fir_text) throw fusec::Error("no .fir text");
+        compileInto(*p, fir_text, device ? device : "", parseOptions(options));
+      }))
+    return nullptr;
+  return p.release();
+}
+
+size_t fusec_num_sources(const fusec_program* p) { return p->sources.size(); }
+const char* fusec_source_name(const fusec_program* p, size_t i) {
+  return i < p->sourceNames.size() ? p->sourceNames[i].c_str() : nullptr;
+}
+const char* fusec_source_type(const fusec_program* p, size_t i) {
+  return i < p->sourceTypes.size() ? p->sourceTypes[i].c_str() : nullptr;
+}
+size_t fusec_num_outputs(const fusec_program* p) { return p->outputTypes.size(); }
+const char* fusec_output_type(const fusec_program* p, size_t i) {
+  return i < p->outputTypes.size() ? p->outputTypes[i].c_str() : nullptr;
+}
+size_t fusec_num_launches(const fusec_program* p) { return p->launches; }
+
+int fusec_run(fusec_program* p, const void* const* sources, void* const* outputs, void* stream, char* error,
+              size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!p) throw fusec::Error("no program");
+    if ((!sources && !p->sources.empty()) || (!outputs && !p->outputTypes.empty())) throw fusec::Error("null pointer array");
+    for (size_t i = 0; i < p->sources.size(); ++i)
+      if (!sources[i]) throw fusec::Error("source " + std::to_string(i) + " ('" + p->sourceNames[i] + "') is null");
+    for (size_t i = 0; i < p->outputTypes.size(); ++i)
+      if (!outputs[i]) throw fusec::Error("output " + std::to_string(i) + " is null");
+#ifdef FUSEC_HAVE_CUDA
+    if (p->cuda) return runOnGpu(*p, sources, outputs, stream);
+#endif
+    (void)stream;
+    runOnCpu(*p, sources, outputs);
+  });
+}
+
+void fusec_destroy(fusec_program* p) { delete p; }
+
+const char* fusec_version(void) { return FUSEC_VERSION; }
+
+}  // extern "C"

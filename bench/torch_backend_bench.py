@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""torch.compile(backend="fusec") against Inductor on the CS336 LM, in one process and one run:
+for each model and batch, the same training step (zero grads, forward under bf16 autocast,
+f32 cross-entropy, backward, torch.optim.AdamW) compiled three ways:
+
+  inductor      torch.compile(model)                              + torch.compile(opt.step)
+  inductor-ro   torch.compile(model, mode="reduce-overhead")      + the same for opt.step
+  fusec         torch.compile(model, backend="fusec")             + opt.step eager (fused AdamW)
+
+and for each: the first call (trace, compile and one step, synchronised) in seconds, and the
+step's median over --iters calls after --warmup, each between two CUDA events. The model is
+bench/torch_bench.py's with SDPA attention (as bench/torch_ddp_ref.py's), its sizes read from
+`fusec compile --model M --stats` (--fusec). Prints a markdown table; --json prints rows.
+
+Needs torch >= 2 with CUDA and libfusec_c.so (frontend/python/fusec/runtime.py finds it)."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "frontend", "python"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="small,medium")
+    ap.add_argument("--batch", default="64,16", help="one per model, in order")
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--impl", default="fusec,inductor,inductor-ro")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--fusec", default=os.environ.get("FUSEC", "fusec"))
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    import torch_bench
+    from torch_compile_ref import model_config
+    from torch_ddp_ref import sdpa_transformer
+    import fusec.dynamo  # noqa: F401  registers backend="fusec"
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows = []
+    models, batches = a.model.split(","), [int(b) for b in a.batch.split(",")]
+    for name, batch in zip(models, batches):
+        config = model_config(a.fusec, name)
+        for impl in a.impl.split(","):
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
+            torch.manual_seed(0)
+            model = sdpa_transformer(config).cuda()
+            fused = impl == "fusec"
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
+            gen = torch.Generator().manual_seed(1)
+            ids = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
+            targets = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
+            if impl == "fusec":
+                fwd, step, mark = torch.compile(model, backend="fusec", dynamic=False), opt.step, (lambda: None)
+            else:
+                mode = "reduce-overhead" if impl == "inductor-ro" else "default"
+                fwd, step = torch.compile(model, mode=mode), torch.compile(opt.step, mode=mode)
+                mark = torch.compiler.cudagraph_mark_step_begin if mode == "reduce-overhead" else (lambda: None)
+
+            def train_step():
+                mark()
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits = fwd(ids)
+                F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1)).backward()
+                step()
+
+            row = {"model": name, "batch": batch, "ctx": a.ctx, "impl": impl}
+            try:
+                t0 = time.perf_counter()
+                train_step()
+                torch.cuda.synchronize()
+                row["first_call_s"] = time.perf_counter() - t0
+                ms = torch_bench.time_calls(train_step, a.warmup, a.iters)
+                row["median_ms"] = statistics.median(ms)
+                row["status"] = "OK"
+            except Exception as e:  # one impl's failure must not end the run
+                row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            rows.append(row)
+            del model, opt, fwd, step
+    if a.json:
+        for r in rows:
+            print(json.dumps(r))
+        return 0
+    print(f"| model | batch | impl | first call (s) | step median (ms) | vs inductor-ro |")
+    print("|---|---:|---|---:|---:|---:|")
+    for r in rows:
+        ro = next((x for x in rows if x["model"] == r["model"] and x["impl"] == "inductor-ro" and x["status"] == "OK"), None)
+        if r["status"] != "OK":
+            print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['status']} | | |")
+            continue
+        ratio = f"{r['median_ms'] / ro['median_ms']:.3f}x" if ro else ""
+        print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['first_call_s']:.1f} | {r['median_ms']:.2f} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

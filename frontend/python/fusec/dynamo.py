@@ -1,0 +1,126 @@
+"""fusec as a torch.compile backend:
+
+    import fusec.dynamo                       # registers backend="fusec"
+    model = torch.compile(model, backend="fusec")
+    ...                                       # the user's own loop, loss and optimizer
+
+Dynamo captures each graph of the model (a graph break gives several), AOTAutograd traces its
+forward and backward to ATen and partitions them, and each of the two is compiled by fusec
+(graph_compile.py: the exporter's converter, fusec's pipeline, one CUDA graph a call) and
+runs on torch's tensors and current stream. The backward ops that fusec has no mapping for
+(layer norm's, softmax's, the activations') are decomposed into primitive ATen ops first;
+SDPA and its backward map to fusec's attention and attention_backward.
+
+A graph with an op fusec cannot map runs in PyTorch, its forward and its backward both (the
+two share saved tensors, so they are compiled together or not at all), after a one-line
+warning naming the op; backend(strict=True) raises FusecBackendError instead:
+
+    torch.compile(model, backend=fusec.dynamo.backend(strict=True))
+
+Needs torch >= 2.0 (Dynamo). aot_backend() gives the same compilers to functorch's
+aot_module, which torch 1.13 has: how the CPU tests check the backend without Dynamo."""
+import functools
+import warnings
+
+import torch
+
+from .common import OneLineError
+from .graph_compile import CompiledGraph, unsupported_ops
+
+
+class FusecBackendError(OneLineError):
+    """A graph that the fusec backend refuses (strict=True), or that it failed to compile."""
+
+
+def _decompositions():
+    """The backward ops (and layer norm, whose backward reads its mean and rstd) as primitive
+    ATen ops, which the converter maps; everything else stays as traced."""
+    from torch._decomp import get_decompositions
+    aten = torch.ops.aten
+    names = ["native_layer_norm", "native_layer_norm_backward", "_softmax_backward_data",
+             "_log_softmax_backward_data", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
+             "threshold_backward", "slice_backward", "select_backward", "nll_loss_forward", "nll_loss_backward",
+             "rsub", "native_dropout_backward", "_unsafe_view", "t"]
+    return get_decompositions([getattr(aten, n) for n in names if hasattr(aten, n)])
+
+
+try:  # torch >= 2.0
+    from torch._functorch.aot_autograd import aot_module as _aot_module, make_boxed_func
+    from torch._functorch.partitioners import default_partition
+except ImportError:  # torch 1.13: functorch
+    from functorch.compile import aot_module as _aot_module, default_partition, make_boxed_func
+
+
+# Graphs compiled by fusec and graphs left to PyTorch, since import (what the tests check).
+STATS = {"fusec": 0, "pytorch": 0}
+
+
+class _Pair:
+    """One AOTAutograd compilation: its forward and backward, compiled by fusec or both left
+    to PyTorch (decided once, from both graphs' ops, when they are partitioned)."""
+
+    def __init__(self, strict, options):
+        self.strict, self.options = strict, options
+        self.fallback = None  # None: undecided; else the reason both run in PyTorch
+        self.compiled = []
+
+    def partition(self, joint, joint_inputs, **kw):
+        fw, bw = default_partition(joint, joint_inputs, **kw)
+        missing = unsupported_ops(fw) + [op for op in unsupported_ops(bw) if op not in unsupported_ops(fw)]
+        if missing:
+            self.refuse(f"fusec has no mapping for {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        return fw, bw
+
+    def refuse(self, reason):
+        if self.strict:
+            raise FusecBackendError(f"fusec backend (strict): {reason}")
+        self.fallback = reason
+        warnings.warn(f"fusec backend: {reason}; this graph runs in PyTorch", stacklevel=2)
+
+    def compiler(self, gm, example_inputs):
+        if self.fallback is None:
+            try:
+                compiled = CompiledGraph(gm, example_inputs, self.options)
+                self.compiled.append(compiled)
+                STATS["fusec"] += 1
+                return make_boxed_func(compiled)
+            except OneLineError as e:
+                if self.compiled or self.strict:  # the forward is fusec's: its backward cannot be PyTorch's
+                    raise FusecBackendError(f"fusec backend: {e}") from None
+                self.refuse(str(e))
+        STATS["pytorch"] += 1
+        return make_boxed_func(gm.forward)
+
+
+def backend(gm=None, example_inputs=None, *, strict=False, options=""):
+    """The torch.compile backend. backend(strict=True) (no graph) returns a backend that
+    refuses unmappable graphs instead of running them in PyTorch; `options` go to
+    fusec_compile (api/c_api.h: passes=..., cuda_graph=0, dump=FILE)."""
+    if gm is None:
+        return functools.partial(backend, strict=strict, options=options)
+    from torch._dynamo.backends.common import aot_autograd
+    pair = _Pair(strict, options)
+    return aot_autograd(fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
+                        decompositions=_decompositions())(gm, example_inputs)
+
+
+def aot_module(module, strict=False, options=""):
+    """`module` with its forward and backward compiled by fusec through functorch's aot_module
+    (torch 1.13 and later; the tests' way where Dynamo is missing)."""
+    pair = _Pair(strict, options)
+    return _aot_module(module, fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
+                       decompositions=_decompositions())
+
+
+def _register():
+    try:
+        from torch._dynamo import register_backend
+    except ImportError:  # torch < 2.0: no Dynamo (aot_module still works)
+        return
+    try:
+        register_backend(name="fusec")(backend)
+    except Exception:  # already registered (the module imported twice under two names)
+        pass
+
+
+_register()

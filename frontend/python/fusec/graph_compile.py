@@ -1,0 +1,150 @@
+"""One ATen fx graph (an AOTAutograd forward or backward, any graph of ATen ops over tensor
+inputs) compiled by fusec and returned as a callable over torch tensors: the exporter's
+converter (convert.py) writes it as a .fir function whose inputs are the graph's placeholders,
+libfusec_c.so (runtime.py) lowers it with fusec's optimisation pipeline (fusion, memory plan)
+and runs it, on the GPU as one CUDA graph on torch's current stream.
+
+The converter runs every node once on real tensors as it converts (so it knows what is static:
+masks, position tables, zeros); here those are random tensors of the example inputs' types
+(AOTAutograd hands the compilers fake tensors), integers as zeros so that they index in range.
+Static tensors that the function reads become `_const.N` inputs, uploaded once.
+
+Outputs come back as the graph returns them: a converted value (written by fusec into a
+tensor allocated per call), an input returned as it is, None, a static tensor (computed once
+here) or, for the random-number state an SDPA kernel returns beside its result (fusec's
+attention has none), an empty placeholder tensor of the traced shape."""
+import contextlib
+import time
+
+import torch
+
+from .capture import Captured
+from .common import ExportError
+from .convert import Converter, Value, _Opaque, op_name
+from .runtime import Program
+
+
+class _NoSourceLines:
+    """The graph has no model source to point at: an unsupported op is named as it is."""
+
+    def of(self, op):
+        return "in a graph compiled by the fusec backend"
+
+
+def _unfaked():
+    """A context where new tensors are real even inside a fake-tensor trace."""
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        return unset_fake_temporarily()
+    except ImportError:
+        return contextlib.nullcontext()
+
+
+def _real_like(x):
+    """A real tensor of x's dtype, shape and device: random floats, zero integers."""
+    if not isinstance(x, torch.Tensor):
+        raise ExportError(f"unsupported graph input {type(x).__name__} (fusec compiles graphs of tensors)")
+    if any(not isinstance(d, int) for d in x.shape):
+        raise ExportError("unsupported dynamic shape (compile with torch.compile(..., dynamic=False))")
+    device = torch.device(x.device.type)
+    if x.dtype.is_floating_point:
+        return torch.randn(tuple(x.shape), dtype=x.dtype, device=device)
+    return torch.zeros(tuple(x.shape), dtype=x.dtype, device=device)
+
+
+def unsupported_ops(gm):
+    """The ops of `gm` the converter has no mapping for, by name, in graph order. Nodes that
+    read no input (masks, tables: the converter computes them with PyTorch) do not count."""
+    conv = Converter.__new__(Converter)
+    missing, dynamic = [], set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" or any(a in dynamic for a in node.all_input_nodes):
+            dynamic.add(node)
+        if node.op == "call_function" and node in dynamic and conv.handler(node) is None:
+            name = op_name(node.target)
+            if name not in missing:
+                missing.append(name)
+    return missing
+
+
+class CompiledGraph:
+    """The callable: compiled(*tensors) -> list, as the graph returns."""
+
+    def __init__(self, gm, example_inputs, options=""):
+        start = time.perf_counter()
+        with _unfaked():
+            reals = [_real_like(x) for x in example_inputs]
+        devices = {r.device.type for r in reals}
+        if len(devices) > 1:
+            raise ExportError("unsupported graph with inputs on both the CPU and a GPU")
+        self.device = devices.pop() if devices else "cpu"
+        if self.device not in ("cpu", "cuda"):
+            raise ExportError(f"unsupported device {self.device}")
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(reals):
+            raise ExportError("internal: the graph's placeholders and its example inputs differ in number")
+        names = [f"in{i}" for i in range(len(reals))]
+        captured = Captured(gm, [(n, r, "arg", name) for n, r, name in zip(placeholders, reals, names)], "aot")
+        conv = Converter(captured, _NoSourceLines())
+        with _unfaked(), torch.no_grad():
+            result = conv.convert_graph()
+            self.tuple_output = isinstance(result, (list, tuple))
+            flat = list(result) if self.tuple_output else [result]
+            index = {n: i for i, n in enumerate(placeholders)}
+            self.plan, values = [], []
+            for a in flat:
+                self.plan.append(self._place(a, conv, index, values))
+            if not values:  # nothing for fusec to compute: every output is an input, a constant or None
+                self.program, self.consts = None, {}
+            else:
+                body, tensors, self.ops = conv.finish(values)
+                text = "func @graph {\n" + body + "\n}\n"
+                self.fir = text
+                self.program = Program(text, self.device, options)
+                self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
+        self.compile_seconds = time.perf_counter() - start
+
+    @staticmethod
+    def _place(a, conv, index, values):
+        if a is None:
+            return ("none",)
+        if not isinstance(a, torch.fx.Node):
+            raise ExportError(f"unsupported graph output {type(a).__name__}")
+        if a in index:
+            return ("input", index[a])
+        v = conv.values.get(a)
+        if isinstance(v, Value):
+            names = [u.name for u in values]
+            if v.name not in names:
+                values.append(v)
+                names.append(v.name)
+            return ("fusec", names.index(v.name))
+        if isinstance(v, _Opaque):
+            return ("empty", tuple(v.real.shape), v.real.dtype)
+        if a in conv.static and isinstance(conv.static[a], torch.Tensor):
+            return ("static", conv.static[a].clone())
+        raise ExportError(f"unsupported graph output {op_name(a.target)}")
+
+    def __call__(self, *args):
+        outs = []
+        if self.program is not None:
+            sources = []
+            for name, dtype, shape in self.program.sources:
+                t = args[int(name[2:])] if name.startswith("in") else self.consts[name]
+                sources.append(t if t.is_contiguous() else t.contiguous())
+            outs = [torch.empty(shape, dtype=dtype, device=self.device) for dtype, shape in self.program.outputs]
+            self.program.run(sources, outs)
+        result = []
+        for p in self.plan:
+            kind = p[0]
+            if kind == "fusec":
+                result.append(outs[p[1]])
+            elif kind == "input":
+                result.append(args[p[1]])
+            elif kind == "none":
+                result.append(None)
+            elif kind == "static":
+                result.append(p[1])
+            else:
+                result.append(torch.empty(p[1], dtype=p[2], device=self.device))
+        return result if self.tuple_output else result[0]

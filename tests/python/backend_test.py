@@ -1,0 +1,221 @@
+"""fusec as a torch.compile backend (frontend/python/fusec/dynamo.py, issue 43): models trained in
+PyTorch's own loop with torch.optim.AdamW, forward and backward compiled by fusec, against the
+same loop in eager PyTorch from the same weights and batches.
+
+  --device cpu (CI; torch 1.13 has no Dynamo): through functorch's aot_module, which hands fusec
+      the same AOTAutograd forward and backward graphs; fusec runs them on its interpreter.
+  --device cuda (torch >= 2): torch.compile(model, backend="fusec"), with a planted graph break,
+      a model with an op fusec does not map (it trains in PyTorch, with the one-line warning),
+      strict=True refusing it in one line, and --hf adds transformers' GPT-2 and Llama.
+
+Each model: fp32 losses within 1e-4 relative of eager over the steps; with --bf16 (CUDA),
+autocast losses within 2e-2. Exit 77 (skip) with the reason where torch or the library is
+missing."""
+import argparse
+import contextlib
+import os
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "frontend", "python"))
+sys.path.insert(0, os.path.join(HERE, "models"))
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    sys.exit(77)
+
+
+try:
+    import torch
+except ImportError:
+    skip("no torch in this python3")
+
+from fusec import runtime  # noqa: E402
+
+try:
+    runtime.library()
+except runtime.FusecError as e:
+    skip(str(e))
+
+
+class Breaks(torch.nn.Module):
+    """A model whose forward has a graph break between its layers (a print Dynamo cannot trace)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, ids):
+        x = self.inner.token_embeddings(ids)
+        half = len(self.inner.layers) // 2
+        for b in self.inner.layers[:half]:
+            x = b(x)
+        torch._dynamo.graph_break()
+        for b in self.inner.layers[half:]:
+            x = b(x)
+        return self.inner.lm_head(self.inner.ln_final(x))
+
+
+class Unmapped(torch.nn.Module):
+    """A model with an op fusec has no mapping for (cumsum)."""
+
+    def __init__(self, vocab=37, d=16):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d)
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.head(torch.cumsum(self.embed(ids), dim=1) / ids.shape[1])
+
+
+def train(model, batches, steps, autocast):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    losses = []
+    for ids, targets in batches[:steps]:
+        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=False, bound=1e-4, by_fusec=True):
+    """Trains `make()` eager and compiled from the same weights; by_fusec: the compiled run's
+    graphs (a forward and a backward at least) must be fusec's, none PyTorch's."""
+    from fusec import dynamo
+    torch.manual_seed(0)
+    eager = make().to(device).eval()
+    compiled_src = make().to(device).eval()
+    compiled_src.load_state_dict(eager.state_dict())
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, vocab, (batch, seq), generator=g).to(device),
+                torch.randint(0, vocab, (batch, seq), generator=g).to(device)) for _ in range(steps)]
+    want = train(eager, batches, steps, autocast)
+    before = dict(dynamo.STATS)
+    start = time.perf_counter()
+    compiled = compile_fn(compiled_src)
+    got = train(compiled, batches, steps, autocast)
+    seconds = time.perf_counter() - start
+    graphs = {k: dynamo.STATS[k] - before[k] for k in before}
+    worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(got, want))
+    ok = worst <= bound and (not by_fusec or (graphs["fusec"] >= 2 and graphs["pytorch"] == 0))
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {steps} steps, losses {want[0]:.5f} -> {want[-1]:.5f}, worst relative "
+          f"difference {worst:.2e} (bound {bound:.0e}), graphs by fusec {graphs['fusec']}, by PyTorch "
+          f"{graphs['pytorch']}, {seconds:.1f} s with compile")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--hf", action="store_true", help="also transformers' GPT-2 and Llama (CUDA)")
+    ap.add_argument("--bf16", action="store_true", help="also under bf16 autocast (CUDA)")
+    args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        skip("no CUDA device")
+    import cs336_lm
+    import gpt2
+    from fusec import dynamo
+
+    ok = True
+    if args.device == "cpu":
+        steps = args.steps or 4
+        vocab, batch, seq = 37, 2, 16
+        lm = lambda: cs336_lm.TransformerLM(vocab_size=vocab, context_length=seq)  # noqa: E731
+        g2 = lambda: gpt2.GPT(vocab_size=vocab, block_size=seq, n_layer=2, n_head=2, n_embd=32)  # noqa: E731
+        for name, make in (("cs336 lm", lm), ("gpt-2 (nanoGPT)", g2)):
+            ok &= compare(name + " (aot_module, interpreter)", make, lambda m: dynamo.aot_module(m), "cpu", steps, vocab,
+                          batch, seq)
+        # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch
+        try:
+            m = dynamo.aot_module(Unmapped(), strict=True)
+            m(torch.zeros(2, 8, dtype=torch.long)).sum().backward()
+            print("FAIL strict=True accepted a graph with cumsum")
+            ok = False
+        except dynamo.FusecBackendError as e:
+            line = str(e)
+            good = "\n" not in line and "cumsum" in line
+            print(f"{'ok  ' if good else 'FAIL'} strict refuses: {line}")
+            ok &= good
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ok &= compare("unmapped op (runs in PyTorch)", Unmapped, lambda m: dynamo.aot_module(m), "cpu", steps, vocab,
+                          batch, seq, by_fusec=False)
+        named = [str(w.message) for w in caught if "fusec backend" in str(w.message)]
+        good = any("cumsum" in w for w in named)
+        print(f"{'ok  ' if good else 'FAIL'} the warning names the op: {named[:1]}")
+        ok &= good
+        sys.exit(0 if ok else 1)
+
+    if not hasattr(torch, "compile"):
+        skip(f"torch {torch.__version__} has no torch.compile")
+    steps = args.steps or 20
+    vocab, batch, seq = 512, 8, 128
+    lm = lambda: cs336_lm.TransformerLM(vocab_size=vocab, context_length=seq, d_model=256, num_layers=4,  # noqa: E731
+                                        num_heads=4, d_ff=1024)
+    compile_fusec = lambda m: torch.compile(m, backend="fusec", dynamic=False)  # noqa: E731
+    cases = [("cs336 lm", lm), ("cs336 lm, graph break", lambda: Breaks(lm())),
+             ("gpt-2 (nanoGPT)", lambda: gpt2.GPT(vocab_size=vocab, block_size=seq, n_layer=4, n_head=4, n_embd=256))]
+    if args.hf:
+        try:
+            import transformers
+        except ImportError:
+            skip("--hf: no transformers in this python3")
+        cases.append(("transformers GPT-2", lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=vocab, n_positions=seq, n_embd=256, n_layer=4, n_head=4, resid_pdrop=0, embd_pdrop=0,
+            attn_pdrop=0, attn_implementation="sdpa"))))
+        cases.append(("transformers Llama", lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=vocab, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=seq, attn_implementation="sdpa"))))
+    for name, make in cases:
+        wrap = (lambda mk: (lambda: _Logits(mk())))(make) if "transformers" in name else make
+        torch._dynamo.reset()
+        ok &= compare(name, wrap, compile_fusec, "cuda", steps, vocab, batch, seq)
+        if args.bf16:
+            torch._dynamo.reset()
+            ok &= compare(name + ", bf16 autocast", wrap, compile_fusec, "cuda", steps, vocab, batch, seq, autocast=True,
+                          bound=2e-2)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ok &= compare("unmapped op (runs in PyTorch)", Unmapped, compile_fusec, "cuda", steps, vocab, batch, seq,
+                      by_fusec=False)
+    named = [str(w.message) for w in caught if "fusec backend" in str(w.message)]
+    good = any("cumsum" in w for w in named)
+    print(f"{'ok  ' if good else 'FAIL'} the warning names the op: {named[:1]}")
+    ok &= good
+    torch._dynamo.reset()
+    try:
+        m = torch.compile(Unmapped().cuda(), backend=dynamo.backend(strict=True))
+        m(torch.zeros(2, 8, dtype=torch.long, device="cuda")).sum().backward()
+        print("FAIL strict=True accepted a graph with cumsum")
+        ok = False
+    except Exception as e:  # Dynamo wraps a backend's exception in its own
+        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        good = "cumsum" in str(e)
+        print(f"{'ok  ' if good else 'FAIL'} strict refuses: {line[:200]}")
+        ok &= good
+    sys.exit(0 if ok else 1)
+
+
+class _Logits(torch.nn.Module):
+    """A transformers causal LM as forward(ids) -> logits (no cache)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+if __name__ == "__main__":
+    main()
