@@ -109,6 +109,9 @@ def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=F
     print(f"{'ok  ' if ok else 'FAIL'} {name}: {steps} steps, losses {want[0]:.5f} -> {want[-1]:.5f}, worst relative "
           f"difference {worst:.2e} (bound {bound:.0e}), graphs by fusec {graphs['fusec']}, by PyTorch "
           f"{graphs['pytorch']}, {seconds:.1f} s with compile")
+    if not ok:
+        print("     relative differences by step: " + " ".join(f"{abs(a - b) / max(abs(b), 1e-12):.1e}"
+                                                         for a, b in zip(got, want)))
     return ok
 
 
@@ -118,6 +121,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--hf", action="store_true", help="also transformers' GPT-2 and Llama (CUDA)")
     ap.add_argument("--bf16", action="store_true", help="also under bf16 autocast (CUDA)")
+    ap.add_argument("--only", default="", help="CUDA: only the models whose name contains this")
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         skip("no CUDA device")
@@ -176,6 +180,8 @@ def main():
             vocab_size=vocab, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=seq, attn_implementation="sdpa"))))
     for name, make in cases:
+        if args.only not in name:
+            continue
         wrap = (lambda mk: (lambda: _Logits(mk())))(make) if "transformers" in name else make
         torch._dynamo.reset()
         ok &= compare(name, wrap, compile_fusec, "cuda", steps, vocab, batch, seq)

@@ -170,7 +170,7 @@ def _reference(q, k, v, causal, scale):
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     if causal:
         tq, tk = s.shape[-2], s.shape[-1]
-        keep = torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq)
+        keep = torch.ones(tq, tk, dtype=torch.bool, device=s.device).tril(tk - tq)
         s = s.masked_fill(~keep, float("-inf"))
     return torch.softmax(s, dim=-1) @ v.double()
 
@@ -266,11 +266,20 @@ def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
     qv, kv, vv = conv.value(q), conv.value(k), conv.value(v)
     tq, tk = qv.shape[-2], kv.shape[-2]
     scale = 1 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
+    causal = causal_of(conv, mask, is_causal, tq, tk)
+    o, lse = emit(conv, qv, kv, vv, causal, scale)
+    return conv.reshape(o, out.shape), lse
+
+
+def causal_of(conv, mask, is_causal, tq, tk):
+    """Whether SDPA with `mask` (None, or a static boolean or additive mask) and `is_causal` is
+    causal attention; ExportError for any other mask. The forward's and the backward's SDPA
+    ops (convert.py) decide alike."""
     causal = bool(is_causal)
     if mask is not None:
         if causal or mask not in conv.static:
             raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
-        m = conv.real[mask]
+        m = conv.real[mask].cpu()
         keep = torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq)
         if m.dtype == torch.bool:
             allowed = m
@@ -289,5 +298,4 @@ def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
             raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
     if causal and tq != tk:  # torch aligns the causal mask top-left, fusec bottom-right
         raise ExportError("unsupported op scaled_dot_product_attention causal with queries and keys of different lengths")
-    o, lse = emit(conv, qv, kv, vv, causal, scale)
-    return conv.reshape(o, out.shape), lse
+    return causal

@@ -172,7 +172,7 @@ class Converter:
                 v = None
             if isinstance(v, Value) and v.shape == tuple(t.shape) and v.dtype == t.dtype:
                 return v
-        stored = t.to(torch.float32).contiguous()
+        stored = t.to(torch.float32).cpu().contiguous()
         key = (tuple(stored.shape), stored.numpy().tobytes())
         if key not in self.consts:  # named when the function is printed (finish): only the used ones are
             self.consts[key] = self.source("param", t.shape, torch.float32, "", "buf", False, meta={"const": stored})
@@ -478,9 +478,8 @@ class Converter:
         """The backward of an SDPA variant as fusec's attention_backward: (dq, dk, dv)."""
         if dropout_p:
             raise ExportError("unsupported op scaled_dot_product_attention backward with dropout_p > 0")
-        if bias is not None:
-            raise ExportError("unsupported op scaled_dot_product_attention backward with an attention bias")
         qv, kv, vv, ov, gv = (self.value(a) for a in (q, k, v, o, grad))
+        is_causal = attention.causal_of(self, bias, is_causal, qv.shape[-2], kv.shape[-2])
         if len({qv.dtype, kv.dtype, vv.dtype, ov.dtype, gv.dtype}) != 1 or qv.shape[-2] != kv.shape[-2] or \
                 qv.shape[:-2] != kv.shape[:-2]:
             raise ExportError("unsupported op scaled_dot_product_attention backward with these operands")
@@ -611,7 +610,7 @@ class Converter:
         step = out[1].item() - start if n > 1 else 1
         exact = out.dim() == 1 and float(start).is_integer() and float(step).is_integer() and \
             max(abs(start), abs(start + step * n)) < 2 ** 24 and \
-            torch.equal(out, (start + step * torch.arange(n, dtype=torch.float64)).to(out.dtype))
+            torch.equal(out.cpu(), (start + step * torch.arange(n, dtype=torch.float64)).to(out.dtype))
         if not exact:
             raise ExportError(f"unsupported op aten.arange of {out.dtype} values that are not integers")
         dtype = out.dtype if out.dtype in (torch.int64, torch.float32) else torch.int64

@@ -20,6 +20,7 @@ warning naming the op; backend(strict=True) raises FusecBackendError instead:
 Needs torch >= 2.0 (Dynamo). aot_backend() gives the same compilers to functorch's
 aot_module, which torch 1.13 has: how the CPU tests check the backend without Dynamo."""
 import functools
+import os
 import warnings
 
 import torch
@@ -95,9 +96,11 @@ class _Pair:
 def backend(gm=None, example_inputs=None, *, strict=False, options=""):
     """The torch.compile backend. backend(strict=True) (no graph) returns a backend that
     refuses unmappable graphs instead of running them in PyTorch; `options` go to
-    fusec_compile (api/c_api.h: passes=..., cuda_graph=0, dump=FILE)."""
+    fusec_compile (api/c_api.h: passes=..., cuda_graph=0, dump=FILE); $FUSEC_BACKEND_OPTIONS
+    gives them where none are passed."""
     if gm is None:
         return functools.partial(backend, strict=strict, options=options)
+    options = options or os.environ.get("FUSEC_BACKEND_OPTIONS", "")
     from torch._dynamo.backends.common import aot_autograd
     pair = _Pair(strict, options)
     return aot_autograd(fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,

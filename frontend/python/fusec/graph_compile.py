@@ -112,6 +112,8 @@ class CompiledGraph:
             raise ExportError(f"unsupported graph output {type(a).__name__}")
         if a in index:
             return ("input", index[a])
+        if a in conv.static and isinstance(conv.static[a], torch.Tensor):  # positions, masks: computed once here
+            return ("static", conv.static[a].clone())
         v = conv.values.get(a)
         if isinstance(v, Value):
             names = [u.name for u in values]
@@ -121,8 +123,6 @@ class CompiledGraph:
             return ("fusec", names.index(v.name))
         if isinstance(v, _Opaque):
             return ("empty", tuple(v.real.shape), v.real.dtype)
-        if a in conv.static and isinstance(conv.static[a], torch.Tensor):
-            return ("static", conv.static[a].clone())
         raise ExportError(f"unsupported graph output {op_name(a.target)}")
 
     def __call__(self, *args):
