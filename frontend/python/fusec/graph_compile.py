@@ -67,6 +67,14 @@ def unsupported_ops(gm):
     return missing
 
 
+def _contiguous_strides(shape):
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= max(d, 1)
+    return tuple(reversed(strides))
+
+
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
@@ -120,7 +128,13 @@ class CompiledGraph:
             if v.name not in names:
                 values.append(v)
                 names.append(v.name)
-            return ("fusec", names.index(v.name))
+            # fusec writes contiguous results; where the trace's result is laid out otherwise
+            # (a transpose returned as it is), the caller gets that layout, as from the graph.
+            meta = a.meta.get("val") if hasattr(a, "meta") else None
+            stride = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
+            if stride is not None and meta.numel() > 1 and 0 not in stride and stride != _contiguous_strides(tuple(meta.shape)):
+                return ("fusec", names.index(v.name), stride)
+            return ("fusec", names.index(v.name), None)
         if isinstance(v, _Opaque):
             return ("empty", tuple(v.real.shape), v.real.dtype)
         raise ExportError(f"unsupported graph output {op_name(a.target)}")
@@ -138,7 +152,10 @@ class CompiledGraph:
         for p in self.plan:
             kind = p[0]
             if kind == "fusec":
-                result.append(outs[p[1]])
+                t = outs[p[1]]
+                if p[2] is not None:
+                    t = torch.empty_strided(t.shape, p[2], dtype=t.dtype, device=t.device).copy_(t)
+                result.append(t)
             elif kind == "input":
                 result.append(args[p[1]])
             elif kind == "none":
