@@ -280,8 +280,10 @@ class Converter:
                 raise ExportError(f"internal: fx node {node.op} {node.target}")
             out = node.target(*args, **kwargs)
             results[node] = out
-            dynamic = any(isinstance(a, torch.fx.Node) and a not in self.static
-                          for a in node.all_input_nodes)
+            # ones_like(ids) and the like read only their operand's shape: as static as a constant
+            # (a causal mask built from them is still the static causal mask).
+            dynamic = op_name(node.target).split(".")[1:2] not in _SHAPE_ONLY and any(
+                isinstance(a, torch.fx.Node) and a not in self.static for a in node.all_input_nodes)
             if not dynamic:
                 self.static[node] = out
                 continue
@@ -767,6 +769,10 @@ class Converter:
 
 
 _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+# ATen ops whose result depends on their tensor operand's shape and dtype only (as one-item lists:
+# what op_name(...).split(".")[1:2] gives).
+_SHAPE_ONLY = [[n] for n in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
+                             "new_empty", "sym_size")]
 
 
 def _splat(t):
