@@ -36,6 +36,8 @@ struct fusec_program {
   std::vector<const void*> lastSource;
   std::vector<void*> lastOutput;
   std::vector<bool> sourceInPlace, outputInPlace;
+  bool zeroCopyInputs = true, zeroCopyOutputs = true;  // false: copied (debugging)
+  bool sync = false;  // each call waits for its kernels (debugging)
 #endif
 };
 
@@ -54,6 +56,8 @@ void report(const std::string& message, char* error, size_t size) {
 struct Options {
   std::string passes = "decompose-keep-attention," + defaultOptimizationPipeline();
   bool cudaGraph = true;
+  bool zeroCopyInputs = true, zeroCopyOutputs = true;
+  bool sync = false;
   std::string dump;
 };
 
@@ -74,8 +78,13 @@ Options parseOptions(const char* text) {
     }
     const std::string value = item.substr(eq + 1);
     if (key == "cuda_graph" && (value == "0" || value == "1")) o.cudaGraph = value == "1";
+    else if (key == "zero_copy" && (value == "0" || value == "1" || value == "inputs" || value == "outputs")) {
+      o.zeroCopyInputs = value == "1" || value == "inputs";
+      o.zeroCopyOutputs = value == "1" || value == "outputs";
+    }
     else if (key == "dump") o.dump = value;
-    else throw Error("unknown option '" + item + "' (known: passes=, cuda_graph=0|1, dump=)");
+    else if (key == "sync" && (value == "0" || value == "1")) o.sync = value == "1";
+    else throw Error("unknown option '" + item + "' (known: passes=, cuda_graph=0|1, zero_copy=0|1|inputs|outputs, sync=0|1, dump=)");
     if (end == std::string::npos) break;
     at = end + 1;
   }
@@ -114,6 +123,9 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
     eo.cache = p.cache.get();
     eo.cudaGraph = o.cudaGraph;
     p.exe = std::make_unique<rt::Executable>(*p.graph, eo);
+    p.zeroCopyInputs = o.zeroCopyInputs;
+    p.zeroCopyOutputs = o.zeroCopyOutputs;
+    p.sync = o.sync;
     p.lastSource.assign(p.sources.size(), nullptr);
     p.lastOutput.assign(p.outputTypes.size(), nullptr);
     p.sourceInPlace.assign(p.sources.size(), false);
@@ -141,14 +153,14 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
   rt::Executable& exe = *p.exe;
   exe.waitFor(stream);  // the caller's producers of the sources first
   for (size_t i = 0; i < p.sources.size(); ++i) {
-    if (sources[i] != p.lastSource[i]) {
+    if (sources[i] != p.lastSource[i] && p.zeroCopyInputs) {
       p.sourceInPlace[i] = exe.bindAddress(p.sourceNames[i], const_cast<void*>(sources[i]));
       p.lastSource[i] = sources[i];
     }
     if (!p.sourceInPlace[i]) exe.copyInput(p.sourceNames[i], sources[i]);
   }
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
-    if (outputs[i] != p.lastOutput[i]) {
+    if (outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs) {
       p.outputInPlace[i] = exe.placeOutput(i, outputs[i]);
       p.lastOutput[i] = outputs[i];
     }
@@ -156,6 +168,7 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
     if (!p.outputInPlace[i]) exe.copyOutput(i, outputs[i]);
   exe.signal(stream);
+  if (p.sync) exe.synchronize();
 }
 #endif
 

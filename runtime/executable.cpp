@@ -115,6 +115,7 @@ struct Executable::Impl {
   // where the caller wants it. `relinkNeeded`: an address changed since the launch list was
   // resolved.
   std::map<const Value*, char*> external;
+  std::set<const Value*> placedOutputs;  // the outputs among them
   bool relinkNeeded = false;
 
   // The device address of a value that owns storage: a source (resident), an in-place
@@ -588,7 +589,9 @@ bool Executable::placeOutput(size_t i, void* device) {
                    !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat;
   for (size_t k = 0; k < m.g.outputs.size(); ++k) placeable = placeable && (k == i || m.g.outputs[k] != v);
   if (!placeable) {
-    if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
+    // Only an earlier placement of this output goes: a source returned as an output keeps
+    // the address bindAddress gave it.
+    if (m.placedOutputs.erase(v) && m.external.erase(v)) m.relinkNeeded = true;
     return false;
   }
   auto [slot, fresh] = m.external.try_emplace(v, static_cast<char*>(device));
@@ -596,6 +599,7 @@ bool Executable::placeOutput(size_t i, void* device) {
     slot->second = static_cast<char*>(device);
     m.relinkNeeded = true;
   }
+  m.placedOutputs.insert(v);
   return true;
 }
 
