@@ -47,9 +47,14 @@ def _real_like(x):
     if any(not isinstance(d, int) for d in x.shape):
         raise ExportError("unsupported dynamic shape (compile with torch.compile(..., dynamic=False))")
     device = torch.device(x.device.type)
+    # Laid out as the trace's (a saved tensor may be a transpose that the graph views as is).
+    shape, stride = tuple(x.shape), tuple(x.stride())
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride) if n > 0)
     if x.dtype.is_floating_point:
-        return torch.randn(tuple(x.shape), dtype=x.dtype, device=device)
-    return torch.zeros(tuple(x.shape), dtype=x.dtype, device=device)
+        base = torch.randn(extent, dtype=x.dtype, device=device)
+    else:
+        base = torch.zeros(extent, dtype=x.dtype, device=device)
+    return base.as_strided(shape, stride)
 
 
 def unsupported_ops(gm):
