@@ -81,7 +81,10 @@ class _Pair:
     def compiler(self, gm, example_inputs):
         if self.fallback is None:
             try:
-                compiled = CompiledGraph(gm, example_inputs, self.options)
+                # The backward's saved tensors that its forward computed from no input (masks)
+                # are constants to it as well.
+                known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
+                compiled = CompiledGraph(gm, example_inputs, self.options, known)
                 self.compiled.append(compiled)
                 STATS["fusec"] += 1
                 return make_boxed_func(compiled)

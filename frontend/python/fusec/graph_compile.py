@@ -83,8 +83,13 @@ def _contiguous_strides(shape):
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options=""):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None):
+        """static_inputs: placeholder name -> the tensor it always is (a backward's saved
+        tensor that its forward computed from no input, such as a causal mask): converted as
+        a constant, so a mask is still seen to be causal; the argument is not read."""
         start = time.perf_counter()
+        static_inputs = static_inputs or {}
+        self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         with _unfaked():
             reals = [_real_like(x) for x in example_inputs]
         devices = {r.device.type for r in reals}
@@ -97,7 +102,14 @@ class CompiledGraph:
         if len(placeholders) != len(reals):
             raise ExportError("internal: the graph's placeholders and its example inputs differ in number")
         names = [f"in{i}" for i in range(len(reals))]
-        captured = Captured(gm, [(n, r, "arg", name) for n, r, name in zip(placeholders, reals, names)], "aot")
+        kinds = []
+        for n, r, name in zip(placeholders, reals, names):
+            known = static_inputs.get(n.name)
+            if isinstance(known, torch.Tensor) and known.shape == r.shape and known.dtype == r.dtype:
+                kinds.append((n, known.to(r.device), "constant", name))
+            else:
+                kinds.append((n, r, "arg", name))
+        captured = Captured(gm, kinds, "aot")
         conv = Converter(captured, _NoSourceLines())
         with _unfaked(), torch.no_grad():
             result = conv.convert_graph()
@@ -107,6 +119,8 @@ class CompiledGraph:
             self.plan, values = [], []
             for a in flat:
                 self.plan.append(self._place(a, conv, index, values))
+                if self.plan[-1][0] == "static":
+                    self.static_outputs[a.name] = self.plan[-1][1]
             if not values:  # nothing for fusec to compute: every output is an input, a constant or None
                 self.program, self.consts = None, {}
             else:
