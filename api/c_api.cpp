@@ -29,6 +29,8 @@ struct fusec_program {
   std::vector<const fusec::Value*> sources;  // inputs and params, in program order
   std::vector<std::string> sourceNames, sourceTypes, outputTypes;
   size_t launches = 0;
+  int64_t calls = 0, copiedIn = 0, copiedOut = 0;
+  std::string stats;  // fusec_stats' line
 #ifdef FUSEC_HAVE_CUDA
   std::unique_ptr<fusec::codegen::CubinCache> cache;
   std::unique_ptr<fusec::rt::Executable> exe;
@@ -157,7 +159,10 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
       p.sourceInPlace[i] = exe.bindAddress(p.sourceNames[i], const_cast<void*>(sources[i]));
       p.lastSource[i] = sources[i];
     }
-    if (!p.sourceInPlace[i]) exe.copyInput(p.sourceNames[i], sources[i]);
+    if (!p.sourceInPlace[i]) {
+      exe.copyInput(p.sourceNames[i], sources[i]);
+      ++p.copiedIn;
+    }
   }
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
     if (outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs) {
@@ -166,7 +171,10 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
     }
   exe.run();
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
-    if (!p.outputInPlace[i]) exe.copyOutput(i, outputs[i]);
+    if (!p.outputInPlace[i]) {
+      exe.copyOutput(i, outputs[i]);
+      ++p.copiedOut;
+    }
   exe.signal(stream);
   if (p.sync) exe.synchronize();
 }
@@ -222,12 +230,27 @@ int fusec_run(fusec_program* p, const void* const* sources, void* const* outputs
       if (!sources[i]) throw fusec::Error("source " + std::to_string(i) + " ('" + p->sourceNames[i] + "') is null");
     for (size_t i = 0; i < p->outputTypes.size(); ++i)
       if (!outputs[i]) throw fusec::Error("output " + std::to_string(i) + " is null");
+    ++p->calls;
 #ifdef FUSEC_HAVE_CUDA
     if (p->cuda) return runOnGpu(*p, sources, outputs, stream);
 #endif
     (void)stream;
     runOnCpu(*p, sources, outputs);
   });
+}
+
+const char* fusec_stats(fusec_program* p) {
+  if (!p) return "";
+  p->stats = "calls=" + std::to_string(p->calls) + " copied_in=" + std::to_string(p->copiedIn) +
+             " copied_out=" + std::to_string(p->copiedOut);
+#ifdef FUSEC_HAVE_CUDA
+  if (p->exe) {
+    const auto c = p->exe->relinkCounts();
+    p->stats += " relinks=" + std::to_string(c.relinks) + " graph_updates=" + std::to_string(c.graphUpdates) +
+                " graph_rebuilds=" + std::to_string(c.graphRebuilds);
+  }
+#endif
+  return p->stats.c_str();
 }
 
 void fusec_destroy(fusec_program* p) { delete p; }

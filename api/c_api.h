@@ -49,6 +49,11 @@ FUSEC_C_API size_t fusec_num_outputs(const fusec_program* p);
 FUSEC_C_API const char* fusec_output_type(const fusec_program* p, size_t i);
 /* Launches (kernels and GEMMs) of one call: what the fusion left. */
 FUSEC_C_API size_t fusec_num_launches(const fusec_program* p);
+/* What the calls so far did, one line of key=value: calls, copied_in and copied_out (sources
+ * and outputs that could not be used in place), relinks (calls whose addresses moved),
+ * graph_updates and graph_rebuilds (on "cuda": how the captured CUDA graph followed them).
+ * Valid until the next call on p. */
+FUSEC_C_API const char* fusec_stats(fusec_program* p);
 FUSEC_C_API int fusec_run(fusec_program* p, const void* const* sources, void* const* outputs, void* stream, char* error,
                           size_t error_size);
 FUSEC_C_API void fusec_destroy(fusec_program* p);

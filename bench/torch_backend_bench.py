@@ -82,6 +82,9 @@ def main():
                 ms = torch_bench.time_calls(train_step, a.warmup, a.iters)
                 row["median_ms"] = statistics.median(ms)
                 row["status"] = "OK"
+                if impl == "fusec":  # how the graphs' calls went: copies, relinks, graph updates
+                    row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2))
+                                           for c in fusec.dynamo.COMPILED if c.program is not None]
             except Exception as e:  # one impl's failure must not end the run
                 row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             print(json.dumps(row), file=sys.stderr, flush=True)

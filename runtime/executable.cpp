@@ -303,8 +303,11 @@ struct Executable::Impl {
   // The launch list re-resolved after a caller moved a value. A captured graph is updated in
   // place where CUDA allows (same launches, new arguments), else captured again; a program
   // with step-invariant launches computes them again first (their operands may have moved).
+  RelinkCounts counts;
+
   void relink() {
     relinkNeeded = false;
+    ++counts.relinks;
     for (Entry& e : list) resolve(e);
     if (!graphExec) return;
     bool once = false;
@@ -312,6 +315,7 @@ struct Executable::Impl {
     if (once) {
       invariantsReady = false;
       dropGraph();
+      ++counts.graphRebuilds;
       calls = 0;  // the next call launches directly (the once-entries too), the one after captures
       return;
     }
@@ -334,11 +338,13 @@ struct Executable::Impl {
     if (cudaGraphExecUpdate(graphExec, fresh, &info) == cudaSuccess) {
       cudaGraphDestroy(graph);
       graph = fresh;
+      ++counts.graphUpdates;
       return;
     }
     cudaGetLastError();
     cudaGraphDestroy(fresh);
-    dropGraph();  // the next call captures and instantiates anew
+    dropGraph();
+    ++counts.graphRebuilds;  // the next call captures and instantiates anew
   }
 
   void dropGraph() {
@@ -770,6 +776,7 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity, StepOverlap
   }
 }
 
+Executable::RelinkCounts Executable::relinkCounts() const { return impl_->counts; }
 size_t Executable::arenaBytes() const { return impl_->arenaBytes; }
 size_t Executable::residentBytes() const { return impl_->residentBytes; }
 bool Executable::graphCaptured() const { return impl_->graphExec != nullptr; }

@@ -134,6 +134,14 @@ class Executable {
   // the collectives no compute kernel hid (runtime/kernel_spans.h stepOverlap).
   std::vector<float> timeKernels(KernelActivity& activity, StepOverlap* overlap = nullptr);
 
+  // How often caller addresses moved (bindAddress, placeOutput): relinks of the launch list,
+  // and of those, how many updated the captured graph in place and how many dropped it (the
+  // next call captured and instantiated it again).
+  struct RelinkCounts {
+    int64_t relinks = 0, graphUpdates = 0, graphRebuilds = 0;
+  };
+  RelinkCounts relinkCounts() const;
+
   size_t arenaBytes() const;
   size_t residentBytes() const;
   bool graphCaptured() const;

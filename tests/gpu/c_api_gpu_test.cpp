@@ -86,6 +86,12 @@ TEST(CApiGpu, RunsInPlaceAsAddressesChange) {
   void* outputs[] = {outs.p, outs.p + kN, outs.p + 2 * kN};
   ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
   check(0, kN, 2 * kN, "new input values");
+  // Moved addresses at calls 1, 3, 4 and 5, with a graph to follow them at 3, 4 and 5; x is
+  // copied out every call (a source) and r once (unaligned).
+  const std::string stats = fusec_stats(p);
+  EXPECT_NE(stats.find("calls=6 copied_in=0 copied_out=7 relinks=4"), std::string::npos) << stats;
+  const auto count = [&](const std::string& key) { return std::stoi(stats.substr(stats.find(key + "=") + key.size() + 1)); };
+  EXPECT_EQ(count("graph_updates") + count("graph_rebuilds"), 3) << stats;
   fusec_destroy(p);
 }
 

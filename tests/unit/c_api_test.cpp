@@ -68,6 +68,7 @@ TEST(CApi, CompilesAndRunsOnHostBuffers) {
   ASSERT_EQ(fusec_run(prog.p, sources, outputs, nullptr, err, sizeof err), 0) << err;
   EXPECT_FLOAT_EQ(r[1], 0.0f);
   EXPECT_FLOAT_EQ(s[0], 0 + 0 + 0 + 4);
+  EXPECT_STREQ(fusec_stats(prog.p), "calls=2 copied_in=0 copied_out=0");
 }
 
 std::string compileError(const char* text, const char* device, const char* options) {

@@ -22,6 +22,7 @@ aot_module, which torch 1.13 has: how the CPU tests check the backend without Dy
 import functools
 import os
 import warnings
+import weakref
 
 import torch
 
@@ -54,6 +55,8 @@ except ImportError:  # torch 1.13: functorch
 
 # Graphs compiled by fusec and graphs left to PyTorch, since import (what the tests check).
 STATS = {"fusec": 0, "pytorch": 0}
+# The CompiledGraphs alive (for reports: their programs' fusec_stats).
+COMPILED = weakref.WeakSet()
 
 
 class _Pair:
@@ -86,6 +89,7 @@ class _Pair:
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
                 compiled = CompiledGraph(gm, example_inputs, self.options, known)
                 self.compiled.append(compiled)
+                COMPILED.add(compiled)
                 STATS["fusec"] += 1
                 return make_boxed_func(compiled)
             except OneLineError as e:

@@ -71,6 +71,8 @@ def library():
     lib.fusec_destroy.restype = None
     lib.fusec_destroy.argtypes = [P]
     lib.fusec_version.restype = C
+    lib.fusec_stats.restype = C
+    lib.fusec_stats.argtypes = [P]
     _lib = lib
     return lib
 
@@ -98,6 +100,11 @@ class Program:
         if getattr(self, "_handle", None):
             self._lib.fusec_destroy(self._handle)
             self._handle = None
+
+    def stats(self):
+        """What the calls so far did (fusec_stats): {"calls": n, "copied_in": n, ...}."""
+        line = self._lib.fusec_stats(self._handle).decode()
+        return {k: int(v) for k, v in (item.split("=") for item in line.split())}
 
     def run(self, sources, outputs):
         """Runs once on `sources` (tensors of the types self.sources names, contiguous, on the
