@@ -38,6 +38,9 @@ struct fusec_program {
   std::vector<const void*> lastSource;
   std::vector<void*> lastOutput;
   std::vector<bool> sourceInPlace, outputInPlace;
+  std::vector<int> sourceMoves, outputMoves;      // address changes seen, per buffer
+  std::vector<bool> sourceCopied, outputCopied;   // moved too often: copied from now on
+  int copyAfterMoves = 3;
   bool zeroCopyInputs = true, zeroCopyOutputs = true;  // false: copied (debugging)
   bool sync = false;  // each call waits for its kernels (debugging)
 #endif
@@ -60,6 +63,7 @@ struct Options {
   bool cudaGraph = true;
   bool zeroCopyInputs = true, zeroCopyOutputs = true;
   bool sync = false;
+  int copyAfterMoves = 3;
   std::string dump;
 };
 
@@ -86,7 +90,10 @@ Options parseOptions(const char* text) {
     }
     else if (key == "dump") o.dump = value;
     else if (key == "sync" && (value == "0" || value == "1")) o.sync = value == "1";
-    else throw Error("unknown option '" + item + "' (known: passes=, cuda_graph=0|1, zero_copy=0|1|inputs|outputs, sync=0|1, dump=)");
+    else if (key == "copy_after_moves" && !value.empty() && value.size() < 6 &&
+             value.find_first_not_of("0123456789") == std::string::npos)
+      o.copyAfterMoves = std::stoi(value);
+    else throw Error("unknown option '" + item + "' (known: passes=, cuda_graph=0|1, zero_copy=0|1|inputs|outputs, copy_after_moves=N, sync=0|1, dump=)");
     if (end == std::string::npos) break;
     at = end + 1;
   }
@@ -132,6 +139,11 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
     p.lastOutput.assign(p.outputTypes.size(), nullptr);
     p.sourceInPlace.assign(p.sources.size(), false);
     p.outputInPlace.assign(p.outputTypes.size(), false);
+    p.sourceMoves.assign(p.sources.size(), 0);
+    p.outputMoves.assign(p.outputTypes.size(), 0);
+    p.sourceCopied.assign(p.sources.size(), false);
+    p.outputCopied.assign(p.outputTypes.size(), false);
+    p.copyAfterMoves = o.copyAfterMoves;
   }
 #endif
 }
@@ -154,9 +166,18 @@ void runOnCpu(fusec_program& p, const void* const* sources, void* const* outputs
 void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs, void* stream) {
   rt::Executable& exe = *p.exe;
   exe.waitFor(stream);  // the caller's producers of the sources first
+  // A buffer used in place whose address keeps moving (a caller that allocates it anew each
+  // call) would relink the launch list every call: after copyAfterMoves moves it is copied
+  // instead, and the graph stays as it is (the copy is cheaper than a capture).
+  auto moved = [&](int& moves) { return p.copyAfterMoves > 0 && ++moves >= p.copyAfterMoves; };
   for (size_t i = 0; i < p.sources.size(); ++i) {
-    if (sources[i] != p.lastSource[i] && p.zeroCopyInputs) {
-      p.sourceInPlace[i] = exe.bindAddress(p.sourceNames[i], const_cast<void*>(sources[i]));
+    if (sources[i] != p.lastSource[i] && p.zeroCopyInputs && !p.sourceCopied[i]) {
+      if (p.lastSource[i] && moved(p.sourceMoves[i])) {
+        p.sourceCopied[i] = true;  // copyInput below takes it back into its own slot
+        p.sourceInPlace[i] = false;
+      } else {
+        p.sourceInPlace[i] = exe.bindAddress(p.sourceNames[i], const_cast<void*>(sources[i]));
+      }
       p.lastSource[i] = sources[i];
     }
     if (!p.sourceInPlace[i]) {
@@ -165,8 +186,14 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
     }
   }
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
-    if (outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs) {
-      p.outputInPlace[i] = exe.placeOutput(i, outputs[i]);
+    if (outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs && !p.outputCopied[i]) {
+      if (p.lastOutput[i] && moved(p.outputMoves[i])) {
+        p.outputCopied[i] = true;
+        p.outputInPlace[i] = false;
+        exe.unplaceOutput(i);
+      } else {
+        p.outputInPlace[i] = exe.placeOutput(i, outputs[i]);
+      }
       p.lastOutput[i] = outputs[i];
     }
   exe.run();

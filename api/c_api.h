@@ -38,7 +38,9 @@ typedef struct fusec_program fusec_program;
  * pipeline (what `fusec compile --fir` runs after the program passes); on "cuda", compiles
  * its kernels (NVRTC, through the on-disk cubin cache) and allocates its memory. `options`:
  * NULL or "" for the defaults, else comma-separated key=value: passes=<pipeline> (as
- * --passes), cuda_graph=0|1, zero_copy=0|1|inputs|outputs (which are used in place;
+ * --passes), cuda_graph=0|1, copy_after_moves=N (a buffer whose address changed N times is
+ * copied from then on instead of used in place, so the CUDA graph stops changing; default 3,
+ * 0 never), zero_copy=0|1|inputs|outputs (which are used in place;
  * the rest are copied to and from fusec's own memory: for debugging), dump=<file> (the lowered IR is written there). */
 FUSEC_C_API fusec_program* fusec_compile(const char* fir_text, const char* device, const char* options, char* error,
                                          size_t error_size);

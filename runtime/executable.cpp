@@ -609,6 +609,13 @@ bool Executable::placeOutput(size_t i, void* device) {
   return true;
 }
 
+void Executable::unplaceOutput(size_t i) {
+  Impl& m = *impl_;
+  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
+  const Value* v = m.g.outputs[i];
+  if (m.placedOutputs.erase(v) && m.external.erase(v)) m.relinkNeeded = true;
+}
+
 void Executable::copyOutput(size_t i, void* device) {
   Impl& m = *impl_;
   if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));

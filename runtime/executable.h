@@ -103,6 +103,7 @@ class Executable {
   bool bindAddress(const std::string& name, void* device);
   void copyInput(const std::string& name, const void* device);
   bool placeOutput(size_t i, void* device);
+  void unplaceOutput(size_t i);  // output i back in its own slot (copyOutput then)
   void copyOutput(size_t i, void* device);
   // Orders the step's stream after the work enqueued so far on `callerStream` (a
   // cudaStream_t), and `callerStream` after the calls enqueued so far (signal).

@@ -45,7 +45,8 @@ TEST(CApiGpu, RunsInPlaceAsAddressesChange) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
   char err[512] = "";
-  fusec_program* p = fusec_compile(kFir, "cuda", "", err, sizeof err);
+  // copy_after_moves=0: every buffer stays in place however often it moves.
+  fusec_program* p = fusec_compile(kFir, "cuda", "copy_after_moves=0", err, sizeof err);
   ASSERT_NE(p, nullptr) << err;
   std::vector<float> x(kN), y(kN);
   for (int i = 0; i < kN; ++i) {
@@ -92,6 +93,35 @@ TEST(CApiGpu, RunsInPlaceAsAddressesChange) {
   EXPECT_NE(stats.find("calls=6 copied_in=0 copied_out=7 relinks=4"), std::string::npos) << stats;
   const auto count = [&](const std::string& key) { return std::stoi(stats.substr(stats.find(key + "=") + key.size() + 1)); };
   EXPECT_EQ(count("graph_updates") + count("graph_rebuilds"), 3) << stats;
+  fusec_destroy(p);
+}
+
+// A caller that hands new output buffers every call: after copy_after_moves moves they are
+// copied out instead, and the launch list (and its graph) stops being relinked.
+TEST(CApiGpu, BuffersThatKeepMovingAreCopied) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  char err[512] = "";
+  fusec_program* p = fusec_compile(kFir, "cuda", "copy_after_moves=1", err, sizeof err);
+  ASSERT_NE(p, nullptr) << err;
+  std::vector<float> x(kN, 1.5f), y(kN, -2.0f);
+  DeviceVector dx(kN), dy(kN), outs(6 * kN);
+  dx.upload(x);
+  dy.upload(y);
+  for (int call = 0; call < 6; ++call) {
+    const size_t base = size_t(call % 2) * 3 * kN;  // alternating addresses
+    const void* sources[] = {dx.p, dy.p};
+    void* outputs[] = {outs.p + base, outs.p + base + kN, outs.p + base + 2 * kN};
+    ASSERT_EQ(cudaMemset(outs.p, 0xff, outs.n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
+    cudaDeviceSynchronize();
+    const std::vector<float> r = outs.download(kN, base), t = outs.download(kN, base + 2 * kN);
+    ASSERT_EQ(r[kN - 1], 1.5f * -2.0f + 1.5f) << "call " << call;
+    ASSERT_EQ(t[0], (1.5f * -2.0f + 1.5f) * -2.0f) << "call " << call;
+  }
+  // Relinked at the first call (everything new) and the second (r and t taken back): no more.
+  const std::string stats = fusec_stats(p);
+  EXPECT_NE(stats.find("relinks=2 "), std::string::npos) << stats;
   fusec_destroy(p);
 }
 
