@@ -6,6 +6,7 @@
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
 #include "codegen/vector_io.h"
+#include "ir/philox.h"
 
 namespace fusec::codegen {
 
@@ -102,6 +103,8 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
   }
   // The vector helpers only where a family used them, so other sources stay as they were.
   if (fw.str().find("fusec_v") != std::string::npos) text += vectorPrelude();
+  // Dropout's random numbers (ir/philox.h): the interpreter's own function, as CUDA.
+  if (fw.str().find("fusec_uniform(") != std::string::npos) text += uniformDeviceSource();
   k.source = text + fw.str();
   return k;
 }

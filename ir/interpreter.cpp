@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "ir/philox.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
 
@@ -70,6 +71,10 @@ bool operator<(I64 a, I64 b) { return a.v < b.v; }
 bool operator<=(I64 a, I64 b) { return a.v <= b.v; }
 bool operator>(I64 a, I64 b) { return a.v > b.v; }
 bool operator>=(I64 a, I64 b) { return a.v >= b.v; }
+
+// uniform's formula (ops.def) over the integer scalars; pointwise() evaluates uniform itself
+// (integer operands, a float result), this only lets the generated loops compile.
+float fusec_uniform(I64 a, I64 b, I64 c) { return fusec::fusec_uniform(a.v, b.v, c.v); }
 
 inline float unwrap(float x) { return x; }
 inline int64_t unwrap(I64 x) { return x.v; }
@@ -246,11 +251,28 @@ HostTensor castTensor(const HostTensor& x, const Type& rt) {
   return out;
 }
 
+// dropout(x, key): element k kept (and scaled by 1/(1-p)) where uniform(k, key, stream) >= p,
+// as decompose writes it (the scale rounded to x's dtype first, then the product).
+HostTensor dropout(const Op& op, const HostTensor& x, const HostTensor& key) {
+  HostTensor out = HostTensor::zeros(x.type);
+  const float p = roundDouble(op.attrFloat("p"), DType::f32);
+  const float scale = roundDouble(1.0 / (1.0 - op.attrFloat("p")), x.type.dtype);
+  const int64_t stream = op.attrInt("stream");
+  for (size_t k = 0; k < out.size(); ++k)
+    out.f[k] = fusec::fusec_uniform(int64_t(k), key.i.at(0), stream) >= p ? roundToDType(x.f[k] * scale, x.type.dtype)
+                                                                           : 0.0f;
+  return out;
+}
+
 HostTensor pointwise(const Op& op, const std::vector<const HostTensor*>& in) {
   const Type& rt = op.result()->type;
   if (op.kind == OpKind::Cast) return castTensor(*in[0], rt);
   HostTensor out = HostTensor::zeros(rt);
   const size_t n = out.size();
+  if (op.kind == OpKind::Uniform) {
+    for (size_t k = 0; k < n; ++k) out.f[k] = fusec::fusec_uniform(in[0]->i[k], in[1]->i[k], in[2]->i[k]);
+    return out;
+  }
   // The formula runs in the dtype of the data operands: operand 0, or the branches of
   // select (its condition is bool). Compare ops then turn the result into bool.
   const DType domain = in[op.kind == OpKind::Select ? 1 : 0]->type.dtype;
@@ -1059,6 +1081,7 @@ class Evaluator {
       case OpKind::LayerNorm: return layernorm(op, *in[0], *in[1], *in[2]);
       case OpKind::Rope: return rope(op, *in[0], *in[1]);
       case OpKind::CrossEntropy: return crossEntropy(op, *in[0], *in[1]);
+      case OpKind::Dropout: return dropout(op, *in[0], *in[1]);
       default: internal(op, "no evaluation rule");
     }
   }

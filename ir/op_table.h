@@ -29,6 +29,7 @@ enum class TypeRule : uint8_t {
   Declared, Iota, UnaryNumeric, UnaryFloat, UnaryBool, BinaryNumeric, BinaryFloat, BinaryBool,
   Compare, Select, Cast, ReduceNumeric, ReduceFloat, Reshape, Permute, Broadcast, Slice, Concat,
   Gather, ScatterAdd, Matmul, SoftmaxLike, RMSNorm, Rope, CrossEntropy, Attention, AttentionBackward, LayerNorm,
+  Uniform, Dropout,
   Kernel, AllReduce, ReduceScatter, AllGather, Shard
 };
 

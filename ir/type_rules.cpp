@@ -349,6 +349,18 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       return {base};
     }
     case TypeRule::Matmul: return matmul(info, ops[0], ops[1], a);
+    case TypeRule::Uniform:
+      for (const Type& t : ops)
+        if (t.dtype != DType::i64) fail(name + " takes i64 operands, got " + t.str());
+      requireSameType(ops, 0, info);
+      return {Type{DType::f32, ops[0].shape}};
+    case TypeRule::Dropout: {
+      requireFloat(ops[0], info);
+      if (ops[1] != Type{DType::i64, {}}) fail("dropout key must be i64[], got " + ops[1].str());
+      const double p = a.f("p");
+      if (!(p >= 0 && p < 1)) fail("dropout p must lie in [0, 1), got " + formatFloat(p));
+      return {ops[0]};
+    }
     case TypeRule::SoftmaxLike:
       requireFloat(ops[0], info);
       if (info.attrIndex("axis") >= 0) {

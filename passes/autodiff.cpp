@@ -32,7 +32,9 @@ bool diffSlot(const Op& op, size_t i) {
     case OpKind::Gather: return i == 0;
     case OpKind::ScatterAdd: return i != 1;
     case OpKind::Rope:
+    case OpKind::Dropout:  // not its key
     case OpKind::CrossEntropy: return i == 0;
+    case OpKind::Uniform:  // integer operands: a random number is no function of a value's gradient
     case OpKind::StopGradient:
     case OpKind::Not:
     case OpKind::And:
@@ -373,6 +375,11 @@ class Autodiff {
         });
       case OpKind::CrossEntropy: return crossEntropy(op, dy);
       case OpKind::Attention: return attention(op, dy);
+      case OpKind::Dropout:  // the same mask (regenerated from the same key and stream) on dy
+        return give(op, 0, [&] {
+          return b_.create1(OpKind::Dropout, {dy, op.operands[1]},
+                            {{"p", op.attrFloat("p")}, {"stream", op.attrInt("stream")}});
+        });
       default: break;
     }
     throw Error("autodiff: '" + opName(op) + "' has no derivative");

@@ -74,9 +74,42 @@ class Expander {
       }
       case OpKind::Rope: return rope(x, in[1], op.attrFloat("theta"));
       case OpKind::CrossEntropy: return crossEntropy(x, in[1]);
+      case OpKind::Dropout: return dropout(x, in[1], op.attrFloat("p"), op.attrInt("stream"));
       default: break;
     }
     throw Error("decompose: no decomposition for '" + std::string(op.info().name) + "'");
+  }
+
+  // x * keep / (1 - p), keep = uniform(flat index, key, stream) >= p: the flat index from an
+  // iota per axis (index arithmetic inside the fused kernel), the key broadcast.
+  Value* dropout(Value* x, Value* key, double p, int64_t stream) {
+    if (p == 0) return x;
+    const Shape& s = x->type.shape;
+    const Type index{DType::i64, s};
+    Value* flat = nullptr;
+    int64_t stride = 1;
+    for (int axis = x->type.rank() - 1; axis >= 0; --axis) {
+      Value* term = b_.iota(axis, index);
+      if (stride != 1) {
+        Value* k = b_.constant(double(stride), index);
+        term = mul(term, k);
+      }
+      flat = flat ? add(flat, term) : term;
+      stride *= s[size_t(axis)];
+    }
+    if (!flat) flat = b_.constant(0, index);  // a scalar: element 0
+    Value* keyAll = key;
+    if (x->type.rank() > 0) {
+      Value* unit = b_.reshape(key, Shape(s.size(), 1));
+      keyAll = b_.broadcast(unit, s);
+    }
+    Value* streamAll = b_.constant(double(stream), index);
+    Value* u = b_.create1(OpKind::Uniform, {flat, keyAll, streamAll});
+    Value* pAll = b_.constant(p, u->type);
+    Value* keep = b_.binary(OpKind::Ge, u, pAll);
+    Value* scaled = mulC(x, 1.0 / (1.0 - p));
+    Value* zero = c(0, x);
+    return b_.select(keep, scaled, zero);
   }
 
   Value* c(double v, const Value* like) { return b_.constant(v, like->type); }

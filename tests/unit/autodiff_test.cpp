@@ -492,6 +492,27 @@ TEST(AutodiffComposite, Gelu) {
   }
 }
 
+COVERS(OpKind::Dropout, OpKind::Uniform);
+TEST(AutodiffComposite, DropoutUsesTheForwardsMask) {
+  // The mask depends on the key and the element only, so the finite differences see a
+  // linear function: the gradient is the same dropout of the upstream gradient. A uniform
+  // scaling x passes a gradient to x and none to its integer operands.
+  for (DType d : {F}) {
+    std::mt19937 rng(517);
+    Fn f;
+    Value* x = f.in("x", test::randomNonZero(Type{d, {4, 6}}, rng));
+    Value* key = f.in("key", test::randomIndex(Type{DType::i64, {}}, rng, 0, 1 << 30));
+    Value* dropped = f.b.create1(OpKind::Dropout, {x, key}, {{"p", 0.4}, {"stream", int64_t(3)}});
+    checkGrad(f, dropped, {x}, rng);
+  }
+  std::mt19937 rng(518);
+  Fn f;
+  Value* x = f.in("x", test::randomNonZero(Type{F, {8}}, rng));
+  Value* c = f.in("c", test::randomIndex(Type{DType::i64, {8}}, rng, 0, 100));
+  Value* u = f.b.create1(OpKind::Uniform, {c, c, c});
+  checkGrad(f, f.b.binary(OpKind::Mul, x, u), {x}, rng);
+}
+
 COVERS(OpKind::LayerNorm);
 TEST(AutodiffComposite, LayerNorm) {
   for (const Shape& s : {Shape{2, 3, 6}, Shape{5, 7}, Shape{6}}) {

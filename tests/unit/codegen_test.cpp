@@ -17,6 +17,8 @@
 #include "codegen/scalar_ops.h"
 #include "frontend/models/transformer.h"
 #include "ir/parser.h"
+#include "ir/philox.h"
+#include "ir/printer.h"
 #include "passes/pass_manager.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
@@ -379,6 +381,30 @@ TEST(CubinCacheTest, ParallelProcessesShareOneCache) {
 // backward).
 // Identical sources (layers) compile once; the cache (the user's, so reruns are warm) and
 // the thread pool keep this to minutes on a cold 2-core machine.
+// Dropout (a residual add after it, as a model has): decomposed and fused, its kernel calls
+// fusec_uniform, carries the interpreter's Philox (ir/philox.h) as CUDA, and NVRTC compiles
+// it, f32 and bf16.
+TEST(CodegenTest, DropoutKernelsCarryTheirRandomNumbersAndCompile) {
+  for (const char* dt : {"f32", "bf16"}) {
+    SCOPED_TRACE(dt);
+    const std::string t = std::string(dt) + "[4,64,96]";
+    auto m = parseModule("func @f {\n  %x = input() {name = \"x\"} : " + t + "\n  %r = input() {name = \"r\"} : " + t +
+                         "\n  %key = input() {name = \"key\"} : i64[]\n  %d = dropout(%x, %key) {p = 0.1, stream = 2} : " + t +
+                         "\n  %y = add(%d, %r) : " + t + "\n  return %y\n}\n");
+    PassManager pm;
+    pm.addPipeline("decompose," + defaultOptimizationPipeline());
+    pm.run(*m);
+    auto kernels = generateModule(*m);
+    ASSERT_EQ(kernels.size(), 1u) << printModule(*m);
+    const std::string& src = kernels[0].source;
+    EXPECT_NE(src.find(uniformDeviceSource()), std::string::npos) << src;
+    EXPECT_NE(src.find("fusec_uniform((t"), std::string::npos) << src;
+    if (!nvrtcAvailable()) continue;
+    auto cubins = compileCubins({{kernels[0].image, src}}, nullptr, 0, {}, nullptr);
+    EXPECT_GT(cubins.at(0).size(), 0u);
+  }
+}
+
 TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
   SKIP_WITHOUT_NVRTC();
   std::map<std::string, std::string> unique;  // source without name -> one kernel name

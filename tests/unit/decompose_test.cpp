@@ -123,6 +123,13 @@ Value* attentionResultCase(test::GraphUnderTest& f, std::mt19937& rng, bool back
 
 const Type kX{DType::f32, {3, 4, 7}};
 
+// Dropout's decomposition (iotas, uniform, a select) draws the interpreter's mask exactly.
+Value* dropoutCase(test::GraphUnderTest& f, std::mt19937& rng, const Type& t, double p, int64_t stream) {
+  Value* x = f.in("x", test::randomNonZero(t, rng));
+  Value* key = f.in("key", test::randomIndex({DType::i64, {}}, rng, 0, int64_t(1) << 40));
+  return f.b.create1(OpKind::Dropout, {x, key}, {{"p", p}, {"stream", stream}});
+}
+
 const std::vector<Case>& cases() {
   using F = test::GraphUnderTest;
   using R = std::mt19937;
@@ -153,6 +160,10 @@ const std::vector<Case>& cases() {
       {OpKind::AttentionBackward, "dq", [](F& f, R& r) { return attentionResultCase(f, r, true, 0); }},
       {OpKind::AttentionBackward, "dk", [](F& f, R& r) { return attentionResultCase(f, r, true, 1); }},
       {OpKind::AttentionBackward, "dv", [](F& f, R& r) { return attentionResultCase(f, r, true, 2); }},
+      {OpKind::Dropout, "3d", [](F& f, R& r) { return dropoutCase(f, r, {DType::f32, {2, 3, 7}}, 0.3, 5); }},
+      {OpKind::Dropout, "bf16 1d", [](F& f, R& r) { return dropoutCase(f, r, {DType::bf16, {40}}, 0.5, 0); }},
+      {OpKind::Dropout, "scalar", [](F& f, R& r) { return dropoutCase(f, r, {DType::f32, {}}, 0.1, 2); }},
+      {OpKind::Dropout, "p = 0", [](F& f, R& r) { return dropoutCase(f, r, {DType::f32, {4, 5}}, 0.0, 1); }},
   };
   return c;
 }

@@ -1066,6 +1066,76 @@ TEST(InterpComposite, Silu) {
   }
 }
 
+COVERS(OpKind::Uniform);
+TEST(InterpPointwise, UniformIsAPureFunctionOfItsOperands) {
+  // Counters 0..n-1 under one key and stream: the numbers lie in [0, 1), spread evenly (mean
+  // 1/2, a tenth below 0.1), are not a function of the counter alone (another key or stream
+  // changes them) and repeat exactly for the same three operands.
+  const int64_t n = 20000;
+  std::vector<int64_t> counter(n);
+  for (int64_t k = 0; k < n; ++k) counter[size_t(k)] = k;
+  auto draw = [&](int64_t key, int64_t stream) {
+    Fn f;
+    Value* c = f.in("c", itensor({DType::i64, {n}}, counter));
+    Value* k = f.in("k", itensor({DType::i64, {n}}, std::vector<int64_t>(size_t(n), key)));
+    Value* s = f.in("s", itensor({DType::i64, {n}}, std::vector<int64_t>(size_t(n), stream)));
+    return f.run1(f.b.create1(OpKind::Uniform, {c, k, s}));
+  };
+  const HostTensor a = draw(42, 0), again = draw(42, 0), otherKey = draw(43, 0), otherStream = draw(42, 1);
+  EXPECT_EQ(a.type, (Type{DType::f32, {n}}));
+  double sum = 0;
+  int64_t below = 0, sameKey = 0, sameStream = 0;
+  for (size_t k = 0; k < size_t(n); ++k) {
+    ASSERT_GE(a.f[k], 0.0f);
+    ASSERT_LT(a.f[k], 1.0f);
+    sum += a.f[k];
+    below += a.f[k] < 0.1f;
+    sameKey += a.f[k] == otherKey.f[k];
+    sameStream += a.f[k] == otherStream.f[k];
+  }
+  EXPECT_EQ(a.f, again.f);
+  EXPECT_NEAR(sum / double(n), 0.5, 0.01);
+  EXPECT_NEAR(double(below) / double(n), 0.1, 0.01);
+  EXPECT_LT(sameKey, 10);
+  EXPECT_LT(sameStream, 10);
+  Fn f;
+  Value* x = f.in("x", ftensor({DType::f32, {2}}, {1, 2}));
+  EXPECT_EQ(errorOf([&] { f.b.create1(OpKind::Uniform, {x, x, x}); }), "uniform takes i64 operands, got f32[2]");
+}
+
+COVERS(OpKind::Dropout);
+TEST(InterpComposite, DropoutKeepsAndScalesByItsMask) {
+  // Of 6,000 elements at p = 0.25: about a quarter are exactly zero, the rest x / 0.75 (in
+  // the dtype); the same key and stream give the same mask, another stream another one.
+  std::mt19937 rng(21);
+  for (DType d : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtypeName(d));
+    Fn f;
+    HostTensor xv = randF({d, {3, 2000}}, rng, /*positive=*/true);
+    Value* x = f.in("x", xv);
+    Value* key = f.in("key", itensor({DType::i64, {}}, {7}));
+    auto drop = [&](int64_t stream) {
+      return f.b.create1(OpKind::Dropout, {x, key}, {{"p", 0.25}, {"stream", stream}});
+    };
+    auto r = f.run({drop(0), drop(0), drop(1)});
+    const float scale = roundDouble(1 / 0.75, d);
+    int64_t dropped = 0, differ = 0;
+    for (size_t k = 0; k < xv.f.size(); ++k) {
+      if (r[0].f[k] == 0) ++dropped;
+      else ASSERT_EQ(r[0].f[k], roundToDType(xv.f[k] * scale, d)) << k;
+      ASSERT_EQ(r[0].f[k], r[1].f[k]) << k;
+      differ += (r[0].f[k] == 0) != (r[2].f[k] == 0);
+    }
+    EXPECT_NEAR(double(dropped) / double(xv.f.size()), 0.25, 0.02);
+    EXPECT_GT(differ, 1000);
+  }
+  Fn f;
+  Value* x = f.in("x", ftensor({DType::f32, {2}}, {1, 2}));
+  Value* key = f.in("key", itensor({DType::i64, {}}, {7}));
+  EXPECT_EQ(errorOf([&] { f.b.create1(OpKind::Dropout, {x, key}, {{"p", 1.0}}); }), "dropout p must lie in [0, 1), got 1");
+  EXPECT_EQ(errorOf([&] { f.b.create1(OpKind::Dropout, {x, x}, {{"p", 0.5}}); }), "dropout key must be i64[], got f32[2]");
+}
+
 COVERS(OpKind::Gelu);
 TEST(InterpComposite, Gelu) {
   std::mt19937 rng(20);

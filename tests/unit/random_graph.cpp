@@ -129,6 +129,14 @@ class Gen {
       for (Value* v : pool)
         if (isInt(v->type.dtype) && rng_() % 2) { operands[idx] = v; break; }
     }
+    // dropout's key is an i64 scalar: one from the pool, else a fresh input.
+    if (info.kind == OpKind::Dropout) {
+      Value* key = nullptr;
+      for (Value* v : pool)
+        if (v->type == Type{DType::i64, {}}) key = v;
+      if (!key) key = b.create(OpKind::Input, {}, {{"name", "v" + std::to_string(serial_++)}}, {Type{DType::i64, {}}})[0];
+      operands[1] = key;
+    }
     // attention_backward's six operands must agree as an attention's do: take a generated
     // attention's operands and results (by chance alone it was all but never generated).
     if (info.kind == OpKind::AttentionBackward) {
@@ -145,7 +153,9 @@ class Gen {
     NamedAttrs attrs;
     for (const AttrSpec& s : info.attrs)
       if (!s.defaultValue || rng_() % 2) {
-        if (info.kind == OpKind::Input || info.kind == OpKind::Param) {
+        if (info.kind == OpKind::Dropout && s.name == "p") {
+          attrs.push_back({s.name, double(rng_() % 10) / 10});  // in [0, 1), as its rule wants
+        } else if (info.kind == OpKind::Input || info.kind == OpKind::Param) {
           if (s.name == "name") attrs.push_back({s.name, "v" + std::to_string(serial_++)});  // roles stay default
         } else {
           attrs.push_back({s.name, randomAttr(s, first)});
