@@ -163,9 +163,29 @@ void runOnCpu(fusec_program& p, const void* const* sources, void* const* outputs
 }
 
 #ifdef FUSEC_HAVE_CUDA
+void runOnGpuOrdered(fusec_program& p, const void* const* sources, void* const* outputs);
+
+// The call between two events: after the caller's work so far, and before the caller's next.
+// A failure part way still orders the caller after what was enqueued, so that the caller does
+// not free or reuse buffers under launches that are running.
 void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs, void* stream) {
   rt::Executable& exe = *p.exe;
   exe.waitFor(stream);  // the caller's producers of the sources first
+  try {
+    runOnGpuOrdered(p, sources, outputs);
+  } catch (...) {
+    try {
+      exe.signal(stream);
+    } catch (...) {
+    }
+    throw;
+  }
+  exe.signal(stream);
+  if (p.sync) exe.synchronize();
+}
+
+void runOnGpuOrdered(fusec_program& p, const void* const* sources, void* const* outputs) {
+  rt::Executable& exe = *p.exe;
   // A buffer used in place whose address keeps moving (a caller that allocates it anew each
   // call) would relink the launch list every call: after copyAfterMoves moves it is copied
   // instead, and the graph stays as it is (the copy is cheaper than a capture).
@@ -202,8 +222,6 @@ void runOnGpu(fusec_program& p, const void* const* sources, void* const* outputs
       exe.copyOutput(i, outputs[i]);
       ++p.copiedOut;
     }
-  exe.signal(stream);
-  if (p.sync) exe.synchronize();
 }
 #endif
 

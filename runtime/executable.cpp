@@ -114,6 +114,7 @@ struct Executable::Impl {
   // (bindAddress, placeOutput): a source read where the caller keeps it, an output written
   // where the caller wants it. `relinkNeeded`: an address changed since the launch list was
   // resolved.
+  std::unordered_set<const Op*> invariant;  // step-invariant ops (their launches run once)
   std::map<const Value*, char*> external;
   std::set<const Value*> placedOutputs;  // the outputs among them
   bool relinkNeeded = false;
@@ -220,7 +221,7 @@ struct Executable::Impl {
         if (op->kind == OpKind::Kernel) genOf[op.get()] = &generated.at(k++);
     }
     int gemmCount = 0;
-    const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
+    invariant = stepInvariantOps(g);
     for (const auto& op : g.ops) {
       const size_t before = list.size();
       if (op->kind == OpKind::Kernel) {
@@ -305,18 +306,24 @@ struct Executable::Impl {
   // with step-invariant launches computes them again first (their operands may have moved).
   RelinkCounts counts;
 
+  // relinkNeeded stays set until it succeeds: a capture that throws leaves it for the next call.
   void relink() {
-    relinkNeeded = false;
     ++counts.relinks;
     for (Entry& e : list) resolve(e);
-    if (!graphExec) return;
     bool once = false;
     for (const Entry& e : list) once = once || e.info.once;
-    if (once) {
+    if (once) {  // with or without a graph: the invariants' operands may have moved
       invariantsReady = false;
-      dropGraph();
-      ++counts.graphRebuilds;
+      if (graphExec) {
+        dropGraph();
+        ++counts.graphRebuilds;
+      }
       calls = 0;  // the next call launches directly (the once-entries too), the one after captures
+      relinkNeeded = false;
+      return;
+    }
+    if (!graphExec) {
+      relinkNeeded = false;
       return;
     }
     cudaGraph_t fresh = nullptr;
@@ -335,6 +342,7 @@ struct Executable::Impl {
     }
     FUSEC_CUDA(cudaStreamEndCapture(stream, &fresh), "capturing the step as a CUDA graph");
     cudaGraphExecUpdateResultInfo info{};
+    relinkNeeded = false;
     if (cudaGraphExecUpdate(graphExec, fresh, &info) == cudaSuccess) {
       cudaGraphDestroy(graph);
       graph = fresh;
@@ -558,8 +566,8 @@ bool Executable::bindAddress(const std::string& name, void* device) {
   // update writes, or that a resident concat reads as part of its adjacent params, is copied.
   bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0;
   for (const auto& [out, param] : m.updates) placeable = placeable && param != v;
-  for (const auto& op : m.g.ops)
-    if (op->kind == OpKind::Concat && op->result()->offset >= 0)
+  for (const auto& op : m.g.ops)  // a resident concat: a view of adjacent params (no offset of its own)
+    if (op->kind == OpKind::Concat && op->result()->offset < 0)
       for (const Value* x : op->operands) placeable = placeable && x != v;
   if (!placeable) {
     if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
@@ -591,8 +599,10 @@ bool Executable::placeOutput(size_t i, void* device) {
   const Value* v = m.g.outputs[i];
   // Only a value that owns arena storage, returned once: a view, a source or an in-place
   // update is copied out (copyOutput).
+  // Nor a step-invariant value: it is computed at the first call only, into its own slot.
   bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0 && v->def && v->offset >= 0 && !isSource(v) &&
-                   !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat;
+                   !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat &&
+                   !m.invariant.count(v->def);
   for (size_t k = 0; k < m.g.outputs.size(); ++k) placeable = placeable && (k == i || m.g.outputs[k] != v);
   if (!placeable) {
     // Only an earlier placement of this output goes: a source returned as an output keeps

@@ -282,8 +282,9 @@ class Converter:
             results[node] = out
             # ones_like(ids) and the like read only their operand's shape: as static as a constant
             # (a causal mask built from them is still the static causal mask).
-            dynamic = op_name(node.target).split(".")[1:2] not in _SHAPE_ONLY and any(
-                isinstance(a, torch.fx.Node) and a not in self.static for a in node.all_input_nodes)
+            # A random op is never static: computed once here, its draw would repeat every step.
+            dynamic = is_random(node) or (op_name(node.target).split(".")[1:2] not in _SHAPE_ONLY and any(
+                isinstance(a, torch.fx.Node) and a not in self.static for a in node.all_input_nodes))
             if not dynamic:
                 self.static[node] = out
                 continue
@@ -769,6 +770,16 @@ class Converter:
 
 
 _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+# ATen ops that draw random numbers (none has a mapping: they make a graph unsupported).
+_RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli", "native_dropout",
+           "dropout", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "multinomial",
+           "randperm", "poisson"}
+
+
+def is_random(node):
+    """Whether fx node `node` draws random numbers."""
+    op = op_name(node.target)
+    return node.op == "call_function" and op.split(".")[0] in ("aten", "prims") and op.split(".")[1] in _RANDOM
 # ATen ops whose result depends on their tensor operand's shape and dtype only (as one-item lists:
 # what op_name(...).split(".")[1:2] gives).
 _SHAPE_ONLY = [[n] for n in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",

@@ -92,10 +92,12 @@ class _Pair:
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1
                 return make_boxed_func(compiled)
-            except OneLineError as e:
+            except Exception as e:  # a mapping's refusal, or anything else: one line either way
+                line = str(e) if isinstance(e, OneLineError) else \
+                    f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
                 if self.compiled or self.strict:  # the forward is fusec's: its backward cannot be PyTorch's
-                    raise FusecBackendError(f"fusec backend: {e}") from None
-                self.refuse(str(e))
+                    raise FusecBackendError(f"fusec backend: {line}") from None
+                self.refuse(line)
         STATS["pytorch"] += 1
         return make_boxed_func(gm.forward)
 

@@ -20,7 +20,7 @@ import torch
 
 from .capture import Captured
 from .common import ExportError
-from .convert import Converter, Value, _Opaque, op_name
+from .convert import Converter, Value, _Opaque, is_random, op_name
 from .runtime import Program
 
 
@@ -46,6 +46,8 @@ def _real_like(x):
         raise ExportError(f"unsupported graph input {type(x).__name__} (fusec compiles graphs of tensors)")
     if any(not isinstance(d, int) for d in x.shape):
         raise ExportError("unsupported dynamic shape (compile with torch.compile(..., dynamic=False))")
+    if x.device.type == "cuda" and x.device.index not in (None, 0):
+        raise ExportError(f"unsupported device {x.device}: fusec's runtime runs on cuda:0")
     device = torch.device(x.device.type)
     # Laid out as the trace's (a saved tensor may be a transpose that the graph views as is).
     shape, stride = tuple(x.shape), tuple(x.stride())
@@ -63,13 +65,36 @@ def unsupported_ops(gm):
     conv = Converter.__new__(Converter)
     missing, dynamic = [], set()
     for node in gm.graph.nodes:
-        if node.op == "placeholder" or any(a in dynamic for a in node.all_input_nodes):
+        if node.op == "placeholder" or is_random(node) or any(a in dynamic for a in node.all_input_nodes):
             dynamic.add(node)
         if node.op == "call_function" and node in dynamic and conv.handler(node) is None:
             name = op_name(node.target)
             if name not in missing:
                 missing.append(name)
     return missing
+
+
+_VIEWS = {"view", "_unsafe_view", "reshape", "slice", "select", "transpose", "t", "permute", "expand", "unsqueeze",
+          "squeeze", "alias", "as_strided", "unflatten", "narrow", "detach", "diagonal"}
+
+
+def _view_chain(node, index):
+    """For an output that is views of one placeholder only (x[1:], x.t()): (the fx nodes from
+    the placeholder to it, in order; the placeholder; its argument index), which _replay runs
+    on the caller's tensor. Else None."""
+    chain, n = [], node
+    while isinstance(n, torch.fx.Node) and n not in index:
+        name = op_name(n.target)
+        if n.op != "call_function" or not name.startswith("aten.") or name.split(".")[1] not in _VIEWS:
+            return None
+        if len(n.all_input_nodes) != 1:
+            return None
+        chain.append(n)
+        n = n.all_input_nodes[0]
+    if not chain or n not in index:
+        return None
+    chain.reverse()
+    return chain, n, index[n]
 
 
 def _contiguous_strides(shape):
@@ -139,6 +164,9 @@ class CompiledGraph:
             raise ExportError(f"unsupported graph output {type(a).__name__}")
         if a in index:
             return ("input", index[a])
+        chain = _view_chain(a, index)
+        if chain is not None:  # x[1:], x.t(): returned as a view of the caller's input, not a copy
+            return ("view", chain)
         if a in conv.static and isinstance(conv.static[a], torch.Tensor):  # positions, masks: computed once here
             return ("static", conv.static[a].clone())
         v = conv.values.get(a)
@@ -157,6 +185,16 @@ class CompiledGraph:
         if isinstance(v, _Opaque):
             return ("empty", tuple(v.real.shape), v.real.dtype)
         raise ExportError(f"unsupported graph output {op_name(a.target)}")
+
+    @staticmethod
+    def _replay(view, args):
+        chain, placeholder, i = view
+        values = {placeholder: args[i]}
+        for node in chain:
+            call_args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+            call_kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+            values[node] = node.target(*call_args, **call_kwargs)
+        return values[chain[-1]]
 
     def __call__(self, *args):
         outs = []
@@ -180,7 +218,9 @@ class CompiledGraph:
             elif kind == "none":
                 result.append(None)
             elif kind == "static":
-                result.append(p[1])
+                result.append(p[1].clone())  # the caller's own: it may write to it
+            elif kind == "view":  # a view of an input, made from the input itself (aliasing kept)
+                result.append(self._replay(p[1], args))
             else:
                 result.append(torch.empty(p[1], dtype=p[2], device=self.device))
         return result if self.tuple_output else result[0]
