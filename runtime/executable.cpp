@@ -114,6 +114,25 @@ struct Executable::Impl {
   // (bindAddress, placeOutput): a source read where the caller keeps it, an output written
   // where the caller wants it. `relinkNeeded`: an address changed since the launch list was
   // resolved.
+  // The source called `name`, and output i: an Error naming what is not there.
+  const Value* source(const std::string& name) const {
+    auto it = sources.find(name);
+    if (it == sources.end()) throw Error("the program has no input or parameter '" + name + "'");
+    return it->second;
+  }
+  const Value* output(size_t i) const {
+    if (i >= g.outputs.size()) throw Error("the program has " + std::to_string(g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
+    return g.outputs[i];
+  }
+  // v lives at the caller's `device` from the next call on (a relink when that is news).
+  void moveTo(const Value* v, void* device) {
+    auto [slot, fresh] = external.try_emplace(v, static_cast<char*>(device));
+    if (fresh || slot->second != device) {
+      slot->second = static_cast<char*>(device);
+      relinkNeeded = true;
+    }
+  }
+
   std::unordered_set<const Op*> invariant;  // step-invariant ops (their launches run once)
   std::map<const Value*, char*> external;
   std::set<const Value*> placedOutputs;  // the outputs among them
@@ -559,9 +578,7 @@ void Executable::bind(const std::string& name, const HostTensor& value) {
 
 bool Executable::bindAddress(const std::string& name, void* device) {
   Impl& m = *impl_;
-  auto it = m.sources.find(name);
-  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
-  const Value* v = it->second;
+  const Value* v = m.source(name);
   // In place only where nothing else assumes the resident slot: a param that an in-place
   // update writes, or that a resident concat reads as part of its adjacent params, is copied.
   bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0;
@@ -573,63 +590,48 @@ bool Executable::bindAddress(const std::string& name, void* device) {
     if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
     return false;
   }
-  auto [slot, fresh] = m.external.try_emplace(v, static_cast<char*>(device));
-  if (fresh || slot->second != device) {
-    slot->second = static_cast<char*>(device);
-    m.relinkNeeded = true;
-  }
+  m.moveTo(v, device);
   m.unbound.erase(name);
   return true;
 }
 
 void Executable::copyInput(const std::string& name, const void* device) {
   Impl& m = *impl_;
-  auto it = m.sources.find(name);
-  if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
-  if (m.external.erase(it->second)) m.relinkNeeded = true;  // back in its resident slot
-  FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(it->second), device, storageBytes(it->second->type), cudaMemcpyDeviceToDevice,
-                             m.stream),
+  const Value* v = m.source(name);
+  if (m.external.erase(v)) m.relinkNeeded = true;  // back in its resident slot
+  FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(v), device, storageBytes(v->type), cudaMemcpyDeviceToDevice, m.stream),
              "copying input '" + name + "'");
   m.unbound.erase(name);
 }
 
 bool Executable::placeOutput(size_t i, void* device) {
   Impl& m = *impl_;
-  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
-  const Value* v = m.g.outputs[i];
+  const Value* v = m.output(i);
   // Only a value that owns arena storage, returned once: a view, a source or an in-place
-  // update is copied out (copyOutput).
-  // Nor a step-invariant value: it is computed at the first call only, into its own slot.
+  // update is copied out (copyOutput). Nor a step-invariant value: it is computed at the
+  // first call only, into its own slot.
   bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0 && v->def && v->offset >= 0 && !isSource(v) &&
                    !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat &&
                    !m.invariant.count(v->def);
   for (size_t k = 0; k < m.g.outputs.size(); ++k) placeable = placeable && (k == i || m.g.outputs[k] != v);
   if (!placeable) {
-    // Only an earlier placement of this output goes: a source returned as an output keeps
-    // the address bindAddress gave it.
-    if (m.placedOutputs.erase(v) && m.external.erase(v)) m.relinkNeeded = true;
+    unplaceOutput(i);  // a source returned as an output keeps the address bindAddress gave it
     return false;
   }
-  auto [slot, fresh] = m.external.try_emplace(v, static_cast<char*>(device));
-  if (fresh || slot->second != device) {
-    slot->second = static_cast<char*>(device);
-    m.relinkNeeded = true;
-  }
+  m.moveTo(v, device);
   m.placedOutputs.insert(v);
   return true;
 }
 
 void Executable::unplaceOutput(size_t i) {
   Impl& m = *impl_;
-  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
-  const Value* v = m.g.outputs[i];
+  const Value* v = m.output(i);
   if (m.placedOutputs.erase(v) && m.external.erase(v)) m.relinkNeeded = true;
 }
 
 void Executable::copyOutput(size_t i, void* device) {
   Impl& m = *impl_;
-  if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
-  const Value* v = m.g.outputs[i];
+  const Value* v = m.output(i);
   FUSEC_CUDA(cudaMemcpyAsync(device, m.addressOf(v, true), storageBytes(v->type), cudaMemcpyDeviceToDevice, m.stream),
              "copying output " + std::to_string(i));
 }
