@@ -10,8 +10,9 @@ masks, position tables, zeros); here those are random tensors of the example inp
 Static tensors that the function reads become `_const.N` inputs, uploaded once.
 
 Outputs come back as the graph returns them: a converted value (written by fusec into a
-tensor allocated per call), an input returned as it is, None, a static tensor (computed once
-here) or, for the random-number state an SDPA kernel returns beside its result (fusec's
+tensor allocated per call), an input returned as it is or a view of one (made from the
+caller's tensor, so it aliases it as the graph's did), None, a static tensor (computed once
+here, a copy per call) or, for the random-number state an SDPA kernel returns beside its result (fusec's
 attention has none), an empty placeholder tensor of the traced shape."""
 import contextlib
 import time
