@@ -188,25 +188,43 @@ std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist,
                                                                   [&](int s) { return bool(hoist[size_t(s)]); }));
   // (class, key, op): hoisted ops (class 0) keyed by when they became ready, the rest by
   // trace index.
-  std::set<std::tuple<int, int, int>> ready;
-  auto makeReady = [&](int i, int now) { ready.insert(early[size_t(i)] ? std::tuple{0, now, i} : std::tuple{1, i, i}); };
+  using Key = std::tuple<int, int, int>;
+  std::set<Key> ready;
+  std::vector<Key> keyOf(n);
+  std::vector<bool> isReady(n, false);
+  // With `eager`: the ready ops that free at least what they allocate, the most net first,
+  // then in ready order (what a scan of `ready` for the strictly greatest net would pick).
+  // An op's net changes only when a buffer it reads drops to one unscheduled reader, so it
+  // is refreshed then, not recomputed over every ready op at every step (that scan was
+  // quadratic in the layers: every param-only op of a deep model is ready from the start).
+  std::set<std::pair<int64_t, Key>> freeing;
+  std::vector<std::optional<int64_t>> netOf(n);
+  auto refresh = [&](int i) {
+    if (netOf[size_t(i)] && *netOf[size_t(i)] >= 0) freeing.erase({-*netOf[size_t(i)], keyOf[size_t(i)]});
+    netOf[size_t(i)] = netFreed(i);
+    if (netOf[size_t(i)] && *netOf[size_t(i)] >= 0) freeing.insert({-*netOf[size_t(i)], keyOf[size_t(i)]});
+  };
+  auto makeReady = [&](int i, int now) {
+    keyOf[size_t(i)] = early[size_t(i)] ? Key{0, now, i} : Key{1, i, i};
+    ready.insert(keyOf[size_t(i)]);
+    isReady[size_t(i)] = true;
+    if (eager) refresh(i);
+  };
   for (size_t i = 0; i < n; ++i)
     if (pending[i] == 0) makeReady(int(i), -1);
   std::vector<int> order;
   order.reserve(n);
   while (!ready.empty()) {
-    auto pick = ready.begin();
-    int64_t bestNet = -1;
-    if (eager)
-      for (auto it = ready.begin(); it != ready.end(); ++it)
-        if (auto net = netFreed(std::get<2>(*it)); net && *net > bestNet) {
-          pick = it;
-          bestNet = *net;
-        }
+    auto pick = eager && !freeing.empty() ? ready.find(freeing.begin()->second) : ready.begin();
     const int i = std::get<2>(*pick);
     ready.erase(pick);
+    if (eager && netOf[size_t(i)] && *netOf[size_t(i)] >= 0) freeing.erase({-*netOf[size_t(i)], keyOf[size_t(i)]});
+    isReady[size_t(i)] = false;
     order.push_back(i);
-    for (const Value* b : d.operandBuffers[size_t(i)]) --unscheduledReaders[b];
+    for (const Value* b : d.operandBuffers[size_t(i)])
+      if (--unscheduledReaders[b] == 1 && eager)  // its last reader now frees it
+        for (int r : d.readers.at(b))
+          if (isReady[size_t(r)]) refresh(r);
     for (int s : d.succ[size_t(i)])
       if (--pending[size_t(s)] == 0) makeReady(s, int(order.size()));
   }
