@@ -48,9 +48,22 @@ def _decompositions():
 
 try:  # torch >= 2.0
     from torch._functorch.aot_autograd import aot_module as _aot_module, make_boxed_func
-    from torch._functorch.partitioners import default_partition
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 except ImportError:  # torch 1.13: functorch
     from functorch.compile import aot_module as _aot_module, default_partition, make_boxed_func
+    from functorch.compile import min_cut_rematerialization_partition
+
+
+def _partitioner():
+    """AOTAutograd's split of the joint graph: "default" saves every forward value the backward
+    reads; "min-cut" (Inductor's, needs networkx) recomputes cheap ones in the backward
+    instead. $FUSEC_BACKEND_PARTITION picks; default until measured otherwise."""
+    name = os.environ.get("FUSEC_BACKEND_PARTITION", "default")
+    if name == "default":
+        return default_partition
+    if name == "min-cut":
+        return min_cut_rematerialization_partition
+    raise FusecBackendError(f"FUSEC_BACKEND_PARTITION must be default or min-cut, got '{name}'")
 
 
 # Graphs compiled by fusec and graphs left to PyTorch, since import (what the tests check).
@@ -69,7 +82,7 @@ class _Pair:
         self.compiled = []
 
     def partition(self, joint, joint_inputs, **kw):
-        fw, bw = default_partition(joint, joint_inputs, **kw)
+        fw, bw = _partitioner()(joint, joint_inputs, **kw)
         missing = unsupported_ops(fw) + [op for op in unsupported_ops(bw) if op not in unsupported_ops(fw)]
         if missing:
             self.refuse(f"fusec has no mapping for {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
