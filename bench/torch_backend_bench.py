@@ -6,6 +6,7 @@ f32 cross-entropy, backward, torch.optim.AdamW) compiled three ways:
   inductor      torch.compile(model)                              + torch.compile(opt.step)
   inductor-ro   torch.compile(model, mode="reduce-overhead")      + the same for opt.step
   fusec         torch.compile(model, backend="fusec")             + opt.step eager (fused AdamW)
+  fusec-mincut  the same, forward and backward split by Inductor's min-cut partitioner
 
 and for each: the first call (trace, compile and one step, synchronised) in seconds, and the
 step's median over --iters calls after --warmup, each between two CUDA events. The model is
@@ -53,12 +54,13 @@ def main():
             torch.cuda.empty_cache()
             torch.manual_seed(0)
             model = sdpa_transformer(config).cuda()
-            fused = impl == "fusec"
+            fused = impl.startswith("fusec")
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
             gen = torch.Generator().manual_seed(1)
             ids = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
             targets = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
-            if impl == "fusec":
+            if impl.startswith("fusec"):  # fusec-mincut: AOTAutograd's split by Inductor's partitioner
+                os.environ["FUSEC_BACKEND_PARTITION"] = "min-cut" if impl == "fusec-mincut" else "default"
                 fwd, step, mark = torch.compile(model, backend="fusec", dynamic=False), opt.step, (lambda: None)
             else:
                 mode = "reduce-overhead" if impl == "inductor-ro" else "default"
@@ -82,7 +84,7 @@ def main():
                 ms = torch_bench.time_calls(train_step, a.warmup, a.iters)
                 row["median_ms"] = statistics.median(ms)
                 row["status"] = "OK"
-                if impl == "fusec":  # how the graphs' calls went: copies, relinks, graph updates
+                if impl.startswith("fusec"):  # how the graphs' calls went: copies, relinks, graph updates
                     row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2))
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
             except Exception as e:  # one impl's failure must not end the run
