@@ -15,6 +15,7 @@ bench/torch_bench.py's with SDPA attention (as bench/torch_ddp_ref.py's), its si
 
 Needs torch >= 2 with CUDA and libfusec_c.so (frontend/python/fusec/runtime.py finds it)."""
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -51,6 +52,7 @@ def main():
         config = model_config(a.fusec, name)
         for impl in a.impl.split(","):
             torch._dynamo.reset()
+            gc.collect()  # the last impl's graphs (and fusec's COMPILED entries) go now
             torch.cuda.empty_cache()
             torch.manual_seed(0)
             model = sdpa_transformer(config).cuda()
