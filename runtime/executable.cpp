@@ -345,21 +345,8 @@ struct Executable::Impl {
       relinkNeeded = false;
       return;
     }
-    cudaGraph_t fresh = nullptr;
-    // Capture without instantiating: cudaGraphExecUpdate takes the new graph's arguments.
-    FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
-    try {
-      for (Entry& e : list)
-        if (runs(e)) launch(e, false);
-      joinComm();
-    } catch (...) {
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream, &partial);
-      if (partial) cudaGraphDestroy(partial);
-      cudaGetLastError();
-      throw;
-    }
-    FUSEC_CUDA(cudaStreamEndCapture(stream, &fresh), "capturing the step as a CUDA graph");
+    // Captured without instantiating: cudaGraphExecUpdate takes the new graph's arguments.
+    cudaGraph_t fresh = record(0, list.size());
     cudaGraphExecUpdateResultInfo info{};
     relinkNeeded = false;
     if (cudaGraphExecUpdate(graphExec, fresh, &info) == cudaSuccess) {
@@ -479,8 +466,8 @@ struct Executable::Impl {
     gemmTuning->save();
   }
 
-  // Captures list[from, to) as one CUDA graph into `into` and instantiates it into `exec`.
-  void capture(size_t from, size_t to, cudaGraph_t& into, cudaGraphExec_t& exec) {
+  // Records list[from, to) as one CUDA graph (not instantiated).
+  cudaGraph_t record(size_t from, size_t to) {
     FUSEC_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing the step as a CUDA graph");
     try {
       for (size_t i = from; i < to; ++i)
@@ -495,7 +482,14 @@ struct Executable::Impl {
       cudaGetLastError();
       throw;
     }
-    FUSEC_CUDA(cudaStreamEndCapture(stream, &into), "capturing the step as a CUDA graph");
+    cudaGraph_t graph = nullptr;
+    FUSEC_CUDA(cudaStreamEndCapture(stream, &graph), "capturing the step as a CUDA graph");
+    return graph;
+  }
+
+  // Captures list[from, to) as one CUDA graph into `into` and instantiates it into `exec`.
+  void capture(size_t from, size_t to, cudaGraph_t& into, cudaGraphExec_t& exec) {
+    into = record(from, to);
     // With collectives, the graph keeps each node's stream priority (the comm stream's is the
     // highest): without the flag every node runs at the launching stream's priority, and a
     // bucket's reduction waits behind the backward's queued blocks.
