@@ -155,6 +155,9 @@ class CompiledGraph:
                 self.fir = text
                 self.program = Program(text, self.device, options)
                 self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
+                # What feeds each source, decided here once: an argument's index, or a constant.
+                self._feeds = [int(name[2:]) if name not in self.consts else self.consts[name]
+                               for name, _, _ in self.program.sources]
         self.compile_seconds = time.perf_counter() - start
 
     @staticmethod
@@ -201,8 +204,8 @@ class CompiledGraph:
         outs = []
         if self.program is not None:
             sources = []
-            for name, dtype, shape in self.program.sources:
-                t = args[int(name[2:])] if name.startswith("in") else self.consts[name]
+            for feed in self._feeds:
+                t = args[feed] if isinstance(feed, int) else feed
                 sources.append(t if t.is_contiguous() else t.contiguous())
             outs = [torch.empty(shape, dtype=dtype, device=self.device) for dtype, shape in self.program.outputs]
             self.program.run(sources, outs)
