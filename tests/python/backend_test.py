@@ -60,25 +60,24 @@ class Breaks(torch.nn.Module):
         return self.inner.lm_head(self.inner.ln_final(x))
 
 
-class Unmapped(torch.nn.Module):
-    """A model with an op fusec has no mapping for (cumsum)."""
+class EmbedHead(torch.nn.Module):
+    """An embedding and a head: what the two small models below put something between."""
 
     def __init__(self, vocab=37, d=16):
         super().__init__()
         self.embed = torch.nn.Embedding(vocab, d)
         self.head = torch.nn.Linear(d, vocab)
+
+
+class Unmapped(EmbedHead):
+    """A model with an op fusec has no mapping for (cumsum)."""
 
     def forward(self, ids):
         return self.head(torch.cumsum(self.embed(ids), dim=1) / ids.shape[1])
 
 
-class Noisy(torch.nn.Module):
+class Noisy(EmbedHead):
     """A model that draws random numbers reading no input (torch.rand): never a constant."""
-
-    def __init__(self, vocab=37, d=16):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, d)
-        self.head = torch.nn.Linear(d, vocab)
 
     def forward(self, ids):
         noise = torch.rand(ids.shape[0], ids.shape[1], self.embed.embedding_dim, device=ids.device)
