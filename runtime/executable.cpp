@@ -134,6 +134,9 @@ struct Executable::Impl {
   }
 
   std::unordered_set<const Op*> invariant;  // step-invariant ops (their launches run once)
+  // Sources that must stay in their resident slot (bindAddress copies them): params an
+  // in-place update writes, and params a resident concat reads as part of adjacent params.
+  std::unordered_set<const Value*> pinned;
   std::map<const Value*, char*> external;
   std::set<const Value*> placedOutputs;  // the outputs among them
   bool relinkNeeded = false;
@@ -189,7 +192,13 @@ struct Executable::Impl {
         residentBytes = std::max(residentBytes, size_t(v->offset) + storageBytes(v->type));
       }
     for (size_t i = 0; i < g.outputs.size(); ++i)
-      if (!g.updateOf(i).empty()) updates[g.outputs[i]] = sources.at(g.updateOf(i));
+      if (!g.updateOf(i).empty()) {
+        updates[g.outputs[i]] = sources.at(g.updateOf(i));
+        pinned.insert(sources.at(g.updateOf(i)));
+      }
+    for (const auto& op : g.ops)  // a resident concat: a view of adjacent params (no offset of its own)
+      if (op->kind == OpKind::Concat && op->result()->offset < 0)
+        for (const Value* x : op->operands) pinned.insert(x);
     for (const auto& op : g.ops) {
       if (op->kind == OpKind::Input || op->kind == OpKind::Param) continue;
       for (const auto& r : op->results)
@@ -575,11 +584,7 @@ bool Executable::bindAddress(const std::string& name, void* device) {
   const Value* v = m.source(name);
   // In place only where nothing else assumes the resident slot: a param that an in-place
   // update writes, or that a resident concat reads as part of its adjacent params, is copied.
-  bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0;
-  for (const auto& [out, param] : m.updates) placeable = placeable && param != v;
-  for (const auto& op : m.g.ops)  // a resident concat: a view of adjacent params (no offset of its own)
-    if (op->kind == OpKind::Concat && op->result()->offset < 0)
-      for (const Value* x : op->operands) placeable = placeable && x != v;
+  const bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0 && !m.pinned.count(v);
   if (!placeable) {
     if (m.external.erase(v)) m.relinkNeeded = true;  // back in its own slot
     return false;
