@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--fusec", default=os.environ.get("FUSEC", "fusec"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="after timing, profile 3 steps (torch.profiler) and print each impl's top GPU kernels to stderr")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -87,8 +89,11 @@ def main():
                 row["median_ms"] = statistics.median(ms)
                 row["status"] = "OK"
                 if impl.startswith("fusec"):  # how the graphs' calls went: copies, relinks, graph updates
-                    row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2))
+                    row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2),
+                                                strided_copies=sum(1 for p in c.plan if p[0] == "fusec" and p[2] is not None))
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
+                if a.profile:
+                    profile(torch, train_step, impl)
             except Exception as e:  # one impl's failure must not end the run
                 row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -108,6 +113,25 @@ def main():
         ratio = f"{r['median_ms'] / ro['median_ms']:.3f}x" if ro else ""
         print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['first_call_s']:.1f} | {r['median_ms']:.2f} | {ratio} |")
     return 0
+
+
+def profile(torch, train_step, impl):
+    """Where one impl's step goes: GPU time by kernel over 3 steps (CUPTI sees the kernels
+    inside CUDA graphs too), against the steps' wall time."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    torch.cuda.synchronize()
+    with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        for _ in range(3):
+            train_step()
+        torch.cuda.synchronize()
+    events = [e for e in p.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    events.sort(key=lambda e: e.self_device_time_total if hasattr(e, "self_device_time_total") else e.self_cuda_time_total,
+                reverse=True)
+    t = lambda e: (e.self_device_time_total if hasattr(e, "self_device_time_total") else e.self_cuda_time_total) / 3e3  # noqa: E731
+    total = sum(t(e) for e in events)
+    print(f"profile {impl}: GPU busy {total:.2f} ms a step in {len(events)} kernels", file=sys.stderr)
+    for e in events[:25]:
+        print(f"  {t(e):8.3f} ms  {e.count // 3:5d}x  {e.key[:110]}", file=sys.stderr)
 
 
 if __name__ == "__main__":

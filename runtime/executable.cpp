@@ -10,6 +10,7 @@
 #include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "passes/step_invariant.h"
+#include "runtime/output_placement.h"
 #include "runtime/cublaslt_gemm.h"
 #include "runtime/device.h"
 #include "runtime/gemm_plan.h"
@@ -138,7 +139,8 @@ struct Executable::Impl {
   // in-place update writes, and params a resident concat reads as part of adjacent params.
   std::unordered_set<const Value*> pinned;
   std::map<const Value*, char*> external;
-  std::set<const Value*> placedOutputs;  // the outputs among them
+  std::set<const Value*> placedOutputs;  // the outputs' storage among them
+  std::vector<const Value*> placeTargets;  // per output: the storage placeOutput moves, or null
   bool relinkNeeded = false;
 
   // The device address of a value that owns storage: a source (resident), an in-place
@@ -548,6 +550,7 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, codegen::Target{dev.sms});
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
   m.buildLaunchList(generated, dev.sms);
+  m.placeTargets = outputPlacements(g, m.invariant);
 }
 
 Executable::~Executable() = default;
@@ -605,27 +608,22 @@ void Executable::copyInput(const std::string& name, const void* device) {
 
 bool Executable::placeOutput(size_t i, void* device) {
   Impl& m = *impl_;
-  const Value* v = m.output(i);
-  // Only a value that owns arena storage, returned once: a view, a source or an in-place
-  // update is copied out (copyOutput). Nor a step-invariant value: it is computed at the
-  // first call only, into its own slot.
-  bool placeable = reinterpret_cast<uintptr_t>(device) % kAllocAlign == 0 && v->def && v->offset >= 0 && !isSource(v) &&
-                   !isViewOp(v->def->kind) && !m.updates.count(v) && v->def->kind != OpKind::Concat &&
-                   !m.invariant.count(v->def);
-  for (size_t k = 0; k < m.g.outputs.size(); ++k) placeable = placeable && (k == i || m.g.outputs[k] != v);
-  if (!placeable) {
+  m.output(i);  // an Error for an index past the outputs
+  const Value* storage = m.placeTargets.at(i);  // runtime/output_placement.h: which outputs can be
+  if (!storage || reinterpret_cast<uintptr_t>(device) % kAllocAlign != 0) {
     unplaceOutput(i);  // a source returned as an output keeps the address bindAddress gave it
     return false;
   }
-  m.moveTo(v, device);
-  m.placedOutputs.insert(v);
+  m.moveTo(storage, device);
+  m.placedOutputs.insert(storage);
   return true;
 }
 
 void Executable::unplaceOutput(size_t i) {
   Impl& m = *impl_;
-  const Value* v = m.output(i);
-  if (m.placedOutputs.erase(v) && m.external.erase(v)) m.relinkNeeded = true;
+  m.output(i);
+  const Value* storage = m.placeTargets.at(i);
+  if (storage && m.placedOutputs.erase(storage) && m.external.erase(storage)) m.relinkNeeded = true;
 }
 
 void Executable::copyOutput(size_t i, void* device) {

@@ -97,8 +97,8 @@ class Executable {
   // resident slot; false (nothing changed) where that cannot be: an address not 256-byte
   // aligned, a param an in-place update writes or a resident concat reads. copyInput then
   // copies it into its slot, on the step's stream. placeOutput: the next calls write output
-  // i at `device` (false for a view, a source, an in-place update, an output returned twice
-  // or an unaligned address: copyOutput copies it there after a call). A changed address
+  // i at `device` (false where runtime/output_placement.h says it is copied, or for an
+  // unaligned address: copyOutput copies it there after a call). A changed address
   // re-resolves the launch list at the next run and updates the captured graph.
   bool bindAddress(const std::string& name, void* device);
   void copyInput(const std::string& name, const void* device);

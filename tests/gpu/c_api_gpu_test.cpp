@@ -125,5 +125,45 @@ TEST(CApiGpu, BuffersThatKeepMovingAreCopied) {
   fusec_destroy(p);
 }
 
+// An output that is a reshape of a kernel's result (a saved activation the trace returns in
+// its own shape) is written in place like the result itself: its kernel writes the caller's
+// buffer, and nothing is copied out.
+TEST(CApiGpu, ReshapedOutputsAreWrittenInPlace) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  constexpr const char* kReshaped = R"(func @f {
+  %x = input() {name = "x"} : f32[4096]
+  %y = input() {name = "y"} : f32[4096]
+  %m = mul(%x, %y) : f32[4096]
+  %r = reshape(%m) : f32[64,64]
+  %t = exp(%m) : f32[4096]
+  return %r, %t
+}
+)";
+  char err[512] = "";
+  fusec_program* p = fusec_compile(kReshaped, "cuda", "", err, sizeof err);
+  ASSERT_NE(p, nullptr) << err;
+  std::vector<float> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = float(i % 31) * 0.125f - 2;
+    y[i] = float(i % 7) * 0.25f + 0.5f;
+  }
+  DeviceVector dx(kN), dy(kN), outs(2 * kN);
+  dx.upload(x);
+  dy.upload(y);
+  for (int call = 0; call < 4; ++call) {
+    const void* sources[] = {dx.p, dy.p};
+    void* outputs[] = {outs.p, outs.p + kN};
+    ASSERT_EQ(cudaMemset(outs.p, 0xff, outs.n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
+    cudaDeviceSynchronize();
+    const std::vector<float> r = outs.download(kN);
+    for (int i = 0; i < kN; ++i) ASSERT_EQ(r[i], x[i] * y[i]) << "call " << call << ", element " << i;
+  }
+  const std::string stats = fusec_stats(p);
+  EXPECT_NE(stats.find("copied_out=0 "), std::string::npos) << stats;
+  fusec_destroy(p);
+}
+
 }  // namespace
 }  // namespace fusec

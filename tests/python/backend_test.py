@@ -113,7 +113,12 @@ def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=F
     before = dict(dynamo.STATS)
     start = time.perf_counter()
     compiled = compile_fn(compiled_src)
-    got = train(compiled, batches, steps, autocast)
+    try:
+        got = train(compiled, batches, steps, autocast)
+    except Exception as e:  # one case's failure is reported as such, and the others still run
+        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"FAIL {name}: {type(e).__name__}: {line[:300]}")
+        return False
     seconds = time.perf_counter() - start
     graphs = {k: dynamo.STATS[k] - before[k] for k in before}
     worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(got, want))

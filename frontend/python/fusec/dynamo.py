@@ -80,9 +80,14 @@ class _Pair:
         self.strict, self.options = strict, options
         self.fallback = None  # None: undecided; else the reason both run in PyTorch
         self.compiled = []
+        self.saved_from = None  # the forward's first output that is saved for the backward
 
     def partition(self, joint, joint_inputs, **kw):
         fw, bw = _partitioner()(joint, joint_inputs, **kw)
+        self.saved_from = kw.get("num_fwd_outputs")
+        if self.saved_from is None:  # torch 1.13 passes no count: its partitioners read the joint's spec
+            spec = getattr(joint, "_out_spec", None)
+            self.saved_from = spec.children_specs[0].num_leaves if spec is not None else None
         missing = unsupported_ops(fw) + [op for op in unsupported_ops(bw) if op not in unsupported_ops(fw)]
         if missing:
             self.refuse(f"fusec has no mapping for {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
@@ -100,7 +105,8 @@ class _Pair:
                 # The backward's saved tensors that its forward computed from no input (masks)
                 # are constants to it as well.
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
-                compiled = CompiledGraph(gm, example_inputs, self.options, known)
+                compiled = CompiledGraph(gm, example_inputs, self.options, known,
+                                         self.saved_from if not self.compiled else None)
                 self.compiled.append(compiled)
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1

@@ -15,6 +15,8 @@ caller's tensor, so it aliases it as the graph's did), None, a static tensor (co
 here, a copy per call) or, for the random-number state an SDPA kernel returns beside its result (fusec's
 attention has none), an empty placeholder tensor of the traced shape."""
 import contextlib
+import itertools
+import os
 import time
 
 import torch
@@ -106,13 +108,30 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
+_DUMPED = itertools.count()
+
+
+def _dump(text):
+    """$FUSEC_BACKEND_DUMP=DIR: each graph's .fir, as fusec receives it, in DIR/graph-N.fir
+    (N counts the process's graphs), before it is compiled (so a graph that fails is there)."""
+    folder = os.environ.get("FUSEC_BACKEND_DUMP")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"graph-{next(_DUMPED)}.fir"), "w") as f:
+            f.write(text)
+
+
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options="", static_inputs=None):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
-        a constant, so a mask is still seen to be causal; the argument is not read."""
+        a constant, so a mask is still seen to be causal; the argument is not read.
+        saved_from: in a forward, the index of its first output that only the backward
+        (fusec's too) reads: those come back as fusec wrote them, contiguous, whatever the
+        trace's strides (the backward reads its arguments contiguous), and static ones are
+        not cloned (the backward has them as constants)."""
         start = time.perf_counter()
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
@@ -143,8 +162,8 @@ class CompiledGraph:
             flat = list(result) if self.tuple_output else [result]
             index = {n: i for i, n in enumerate(placeholders)}
             self.plan, values = [], []
-            for a in flat:
-                self.plan.append(self._place(a, conv, index, values))
+            for k, a in enumerate(flat):
+                self.plan.append(self._place(a, conv, index, values, saved_from is not None and k >= saved_from))
                 if self.plan[-1][0] == "static":
                     self.static_outputs[a.name] = self.plan[-1][1]
             if not values:  # nothing for fusec to compute: every output is an input, a constant or None
@@ -153,6 +172,7 @@ class CompiledGraph:
                 body, tensors, self.ops = conv.finish(values)
                 text = "func @graph {\n" + body + "\n}\n"
                 self.fir = text
+                _dump(text)
                 self.program = Program(text, self.device, options)
                 self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
                 # What feeds each source, decided here once: an argument's index, or a constant.
@@ -161,7 +181,7 @@ class CompiledGraph:
         self.compile_seconds = time.perf_counter() - start
 
     @staticmethod
-    def _place(a, conv, index, values):
+    def _place(a, conv, index, values, saved=False):
         if a is None:
             return ("none",)
         if not isinstance(a, torch.fx.Node):
@@ -172,7 +192,7 @@ class CompiledGraph:
         if chain is not None:  # x[1:], x.t(): returned as a view of the caller's input, not a copy
             return ("view", chain)
         if a in conv.static and isinstance(conv.static[a], torch.Tensor):  # positions, masks: computed once here
-            return ("static", conv.static[a].clone())
+            return ("static", conv.static[a].clone(), saved)
         v = conv.values.get(a)
         if isinstance(v, Value):
             names = [u.name for u in values]
@@ -183,7 +203,7 @@ class CompiledGraph:
             # (a transpose returned as it is), the caller gets that layout, as from the graph.
             meta = a.meta.get("val") if hasattr(a, "meta") else None
             stride = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
-            if stride is not None and meta.numel() > 1 and 0 not in stride and stride != _contiguous_strides(tuple(meta.shape)):
+            if not saved and stride is not None and meta.numel() > 1 and 0 not in stride and stride != _contiguous_strides(tuple(meta.shape)):
                 return ("fusec", names.index(v.name), stride)
             return ("fusec", names.index(v.name), None)
         if isinstance(v, _Opaque):
@@ -222,7 +242,7 @@ class CompiledGraph:
             elif kind == "none":
                 result.append(None)
             elif kind == "static":
-                result.append(p[1].clone())  # the caller's own: it may write to it
+                result.append(p[1] if p[2] else p[1].clone())  # the caller's own: it may write to it
             elif kind == "view":  # a view of an input, made from the input itself (aliasing kept)
                 result.append(self._replay(p[1], args))
             else:

@@ -1,0 +1,36 @@
+#include "runtime/output_placement.h"
+
+#include <set>
+
+#include "ir/strided_view.h"
+
+namespace fusec::rt {
+
+std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_set<const Op*>& invariant) {
+  std::vector<const Value*> placed(g.outputs.size(), nullptr);
+  std::set<const Value*> taken;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const Value* v = g.outputs[i];
+    auto view = resolveView(v);
+    const Value* base = view ? view->base : nullptr;
+    if (!base) continue;
+    // A reshape chain over a dense value reads it whole, in order; anything else (a slice,
+    // a transpose, a broadcast) is a copy.
+    const bool wholeInOrder = view->offset == 0 && isContiguousView(*view, v->type.shape) &&
+                              base->type.numel() == v->type.numel() && base->type.dtype == v->type.dtype;
+    const Op* d = base->def;
+    const bool movable = d && base->offset >= 0 && d->kind != OpKind::Input && d->kind != OpKind::Param &&
+                         d->kind != OpKind::Concat && d->kind != OpKind::Shard && !invariant.count(d) &&
+                         g.updateOf(i).empty();
+    if (!taken.insert(base).second) continue;  // an earlier output owns it (or copies from it)
+    if (wholeInOrder && movable) placed[i] = base;
+  }
+  // A value that is also a param's in-place update elsewhere in the list stays in the param.
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (!g.updateOf(i).empty())
+      for (auto& p : placed)
+        if (p == g.outputs[i]) p = nullptr;
+  return placed;
+}
+
+}  // namespace fusec::rt

@@ -1,0 +1,20 @@
+// Which outputs of a planned graph can be written straight into a caller's buffer (the C
+// interface's zero-copy outputs, api/c_api.h), decided once from the graph: an output is
+// placed by moving the storage it is read from to the caller's address. That storage must
+// hold exactly the output's bytes in the output's order (the value itself, or a value the
+// output is a reshape of) and be the arena's to move: not a source, not a param's in-place
+// update, not a resident concat, not a step-invariant value (computed at the first call only,
+// into its own slot), and read by no earlier output (two outputs cannot both own it).
+#pragma once
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusec::rt {
+
+// One entry per output of `g`: the value whose storage moves to place it, or nullptr where
+// the output is copied out after each call. `invariant`: the graph's step-invariant ops.
+std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_set<const Op*>& invariant);
+
+}  // namespace fusec::rt
