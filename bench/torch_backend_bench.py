@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="after timing, profile 3 steps (torch.profiler) and print each impl's top GPU kernels to stderr")
+    ap.add_argument("--trace-dir", default="", help="with --profile: write each impl's trace there (trace-IMPL.json)")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -90,10 +91,11 @@ def main():
                 row["status"] = "OK"
                 if impl.startswith("fusec"):  # how the graphs' calls went: copies, relinks, graph updates
                     row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2),
+                                                host_ms_a_call=round(1e3 * c.host_seconds / max(c.calls, 1), 3),
                                                 strided_copies=sum(1 for p in c.plan if p[0] == "fusec" and p[2] is not None))
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
                 if a.profile:
-                    profile(torch, train_step, impl)
+                    profile(torch, train_step, impl, a.trace_dir)
             except Exception as e:  # one impl's failure must not end the run
                 row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -115,7 +117,7 @@ def main():
     return 0
 
 
-def profile(torch, train_step, impl):
+def profile(torch, train_step, impl, trace_dir):
     """Where one impl's step goes: GPU time by kernel over 3 steps (CUPTI sees the kernels
     inside CUDA graphs too), against the steps' wall time."""
     from torch.profiler import ProfilerActivity, profile as prof
@@ -124,6 +126,9 @@ def profile(torch, train_step, impl):
         for _ in range(3):
             train_step()
         torch.cuda.synchronize()
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+        p.export_chrome_trace(os.path.join(trace_dir, f"trace-{impl}.json"))
     events = [e for e in p.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
     events.sort(key=lambda e: e.self_device_time_total if hasattr(e, "self_device_time_total") else e.self_cuda_time_total,
                 reverse=True)

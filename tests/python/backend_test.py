@@ -76,6 +76,15 @@ class Unmapped(EmbedHead):
         return self.head(torch.cumsum(self.embed(ids), dim=1) / ids.shape[1])
 
 
+class WideSum(EmbedHead):
+    """A bf16 sum taken in f32 (sum(..., dtype=torch.float32), as bf16 autocast's linear
+    backward sums its bias gradient): the sum must read its operand as f32."""
+
+    def forward(self, ids):
+        h = self.embed(ids).to(torch.bfloat16)
+        return self.head(h.float() + torch.sum(h, dim=1, keepdim=True, dtype=torch.float32))
+
+
 class Noisy(EmbedHead):
     """A model that draws random numbers reading no input (torch.rand): never a constant."""
 
@@ -152,7 +161,7 @@ def main():
         vocab, batch, seq = 37, 2, 16
         lm = lambda: cs336_lm.TransformerLM(vocab_size=vocab, context_length=seq)  # noqa: E731
         g2 = lambda: gpt2.GPT(vocab_size=vocab, block_size=seq, n_layer=2, n_head=2, n_embd=32)  # noqa: E731
-        for name, make in (("cs336 lm", lm), ("gpt-2 (nanoGPT)", g2)):
+        for name, make in (("cs336 lm", lm), ("gpt-2 (nanoGPT)", g2), ("a bf16 sum in f32", WideSum)):
             ok &= compare(name + " (aot_module, interpreter)", make, lambda m: dynamo.aot_module(m), "cpu", steps, vocab,
                           batch, seq)
         # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch

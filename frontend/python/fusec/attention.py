@@ -277,8 +277,11 @@ def causal_of(conv, mask, is_causal, tq, tk):
     ops (convert.py) decide alike."""
     causal = bool(is_causal)
     if mask is not None:
-        if causal or mask not in conv.static:
-            raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
+        what = "unsupported op scaled_dot_product_attention with a mask that is not a static causal mask"
+        if causal:
+            raise ExportError(f"{what} (a mask and is_causal=True together)")
+        if mask not in conv.static:
+            raise ExportError(f"{what} (the mask is computed from the inputs)")
         m = conv.real[mask].cpu()
         keep = torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq)
         if m.dtype == torch.bool:
@@ -286,16 +289,14 @@ def causal_of(conv, mask, is_causal, tq, tk):
         else:
             allowed = m == 0
             if not bool(((m == 0) | (m <= torch.finfo(torch.float32).min / 2)).all()):
-                allowed = None
-        if allowed is None:
-            raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
+                raise ExportError(f"{what} (a {m.dtype} mask with values other than 0 and -inf)")
         allowed = allowed.expand(*m.shape[:-2], tq, tk)
         if bool(allowed.all()):
             causal = False
         elif bool((allowed == keep).all()):
             causal = True
         else:
-            raise ExportError("unsupported op scaled_dot_product_attention with a mask that is not a static causal mask")
+            raise ExportError(f"{what} (a static mask of another pattern)")
     if causal and tq != tk:  # torch aligns the causal mask top-left, fusec bottom-right
         raise ExportError("unsupported op scaled_dot_product_attention causal with queries and keys of different lengths")
     return causal

@@ -670,6 +670,8 @@ class Converter:
             if dims is None or dims == []:
                 dims = list(range(len(v.shape)))
             dims = sorted(d % len(v.shape) for d in ([dims] if isinstance(dims, int) else dims))
+            if v.dtype != out.dtype:  # sum(x, dtype=...) and integer promotion: torch casts first
+                v = self.emit("cast", [v], v.shape, out.dtype)
             return self.emit(fop, [v], out.shape, out.dtype, f"axes = {dims}, keepdim = {str(bool(keepdim)).lower()}")
         return conv
 

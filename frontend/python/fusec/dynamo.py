@@ -76,8 +76,8 @@ class _Pair:
     """One AOTAutograd compilation: its forward and backward, compiled by fusec or both left
     to PyTorch (decided once, from both graphs' ops, when they are partitioned)."""
 
-    def __init__(self, strict, options):
-        self.strict, self.options = strict, options
+    def __init__(self, strict, options, guarded=False):
+        self.strict, self.options, self.guarded = strict, options, guarded
         self.fallback = None  # None: undecided; else the reason both run in PyTorch
         self.compiled = []
         self.saved_from = None  # the forward's first output that is saved for the backward
@@ -106,7 +106,7 @@ class _Pair:
                 # are constants to it as well.
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
                 compiled = CompiledGraph(gm, example_inputs, self.options, known,
-                                         self.saved_from if not self.compiled else None)
+                                         self.saved_from if not self.compiled else None, self.guarded)
                 self.compiled.append(compiled)
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1
@@ -130,7 +130,7 @@ def backend(gm=None, example_inputs=None, *, strict=False, options=""):
         return functools.partial(backend, strict=strict, options=options)
     options = options or os.environ.get("FUSEC_BACKEND_OPTIONS", "")
     from torch._dynamo.backends.common import aot_autograd
-    pair = _Pair(strict, options)
+    pair = _Pair(strict, options, guarded=True)  # Dynamo guards each graph's argument types
     return aot_autograd(fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
                         decompositions=_decompositions())(gm, example_inputs)
 

@@ -124,15 +124,19 @@ def _dump(text):
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
         a constant, so a mask is still seen to be causal; the argument is not read.
         saved_from: in a forward, the index of its first output that only the backward
         (fusec's too) reads: those come back as fusec wrote them, contiguous, whatever the
         trace's strides (the backward reads its arguments contiguous), and static ones are
-        not cloned (the backward has them as constants)."""
+        not cloned (the backward has them as constants).
+        guarded: every call's arguments have the example's dtypes and shapes (Dynamo's guards
+        say so): only the first call checks them."""
         start = time.perf_counter()
+        self.guarded, self.calls = guarded, 0
+        self.host_seconds = 0.0  # the calls' time on the CPU (what the step's launch waits for)
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         with _unfaked():
@@ -221,6 +225,13 @@ class CompiledGraph:
         return values[chain[-1]]
 
     def __call__(self, *args):
+        start = time.perf_counter()
+        try:
+            return self._call(args)
+        finally:
+            self.host_seconds += time.perf_counter() - start
+
+    def _call(self, args):
         outs = []
         if self.program is not None:
             sources = []
@@ -228,7 +239,8 @@ class CompiledGraph:
                 t = args[feed] if isinstance(feed, int) else feed
                 sources.append(t if t.is_contiguous() else t.contiguous())
             outs = [torch.empty(shape, dtype=dtype, device=self.device) for dtype, shape in self.program.outputs]
-            self.program.run(sources, outs)
+            self.program.run(sources, outs, check=not self.guarded or self.calls == 0)
+            self.calls += 1
         result = []
         for p in self.plan:
             kind = p[0]

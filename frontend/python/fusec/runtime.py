@@ -101,24 +101,37 @@ class Program:
             self._lib.fusec_destroy(self._handle)
             self._handle = None
 
+    def check(self, sources, outputs):
+        """FusecError unless sources and outputs are the program's types, contiguous, on its device."""
+        want = "cuda" if self.device == "cuda" else "cpu"
+        if len(sources) != len(self.sources) or len(outputs) != len(self.outputs):
+            raise FusecError(f"{len(sources)} sources and {len(outputs)} outputs; the program takes {len(self.sources)} "
+                             f"and writes {len(self.outputs)}")
+        for k, ((name, dtype, shape), t) in enumerate(zip(self.sources, sources)):
+            if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous() or t.device.type != want:
+                raise FusecError(f"source {k} ('{name}') is {t.dtype}{list(t.shape)} on {t.device}"
+                                 f"{'' if t.is_contiguous() else ', not contiguous'}; the program takes {dtype}{list(shape)}"
+                                 f" on {want}")
+        for k, ((dtype, shape), t) in enumerate(zip(self.outputs, outputs)):
+            if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous() or t.device.type != want:
+                raise FusecError(f"output {k} is {t.dtype}{list(t.shape)}; the program writes {dtype}{list(shape)}")
+
     def stats(self):
         """What the calls so far did (fusec_stats): {"calls": n, "copied_in": n, ...}."""
         line = self._lib.fusec_stats(self._handle).decode()
         return {k: int(v) for k, v in (item.split("=") for item in line.split())}
 
-    def run(self, sources, outputs):
+    def run(self, sources, outputs, check=True):
         """Runs once on `sources` (tensors of the types self.sources names, contiguous, on the
-        program's device) into `outputs` (likewise); on CUDA, ordered on the current stream."""
-        want = torch.device("cuda") if self.device == "cuda" else torch.device("cpu")
-        for k, ((name, dtype, shape), t) in enumerate(zip(self.sources, sources)):
-            if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous() or t.device.type != want.type:
-                raise FusecError(f"source {k} ('{name}') is {t.dtype}{list(t.shape)} on {t.device}"
-                                 f"{'' if t.is_contiguous() else ', not contiguous'}; the program takes {dtype}{list(shape)}"
-                                 f" on {want.type}")
+        program's device) into `outputs` (likewise); on CUDA, ordered on the current stream.
+        check=False skips the per-tensor checks, for a caller that guarantees them (the
+        backend: Dynamo's guards fix every argument's dtype and shape, and it makes the
+        outputs itself)."""
+        if check:
+            self.check(sources, outputs)
+        for k, t in enumerate(sources):
             self._src[k] = t.data_ptr()
-        for k, ((dtype, shape), t) in enumerate(zip(self.outputs, outputs)):
-            if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous() or t.device.type != want.type:
-                raise FusecError(f"output {k} is {t.dtype}{list(t.shape)}; the program writes {dtype}{list(shape)}")
+        for k, t in enumerate(outputs):
             self._out[k] = t.data_ptr()
         stream = torch.cuda.current_stream().cuda_stream if self.device == "cuda" else 0
         if self._lib.fusec_run(self._handle, self._src, self._out, stream, self._err, len(self._err)):
