@@ -107,6 +107,24 @@ def train(model, batches, steps, autocast):
     return losses
 
 
+def check_output_blocks(device):
+    """output_blocks.py: every output at its own 256-byte-aligned, non-overlapping bytes of
+    its dtype's block, its address the one reported, `own` outputs apart."""
+    from fusec.output_blocks import OutputBlocks
+    outputs = [(torch.float32, (3, 5)), (torch.bfloat16, (7,)), (torch.float32, ()), (torch.int64, (2, 2)),
+               (torch.bfloat16, (0, 4)), (torch.float32, (129,)), (torch.float32, (4,))]
+    outs, ptrs = OutputBlocks(outputs, {6}, device)()
+    good = [tuple(t.shape) for t in outs] == [s for _, s in outputs] and [t.dtype for t in outs] == [d for d, _ in outputs]
+    good &= all((t.data_ptr() == p or not t.numel()) and t.is_contiguous() for t, p in zip(outs, ptrs))
+    good &= all(p % 256 == 0 for p in ptrs[:6])  # the pooled ones (the own one is torch's)
+    spans = sorted((p, p + t.numel() * t.element_size()) for t, p in zip(outs, ptrs) if t.numel())
+    good &= all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    good &= outs[6].untyped_storage().data_ptr() != outs[0].untyped_storage().data_ptr() if hasattr(outs[6], "untyped_storage") \
+        else outs[6].storage().data_ptr() != outs[0].storage().data_ptr()
+    print(f"{'ok  ' if good else 'FAIL'} output blocks: {len(outputs)} outputs, aligned, apart, addresses as reported")
+    return good
+
+
 def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=False, bound=1e-4, by_fusec=True):
     """Trains `make()` eager and compiled from the same weights; by_fusec: the compiled run's
     graphs (a forward and a backward at least) must be fusec's, none PyTorch's."""
@@ -156,6 +174,7 @@ def main():
     from fusec import dynamo
 
     ok = True
+    ok &= check_output_blocks(args.device)
     if args.device == "cpu":
         steps = args.steps or 4
         vocab, batch, seq = 37, 2, 16

@@ -288,8 +288,10 @@ def causal_of(conv, mask, is_causal, tq, tk):
             allowed = m
         else:
             allowed = m == 0
-            if not bool(((m == 0) | (m <= torch.finfo(torch.float32).min / 2)).all()):
-                raise ExportError(f"{what} (a {m.dtype} mask with values other than 0 and -inf)")
+            odd = ~((m == 0) | (m <= torch.finfo(torch.float32).min / 2))
+            if bool(odd.any()):
+                seen = ", ".join(f"{v:g}" for v in m[odd].float().unique()[:3].tolist())
+                raise ExportError(f"{what} (a {m.dtype} mask with values other than 0 and -inf: {seen})")
         allowed = allowed.expand(*m.shape[:-2], tq, tk)
         if bool(allowed.all()):
             causal = False

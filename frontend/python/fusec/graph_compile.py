@@ -24,6 +24,7 @@ import torch
 from .capture import Captured
 from .common import ExportError
 from .convert import Converter, Value, _Opaque, is_random, op_name
+from .output_blocks import OutputBlocks
 from .runtime import Program
 
 
@@ -124,7 +125,8 @@ def _dump(text):
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False,
+                 pooled_from=None):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
         a constant, so a mask is still seen to be causal; the argument is not read.
@@ -133,10 +135,13 @@ class CompiledGraph:
         trace's strides (the backward reads its arguments contiguous), and static ones are
         not cloned (the backward has them as constants).
         guarded: every call's arguments have the example's dtypes and shapes (Dynamo's guards
-        say so): only the first call checks them."""
+        say so): only the first call checks them.
+        pooled_from: the first output that dies with the others from there on (a forward's
+        saved tensors, a backward's gradients): those share blocks (output_blocks.py); the
+        rest, and all outputs without it, are tensors of their own."""
         start = time.perf_counter()
         self.guarded, self.calls = guarded, 0
-        self.host_seconds = 0.0  # the calls' time on the CPU (what the step's launch waits for)
+        self.host_seconds = 0.0  # the calls' time on the CPU after the first (what the step's launch waits for)
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         with _unfaked():
@@ -182,6 +187,14 @@ class CompiledGraph:
                 # What feeds each source, decided here once: an argument's index, or a constant.
                 self._feeds = [int(name[2:]) if name not in self.consts else self.consts[name]
                                for name, _, _ in self.program.sources]
+                own = {p[1] for k, p in enumerate(self.plan)
+                       if p[0] == "fusec" and (pooled_from is None or k < pooled_from)}
+                self._outputs = OutputBlocks(self.program.outputs, own, self.device)
+                # The placeholder tensors of saved positions (SDPA's random-number state,
+                # which fusec's attention does not have) are made once.
+                self._empties = {k: torch.empty(p[1], dtype=p[2], device=self.device)
+                                 for k, p in enumerate(self.plan) if p[0] == "empty" and saved_from is not None
+                                 and k >= saved_from}
         self.compile_seconds = time.perf_counter() - start
 
     @staticmethod
@@ -225,11 +238,12 @@ class CompiledGraph:
         return values[chain[-1]]
 
     def __call__(self, *args):
-        start = time.perf_counter()
+        start, warm = time.perf_counter(), self.calls > 0
         try:
             return self._call(args)
         finally:
-            self.host_seconds += time.perf_counter() - start
+            if warm:  # the first call also tunes GEMMs and captures nothing yet: not counted
+                self.host_seconds += time.perf_counter() - start
 
     def _call(self, args):
         outs = []
@@ -238,11 +252,13 @@ class CompiledGraph:
             for feed in self._feeds:
                 t = args[feed] if isinstance(feed, int) else feed
                 sources.append(t if t.is_contiguous() else t.contiguous())
-            outs = [torch.empty(shape, dtype=dtype, device=self.device) for dtype, shape in self.program.outputs]
-            self.program.run(sources, outs, check=not self.guarded or self.calls == 0)
+            outs, ptrs = self._outputs()
+            if not self.guarded or self.calls == 0:
+                self.program.check(sources, outs)
+            self.program.run_pointers([t.data_ptr() for t in sources], ptrs)
             self.calls += 1
         result = []
-        for p in self.plan:
+        for k, p in enumerate(self.plan):
             kind = p[0]
             if kind == "fusec":
                 t = outs[p[1]]
@@ -258,5 +274,6 @@ class CompiledGraph:
             elif kind == "view":  # a view of an input, made from the input itself (aliasing kept)
                 result.append(self._replay(p[1], args))
             else:
-                result.append(torch.empty(p[1], dtype=p[2], device=self.device))
+                e = self._empties.get(k) if self.program is not None else None
+                result.append(e if e is not None else torch.empty(p[1], dtype=p[2], device=self.device))
         return result if self.tuple_output else result[0]

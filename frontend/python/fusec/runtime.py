@@ -129,10 +129,13 @@ class Program:
         outputs itself)."""
         if check:
             self.check(sources, outputs)
-        for k, t in enumerate(sources):
-            self._src[k] = t.data_ptr()
-        for k, t in enumerate(outputs):
-            self._out[k] = t.data_ptr()
+        self.run_pointers([t.data_ptr() for t in sources], [t.data_ptr() for t in outputs])
+
+    def run_pointers(self, sources, outputs):
+        """run() on device addresses (ints) the caller vouches for: the types, contiguity and
+        sizes run() checks are the caller's to guarantee."""
+        self._src[:] = sources
+        self._out[:] = outputs
         stream = torch.cuda.current_stream().cuda_stream if self.device == "cuda" else 0
         if self._lib.fusec_run(self._handle, self._src, self._out, stream, self._err, len(self._err)):
             raise FusecError(self._err.value.decode(errors="replace"))
