@@ -288,7 +288,11 @@ def causal_of(conv, mask, is_causal, tq, tk):
             allowed = m
         else:
             allowed = m == 0
-            odd = ~((m == 0) | (m <= torch.finfo(torch.float32).min / 2))
+            # Libraries fill the masked entries with finfo(dtype).min of the dtype they build the
+            # mask in (transformers under bf16 autocast: float16's, -65536 once rounded to
+            # bf16): anything at or below float16's lowest weighs exp(-65504) = 0 in softmax,
+            # as -inf does, unless a score exceeds 65000.
+            odd = ~((m == 0) | (m <= torch.finfo(torch.float16).min))
             if bool(odd.any()):
                 seen = ", ".join(f"{v:g}" for v in m[odd].float().unique()[:3].tolist())
                 raise ExportError(f"{what} (a {m.dtype} mask with values other than 0 and -inf: {seen})")

@@ -105,12 +105,8 @@ class _Pair:
                 # The backward's saved tensors that its forward computed from no input (masks)
                 # are constants to it as well.
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
-                # The forward's saved tensors, and all of the backward's gradients, die
-                # together: they share blocks of memory (output_blocks.py).
-                backward = bool(self.compiled)
                 compiled = CompiledGraph(gm, example_inputs, self.options, known,
-                                         None if backward else self.saved_from, self.guarded,
-                                         0 if backward else self.saved_from)
+                                         None if self.compiled else self.saved_from, self.guarded)
                 self.compiled.append(compiled)
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1

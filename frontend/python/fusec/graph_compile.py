@@ -24,7 +24,6 @@ import torch
 from .capture import Captured
 from .common import ExportError
 from .convert import Converter, Value, _Opaque, is_random, op_name
-from .output_blocks import OutputBlocks
 from .runtime import Program
 
 
@@ -125,8 +124,7 @@ def _dump(text):
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False,
-                 pooled_from=None):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
         a constant, so a mask is still seen to be causal; the argument is not read.
@@ -135,10 +133,7 @@ class CompiledGraph:
         trace's strides (the backward reads its arguments contiguous), and static ones are
         not cloned (the backward has them as constants).
         guarded: every call's arguments have the example's dtypes and shapes (Dynamo's guards
-        say so): only the first call checks them.
-        pooled_from: the first output that dies with the others from there on (a forward's
-        saved tensors, a backward's gradients): those share blocks (output_blocks.py); the
-        rest, and all outputs without it, are tensors of their own."""
+        say so): only the first call checks them."""
         start = time.perf_counter()
         self.guarded, self.calls = guarded, 0
         self.host_seconds = 0.0  # the calls' time on the CPU after the first (what the step's launch waits for)
@@ -187,9 +182,10 @@ class CompiledGraph:
                 # What feeds each source, decided here once: an argument's index, or a constant.
                 self._feeds = [int(name[2:]) if name not in self.consts else self.consts[name]
                                for name, _, _ in self.program.sources]
-                own = {p[1] for k, p in enumerate(self.plan)
-                       if p[0] == "fusec" and (pooled_from is None or k < pooled_from)}
-                self._outputs = OutputBlocks(self.program.outputs, own, self.device)
+                # One tensor an output, made each call: the caller keeps them. (Views of one
+                # block per call cost more: splitting it, and AOTAutograd detaching each view.)
+                dev = torch.device(self.device)
+                self._output_args = [(shape, dtype, dev) for dtype, shape in self.program.outputs]
                 # The placeholder tensors of saved positions (SDPA's random-number state,
                 # which fusec's attention does not have) are made once.
                 self._empties = {k: torch.empty(p[1], dtype=p[2], device=self.device)
@@ -252,10 +248,11 @@ class CompiledGraph:
             for feed in self._feeds:
                 t = args[feed] if isinstance(feed, int) else feed
                 sources.append(t if t.is_contiguous() else t.contiguous())
-            outs, ptrs = self._outputs()
+            empty = torch.empty
+            outs = [empty(shape, dtype=dtype, device=dev) for shape, dtype, dev in self._output_args]
             if not self.guarded or self.calls == 0:
                 self.program.check(sources, outs)
-            self.program.run_pointers([t.data_ptr() for t in sources], ptrs)
+            self.program.run_pointers([t.data_ptr() for t in sources], [t.data_ptr() for t in outs])
             self.calls += 1
         result = []
         for k, p in enumerate(self.plan):
