@@ -396,6 +396,23 @@ FUSEC_PATTERN(castOfWideningCast) {
   if (x->type == t) return useExisting(x);
   return useNew(newOp(OpKind::Cast, {x}, t));
 }
+// cast(permute x) -> permute(cast x): the cast reads x in its own order (a coalesced
+// pointwise kernel, or none where a GEMM folds the permute as a transpose) instead of
+// materialising the transpose. Autocast's weight casts are this: cast(t(w)).
+FUSEC_PATTERN(castOfPermute) {
+  FUSEC_UNUSED_ARGS;
+  const Op* aDef = a->def;
+  if (!aDef || aDef->kind != OpKind::Permute) return {};
+  Value* x = aDef->operands[0];
+  auto cast = newOp(OpKind::Cast, {x}, Type{t.dtype, x->type.shape});
+  if (!typeChecks(*cast)) return {};
+  Rewrite rw;
+  rw.replacement = newOp(OpKind::Permute, {cast->result()}, t);
+  rw.replacement->setAttr("perm", aDef->attrInts("perm"));
+  if (!typeChecks(*rw.replacement)) return {};
+  rw.before.push_back(std::move(cast));
+  return rw;
+}
 // reshape(reshape x) and broadcast(broadcast x): one op of the outer kind over x.
 FUSEC_PATTERN(viewOfSameView) {
   FUSEC_UNUSED_ARGS;
@@ -511,6 +528,7 @@ const std::vector<Pattern>& patterns() {
       {"drop-stop-gradient", {K::StopGradient}, dropStopGradient},
       {"to-same-type", {K::Cast, K::Reshape, K::Broadcast, K::Slice}, toSameType},
       {"cast-of-widening-cast", {K::Cast}, castOfWideningCast},
+      {"cast-of-permute", {K::Cast}, castOfPermute},
       {"view-of-same-view", {K::Reshape, K::Broadcast}, viewOfSameView},
       {"permute-identity", {K::Permute}, permuteIdentity},
       {"permute-of-unit-dims-as-reshape", {K::Permute}, permuteOfUnitDimsAsReshape},

@@ -530,6 +530,22 @@ TEST(PassCanonicalize, Casts) {
   EXPECT_EQ(count(g, OpKind::Cast), 3);
 }
 
+// cast(permute x) -> permute(cast x): the cast reads x in its own order (same values).
+TEST(PassCanonicalize, CastOfPermuteCastsInTheOperandsOrder) {
+  Module m;
+  Graph& g = m.add("f");
+  Builder b(g);
+  Value* x = b.input("x", Type{DType::f32, {2, 3, 4}});
+  b.output(b.cast(b.permute(x, {2, 0, 1}), DType::bf16));
+  runChecked(m, createCanonicalizePass(), true);
+  const Op* p = g.outputs[0]->def;
+  ASSERT_EQ(p->kind, OpKind::Permute);
+  EXPECT_EQ(p->attrInts("perm"), (std::vector<int64_t>{2, 0, 1}));
+  ASSERT_EQ(p->operands[0]->def->kind, OpKind::Cast);
+  EXPECT_EQ(p->operands[0]->def->operands[0], x);
+  EXPECT_EQ(p->operands[0]->type, (Type{DType::bf16, {2, 3, 4}}));
+}
+
 TEST(PassCanonicalize, Layout) {
   Module m;
   Graph& g = m.add("f");
