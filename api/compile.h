@@ -36,6 +36,9 @@ struct CompileOptions {
   DType dtype = DType::f32;  // f32, or bf16 (PyTorch autocast's policy)
   AttentionLowering attention = AttentionLowering::Default;
   AdamWConfig adamw;  // train_step only
+  // The seed of a training step's dropout masks: step k's key is dropoutKey(seed, k)
+  // (ir/step_inputs.h). A data-parallel rank's differs from the others' (tools/fusec/cmd_run).
+  uint64_t dropoutSeed = 0;
   // train_step and fwd_bwd as one rank of a data-parallel job: its gradients and loss are
   // the means over the ranks (passes/data_parallel.h). ranks 1: a single GPU.
   DataParallelConfig dataParallel;

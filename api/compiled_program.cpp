@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ir/roles.h"
+#include "ir/step_inputs.h"
 #include "passes/memory_plan.h"
 
 namespace fusec::api {
@@ -14,7 +14,6 @@ CompiledProgram::CompiledProgram(std::unique_ptr<Model> model, Program program, 
       options_(std::move(options)),
       module_(std::move(module)),
       timings_(std::move(timings)) {
-  if (const Op* c = findInputByRole(graph(), Role::StepCount)) counter_ = c->attrStr("name");
   // The device backend compiles and loads now: compile() returns a program ready to run, and
   // its errors (no device, out of memory) are compile's.
   if (options_.device == Device::Cuda) runner_ = deviceRunner(graph(), options_);
@@ -43,11 +42,7 @@ void CompiledProgram::bind(Bindings values) { runner().bind(std::move(values)); 
 
 std::vector<HostTensor> CompiledProgram::step(Bindings inputs) {
   model_->validateInputs(program_, inputs);
-  if (!counter_.empty()) {
-    HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
-    t.f[0] = float(steps_ + 1);
-    inputs[counter_] = std::move(t);
-  }
+  for (auto& [name, t] : stepInputs(graph(), steps_ + 1, options_.dropoutSeed)) inputs[name] = std::move(t);
   ProgramRunner& r = runner();
   r.bind(std::move(inputs));
   r.run();

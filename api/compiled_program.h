@@ -39,8 +39,9 @@ class CompiledProgram {
   // frontend/program_state.h fills those) and any input by name; values are consumed. Names
   // that are not sources of the program are ignored.
   void bind(Bindings values);
-  // One call: validates and binds `inputs` (Model::validateInputs), and for a training step
-  // the `step` input (the 1-based count of step() calls); runs; returns the program's results
+  // One call: validates and binds `inputs` (Model::validateInputs), and the per-step inputs
+  // the program has (ir/step_inputs.h: AdamW's step counter, the dropout key) for step
+  // stepsRun() + 1; runs; returns the program's results
   // in order: its outputs that are not in-place updates of a param (forward: the logits;
   // train_step: the loss; fwd_bwd: the loss and every gradient). The updated params stay
   // where they are (on the device): read() copies one out.
@@ -63,7 +64,6 @@ class CompiledProgram {
   std::vector<PassTiming> timings_;
   std::unique_ptr<ProgramRunner> runner_;
   int64_t steps_ = 0;
-  std::string counter_;  // the name of its step-counter input (a training step), "" when none
 };
 
 // Traces `p` of `model`, lowers it with `o` (lowerProgram) and, on Device::Cuda, compiles and

@@ -2,7 +2,7 @@
 
 #include "bench/program.h"
 #include "bench/timer.h"
-#include "ir/roles.h"
+#include "ir/step_inputs.h"
 #include "frontend/program_state.h"
 #include "runtime/executable.h"
 
@@ -19,15 +19,8 @@ TimedRun runCompiled(const BenchCase& c, Bindings& env, const codegen::CubinCach
   exe.bind(env);
   // The step's in-place updates change the weights from one call to the next, as in
   // training; the timing does not depend on their values.
-  float step = 0;
-  const Op* counter = findInputByRole(g, Role::StepCount);  // a training step's
-  auto nextStep = [&] {
-    if (counter) {
-      HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
-      t.f[0] = ++step;
-      exe.bind(counter->attrStr("name"), t);
-    }
-  };
+  int64_t step = 0;
+  auto nextStep = [&] { exe.bind(stepInputs(g, ++step, 0)); };
   TimedRun r;
   r.ms = timeOnStream([&] { exe.run(); }, exe.stream(), c.warmup, c.iters, nextStep);
   exe.synchronize();

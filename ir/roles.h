@@ -29,6 +29,7 @@ enum class Role {
   TokenIds,   // input: token ids
   Targets,    // input: the loss's labels
   StepCount,  // input: AdamW's step counter
+  DropoutKey, // input: the step's random key of its dropout ops (ir/step_inputs.h)
   Weight,     // param: a trainable weight
   ExpAvg,     // param: AdamW's first moment of `of`
   ExpAvgSq,   // param: AdamW's second moment of `of`

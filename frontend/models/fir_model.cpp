@@ -1,6 +1,7 @@
 #include "frontend/models/fir_model.h"
 
 #include <filesystem>
+#include <unordered_set>
 
 #include "frontend/models/token_inputs.h"
 #include "frontend/safetensors.h"
@@ -36,6 +37,7 @@ class FirModel final : public api::Model {
   Graph& trace(Module& m, const api::Program& p, const api::CompileOptions&) const override {
     requireShape(p.batch, p.seq);
     std::unique_ptr<Graph> g = cloneGraph(*module_->funcs.at(0));
+    if (!trains(p.name)) withoutDropout(*g);  // PyTorch's eval mode: the forward drops it
     if (trains(p.name)) {
       // The zoo's loss: mean cross entropy of the logits over the targets.
       Builder b(*g);
@@ -114,14 +116,39 @@ class FirModel final : public api::Model {
     }
   }
 
+  // Each dropout(x, key) as x, and the key input gone once nothing reads it.
+  static void withoutDropout(Graph& g) {
+    for (const auto& op : g.ops)
+      if (op->kind == OpKind::Dropout) g.replaceAllUses(op->result(), op->operands.at(0));
+    // What the non-dropout ops and the outputs still read, before anything is erased.
+    std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+    for (const auto& op : g.ops)
+      if (op->kind != OpKind::Dropout) read.insert(op->operands.begin(), op->operands.end());
+    g.eraseIf([&](const Op* op) {
+      return op->kind == OpKind::Dropout ||
+             (op->kind == OpKind::Input && roleOf(*op) == Role::DropoutKey && !read.count(op->result()));
+    });
+  }
+
   void check(const Module& m) {
     if (m.funcs.size() != 1 || m.funcs[0]->name != "forward")
       fail("an imported model is one function, @forward (ids -> logits)");
     const Graph& g = *m.funcs[0];
-    const std::vector<Op*> inputs = g.inputs();
-    if (inputs.size() != 1 || roleOf(*inputs[0]) != Role::TokenIds)
-      fail("@forward takes one input, the token ids (role \"ids\")");
-    const Type& ids = inputs[0]->result()->type;
+    const Op* idsOp = nullptr;
+    for (const Op* in : g.inputs()) {
+      const Role r = roleOf(*in);
+      if (r == Role::TokenIds && !idsOp) {
+        idsOp = in;
+      } else if (r == Role::DropoutKey && !hasDropoutKey_) {
+        hasDropoutKey_ = true;
+        if (in->result()->type != Type{DType::i64, {}})
+          fail("@forward's dropout key '" + in->attrStr("name") + "' is " + in->result()->type.str() + ", expected i64[]");
+      } else {
+        fail("@forward takes one input, the token ids (role \"ids\"), and for dropout one key (role \"dropout_key\")");
+      }
+    }
+    if (!idsOp) fail("@forward takes one input, the token ids (role \"ids\")");
+    const Type& ids = idsOp->result()->type;
     if (ids.dtype != DType::i64 || ids.rank() != 2) fail("@forward's ids are " + ids.str() + ", expected i64[B,T]");
     batch_ = ids.shape[0];
     seq_ = ids.shape[1];
@@ -153,6 +180,7 @@ class FirModel final : public api::Model {
   std::string path_;
   std::shared_ptr<const Module> module_;  // parsed and verified once; each trace clones it
   int64_t batch_ = 0, seq_ = 0, vocab_ = 0;
+  bool hasDropoutKey_ = false;
   std::vector<api::ParamInfo> params_;
 };
 

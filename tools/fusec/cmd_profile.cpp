@@ -21,6 +21,7 @@
 #include "frontend/models/zoo_model.h"
 #include "frontend/token_data.h"
 #include "ir/roles.h"
+#include "ir/step_inputs.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/common_flags.h"
 #include "tools/fusec/job.h"
@@ -117,14 +118,9 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
     p.launches[i].name = info.name;  // GEMMs and collectives: the runtime's name carries the shape
   }
   exe.bind(env);
-  float step = 0;
-  const Op* counter = findInputByRole(g, Role::StepCount);  // a training step's
+  int64_t step = 0;
   auto call = [&] {
-    if (counter) {
-      HostTensor t = HostTensor::zeros(Type{DType::f32, {}});
-      t.f[0] = ++step;
-      exe.bind(counter->attrStr("name"), t);
-    }
+    exe.bind(stepInputs(g, ++step, 0));
     exe.run();
   };
   // The first run: the GEMMs' algorithms are tuned here (or read from the tuning cache).

@@ -74,7 +74,8 @@ struct RunArgs {
   int64_t steps = 1, batch = 4, ctx = 256;
   CLI::Option *oBatch = nullptr, *oCtx = nullptr;
   std::string device, dtype = "fp32", model = "small", attention;
-  uint64_t seed = 0;
+  uint64_t seed = 0, dropoutSeed = 0;
+  CLI::Option* oDropoutSeed = nullptr;
   ModelOverrides overrides;  // applied only when given
   CLI::Option* oSteps = nullptr;
   AdamWFlags adamw;
@@ -273,6 +274,7 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   run["--attention"] = a.attention.empty() ? "fused" : a.attention;  // run's default
   if (a.tf32) run["--tf32"] = "on";
   run["--seed"] = std::to_string(a.seed);
+  if (a.oDropoutSeed && a.oDropoutSeed->count()) run["--dropout-seed"] = std::to_string(a.dropoutSeed);
   run["--lr"] = shortest(a.adamw.lr);
   const AdamWConfig adamw = a.adamw.config();
   run["--betas"] = shortest(adamw.beta1) + "," + shortest(adamw.beta2);
@@ -397,6 +399,10 @@ int runProgram(RunArgs& a, const api::Model& model) {
   if (o.device == api::Device::Cpu) o.passes = "";
   o.cudaGraph = !a.noCudaGraph;
   o.tf32 = a.tf32;
+  // Dropout: the ranks of a job draw different masks for their rows (the same seed on every
+  // rank would repeat one rank's masks N times).
+  o.dropoutSeed = (a.oDropoutSeed && a.oDropoutSeed->count() ? a.dropoutSeed : a.seed) ^
+                  (uint64_t(a.rank) * 0x9E3779B97F4A7C15ull);
   StepInputs source(a, model);
   const RunIdentity identity = runIdentity(a, model, source);
   // A rank joins its job before the compile (the program's collectives run on the job's
@@ -635,6 +641,10 @@ Command addRunCommand(CLI::App& app) {
   a->overrides.add(*cmd);
   a->adamw.add(*cmd);
   addSeedFlag(*cmd, a->seed, "Seed for initialised weights (default 0)");
+  a->oDropoutSeed = addSeedFlag(*cmd, a->dropoutSeed,
+                                "train_step: seed of the dropout masks of a model that has dropout (default --seed); "
+                                "step k's masks are a function of it and k, so a resumed run draws the same",
+                                "--dropout-seed");
   a->oCheckpoint = cmd->add_option("--checkpoint", a->checkpoint,
                   "train_step: write a checkpoint (weights, AdamW moments, step, losses, data position) into DIR "
                   "every --checkpoint-every steps and after the last, atomically")

@@ -46,7 +46,7 @@ void addDtypeFlag(CLI::App& cmd, std::vector<std::string>& dtypes, const std::st
       ->type_name("LIST");
 }
 
-void addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help) {
+CLI::Option* addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help, const std::string& name) {
   const CLI::Validator digits(
       [](std::string& text) -> std::string {
         uint64_t v = 0;
@@ -57,7 +57,7 @@ void addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help) {
         return "";
       },
       "UINT64");
-  cmd.add_option("--seed", seed, help)->type_name("S")->check(digits);
+  return cmd.add_option(name, seed, help)->type_name("S")->check(digits);
 }
 
 DType dtypeOf(const std::string& flag) { return flag == "bf16" ? DType::bf16 : DType::f32; }

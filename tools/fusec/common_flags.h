@@ -34,7 +34,7 @@ DType dtypeOf(const std::string& flag);  // "fp32" -> f32, "bf16" -> bf16
 
 // --seed S: an integer in 0..2^64-1, written in decimal digits (CLI11 alone would take "-1" as
 // 2^64-1 and silently clamp larger numbers).
-void addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help);
+CLI::Option* addSeedFlag(CLI::App& cmd, uint64_t& seed, const std::string& help, const std::string& name = "--seed");
 
 // --attention: fused or naive; "" (not given) is the program's default.
 void addAttentionFlag(CLI::App& cmd, std::string& attention, const std::string& defaultText);
