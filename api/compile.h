@@ -39,6 +39,7 @@ struct CompileOptions {
   // The seed of a training step's dropout masks: step k's key is dropoutKey(seed, k)
   // (ir/step_inputs.h). A data-parallel rank's differs from the others' (tools/fusec/cmd_run).
   uint64_t dropoutSeed = 0;
+  bool dropout = true;  // false: the training programs drop dropout too (the model as in eval mode)
   // train_step and fwd_bwd as one rank of a data-parallel job: its gradients and loss are
   // the means over the ranks (passes/data_parallel.h). ranks 1: a single GPU.
   DataParallelConfig dataParallel;

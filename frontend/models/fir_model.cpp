@@ -34,10 +34,10 @@ class FirModel final : public api::Model {
   std::vector<api::ParamInfo> params() const override { return params_; }
   std::vector<std::string> programs() const override { return {"forward", "train_step", "fwd_bwd"}; }
 
-  Graph& trace(Module& m, const api::Program& p, const api::CompileOptions&) const override {
+  Graph& trace(Module& m, const api::Program& p, const api::CompileOptions& o) const override {
     requireShape(p.batch, p.seq);
     std::unique_ptr<Graph> g = cloneGraph(*module_->funcs.at(0));
-    if (!trains(p.name)) withoutDropout(*g);  // PyTorch's eval mode: the forward drops it
+    if (!trains(p.name) || !o.dropout) withoutDropout(*g);  // PyTorch's eval mode: the forward drops it
     if (trains(p.name)) {
       // The zoo's loss: mean cross entropy of the logits over the targets.
       Builder b(*g);

@@ -17,7 +17,7 @@ constructor or forward, bad flags, a bad --state-dict or --out, a model's sys.ex
 a python3 without torch, --hf's misuses (hf_failures(): with --model, a missing transformers, a
 name that is no model type, a --config key the config lacks), each one line `fusec.export:
 error: ...`, exit 1, no traceback (but with --debug), and the output directory as it was; a success is one line, and the three
-files are renamed into place model.fir last.
+files are renamed into place model.fir last. A model with dropout keeps it (dropout_kept).
 
     python3 tests/python/export_test.py --fusec build/fusec
 Exits 77 (ctest's skip) with the reason when this python has no torch, after the checks that
@@ -369,6 +369,39 @@ def not_causal(fusec, tmp):
     check(err < 1e-4, f"band: forward logits match PyTorch, relative error {err:.2e} < 1e-4 ({r.stderr.strip()})")
 
 
+def dropout_kept(fusec, tmp):
+    """A model with dropout is exported in train mode: its three dropout sites (embeddings,
+    attention weights, residual branches) become fusec's dropout ops on the step's key, and
+    the export still checks itself (forward and its gradients without dropout, as PyTorch's
+    eval mode). fusec's train_step draws the masks from --dropout-seed: one seed repeats its
+    losses, another changes them, --no-dropout trains without; --no-dropout at export writes none."""
+    out = os.path.join(tmp, "dropout")
+    spec = os.path.join(HERE, "models", "dropout_lm.py") + ":DropoutLM"
+    r = export_cli(spec, out, B, T)
+    check(r.returncode == 0, f"dropout: export exits 0 ({r.stderr.strip()[-300:]})")
+    if r.returncode:
+        return
+    text = open(os.path.join(out, "model.fir")).read()
+    sites = len(re.findall(r" = dropout\(", text))
+    check('role = "dropout_key"' in text and sites >= 4 and " = attention(" not in text,
+          f"dropout: model.fir keeps the dropout ({sites} ops on the dropout_key), explicit attention around it")
+    fir = os.path.join(out, "model.fir")
+
+    def losses(*flags):
+        r = run(fusec, "run", "--fir", fir, "--program", "train_step", "--random-inputs", "--steps", "3",
+                "--device", "cpu", *flags)
+        return r.stdout if r.returncode == 0 else r.stderr
+
+    a, b, c, none = losses("--dropout-seed", "1"), losses("--dropout-seed", "1"), losses("--dropout-seed", "2"), \
+        losses("--no-dropout")
+    check("step 3/3" in a and a == b and a != c and a != none,
+          "dropout: one --dropout-seed repeats its losses, another and --no-dropout change them")
+    out2 = os.path.join(tmp, "dropout-eval")
+    r = export_cli(spec, out2, B, T, "{}", "--no-dropout")
+    check(r.returncode == 0 and " = dropout(" not in open(os.path.join(out2, "model.fir")).read(),
+          f"dropout: --no-dropout exports without it ({r.stderr.strip()[-200:]})")
+
+
 def unsupported(tmp):
     out = os.path.join(tmp, "cumsum")
     r = export_cli(os.path.join(HERE, "models", "unsupported.py") + ":CumsumLM", out, 2, 4)
@@ -665,6 +698,7 @@ def main():
         if outs[3]:
             state_dict_round_trip(tmp, outs[3])
         not_causal(a.fusec, tmp)
+        dropout_kept(a.fusec, tmp)
         unsupported(tmp)
         failures(tmp)
         atomic(tmp)

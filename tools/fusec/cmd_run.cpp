@@ -79,7 +79,7 @@ struct RunArgs {
   ModelOverrides overrides;  // applied only when given
   CLI::Option* oSteps = nullptr;
   AdamWFlags adamw;
-  bool noCudaGraph = false, tf32 = false;
+  bool noCudaGraph = false, tf32 = false, noDropout = false;
   bool allowNonfinite = false;
   std::string checkpoint, resume;
   int64_t checkpointEvery = 100;
@@ -275,6 +275,7 @@ RunIdentity runIdentity(const RunArgs& a, const api::Model& model, const StepInp
   if (a.tf32) run["--tf32"] = "on";
   run["--seed"] = std::to_string(a.seed);
   if (a.oDropoutSeed && a.oDropoutSeed->count()) run["--dropout-seed"] = std::to_string(a.dropoutSeed);
+  if (a.noDropout) run["--no-dropout"] = "on";
   run["--lr"] = shortest(a.adamw.lr);
   const AdamWConfig adamw = a.adamw.config();
   run["--betas"] = shortest(adamw.beta1) + "," + shortest(adamw.beta2);
@@ -401,6 +402,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   o.tf32 = a.tf32;
   // Dropout: the ranks of a job draw different masks for their rows (the same seed on every
   // rank would repeat one rank's masks N times).
+  o.dropout = !a.noDropout;
   o.dropoutSeed = (a.oDropoutSeed && a.oDropoutSeed->count() ? a.dropoutSeed : a.seed) ^
                   (uint64_t(a.rank) * 0x9E3779B97F4A7C15ull);
   StepInputs source(a, model);
@@ -645,6 +647,8 @@ Command addRunCommand(CLI::App& app) {
                                 "train_step: seed of the dropout masks of a model that has dropout (default --seed); "
                                 "step k's masks are a function of it and k, so a resumed run draws the same",
                                 "--dropout-seed");
+  cmd->add_flag("--no-dropout", a->noDropout,
+                "train_step: train without the model's dropout (as in eval mode; the export's own check uses it)");
   a->oCheckpoint = cmd->add_option("--checkpoint", a->checkpoint,
                   "train_step: write a checkpoint (weights, AdamW moments, step, losses, data position) into DIR "
                   "every --checkpoint-every steps and after the last, atomically")

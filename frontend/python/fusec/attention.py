@@ -166,6 +166,25 @@ def emit(conv, q, k, v, causal, scale):
     return o, lse
 
 
+def with_dropout(conv, q, k, v, causal, scale, p):
+    """softmax(q kᵀ · scale, causal or not) with dropout on the weights, then · v: SDPA with
+    dropout_p > 0 in a train-mode export, as explicit ops (fusec's fused attention has no
+    dropout; its backward regenerates the mask like any dropout)."""
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        raise ExportError("unsupported op scaled_dot_product_attention with dropout_p > 0 and grouped K/V heads")
+    shape = q.shape[:-1] + (k.shape[-2],)
+    s = conv.scaled(conv.emit("matmul", [q, k], shape, q.dtype, "transpose_b = true"), scale)
+    if causal:
+        n = len(shape)
+        row = conv.emit("iota", [], shape, torch.float32, f"axis = {n - 2}")
+        col = conv.emit("iota", [], shape, torch.float32, f"axis = {n - 1}")
+        keep = conv.emit("ge", [row, col], shape, torch.bool)
+        low = conv.constant(torch.finfo(torch.float32).min, shape, s.dtype)
+        s = conv.emit("select", [keep, s, low], shape, s.dtype)
+    w = conv.emit("softmax", [s], shape, s.dtype, f"axis = {len(shape) - 1}", meta={"axis": len(shape) - 1})
+    return conv.emit("matmul", [conv.dropout(w, p), v], q.shape[:-1] + (v.shape[-1],), q.dtype)
+
+
 def _reference(q, k, v, causal, scale):
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     if causal:
@@ -261,12 +280,14 @@ def match_softmax_attention(conv, out, P, V):
 
 def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
     """scaled_dot_product_attention(q, k, v, ...) as the composite: (o shaped as `out`, lse)."""
-    if dropout_p:
+    if dropout_p and not conv.train_dropout:
         raise ExportError("unsupported op scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
     qv, kv, vv = conv.value(q), conv.value(k), conv.value(v)
     tq, tk = qv.shape[-2], kv.shape[-2]
     scale = 1 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
     causal = causal_of(conv, mask, is_causal, tq, tk)
+    if dropout_p:
+        return conv.reshape(with_dropout(conv, qv, kv, vv, causal, scale, float(dropout_p)), out.shape), None
     o, lse = emit(conv, qv, kv, vv, causal, scale)
     return conv.reshape(o, out.shape), lse
 

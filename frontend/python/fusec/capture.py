@@ -7,6 +7,7 @@ each of its placeholders, the real tensor it stands for, its kind and its name:
   "constant": a tensor that state_dict() does not hold (a buffer registered with
               persistent=False, a tensor constant the trace lifted), under its own name;
   "input":    the ids."""
+import contextlib
 import linecache
 import os
 import sys
@@ -32,7 +33,36 @@ def has_torch_export():
     return hasattr(torch, "export") and hasattr(torch.export, "export")
 
 
-def capture(model, ids, how="auto"):
+@contextlib.contextmanager
+def _dropout_as_native():
+    """F.dropout as aten.native_dropout while a train-mode model is captured: torch 1.13's
+    make_fx would otherwise trace dropout's CPU decomposition (bernoulli_, div_, mul), a draw
+    the converter cannot tell from any other random op."""
+    import torch.nn.functional as F
+    original = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and p > 0:
+            return torch.ops.aten.native_dropout(input, p, True)[0]
+        return input
+
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = original
+
+
+def capture(model, ids, how="auto", train=False):
+    """train: capture the model in train mode, its dropout as aten.native_dropout (the
+    model is left in eval mode)."""
+    if train:
+        model.train()
+        try:
+            with _dropout_as_native():
+                return capture(model, ids, how)
+        finally:
+            model.eval()
     if how == "auto":
         how = "torch.export" if has_torch_export() else "make_fx"
     if how == "torch.export":

@@ -110,6 +110,11 @@ class Converter:
         self.consts = {}  # (shape, f32 bytes) -> a `_const` param (one per distinct tensor)
         self.replayable = {}  # fx node -> whether materialize computes it in the .fir
         self.counter = 0
+        # A train-mode export (export.py): dropout becomes fusec's dropout op, keyed by the
+        # step's `dropout_key` input; the recorded real values take each dropout as the
+        # identity, so they are eval mode's (what the export is checked against).
+        self.train_dropout = False
+        self.key, self.streams = None, 0
 
     # ---- emission
     def fresh(self, hint):
@@ -278,7 +283,8 @@ class Converter:
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: results[n])
             if node.op != "call_function":
                 raise ExportError(f"internal: fx node {node.op} {node.target}")
-            out = node.target(*args, **kwargs)
+            out = self._eval_dropout(node, args) if self.train_dropout and _is_dropout(node) else \
+                node.target(*args, **kwargs)
             results[node] = out
             # ones_like(ids) and the like read only their operand's shape: as static as a constant
             # (a causal mask built from them is still the static causal mask).
@@ -466,7 +472,10 @@ class Converter:
         """fusec's lse [B, H, T] laid out as the SDPA variant's (the efficient kernel pads T to a
         multiple of 32, cuDNN adds a unit axis), so that a backward graph that takes it as a
         saved tensor gets the shape the trace recorded. Only fusec's attention_backward reads
-        it (graph_compile.py compiles a forward and its backward together or neither)."""
+        it (graph_compile.py compiles a forward and its backward together or neither). None (a
+        train-mode export's attention with dropout has none) stays None."""
+        if lse is None:
+            return None
         shape = tuple(real.shape)
         if shape == lse.shape:
             return lse
@@ -729,6 +738,40 @@ class Converter:
 
     op_split_with_sizes = op_split
 
+    # ---- dropout (a train-mode export)
+    def dropout_key(self):
+        """The step's dropout key: one input for the whole model (role dropout_key)."""
+        if self.key is None:
+            self.key = self.source("input", (), torch.int64, 'name = "dropout_key", role = "dropout_key"', "key", True,
+                                   name="dropout_key")
+        return self.key
+
+    def dropout(self, x, p):
+        """fusec's dropout of value `x` with probability p: each site its own stream."""
+        self.streams += 1
+        return self.emit("dropout", [x, self.dropout_key()], x.shape, x.dtype, f"p = {number(p)}, stream = {self.streams}")
+
+    @staticmethod
+    def _eval_dropout(node, args):
+        """A dropout node's value as eval mode computes it: its input (and an all-kept mask)."""
+        x = args[0]
+        if op_name(node.target).split(".")[1] == "native_dropout":
+            return (x.clone(), torch.ones_like(x, dtype=torch.bool))
+        return x.clone()
+
+    def _dropout_op(self, node, out, x, p, train):
+        if not self.train_dropout:
+            raise ExportError(f"unsupported op {op_name(node.target)} in train mode (export in eval mode, or with dropout)")
+        v = self.value(x)
+        kept = v if not train or not p else self.dropout(v, float(p))
+        return [kept, None] if op_name(node.target).split(".")[1] == "native_dropout" else kept
+
+    def op_native_dropout(self, node, out, x, p, train):
+        return self._dropout_op(node, out, x, p, train)
+
+    def op_dropout(self, node, out, x, p, train):
+        return self._dropout_op(node, out, x, p, train)
+
     def op_getitem(self, node, out, xs, i):
         parts = self.values.get(xs)
         if isinstance(parts, list):
@@ -776,6 +819,10 @@ _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
 _RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli", "native_dropout",
            "dropout", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "multinomial",
            "randperm", "poisson"}
+
+
+def _is_dropout(node):
+    return node.op == "call_function" and op_name(node.target).split(".")[1:2] in (["native_dropout"], ["dropout"])
 
 
 def is_random(node):

@@ -66,7 +66,13 @@ from .common import ExportError, Parser, cli, describe, write_files
 Exported = namedtuple("Exported", "logits ops parameters weight_bytes verified")
 
 
-def export(model, example_ids, out_dir, how="auto", record=None, verify=True):
+def has_dropout(model):
+    """Whether `model` has a dropout module that drops anything (p > 0)."""
+    import torch
+    return any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
+
+
+def export(model, example_ids, out_dir, how="auto", record=None, verify=True, dropout="auto"):
     """Writes out_dir/model.fir and out_dir/weights.safetensors for `model` at the shape of
     `example_ids` (int64 [B, T]). `how`: "auto" (torch.export where torch >= 2.1, else
     make_fx), "torch.export" or "make_fx". `record` (the CLI's: the model's file, class,
@@ -74,7 +80,10 @@ def export(model, example_ids, out_dir, how="auto", record=None, verify=True):
     `fusec bench --fir` rebuilds the PyTorch module (bench/torch_module_ref.py). `verify`:
     check the written files with fusec against PyTorch before they are renamed into place
     (the module's docstring); False skips it. Returns an Exported (the PyTorch logits of the
-    example, counts for a summary and what the check measured)."""
+    example, counts for a summary and what the check measured). `dropout`: "auto" (a model
+    with a dropout module of p > 0 is traced in train mode, its dropout kept as fusec's
+    `dropout` ops, which `fusec run`'s forward drops and train_step keeps), True or False
+    (traced in eval mode: no dropout)."""
     import torch  # here, not at the top: the CLI's --help and argument errors need no torch
     from . import safetensors_io
     from .capture import SourceLines, capture
@@ -88,9 +97,11 @@ def export(model, example_ids, out_dir, how="auto", record=None, verify=True):
         from .verify import find_fusec
         fusec = find_fusec()  # likewise: no binary to check with is known before anything runs
     model = model.eval()
+    train = has_dropout(model) if dropout == "auto" else bool(dropout)
     sources = SourceLines(model, (example_ids,))
-    captured = capture(model, example_ids, how)
+    captured = capture(model, example_ids, how, train=train)
     conv = Converter(captured, sources)
+    conv.train_dropout = train
     with torch.no_grad():
         logits = conv.run()
         want = model(example_ids)
@@ -203,6 +214,9 @@ def main(argv=None):
                     help="do not check the export with fusec's CPU interpreter against PyTorch (forward and one "
                          "gradient) before writing it: for a model too large for the CPU, or with no fusec binary "
                          "(found as $FUSEC_BIN, fusec on PATH or this checkout's build/fusec)")
+    ap.add_argument("--no-dropout", action="store_true",
+                    help="trace in eval mode, without the model's dropout (default: a model with a dropout module of "
+                         "p > 0 is traced in train mode and keeps its dropout for fusec's train_step)")
     ap.add_argument("--debug", action="store_true", help="on failure, print the Python traceback before the error line")
     return cli("fusec.export", ap, _run, argv)
 
@@ -248,7 +262,8 @@ def _run(a):
     record = {"model": os.path.abspath(path) + ":" + cls_name, "kwargs": kwargs, "seed": a.seed,
               "state_dict": os.path.abspath(a.state_dict) if a.state_dict else None}
     with _doing(f"exporting {cls_name} at ids [{a.batch}, {a.seq}]", path):
-        done = export(model, ids, a.out, a.capture, record, verify=not a.no_verify)
+        done = export(model, ids, a.out, a.capture, record, verify=not a.no_verify,
+                      dropout=False if a.no_dropout else "auto")
     print(summary(a.out, done, a.batch, a.seq), flush=True)
 
 
@@ -286,7 +301,8 @@ def _run_hf(a):
             model = hf.HFCausalLM(a.hf, config)
         name = type(model.hf).__name__
         with _doing(f"exporting {name} at ids [{a.batch}, {a.seq}]"):
-            done = export(model, ids, a.out, a.capture, _hf_record(a.hf, config, a.seed), verify=not a.no_verify)
+            done = export(model, ids, a.out, a.capture, _hf_record(a.hf, config, a.seed), verify=not a.no_verify,
+                          dropout=False if a.no_dropout else "auto")
     print(summary(a.out, done, a.batch, a.seq), flush=True)
 
 
