@@ -12,6 +12,8 @@
 #include "passes/autodiff.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <limits>
 #include <numbers>
 #include <numeric>
@@ -20,6 +22,7 @@
 #include <unordered_set>
 
 #include "ir/builder.h"
+#include "ir/op_table.h"
 #include "ir/type_rules.h"
 
 namespace fusec {
@@ -59,7 +62,13 @@ std::vector<int64_t> range(int64_t from, int64_t to) {
 
 class Autodiff {
  public:
-  Autodiff(Graph& g, std::unordered_set<const Value*> needed) : b_(g), needed_(std::move(needed)) {}
+  Autodiff(Graph& g, std::unordered_set<const Value*> needed) : b_(g), needed_(std::move(needed)) {
+    // A test's planted fault (tests/python/export_verify_test.py): FUSEC_TEST_WRONG_VJP=OP
+    // doubles every VJP of op OP, so that the checks downstream (the exporter's gradient
+    // check) are shown to catch a wrong derivative rule. Unset, nothing changes.
+    if (const char* name = std::getenv("FUSEC_TEST_WRONG_VJP"); name && *name)
+      if (const OpInfo* info = findOp(name)) planted_ = info->kind;
+  }
 
   void seed(Value* loss) { adj_[loss] = b_.constant(1.0, loss->type); }
 
@@ -94,6 +103,7 @@ class Autodiff {
   }
 
  private:
+  std::optional<OpKind> planted_;  // FUSEC_TEST_WRONG_VJP's op, if any
   bool wants(const Op& op, size_t i) const { return diffSlot(op, i) && needed_.count(op.operands[i]) != 0; }
 
   void accumulate(Value* v, Value* d) {
@@ -103,7 +113,9 @@ class Autodiff {
   // Adds make() to the adjoint of operand i, building it only if that operand is needed.
   template <class F>
   void give(const Op& op, size_t i, F&& make) {
-    if (wants(op, i)) accumulate(op.operands[i], make());
+    if (!wants(op, i)) return;
+    Value* d = make();
+    accumulate(op.operands[i], planted_ == op.kind ? add(d, d) : d);
   }
 
   // ---- building blocks

@@ -20,9 +20,9 @@ PyTorch's logits, loss and autograd gradients.
   - No fusec to check with (FUSEC_BIN naming no executable) fails before the model runs, with
     one line saying how to give one or to pass --no-verify; --no-verify exports unchecked and
     says so. A fusec that cannot run the export fails it with fusec's own line.
-A planted wrong VJP (a derivative rule of fusec's autodiff) is a C++ change (passes/autodiff.cpp)
-and is not planted here: the backward check compares every parameter's gradient whatever
-computed it, which the cut-gradient plant above exercises.
+  - A planted wrong VJP (fusec's autodiff with FUSEC_TEST_WRONG_VJP=silu: every derivative
+    rule of silu doubled, passes/autodiff.cpp) fails the export naming a weight whose gradient
+    goes through it; the forward is untouched.
 
     FUSEC_BIN=build/fusec python3 tests/python/export_verify_test.py --fusec build/fusec
 Exits 77 (ctest's skip) with the reason when this python has no torch."""
@@ -204,6 +204,15 @@ def planted_backward(tmp):
           f"({planted[0] if planted else None}) and its line, nothing written ({msg})")
 
 
+def planted_vjp(tmp):
+    """fusec's own derivative of silu doubled (the planted fault passes/autodiff.cpp reads from
+    FUSEC_TEST_WRONG_VJP): the CS336 LM's SwiGLU weights before it get wrong gradients."""
+    msg, kept = export_fails(os.path.join(tmp, "cs336_vjp"), mock.patch.dict(os.environ, {"FUSEC_TEST_WRONG_VJP": "silu"}),
+                             "cs336")
+    check(msg is not None and "fusec's gradient of '" in msg and kept,
+          f"a wrong VJP in fusec's autodiff fails the export naming a weight's gradient, nothing written ({msg})")
+
+
 def planted_baked_ids(tmp):
     """The embedding's result on the example ids stored as a constant: the forward on those ids
     is exact, on any others it is not."""
@@ -288,6 +297,7 @@ def main():
         hf_ops(tmp)
         planted_forward(tmp)
         planted_backward(tmp)
+        planted_vjp(tmp)
         planted_baked_ids(tmp)
         cli(tmp)
     return exit_code()
