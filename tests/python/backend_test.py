@@ -130,6 +130,45 @@ def check_mask_values():
     return good
 
 
+def check_dropout(device):
+    """Dropout compiled by fusec (native_dropout as fusec's dropout op, keyed afresh each call
+    from torch's generator): about 1 - p of the elements kept, each scaled by 1 / (1 - p), the
+    backward applying the forward's mask (w's gradient is the kept x's sum, scaled), and the
+    next call drawing another mask. torch 1.13 traces dropout on the CPU as bernoulli_: its
+    F.dropout is captured as native_dropout here, as the exporter does."""
+    from fusec import dynamo
+    from fusec.capture import _dropout_as_native
+
+    class Dropped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.full((64,), 1.5, device=device))
+            self.drop = torch.nn.Dropout(0.25)
+
+        def forward(self, x):
+            return self.drop(x * self.w)
+
+    torch.manual_seed(5)
+    x = torch.rand(32, 64, device=device) + 0.5
+    before = dynamo.STATS["fusec"]
+    m = dynamo.aot_module(Dropped()) if not hasattr(torch, "compile") else torch.compile(Dropped(), backend="fusec")
+    with _dropout_as_native():
+        y = m(x)
+        y.sum().backward()
+        y2 = m(x)
+    kept = y != 0
+    rate = kept.float().mean().item()
+    scaled = ((y[kept] - (x * 1.5)[kept] / 0.75).abs().max() / y.abs().max()).item()
+    grad = m.w.grad if hasattr(m, "w") else next(m.parameters()).grad
+    same = ((grad - (kept * x / 0.75).sum(0)).abs().max() / grad.abs().max()).item()
+    other = bool(((y2 != 0) != kept).any())
+    good = dynamo.STATS["fusec"] >= before + 2 and abs(rate - 0.75) < 0.03 and scaled < 1e-6 and same < 1e-5 and other
+    print(f"{'ok  ' if good else 'FAIL'} dropout by fusec: kept {rate:.3f} (p 0.25), scaled within {scaled:.1e}, the "
+          f"backward's mask the forward's within {same:.1e}, the next call another mask: {other}, graphs by fusec "
+          f"{dynamo.STATS['fusec'] - before}")
+    return good
+
+
 def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=False, bound=1e-4, by_fusec=True):
     """Trains `make()` eager and compiled from the same weights; by_fusec: the compiled run's
     graphs (a forward and a backward at least) must be fusec's, none PyTorch's."""
@@ -179,6 +218,7 @@ def main():
     from fusec import dynamo
 
     ok = check_mask_values()
+    ok &= check_dropout(args.device)
     if args.device == "cpu":
         steps = args.steps or 4
         vocab, batch, seq = 37, 2, 16

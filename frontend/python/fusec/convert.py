@@ -114,6 +114,9 @@ class Converter:
         # step's `dropout_key` input; the recorded real values take each dropout as the
         # identity, so they are eval mode's (what the export is checked against).
         self.train_dropout = False
+        # The torch.compile backend's forward (graph_compile.py): native_dropout also returns
+        # its mask (the backward's native_dropout_backward reads it), drawn again from the key.
+        self.dropout_masks = False
         self.key, self.streams = None, 0
 
     # ---- emission
@@ -746,10 +749,13 @@ class Converter:
                                    name="dropout_key")
         return self.key
 
-    def dropout(self, x, p):
-        """fusec's dropout of value `x` with probability p: each site its own stream."""
-        self.streams += 1
-        return self.emit("dropout", [x, self.dropout_key()], x.shape, x.dtype, f"p = {number(p)}, stream = {self.streams}")
+    def dropout(self, x, p, stream=None):
+        """fusec's dropout of value `x` with probability p: each site its own stream (or
+        `stream`: another site's, whose elements it keeps)."""
+        if stream is None:
+            self.streams += 1
+            stream = self.streams
+        return self.emit("dropout", [x, self.dropout_key()], x.shape, x.dtype, f"p = {number(p)}, stream = {stream}")
 
     @staticmethod
     def _eval_dropout(node, args):
@@ -763,8 +769,16 @@ class Converter:
         if not self.train_dropout:
             raise ExportError(f"unsupported op {op_name(node.target)} in train mode (export in eval mode, or with dropout)")
         v = self.value(x)
-        kept = v if not train or not p else self.dropout(v, float(p))
-        return [kept, None] if op_name(node.target).split(".")[1] == "native_dropout" else kept
+        native = op_name(node.target).split(".")[1] == "native_dropout"
+        if not train or not p:
+            kept, mask = v, (self.constant(1, v.shape, torch.bool) if native and self.dropout_masks else None)
+        else:
+            kept = self.dropout(v, float(p))
+            mask = None
+            if native and self.dropout_masks:  # the same stream over ones: the same elements kept
+                ones = self.dropout(self.constant(1, v.shape, torch.float32), float(p), stream=self.streams)
+                mask = self.emit("ne", [ones, self.constant(0, v.shape, torch.float32)], v.shape, torch.bool)
+        return [kept, mask] if native else kept
 
     def op_native_dropout(self, node, out, x, p, train):
         return self._dropout_op(node, out, x, p, train)

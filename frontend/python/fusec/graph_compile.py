@@ -108,6 +108,12 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
+def _fresh_key(device):
+    """A dropout key for one call, from torch's generator on `device` (so torch.manual_seed
+    makes a run's masks repeat), drawn there: no copy from the host."""
+    return torch.randint(-2 ** 62, 2 ** 62, (), dtype=torch.int64, device=device)
+
+
 _DUMPED = itertools.count()
 
 
@@ -160,6 +166,7 @@ class CompiledGraph:
                 kinds.append((n, r, "arg", name))
         captured = Captured(gm, kinds, "aot")
         conv = Converter(captured, _NoSourceLines())
+        conv.train_dropout = conv.dropout_masks = True  # native_dropout: fusec's, keyed per call
         with _unfaked(), torch.no_grad():
             result = conv.convert_graph()
             self.tuple_output = isinstance(result, (list, tuple))
@@ -179,9 +186,10 @@ class CompiledGraph:
                 _dump(text)
                 self.program = Program(text, self.device, options)
                 self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
-                # What feeds each source, decided here once: an argument's index, or a constant.
-                self._feeds = [int(name[2:]) if name not in self.consts else self.consts[name]
-                               for name, _, _ in self.program.sources]
+                # What feeds each source, decided here once: an argument's index, a constant,
+                # or (None) a fresh dropout key each call.
+                self._feeds = [None if name == "dropout_key" else int(name[2:]) if name not in self.consts
+                               else self.consts[name] for name, _, _ in self.program.sources]
                 # One tensor an output, made each call: the caller keeps them. (Views of one
                 # block per call cost more: splitting it, and AOTAutograd detaching each view.)
                 dev = torch.device(self.device)
@@ -246,7 +254,7 @@ class CompiledGraph:
         if self.program is not None:
             sources = []
             for feed in self._feeds:
-                t = args[feed] if isinstance(feed, int) else feed
+                t = args[feed] if isinstance(feed, int) else feed if feed is not None else _fresh_key(self.device)
                 sources.append(t if t.is_contiguous() else t.contiguous())
             empty = torch.empty
             outs = [empty(shape, dtype=dtype, device=dev) for shape, dtype, dev in self._output_args]
