@@ -282,6 +282,9 @@ def sdpa(conv, out, q, k, v, mask, dropout_p, is_causal, scale):
     """scaled_dot_product_attention(q, k, v, ...) as the composite: (o shaped as `out`, lse)."""
     if dropout_p and not conv.train_dropout:
         raise ExportError("unsupported op scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
+    if dropout_p and conv.dropout_masks:  # the backend: its backward graph has SDPA's own backward, with dropout
+        raise ExportError("unsupported op scaled_dot_product_attention with dropout_p > 0 (fusec's attention has no "
+                          "dropout)")
     qv, kv, vv = conv.value(q), conv.value(k), conv.value(v)
     tq, tk = qv.shape[-2], kv.shape[-2]
     scale = 1 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
