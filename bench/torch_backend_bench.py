@@ -7,6 +7,8 @@ f32 cross-entropy, backward, torch.optim.AdamW) compiled three ways:
   inductor-ro   torch.compile(model, mode="reduce-overhead")      + the same for opt.step
   fusec         torch.compile(model, backend="fusec")             + opt.step eager (fused AdamW)
   fusec-mincut  the same, forward and backward split by Inductor's min-cut partitioner
+  aot_eager     torch.compile(model, backend="aot_eager")        + opt.step eager (fused AdamW):
+                Dynamo and AOTAutograd with no compiler, the floor of any backend's first call
 
 and for each: the first call (trace, compile and one step, synchronised) in seconds, and the
 step's median over --iters calls after --warmup, each between two CUDA events. The model is
@@ -59,12 +61,14 @@ def main():
             torch.cuda.empty_cache()
             torch.manual_seed(0)
             model = sdpa_transformer(config).cuda()
-            fused = impl.startswith("fusec")
+            fused = impl.startswith("fusec") or impl == "aot_eager"
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
             gen = torch.Generator().manual_seed(1)
             ids = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
             targets = torch.randint(0, config["vocab"], (batch, a.ctx), generator=gen).cuda()
-            if impl.startswith("fusec"):  # fusec-mincut: AOTAutograd's split by Inductor's partitioner
+            if impl == "aot_eager":
+                fwd, step, mark = torch.compile(model, backend="aot_eager", dynamic=False), opt.step, (lambda: None)
+            elif impl.startswith("fusec"):  # fusec-mincut: AOTAutograd's split by Inductor's partitioner
                 os.environ["FUSEC_BACKEND_PARTITION"] = "min-cut" if impl == "fusec-mincut" else "default"
                 fwd, step, mark = torch.compile(model, backend="fusec", dynamic=False), opt.step, (lambda: None)
             else:
