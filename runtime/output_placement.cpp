@@ -18,6 +18,7 @@ std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_
     // a transpose, a broadcast) is a copy.
     const bool wholeInOrder = view->offset == 0 && isContiguousView(*view, v->type.shape) &&
                               base->type.numel() == v->type.numel() && base->type.dtype == v->type.dtype;
+    // (A param's in-place update has no offset of its own: its storage is the param's.)
     const Op* d = base->def;
     const bool movable = d && base->offset >= 0 && d->kind != OpKind::Input && d->kind != OpKind::Param &&
                          d->kind != OpKind::Concat && d->kind != OpKind::Shard && !invariant.count(d) &&
@@ -25,11 +26,6 @@ std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_
     if (!taken.insert(base).second) continue;  // an earlier output owns it (or copies from it)
     if (wholeInOrder && movable) placed[i] = base;
   }
-  // A value that is also a param's in-place update elsewhere in the list stays in the param.
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (!g.updateOf(i).empty())
-      for (auto& p : placed)
-        if (p == g.outputs[i]) p = nullptr;
   return placed;
 }
 

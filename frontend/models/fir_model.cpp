@@ -135,12 +135,13 @@ class FirModel final : public api::Model {
       fail("an imported model is one function, @forward (ids -> logits)");
     const Graph& g = *m.funcs[0];
     const Op* idsOp = nullptr;
+    bool hasDropoutKey = false;
     for (const Op* in : g.inputs()) {
       const Role r = roleOf(*in);
       if (r == Role::TokenIds && !idsOp) {
         idsOp = in;
-      } else if (r == Role::DropoutKey && !hasDropoutKey_) {
-        hasDropoutKey_ = true;
+      } else if (r == Role::DropoutKey && !hasDropoutKey) {
+        hasDropoutKey = true;
         if (in->result()->type != Type{DType::i64, {}})
           fail("@forward's dropout key '" + in->attrStr("name") + "' is " + in->result()->type.str() + ", expected i64[]");
       } else {
@@ -180,7 +181,6 @@ class FirModel final : public api::Model {
   std::string path_;
   std::shared_ptr<const Module> module_;  // parsed and verified once; each trace clones it
   int64_t batch_ = 0, seq_ = 0, vocab_ = 0;
-  bool hasDropoutKey_ = false;
   std::vector<api::ParamInfo> params_;
 };
 

@@ -829,7 +829,8 @@ class Converter:
 
 
 _COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
-# ATen ops that draw random numbers (none has a mapping: they make a graph unsupported).
+# ATen ops that draw random numbers: never static (computed once, a draw would repeat every
+# step). Only dropout has a mapping (fusec's dropout op); the others make a graph unsupported.
 _RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli", "native_dropout",
            "dropout", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "multinomial",
            "randperm", "poisson"}
