@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "bench/profile.h"
 
 #include <algorithm>
@@ -91,7 +92,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
   }
 
   const std::vector<LaunchPlace> places = launchPlaces(g);
-  const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
+  const PtrSet<const Op*> invariant = stepInvariantOps(g);
   std::vector<LaunchClass> out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];

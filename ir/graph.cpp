@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 #include <unordered_map>
@@ -125,7 +126,7 @@ std::unique_ptr<Graph> cloneGraph(const Graph& g) {
   auto out = std::make_unique<Graph>();
   out->name = g.name;
   out->loc = g.loc;
-  std::unordered_map<const Value*, Value*> map;
+  PtrMap<const Value*, Value*> map;
   for (auto& op : g.ops) {
     auto c = std::make_unique<Op>();
     c->kind = op->kind;

@@ -9,6 +9,7 @@
 //     through f32, which could double-round);
 //   * integers are held as int64; arithmetic wraps (done in uint64) and i32 results wrap
 //     to 32 bits; every would-be UB (division by zero, float->int overflow) throws Error.
+#include "support/ptr_hash.h"
 #include "ir/interpreter.h"
 
 #include "ir/cpu_blas.h"
@@ -965,7 +966,7 @@ class Evaluator {
   // Evaluates `g`. `positional` binds the input ops of a kernel body, in order; at the top
   // level (nullptr) inputs and params come from the named bindings.
   std::vector<HostTensor> run(const Graph& g, const std::vector<const HostTensor*>* positional) {
-    std::unordered_map<const Value*, HostTensor> vals;
+    PtrMap<const Value*, HostTensor> vals;
     vals.reserve(g.ops.size());
     if (positional) {
       size_t nInputs = g.inputs().size();
@@ -977,7 +978,7 @@ class Evaluator {
     std::vector<const HostTensor*> ins;
     // A value is dropped after its last reader (the outputs are kept): a training step's
     // temporaries would otherwise all stay in memory to the end.
-    std::unordered_map<const Value*, size_t> lastUse;
+    PtrMap<const Value*, size_t> lastUse;
     for (size_t k = 0; k < g.ops.size(); ++k)
       for (const Value* v : g.ops[k]->operands) lastUse[v] = k;
     for (const Value* v : g.outputs) lastUse[v] = g.ops.size();
@@ -986,8 +987,8 @@ class Evaluator {
       const Op& op = *owned;
       const size_t here = at++;
       struct DropDead {  // after this op, whether it returns normally or continues
-        std::unordered_map<const Value*, HostTensor>& vals;
-        const std::unordered_map<const Value*, size_t>& lastUse;
+        PtrMap<const Value*, HostTensor>& vals;
+        const PtrMap<const Value*, size_t>& lastUse;
         const Op& op;
         size_t here;
         ~DropDead() {
@@ -1136,7 +1137,7 @@ class Evaluator {
 
 InterpreterCost interpreterCost(const Graph& g) {
   auto bytesOf = [](const Value* v) { return int64_t(v->type.numel()) * (isFloat(v->type.dtype) ? 4 : 8); };
-  std::unordered_map<const Value*, size_t> lastUse;
+  PtrMap<const Value*, size_t> lastUse;
   for (size_t k = 0; k < g.ops.size(); ++k)
     for (const Value* v : g.ops[k]->operands) lastUse[v] = k;
   for (const Value* v : g.outputs) lastUse[v] = g.ops.size();

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "ir/printer.h"
 
 #include <charconv>
@@ -64,7 +65,7 @@ class Printer {
   // kernel body (its own scope), so a body's values never read as the enclosing graph's. A
   // body value that is itself named kN keeps its name and the numbering skips N.
   void body(const Graph& g, int depth) {
-    std::unordered_map<const Value*, std::string> names;
+    PtrMap<const Value*, std::string> names;
     const std::string prefix = depth > 1 ? "k" : "";
     std::unordered_set<std::string> taken;
     if (!prefix.empty())
@@ -149,8 +150,8 @@ class Printer {
 
 }  // namespace
 
-std::unordered_map<const Value*, std::string> valueNames(const Graph& g) {
-  std::unordered_map<const Value*, std::string> names;
+PtrMap<const Value*, std::string> valueNames(const Graph& g) {
+  PtrMap<const Value*, std::string> names;
   int counter = 0;
   for (auto& op : g.ops)
     for (auto& r : op->results) names[r.get()] = "%" + (r->name.empty() ? std::to_string(counter++) : r->name);

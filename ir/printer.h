@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 namespace fusec {
@@ -15,6 +16,6 @@ std::string formatAttr(const AttrValue& v);
 std::string formatFloat(double v);
 // The names the printer gives the top-level values of a function: "%name", or "%N" for the
 // N-th unnamed one (for tools that point at values as the printed IR shows them).
-std::unordered_map<const Value*, std::string> valueNames(const Graph& g);  // shortest text that parses back to the same double
+PtrMap<const Value*, std::string> valueNames(const Graph& g);  // shortest text that parses back to the same double
 
 }  // namespace fusec

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "ir/verifier.h"
 
 #include <optional>
@@ -29,7 +30,7 @@ class Verifier {
   // Linear in the graph: it runs after every pass, so the per-op work is lookups into sets
   // built here (keys view the graph's own strings) and the messages are built only to fail.
   void graph(const Graph& g, const std::string& where) {
-    std::unordered_set<const Value*> defined;
+    PtrSet<const Value*> defined;
     std::unordered_set<std::string_view> names, inputNames;
     std::unordered_map<std::string_view, const Op*> params;
     std::unordered_set<std::string> roleInputs;

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/type_rules.h"
 #include "passes/pass.h"
 
@@ -162,8 +163,8 @@ class Autocast {
   Graph& g_;
   bool changed_ = false;
   std::map<std::pair<Value*, DType>, Value*> casts_;
-  std::unordered_map<const Value*, Type> original_;  // values whose dtype the policy changed
-  std::unordered_set<const Value*> weak_;
+  PtrMap<const Value*, Type> original_;  // values whose dtype the policy changed
+  PtrSet<const Value*> weak_;
 };
 
 bool autocastGraph(Graph& g) { return Autocast(g).run(); }

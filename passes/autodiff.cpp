@@ -9,6 +9,7 @@
 // built with the Builder from primitive ops, appended at the end of the graph; the one
 // exception is rope, whose VJP is rope by the negated positions (the inverse rotation, exact).
 // Matmul VJPs stay GEMM-shaped: transposes are matmul flags, never materialised.
+#include "support/ptr_hash.h"
 #include "passes/autodiff.h"
 
 #include <cmath>
@@ -62,7 +63,7 @@ std::vector<int64_t> range(int64_t from, int64_t to) {
 
 class Autodiff {
  public:
-  Autodiff(Graph& g, std::unordered_set<const Value*> needed) : b_(g), needed_(std::move(needed)) {
+  Autodiff(Graph& g, PtrSet<const Value*> needed) : b_(g), needed_(std::move(needed)) {
     // A test's planted fault (tests/python/export_verify_test.py): FUSEC_TEST_WRONG_VJP=OP
     // doubles every VJP of op OP, so that the checks downstream (the exporter's gradient
     // check) are shown to catch a wrong derivative rule. Unset, nothing changes.
@@ -486,8 +487,8 @@ class Autodiff {
   }
 
   Builder b_;
-  std::unordered_set<const Value*> needed_;
-  std::unordered_map<const Value*, Value*> adj_;
+  PtrSet<const Value*> needed_;
+  PtrMap<const Value*, Value*> adj_;
 };
 
 }  // namespace
@@ -497,7 +498,7 @@ std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Val
   if (loss->type.rank() != 0 || !isFloat(loss->type.dtype))
     throw Error("autodiff: the loss must be a float scalar, got " + loss->type.str());
   std::vector<Op*> ops;
-  std::unordered_set<const Op*> inGraph;
+  PtrSet<const Op*> inGraph;
   ops.reserve(g.ops.size());
   for (auto& op : g.ops) {
     ops.push_back(op.get());
@@ -510,7 +511,7 @@ std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Val
 
   // Needed: reachable from a wrt value (forward) and reaching the loss (backward), both
   // through differentiable operand slots only.
-  std::unordered_set<const Value*> fromWrt(wrt.begin(), wrt.end());
+  PtrSet<const Value*> fromWrt(wrt.begin(), wrt.end());
   for (Op* op : ops) {
     bool reached = false;
     for (size_t i = 0; i < op->operands.size() && !reached; ++i)
@@ -518,7 +519,7 @@ std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Val
     if (reached)
       for (auto& r : op->results) fromWrt.insert(r.get());
   }
-  std::unordered_set<const Value*> toLoss{loss}, needed;
+  PtrSet<const Value*> toLoss{loss}, needed;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     Op* op = *it;
     bool reaches = false;

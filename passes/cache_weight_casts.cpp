@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/roles.h"
 #include "passes/pass.h"
@@ -33,8 +34,8 @@ bool cacheWeightCasts(Graph& g) {
   // One sweep decides, one rebuilds the op list and one rewrites uses: an insert per copy and
   // a replaceAllUses per cast were each O(ops), quadratic on xl.
   std::map<std::string, Value*> cached;  // weight name -> its bf16 param
-  std::unordered_map<const Value*, Value*> copyOf;  // cast result -> the param replacing it
-  std::unordered_map<const Op*, Op*> declaredAfter;  // weight -> its copy's param op
+  PtrMap<const Value*, Value*> copyOf;  // cast result -> the param replacing it
+  PtrMap<const Op*, Op*> declaredAfter;  // weight -> its copy's param op
   Builder b(g);
   const size_t original = g.ops.size();
   for (size_t i = 0; i < original; ++i) {
@@ -60,7 +61,7 @@ bool cacheWeightCasts(Graph& g) {
   std::vector<std::unique_ptr<Op>> copies;  // Builder appended them at the end
   for (size_t i = original; i < g.ops.size(); ++i) copies.push_back(std::move(g.ops[i]));
   g.ops.resize(original);
-  std::unordered_map<const Op*, std::unique_ptr<Op>> copyOp;
+  PtrMap<const Op*, std::unique_ptr<Op>> copyOp;
   for (auto& c : copies) copyOp[c.get()] = std::move(c);
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(g.ops.size() + copyOp.size());

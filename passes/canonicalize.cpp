@@ -47,6 +47,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/interpreter.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
@@ -600,12 +601,12 @@ bool canonicalizeGraph(Graph& g, Driver& d) {
 
 bool sweep(Graph& g, Driver& d) {
   bool changed = false;
-  std::unordered_map<Value*, int> uses;
+  PtrMap<Value*, int> uses;
   for (auto& op : g.ops)
     for (Value* v : op->operands) ++uses[v];
   for (Value* v : g.outputs) ++uses[v];
 
-  std::unordered_map<Value*, Value*> repl;  // replaced value -> its replacement
+  PtrMap<Value*, Value*> repl;  // replaced value -> its replacement
   auto resolve = [&](Value* v) {
     for (auto it = repl.find(v); it != repl.end(); it = repl.find(v)) v = it->second;
     return v;
@@ -613,7 +614,7 @@ bool sweep(Graph& g, Driver& d) {
   // Dropped ops stay allocated until the end so that no new Value reuses the address of a
   // replaced one (the maps are keyed by address).
   std::vector<std::unique_ptr<Op>> graveyard;
-  std::unordered_set<const Op*> erased;  // kept ops that lost their last use
+  PtrSet<const Op*> erased;  // kept ops that lost their last use
   // Drops one use of `v`; an op all of whose results lose their last use is erased, and
   // so on up the chain.
   auto release = [&](Value* v) {

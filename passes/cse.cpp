@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
 
@@ -99,10 +100,10 @@ Key makeKey(Op& op) {
 
 bool cseGraph(Graph& g) {
   bool changed = false;
-  std::unordered_map<Value*, Value*> repl;  // value of a removed op -> the surviving one
+  PtrMap<Value*, Value*> repl;  // value of a removed op -> the surviving one
   std::unordered_set<Key, KeyHash, KeyEq> seen;
   seen.reserve(g.ops.size());
-  std::unordered_set<const Op*> removed;
+  PtrSet<const Op*> removed;
 
   auto remap = [&](Value*& v) {
     auto it = repl.find(v);

@@ -1,6 +1,7 @@
 // The `data-parallel` pass (passes/data_parallel.h). It runs between autodiff and adamw, so
 // the optimizer (and its skip of a non-finite loss) reads the mean gradients and the global
 // loss, the same values on every rank: the ranks' weights never drift apart.
+#include "support/ptr_hash.h"
 #include "passes/data_parallel.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   for (auto& op : g.ops)
     if (isCollective(op->kind)) throw Error("data-parallel: @" + g.name + " already has collectives");
 
-  std::unordered_map<const Op*, size_t> position;
+  PtrMap<const Op*, size_t> position;
   for (size_t k = 0; k < g.ops.size(); ++k) position[g.ops[k].get()] = k;
   Builder b(g);
   const NamedAttrs mean = {{"ranks", cfg.ranks}, {"reduce", std::string("mean")}};
@@ -56,7 +57,7 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   };
   // Gradients travel in the wire dtype: cast to it before, back to their own after.
   const DType wire = cfg.reduceDType;
-  std::unordered_map<const Value*, int> uses;
+  PtrMap<const Value*, int> uses;
   for (auto& op : g.ops)
     for (const Value* v : op->operands) ++uses[v];
   for (const Value* v : g.outputs) ++uses[v];
@@ -64,7 +65,7 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   // f32 master weight's dtype). Alone, that cast would be a kernel of its own before the
   // collective (it cannot fuse into a reader across the reduction), so the GEMM writes the
   // wire dtype itself: matmul's out_dtype, the f32 accumulator not rounded to bf16 first.
-  std::unordered_set<const Op*> foldedCasts;
+  PtrSet<const Op*> foldedCasts;
   auto widenedGemm = [&](Value* x) -> Value* {
     Op* cast = x->def;
     if (cast->kind != OpKind::Cast || uses[x] != 1) return nullptr;

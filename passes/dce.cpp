@@ -6,6 +6,7 @@
 // signature). Kernel bodies are then cleaned recursively.
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -14,7 +15,7 @@ namespace {
 bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
 
 // Drops the results of a live kernel that nothing uses, with their body outputs.
-bool pruneResults(Op& kernel, const std::unordered_set<const Value*>& live) {
+bool pruneResults(Op& kernel, const PtrSet<const Value*>& live) {
   Graph& body = *kernel.body;
   std::vector<std::unique_ptr<Value>> kept;
   std::vector<Value*> outs;
@@ -37,11 +38,11 @@ bool pruneResults(Op& kernel, const std::unordered_set<const Value*>& live) {
 }
 
 bool dceGraph(Graph& g) {
-  std::unordered_set<const Value*> live;
+  PtrSet<const Value*> live;
   live.reserve(g.ops.size() * 2);
   for (Value* v : g.outputs) live.insert(v);
 
-  std::unordered_set<const Op*> dead;
+  PtrSet<const Op*> dead;
   for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
     Op& op = **it;
     bool isLive = isSignature(op);

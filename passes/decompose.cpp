@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/type_rules.h"
 #include "passes/decompose.h"
@@ -313,12 +314,12 @@ bool expandComposites(Graph& g, bool (*wanted)(OpKind), bool softmaxComposite) {
   bool changed = false;
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
   g.ops.clear();
-  std::unordered_map<const Value*, Value*> repl;  // composite result -> its expansion
+  PtrMap<const Value*, Value*> repl;  // composite result -> its expansion
   // Replaced ops stay allocated so that no new Value reuses a key's address.
   std::vector<std::unique_ptr<Op>> graveyard;
   Builder b(g);
   Expander ex(b, softmaxComposite);
-  std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+  PtrSet<const Value*> read(g.outputs.begin(), g.outputs.end());
   for (auto& op : old)
     for (Value* v : op->operands) read.insert(v);
   for (auto& op : old) {

@@ -13,6 +13,7 @@
 //                 unreadableGemmOperands (fuse materialises those).
 //
 // Result folds run first: they change the layout of values that later GEMMs read.
+#include "support/ptr_hash.h"
 #include "passes/gemm_layout.h"
 
 #include <optional>
@@ -48,8 +49,8 @@ bool isIdentity(const std::vector<int64_t>& p) {
 
 // Users of every value (an op using a value twice is listed twice) and graph-output counts.
 struct UseMap {
-  std::unordered_map<const Value*, std::vector<Op*>> users;
-  std::unordered_map<const Value*, int> outputs;
+  PtrMap<const Value*, std::vector<Op*>> users;
+  PtrMap<const Value*, int> outputs;
   explicit UseMap(const Graph& g) {
     for (auto& op : g.ops)
       for (Value* v : op->operands) users[v].push_back(op.get());
@@ -63,7 +64,7 @@ struct UseMap {
 };
 
 // Folds the single permute user of a matmul into the matmul (in place); true if it did.
-bool foldResultPermute(Graph& g, Op& mm, UseMap& uses, std::unordered_set<const Op*>& dead) {
+bool foldResultPermute(Graph& g, Op& mm, UseMap& uses, PtrSet<const Op*>& dead) {
   Value* r = mm.result();
   if (uses.count(r) != 1 || uses.users[r].size() != 1) return false;
   Op* p = uses.users[r][0];
@@ -114,7 +115,7 @@ std::optional<std::vector<int64_t>> withoutMatrixSwap(const Op& p) {
 
 bool gemmLayout(Graph& g) {
   bool changed = false;
-  std::unordered_set<const Op*> dead, touched;
+  PtrSet<const Op*> dead, touched;
   {
     UseMap uses(g);
     for (auto& op : g.ops)

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/launch_stats.h"
 
 #include <algorithm>
@@ -78,7 +79,7 @@ std::vector<LaunchPlace> launchPlaces(const Graph& g) {
   };
 
   // Forward sweep: the params each op depends on.
-  std::unordered_map<const Op*, Reach> dependsOn;
+  PtrMap<const Op*, Reach> dependsOn;
   for (auto& op : g.ops) {
     Reach r;
     if (op->kind == OpKind::Param) r = paramReach(*op, tables);
@@ -87,8 +88,8 @@ std::vector<LaunchPlace> launchPlaces(const Graph& g) {
   }
   // Backward sweep: the forward set (ancestors of ordinary outputs) and the updates fed.
   bool hasUpdates = false;
-  std::unordered_map<const Op*, Reach> feeds;
-  std::unordered_map<const Op*, bool> forward;
+  PtrMap<const Op*, Reach> feeds;
+  PtrMap<const Op*, bool> forward;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const std::string& target = g.updateOf(i);
     hasUpdates = hasUpdates || !target.empty();

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/liveness.h"
 
 #include <algorithm>
@@ -9,10 +10,10 @@
 namespace fusec {
 
 StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
-  std::unordered_set<const Value*> inPlace;
+  PtrSet<const Value*> inPlace;
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (!g.updateOf(i).empty()) inPlace.insert(g.outputs[i]);
-  std::unordered_map<const Value*, int> uses;  // readers of each value (its ops and outputs)
+  PtrMap<const Value*, int> uses;  // readers of each value (its ops and outputs)
   for (auto& op : g.ops)
     for (const Value* v : op->operands) ++uses[v];
   for (const Value* v : g.outputs) ++uses[v];
@@ -48,7 +49,7 @@ const Value* StorageMap::root(const Value* v) const {
 Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   Liveness l;
   const int end = int(g.ops.size());
-  std::unordered_map<const Value*, size_t> index;
+  PtrMap<const Value*, size_t> index;
   auto use = [&](const Value* v, int at) {
     auto it = index.find(storage.root(v));
     if (it != index.end()) l.buffers[it->second].lastUse = std::max(l.buffers[it->second].lastUse, at);
@@ -83,7 +84,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   }
   // Step-invariant buffers hold their values from one call to the next: nothing else may
   // ever share their bytes.
-  const std::unordered_set<const Op*> invariant = stepInvariantOps(g);
+  const PtrSet<const Op*> invariant = stepInvariantOps(g);
   for (Buffer& b : l.buffers)
     if (invariant.count(b.value->def)) b.def = 0, b.lastUse = end;
 

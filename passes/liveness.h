@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 #include "passes/resident_layout.h"
 
@@ -52,7 +53,7 @@ class StorageMap {
 
  private:
   ResidentLayout resident_;
-  std::unordered_map<const Value*, Storage> cls_;
+  PtrMap<const Value*, Storage> cls_;
 };
 
 struct Buffer {

@@ -19,12 +19,13 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "support/ptr_hash.h"
 #include "passes/liveness.h"
 
 namespace fusec {
 
 struct ArenaPlan {
-  std::unordered_map<const Value*, int64_t> offset;  // every Arena value
+  PtrMap<const Value*, int64_t> offset;  // every Arena value
   int64_t bytes = 0;                                 // arena size
 };
 

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/memory_timeline.h"
 
 #include <algorithm>
@@ -26,8 +27,8 @@ namespace {
 // The ops computed from the optimizer's own state: they read AdamW's moments or its step
 // counter, directly or through another such op (the bias-correction scalars), or write a
 // param in place (the update kernels).
-std::unordered_set<const Op*> optimizerOps(const Graph& g, const StorageMap& storage) {
-  std::unordered_set<const Op*> opt;
+PtrSet<const Op*> optimizerOps(const Graph& g, const StorageMap& storage) {
+  PtrSet<const Op*> opt;
   for (auto& op : g.ops) {
     bool is = false;
     if (op->kind == OpKind::Input || op->kind == OpKind::Param) {
@@ -76,11 +77,11 @@ MemoryTimeline memoryTimeline(const Graph& g) {
   const StorageMap storage(g);
   const Liveness live = computeLiveness(g, storage);
   const std::vector<LaunchPlace> places = launchPlaces(g);
-  const std::unordered_set<const Op*> optimizer = optimizerOps(g, storage);
+  const PtrSet<const Op*> optimizer = optimizerOps(g, storage);
   const auto names = valueNames(g);
 
   // The buffers a backward op reads (through views): the activations saved for it.
-  std::unordered_set<const Value*> readByBackward;
+  PtrSet<const Value*> readByBackward;
   for (size_t i = 0; i < g.ops.size(); ++i)
     if (places[i].backward)
       for (const Value* v : g.ops[i]->operands) readByBackward.insert(storage.root(v));

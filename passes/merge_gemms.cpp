@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/strided_view.h"
 #include "passes/pass.h"
@@ -70,7 +71,7 @@ bool isSource(OpKind k) {
 // The concat rule above.
 bool concatOk(const std::vector<Value*>& xs, int64_t axis) {
   bool allParams = true;
-  std::unordered_set<const Value*> distinct(xs.begin(), xs.end());
+  PtrSet<const Value*> distinct(xs.begin(), xs.end());
   for (Value* x : xs) allParams = allParams && x->def && x->def->kind == OpKind::Param;
   if (allParams) return axis == 0 && distinct.size() == xs.size();
   for (const Value* x : xs) {
@@ -115,10 +116,10 @@ class Merger {
   // ancestors can be a member, so the answer is that of the full search, but it only walks
   // the ops between the members instead of all their ancestors.
   bool interdependent(const std::vector<Op*>& members) const {
-    std::unordered_set<const Op*> targets(members.begin(), members.end());
+    PtrSet<const Op*> targets(members.begin(), members.end());
     size_t earliest = pos_.size();
     for (Op* m : members) earliest = std::min(earliest, pos_.at(m));
-    std::unordered_set<const Op*> seen;
+    PtrSet<const Op*> seen;
     std::vector<const Op*> stack;
     auto push = [&](const Value* v) {
       if (v->def && reach_.at(v->def) >= earliest && seen.insert(v->def).second) stack.push_back(v->def);
@@ -304,10 +305,10 @@ class Merger {
   // ---- K-merges over add trees
   void mergeSums() {
     // Roots: adds not used by exactly one add (those are interior to a larger tree).
-    std::unordered_map<const Value*, std::vector<const Op*>> users;
+    PtrMap<const Value*, std::vector<const Op*>> users;
     for (auto& op : g_.ops)
       for (Value* v : op->operands) users[v].push_back(op.get());
-    std::unordered_map<const Value*, int> outs;
+    PtrMap<const Value*, int> outs;
     for (Value* v : g_.outputs) ++outs[v];
     auto useCount = [&](const Value* v) { return int(users[v].size()) + outs[v]; };
 
@@ -362,7 +363,7 @@ class Merger {
                 [&](Op* x, Op* y) { return posOf(x->operands[1]) < posOf(y->operands[1]); });
       MatmulInfo first(*members[0]);
       auto parts = mergeable(members, [](Op* m) { return m->operands; }, {first.kAxisA(), first.kAxisB()});
-      std::unordered_set<Op*> merged;
+      PtrSet<Op*> merged;
       for (auto& part : parts) {
         std::vector<Value*> as, bs;
         for (Op* m : part) {
@@ -404,7 +405,7 @@ class Merger {
       if (!dead_.count(op.get())) all.push_back(std::move(op));
     }
     // Stable depth-first topological order: each op after its operands' definitions.
-    std::unordered_map<const Op*, size_t> index;
+    PtrMap<const Op*, size_t> index;
     for (size_t i = 0; i < all.size(); ++i) index[all[i].get()] = i;
     std::vector<bool> emitted(all.size(), false);
     std::vector<std::unique_ptr<Op>> sorted;
@@ -433,11 +434,11 @@ class Merger {
   }
 
   Graph& g_;
-  std::unordered_map<const Op*, size_t> pos_, reach_;
-  std::unordered_map<const Value*, std::vector<Op*>> users_;  // kept current through merges
-  std::unordered_map<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
+  PtrMap<const Op*, size_t> pos_, reach_;
+  PtrMap<const Value*, std::vector<Op*>> users_;  // kept current through merges
+  PtrMap<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
   std::map<Op*, std::unique_ptr<Graph>> pending_;
-  std::unordered_set<const Op*> dead_;
+  PtrSet<const Op*> dead_;
   std::map<std::vector<const Value*>, std::vector<const Value*>> sumOrder_;  // K-merge concat orders by operand set
   bool changed_ = false;
 };

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/resident_layout.h"
 
 #include <vector>
@@ -17,7 +18,7 @@ namespace {
 
 // Successor/predecessor links between params that must be adjacent.
 struct Chains {
-  std::unordered_map<const Value*, const Value*> next, prev;
+  PtrMap<const Value*, const Value*> next, prev;
 
   bool reaches(const Value* from, const Value* to) const {
     for (const Value* v = from; v;) {

@@ -10,13 +10,14 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 namespace fusec {
 
 struct ResidentLayout {
-  std::unordered_map<const Value*, int64_t> offset;  // every input and param result, in bytes
-  std::unordered_set<const Op*> concats;             // the concats that are views of the region
+  PtrMap<const Value*, int64_t> offset;  // every input and param result, in bytes
+  PtrSet<const Op*> concats;             // the concats that are views of the region
   int64_t bytes = 0;                                 // region size, a multiple of 256
 };
 

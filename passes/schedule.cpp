@@ -42,6 +42,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "support/ptr_hash.h"
 #include "ir/collectives.h"
 #include "passes/liveness.h"
 #include "passes/pass.h"
@@ -54,11 +55,11 @@ bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == O
 // The dependence graph over the real ops of one function.
 struct DepGraph {
   std::vector<Op*> real;                     // in original order
-  std::unordered_map<const Op*, int> index;  // real op -> its index in `real`
+  PtrMap<const Op*, int> index;  // real op -> its index in `real`
   std::vector<std::vector<int>> succ;        // data and anti successors (may repeat)
   std::vector<std::vector<int>> dataSucc;    // data successors only (may repeat)
-  std::unordered_map<const Value*, std::vector<int>> readers;  // Arena buffer -> real ops reading it
-  std::unordered_set<const Value*> outputBuffers;              // Arena buffers live to the end
+  PtrMap<const Value*, std::vector<int>> readers;  // Arena buffer -> real ops reading it
+  PtrSet<const Value*> outputBuffers;              // Arena buffers live to the end
   std::vector<std::vector<const Value*>> operandBuffers;  // per real op: distinct Arena roots read
   std::vector<int64_t> resultBytes;          // per real op: Arena bytes whose range moves with it
   std::vector<int64_t> allocBytes;           // per real op: Arena bytes it writes
@@ -99,7 +100,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
     }
   };
   // Params each real op reads (directly, through views, or through a resident concat).
-  std::unordered_map<const Value*, std::vector<int>> paramReaders;
+  PtrMap<const Value*, std::vector<int>> paramReaders;
   std::vector<bool> hasUser(n, false);
   for (size_t i = 0; i < n; ++i) {
     for (const Value* v : d.real[i]->operands) {
@@ -168,7 +169,7 @@ std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist,
   std::vector<int> pending(n, 0);
   for (auto& ss : d.succ)
     for (int s : ss) ++pending[size_t(s)];
-  std::unordered_map<const Value*, int> unscheduledReaders;
+  PtrMap<const Value*, int> unscheduledReaders;
   for (auto& ob : d.operandBuffers)
     for (const Value* b : ob) ++unscheduledReaders[b];
   // Bytes op i would free net of what it allocates; nullopt when it frees nothing.
@@ -264,7 +265,7 @@ void sink(const DepGraph& d, std::vector<int>& order) {
 std::vector<Op*> assemble(const Graph& g, const DepGraph& d, const std::vector<int>& order) {
   std::vector<Op*> out;
   out.reserve(g.ops.size());
-  std::unordered_set<const Op*> emitted;
+  PtrSet<const Op*> emitted;
   for (auto& op : g.ops)
     if (isSignature(*op)) {
       out.push_back(op.get());
@@ -347,7 +348,7 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
 
 // Permutes g.ops into `order` (the same ops).
 void reorder(Graph& g, const std::vector<Op*>& order) {
-  std::unordered_map<const Op*, std::unique_ptr<Op>> owned;
+  PtrMap<const Op*, std::unique_ptr<Op>> owned;
   for (auto& op : g.ops) owned[op.get()] = std::move(op);
   for (size_t k = 0; k < order.size(); ++k) g.ops[k] = std::move(owned.at(order[k]));
 }

@@ -26,6 +26,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/domain.h"
@@ -85,7 +86,7 @@ void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out
 // reductions that share its values, not at every row reduction of the program).
 struct RowReaders {
   std::vector<fusion::Domain> domains;
-  std::unordered_map<const Value*, std::vector<size_t>> byLeaf;
+  PtrMap<const Value*, std::vector<size_t>> byLeaf;
 };
 
 RowReaders rowReaders(const Graph& g) {
@@ -119,7 +120,7 @@ bool splitGraph(Graph& g) {
   const RowReaders rows = rowReaders(g);
   std::vector<std::unique_ptr<Op>> old = std::move(g.ops);
   g.ops.clear();
-  std::unordered_map<const Value*, Value*> repl;  // split reduction -> its two-stage value
+  PtrMap<const Value*, Value*> repl;  // split reduction -> its two-stage value
   std::vector<std::unique_ptr<Op>> graveyard;     // replaced ops stay allocated (no address reuse)
   Builder b(g);
   for (auto& op : old) {

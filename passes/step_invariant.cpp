@@ -1,9 +1,10 @@
+#include "support/ptr_hash.h"
 #include "passes/step_invariant.h"
 
 namespace fusec {
 
-std::unordered_set<const Op*> stepInvariantOps(const Graph& g) {
-  std::unordered_set<const Op*> invariant;
+PtrSet<const Op*> stepInvariantOps(const Graph& g) {
+  PtrSet<const Op*> invariant;
   for (const auto& op : g.ops) {
     if (op->kind == OpKind::Input || op->kind == OpKind::Param || op->results.empty()) continue;
     bool all = true;

@@ -6,6 +6,7 @@
 #pragma once
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 namespace fusec {
@@ -13,6 +14,6 @@ namespace fusec {
 // The top-level ops of `g` whose results are step-invariant: every op other than `input` and
 // `param` whose operands are all results of such ops (constants and iotas, which have none,
 // included). In graph order's closure, so a view of an invariant value is invariant too.
-std::unordered_set<const Op*> stepInvariantOps(const Graph& g);
+PtrSet<const Op*> stepInvariantOps(const Graph& g);
 
 }  // namespace fusec

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "runtime/executable.h"
 
 #include <algorithm>
@@ -134,10 +135,10 @@ struct Executable::Impl {
     }
   }
 
-  std::unordered_set<const Op*> invariant;  // step-invariant ops (their launches run once)
+  PtrSet<const Op*> invariant;  // step-invariant ops (their launches run once)
   // Sources that must stay in their resident slot (bindAddress copies them): params an
   // in-place update writes, and params a resident concat reads as part of adjacent params.
-  std::unordered_set<const Value*> pinned;
+  PtrSet<const Value*> pinned;
   std::map<const Value*, char*> external;
   std::set<const Value*> placedOutputs;  // the outputs' storage among them
   std::vector<const Value*> placeTargets;  // per output: the storage placeOutput moves, or null

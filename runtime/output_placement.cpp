@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "runtime/output_placement.h"
 
 #include <set>
@@ -6,7 +7,7 @@
 
 namespace fusec::rt {
 
-std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_set<const Op*>& invariant) {
+std::vector<const Value*> outputPlacements(const Graph& g, const PtrSet<const Op*>& invariant) {
   std::vector<const Value*> placed(g.outputs.size(), nullptr);
   std::set<const Value*> taken;
   for (size_t i = 0; i < g.outputs.size(); ++i) {

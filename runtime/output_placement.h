@@ -9,12 +9,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 namespace fusec::rt {
 
 // One entry per output of `g`: the value whose storage moves to place it, or nullptr where
 // the output is copied out after each call. `invariant`: the graph's step-invariant ops.
-std::vector<const Value*> outputPlacements(const Graph& g, const std::unordered_set<const Op*>& invariant);
+std::vector<const Value*> outputPlacements(const Graph& g, const PtrSet<const Op*>& invariant);
 
 }  // namespace fusec::rt

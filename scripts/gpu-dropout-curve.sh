@@ -19,6 +19,7 @@ mkdir -p "$OUT"
 LOG=$OUT/dropout-curve.log
 export PYTHONPATH=$PWD/frontend/python
 F=$PWD/$BUILD/fusec
+export FUSEC_BIN=$F  # the exporter checks its result with this binary
 SEEDS=${SEEDS:-1 2 3 4}
 STEPS=${STEPS:-200}
 BATCH=${BATCH:-16}

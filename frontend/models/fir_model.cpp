@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "frontend/models/fir_model.h"
 
 #include <filesystem>
@@ -121,7 +122,7 @@ class FirModel final : public api::Model {
     for (const auto& op : g.ops)
       if (op->kind == OpKind::Dropout) g.replaceAllUses(op->result(), op->operands.at(0));
     // What the non-dropout ops and the outputs still read, before anything is erased.
-    std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+    PtrSet<const Value*> read(g.outputs.begin(), g.outputs.end());
     for (const auto& op : g.ops)
       if (op->kind != OpKind::Dropout) read.insert(op->operands.begin(), op->operands.end());
     g.eraseIf([&](const Op* op) {

@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/fusion/attention_output.h"
 
 #include <algorithm>
@@ -20,15 +21,15 @@ bool keepsRows(const Op& permute) {
 bool readAttentionOutputThroughPermute(Graph& g) {
   // The readers of each value, in program order, found once: a scan of the later ops for each
   // attention made this pass quadratic in layers (a third of a 1,000-layer compile).
-  std::unordered_map<const Value*, std::vector<Op*>> readers;
+  PtrMap<const Value*, std::vector<Op*>> readers;
   for (auto& op : g.ops)
     for (size_t k = 0; k < op->operands.size(); ++k) {
       const Value* v = op->operands[k];
       if (std::find(op->operands.begin(), op->operands.begin() + long(k), v) == op->operands.begin() + long(k))
         readers[v].push_back(op.get());
     }
-  const std::unordered_set<const Value*> outputs(g.outputs.begin(), g.outputs.end());
-  std::unordered_map<const Op*, std::unique_ptr<Op>> after;  // a permute -> the inverse placed after it
+  const PtrSet<const Value*> outputs(g.outputs.begin(), g.outputs.end());
+  PtrMap<const Op*, std::unique_ptr<Op>> after;  // a permute -> the inverse placed after it
   for (auto& owned : g.ops) {
     if (owned->kind != OpKind::Attention) continue;
     Value* o = owned->result(0);

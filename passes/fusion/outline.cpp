@@ -1,3 +1,4 @@
+#include "support/ptr_hash.h"
 #include "passes/fusion/outline.h"
 
 #include <functional>
@@ -69,11 +70,11 @@ class Outliner {
   }
 
   void buildKernel(const Plan::Kernel& k, int index) {
-    std::unordered_map<const Op*, bool> member;
+    PtrMap<const Op*, bool> member;
     for (Op* m : k.members) member[m] = true;
     std::vector<std::unique_ptr<Op>> inputs, ops;
     std::vector<Value*> operands;
-    std::unordered_map<const Value*, Value*> inBody;
+    PtrMap<const Value*, Value*> inBody;
     std::function<Value*(Value*)> get = [&](Value* v) -> Value* {
       if (auto it = inBody.find(v); it != inBody.end()) return it->second;
       Op* d = v->def;
@@ -137,9 +138,9 @@ class Outliner {
 
   Graph& g_;
   const Plan& plan_;
-  std::unordered_map<const Op*, std::unique_ptr<Op>> owned_;
-  std::unordered_map<const Value*, Value*> top_;
-  std::unordered_map<const Op*, std::vector<Value*>> original_;  // operands before emitTop
+  PtrMap<const Op*, std::unique_ptr<Op>> owned_;
+  PtrMap<const Value*, Value*> top_;
+  PtrMap<const Op*, std::vector<Value*>> original_;  // operands before emitTop
   std::vector<std::unique_ptr<Op>> out_;
 };
 

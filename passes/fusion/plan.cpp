@@ -6,6 +6,7 @@
 // producer of B ranks below A ("early"); otherwise it is refused. Both keep the invariant,
 // so the merged graph stays acyclic and sorting by rank gives a valid order; the test is
 // local (no reachability search), which keeps fuse linear-ish on xl graphs.
+#include "support/ptr_hash.h"
 #include "passes/fusion/plan.h"
 
 #include <algorithm>
@@ -127,7 +128,7 @@ class Planner {
       const int64_t n = op->result()->type.numel();
       // Forward through the pointwise and layout ops that would be inlined with it.
       std::vector<const Value*> stack = {op->result()};
-      std::unordered_set<const Value*> seen;
+      PtrSet<const Value*> seen;
       bool grows = false;
       while (!stack.empty() && !grows && seen.size() < 256) {
         const Value* v = stack.back();
@@ -454,10 +455,10 @@ class Planner {
   void claimOptimizerUpdates() {
     std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
     for (const Op* p : g_.params()) params.emplace(p->attrStr("name"), p);
-    std::unordered_map<const Value*, std::string> updateKey;
+    PtrMap<const Value*, std::string> updateKey;
     // ZeRO-1: a param's update is an all_gather of the rank's new rows. Those rows are computed
     // with the moments' updates, in the group's one kernel, which the all_gather then reads.
-    std::unordered_set<const Op*> gathers;
+    PtrSet<const Op*> gathers;
     for (size_t i = 0; i < g_.outputs.size(); ++i) {
       if (g_.updateOf(i).empty()) continue;
       const std::string key = updateGroupKey(*params.at(g_.updateOf(i)));
@@ -477,7 +478,7 @@ class Planner {
       if (readsGathered) updateKey[g_.outputs[i]] += " after all_gather";
     }
     if (updateKey.empty()) return;
-    std::unordered_map<const Op*, std::string> claim;
+    PtrMap<const Op*, std::string> claim;
     std::map<std::string, std::vector<Op*>> byKey;
     for (size_t p = g_.ops.size(); p-- > 0;) {
       Op* op = g_.ops[p].get();
@@ -635,7 +636,7 @@ class Planner {
     if (grp.fixed || (grp.domain.kind != DomainKind::Pointwise && grp.domain.kind != DomainKind::Multi)) return -1;
     // The body: the members and, through their operands, the inlined ops they recompute.
     std::vector<const Op*> body;
-    std::unordered_set<const Op*> inBody;
+    PtrSet<const Op*> inBody;
     std::vector<const Op*> stack(grp.members.begin(), grp.members.end());
     while (!stack.empty()) {
       const Op* op = stack.back();
@@ -646,7 +647,7 @@ class Planner {
         if (o->def && inlined(o->def)) stack.push_back(o->def);
     }
     std::sort(body.begin(), body.end(), [&](const Op* x, const Op* y) { return pos_.at(x) < pos_.at(y); });
-    std::unordered_set<const Value*> fromTable = {table};
+    PtrSet<const Value*> fromTable = {table};
     for (const Op* op : body) {
       bool reads = false;
       for (const Value* o : op->operands) reads |= fromTable.count(o) != 0;
@@ -704,12 +705,12 @@ class Planner {
 
   const Graph& g_;
   Plan plan_;
-  std::unordered_map<const Op*, int64_t> pos_;
-  std::unordered_map<const Value*, std::vector<Op*>> users_;
-  std::unordered_set<const Value*> outputs_;
-  std::unordered_set<const Op*> demoted_;
-  std::unordered_map<const Value*, std::vector<Value*>> srcMemo_;
-  std::unordered_map<const Value*, std::vector<Op*>> userMemo_;
+  PtrMap<const Op*, int64_t> pos_;
+  PtrMap<const Value*, std::vector<Op*>> users_;
+  PtrSet<const Value*> outputs_;
+  PtrSet<const Op*> demoted_;
+  PtrMap<const Value*, std::vector<Value*>> srcMemo_;
+  PtrMap<const Value*, std::vector<Op*>> userMemo_;
   std::vector<int> groupOf_;
   std::vector<Group> groups_;
 };

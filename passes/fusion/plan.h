@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/ptr_hash.h"
 #include "ir/graph.h"
 #include "passes/fusion/domain.h"
 
@@ -13,10 +14,10 @@ struct Plan {
   // Ops cloned into every kernel that reads them instead of being materialised: views,
   // constants, iotas, and pointwise ops reading at most one materialised tensor (so a
   // recompute reads no more memory than loading the saved value would).
-  std::unordered_set<const Op*> inlined;
+  PtrSet<const Op*> inlined;
   // Inlined ops that also stay at top level: views read in place by GEMMs, kept views or
   // graph outputs, and constants/iotas feeding them.
-  std::unordered_set<const Op*> keptTop;
+  PtrSet<const Op*> keptTop;
   struct Kernel {
     std::vector<Op*> members;   // graph order
     std::vector<Value*> results;  // member values read outside the kernel, graph order

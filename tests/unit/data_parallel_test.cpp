@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "support/ptr_hash.h"
 #include "api/compiled_program.h"
 #include "frontend/init.h"
 #include "frontend/models/zoo_model.h"
@@ -253,7 +254,7 @@ TEST(DataParallelSchedule, CollectivesRunEarlyAndTheirReadersTwoCollectivesLater
   o.dataParallel.bucketBytes = 4096;
   api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
   const Graph& g = dp.graph();
-  std::unordered_map<const Op*, size_t> pos;
+  PtrMap<const Op*, size_t> pos;
   std::vector<const Op*> collectives;
   for (size_t k = 0; k < g.ops.size(); ++k) {
     pos[g.ops[k].get()] = k;
@@ -360,7 +361,7 @@ TEST(DataParallelSchedule, ShardedReductionsOverlapAndGatheredReadersGoLast) {
   o.dataParallel = DataParallelConfig{2, 4096, true};
   api::CompiledProgram dp = api::compile(*model, {"train_step", 2, T}, o);
   const Graph& g = dp.graph();
-  std::unordered_map<const Op*, size_t> pos;
+  PtrMap<const Op*, size_t> pos;
   std::vector<const Op*> reductions;
   for (size_t k = 0; k < g.ops.size(); ++k) {
     pos[g.ops[k].get()] = k;
@@ -377,7 +378,7 @@ TEST(DataParallelSchedule, ShardedReductionsOverlapAndGatheredReadersGoLast) {
   for (size_t c = 0; c + 2 < reductions.size(); ++c)
     for (const Op* u : readers(reductions[c])) EXPECT_GT(pos.at(u), pos.at(reductions[c + 2])) << "reduction " << c;
   size_t firstGatherReader = g.ops.size(), lastOther = 0;
-  std::unordered_set<const Op*> gatherReaders;
+  PtrSet<const Op*> gatherReaders;
   for (auto& op : g.ops)
     if (op->kind == OpKind::AllGather)
       for (const Op* u : readers(op.get())) gatherReaders.insert(u), firstGatherReader = std::min(firstGatherReader, pos.at(u));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "support/ptr_hash.h"
 #include "api/compile.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
@@ -51,10 +52,10 @@ Bindings randomBindings(const Graph& g, uint32_t seed) {
 
 // docs/pipeline.md "After fuse: the top level".
 ::testing::AssertionResult checkTopLevel(const Graph& g) {
-  std::unordered_map<const Value*, std::vector<const Op*>> users;
+  PtrMap<const Value*, std::vector<const Op*>> users;
   for (auto& op : g.ops)
     for (Value* v : op->operands) users[v].push_back(op.get());
-  std::unordered_set<const Value*> outputs(g.outputs.begin(), g.outputs.end());
+  PtrSet<const Value*> outputs(g.outputs.begin(), g.outputs.end());
   for (auto& op : g.ops) {
     const std::string what = "@" + g.name + ": " + std::string(op->info().name) + " %" + op->result()->name;
     switch (op->kind) {

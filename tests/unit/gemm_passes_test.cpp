@@ -10,6 +10,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "support/ptr_hash.h"
 #include "frontend/models/transformer.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -198,7 +199,7 @@ TEST(GemmPasses, TinyTrainStepGemmCounts) {
   auto m = trainStep("tiny", 2, 8);
   runPasses(*m, kChain);
   Graph& g = *m->funcs[0];
-  std::unordered_set<const Op*> forward;
+  PtrSet<const Op*> forward;
   std::vector<const Value*> stack{g.outputs.at(0)};
   while (!stack.empty()) {
     const Op* d = stack.back()->def;

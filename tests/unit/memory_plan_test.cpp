@@ -10,6 +10,7 @@
 #include <random>
 #include <regex>
 
+#include "support/ptr_hash.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
 #include "ir/roles.h"
@@ -237,7 +238,7 @@ TEST(Liveness, StepInvariantValuesLiveThroughTheWholeProgram) {
     return %y, %v
   })");
   const Graph& g = *m->funcs[0];
-  const std::unordered_set<const Op*> inv = stepInvariantOps(g);
+  const PtrSet<const Op*> inv = stepInvariantOps(g);
   std::set<std::string> names;
   for (const Op* op : inv) names.insert(op->result()->name);
   EXPECT_EQ(names, (std::set<std::string>{"i", "s", "v"}));

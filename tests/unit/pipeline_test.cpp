@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "support/ptr_hash.h"
 #include "frontend/init.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
@@ -221,7 +222,7 @@ TEST(Pipeline, NoLonePointwiseKernels) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       auto m = buildProgram(program, dtype, true, cfg, 2, 32);
       const Graph& g = *m->funcs[0];
-      std::unordered_map<const Value*, std::vector<const Op*>> users;
+      PtrMap<const Value*, std::vector<const Op*>> users;
       for (auto& op : g.ops)
         for (Value* v : op->operands) users[v].push_back(op.get());
       int kernels = 0;
