@@ -3,7 +3,9 @@
 scripts/gpu-dropout-curve.sh's runs: a markdown table of each group's loss (the mean over its
 seeds, each step's loss averaged over a window of steps around it) at a few steps, each group's
 final loss (the mean of its last --tail steps) with the spread between its seeds, and one
-verdict line: whether fusec's final loss with dropout is within the noise of PyTorch's.
+verdict line: fusec's final loss with dropout is within the noise of PyTorch's, and PyTorch's
+with and without dropout are further apart than that noise (else the comparison could not tell
+a fusec that trains with dropout from one that ignores it).
 
     dropout_curve_report.py --torch TORCH.jsonl --fusec NAME=SEED:DROPOUT:LOG ... [--tail 50]
 
@@ -87,6 +89,13 @@ def main(argv):
     print(f"verdict: fusec's final loss with dropout is {'within' if ok else 'OUTSIDE'} PyTorch's noise: "
           f"|{final[('fusec', True)]:.4f} - {final[('torch', True)]:.4f}| = {diff:.4f} "
           f"{'<=' if ok else '>'} {bound:.4f}")
+    if ("torch", False) in final:
+        effect = abs(final[("torch", True)] - final[("torch", False)])
+        visible = effect > bound
+        print(f"verdict: dropout's effect on PyTorch's final loss is {'larger' if visible else 'NOT larger'} than the "
+              f"noise: |{final[('torch', True)]:.4f} - {final[('torch', False)]:.4f}| = {effect:.4f} "
+              f"{'>' if visible else '<='} {bound:.4f}")
+        ok = ok and visible
     return 0 if ok else 1
 
 

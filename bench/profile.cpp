@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "bench/profile.h"
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "passes/launch_stats.h"
 #include "passes/step_invariant.h"
 #include "runtime/gemm_plan.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::bench {
 

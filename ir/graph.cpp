@@ -1,7 +1,8 @@
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
 
 #include <unordered_map>
+
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

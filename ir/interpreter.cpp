@@ -9,7 +9,6 @@
 //     through f32, which could double-round);
 //   * integers are held as int64; arithmetic wraps (done in uint64) and i32 results wrap
 //     to 32 bits; every would-be UB (division by zero, float->int overflow) throws Error.
-#include "support/ptr_hash.h"
 #include "ir/interpreter.h"
 
 #include "ir/cpu_blas.h"
@@ -104,6 +103,7 @@ void pointwiseLoop(OpKind kind, size_t n, const S* A, const S* B, const S* C, S*
     }                                                                     \
     break;
 #include "ir/ops.def"
+#include "support/ptr_hash.h"
     default: break;
   }
   throw Error("internal: no " + std::string(std::is_same_v<T, float> ? "float" : "integer") +

@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "ir/printer.h"
 
 #include <charconv>
@@ -6,6 +5,8 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

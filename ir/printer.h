@@ -4,8 +4,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

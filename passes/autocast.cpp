@@ -25,9 +25,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/type_rules.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -9,7 +9,6 @@
 // built with the Builder from primitive ops, appended at the end of the graph; the one
 // exception is rope, whose VJP is rope by the negated positions (the inverse rotation, exact).
 // Matmul VJPs stay GEMM-shaped: transposes are matmul flags, never materialised.
-#include "support/ptr_hash.h"
 #include "passes/autodiff.h"
 
 #include <cmath>
@@ -25,6 +24,7 @@
 #include "ir/builder.h"
 #include "ir/op_table.h"
 #include "ir/type_rules.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -47,11 +47,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/interpreter.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

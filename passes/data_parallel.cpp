@@ -1,7 +1,6 @@
 // The `data-parallel` pass (passes/data_parallel.h). It runs between autodiff and adamw, so
 // the optimizer (and its skip of a non-finite loss) reads the mean gradients and the global
 // loss, the same values on every rank: the ranks' weights never drift apart.
-#include "support/ptr_hash.h"
 #include "passes/data_parallel.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include "ir/collectives.h"
 #include "passes/pass.h"
 #include "passes/train_passes.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -6,8 +6,8 @@
 // signature). Kernel bodies are then cleaned recursively.
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -18,11 +18,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/type_rules.h"
 #include "passes/decompose.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

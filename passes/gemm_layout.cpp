@@ -13,7 +13,6 @@
 //                 unreadableGemmOperands (fuse materialises those).
 //
 // Result folds run first: they change the layout of values that later GEMMs read.
-#include "support/ptr_hash.h"
 #include "passes/gemm_layout.h"
 
 #include <optional>
@@ -22,6 +21,7 @@
 
 #include "ir/strided_view.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

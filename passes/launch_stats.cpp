@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "passes/launch_stats.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 
 #include "ir/roles.h"
 #include "passes/liveness.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

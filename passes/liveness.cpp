@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "passes/liveness.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 #include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "passes/step_invariant.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

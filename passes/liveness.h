@@ -30,9 +30,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
 #include "passes/resident_layout.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "support/ptr_hash.h"
 #include "passes/liveness.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

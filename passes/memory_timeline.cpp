@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "passes/memory_timeline.h"
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include "ir/roles.h"
 #include "passes/launch_stats.h"
 #include "passes/liveness.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

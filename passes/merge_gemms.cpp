@@ -29,10 +29,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/strided_view.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -1,9 +1,9 @@
-#include "support/ptr_hash.h"
 #include "passes/resident_layout.h"
 
 #include <vector>
 
 #include "passes/liveness.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

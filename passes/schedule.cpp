@@ -42,10 +42,10 @@
 #include <string_view>
 #include <tuple>
 
-#include "support/ptr_hash.h"
 #include "ir/collectives.h"
 #include "passes/liveness.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -26,11 +26,11 @@
 #include <set>
 #include <unordered_map>
 
-#include "support/ptr_hash.h"
 #include "ir/builder.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/domain.h"
 #include "passes/pass.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

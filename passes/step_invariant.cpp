@@ -1,5 +1,6 @@
-#include "support/ptr_hash.h"
 #include "passes/step_invariant.h"
+
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -6,8 +6,8 @@
 #pragma once
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "runtime/executable.h"
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "runtime/kernel_spans.h"
 #if FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
+#include "support/ptr_hash.h"
 #endif
 
 namespace fusec::rt {

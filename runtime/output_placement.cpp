@@ -1,9 +1,9 @@
-#include "support/ptr_hash.h"
 #include "runtime/output_placement.h"
 
 #include <set>
 
 #include "ir/strided_view.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::rt {
 

@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::rt {
 

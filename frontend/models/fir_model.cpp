@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "frontend/models/fir_model.h"
 
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include "ir/builder.h"
 #include "ir/parser.h"
 #include "ir/roles.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::models {
 

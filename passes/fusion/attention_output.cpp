@@ -1,4 +1,3 @@
-#include "support/ptr_hash.h"
 #include "passes/fusion/attention_output.h"
 
 #include <algorithm>
@@ -6,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "support/ptr_hash.h"
 
 namespace fusec::fusion {
 

@@ -1,10 +1,10 @@
-#include "support/ptr_hash.h"
 #include "passes/fusion/outline.h"
 
 #include <functional>
 #include <unordered_map>
 
 #include "passes/fusion/kernel_family.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::fusion {
 namespace {

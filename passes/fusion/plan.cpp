@@ -6,7 +6,6 @@
 // producer of B ranks below A ("early"); otherwise it is refused. Both keep the invariant,
 // so the merged graph stays acyclic and sorting by rank gives a valid order; the test is
 // local (no reachability search), which keeps fuse linear-ish on xl graphs.
-#include "support/ptr_hash.h"
 #include "passes/fusion/plan.h"
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "ir/type_rules.h"
 #include "ir/types.h"
 #include "passes/fusion/attention_output.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::fusion {
 

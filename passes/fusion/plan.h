@@ -4,9 +4,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "support/ptr_hash.h"
 #include "ir/graph.h"
 #include "passes/fusion/domain.h"
+#include "support/ptr_hash.h"
 
 namespace fusec::fusion {
 

@@ -10,7 +10,6 @@
 
 #include <cmath>
 
-#include "support/ptr_hash.h"
 #include "api/compiled_program.h"
 #include "frontend/init.h"
 #include "frontend/models/zoo_model.h"
@@ -21,6 +20,7 @@
 #include "ir/roles.h"
 #include "passes/data_parallel.h"
 #include "passes/liveness.h"
+#include "support/ptr_hash.h"
 #include "test_util.h"
 
 namespace fusec {

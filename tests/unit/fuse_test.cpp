@@ -6,7 +6,6 @@
 #include <cmath>
 #include <random>
 
-#include "support/ptr_hash.h"
 #include "api/compile.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
@@ -19,6 +18,7 @@
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

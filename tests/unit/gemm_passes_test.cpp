@@ -10,7 +10,6 @@
 #include <random>
 #include <unordered_set>
 
-#include "support/ptr_hash.h"
 #include "frontend/models/transformer.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -22,6 +21,7 @@
 #include "passes/pass_manager.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
+#include "support/ptr_hash.h"
 #include "test_util.h"
 
 namespace fusec {

@@ -10,7 +10,6 @@
 #include <random>
 #include <regex>
 
-#include "support/ptr_hash.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
 #include "ir/roles.h"
@@ -25,6 +24,7 @@
 #include "passes/pipeline.h"
 #include "passes/step_invariant.h"
 #include "random_graph.h"
+#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <random>
 
-#include "support/ptr_hash.h"
 #include "frontend/init.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
@@ -19,6 +18,7 @@
 #include "passes/pass_manager.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
+#include "support/ptr_hash.h"
 #include "test_util.h"
 
 namespace fusec {

@@ -12,6 +12,7 @@
 
 #include "support/ptr_hash.h"
 
+
 namespace fusec {
 namespace {
 
