@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """The dropout training curves of fusec and PyTorch side by side (issue 42), from
 scripts/gpu-dropout-curve.sh's runs: a markdown table of each group's loss (the mean over its
-seeds, each step's loss averaged over a window of steps around it) at a few steps, each group's
-final loss (the mean of its last --tail steps) with the spread between its seeds, and one
-verdict line: fusec's final loss with dropout is within the noise of PyTorch's, and PyTorch's
-with and without dropout are further apart than that noise (else the comparison could not tell
-a fusec that trains with dropout from one that ignores it).
+seeds, each step's loss averaged over a window of steps around it) at a few steps; for each
+group the mean of its whole curve (how fast it learned and where it ended: dropout slows the
+learning, and on a learnable stream both end near the same floor) and of its last --tail
+steps, with the spread between its seeds; and two verdict lines on the curve means: fusec's
+with dropout is within the noise of PyTorch's, and PyTorch's with and without dropout are
+further apart than that noise (else the comparison could not tell a fusec that trains with
+dropout from one that ignores it).
 
     dropout_curve_report.py --torch TORCH.jsonl --fusec NAME=SEED:DROPOUT:LOG ... [--tail 50]
 
 TORCH.jsonl holds bench/torch_dropout_curve.py's rows; each --fusec names a `fusec run` log
 (its "step k/N  loss X" lines) with its seed and whether dropout was on (1 or 0). The noise is
-the larger of the two groups' seed spreads (max - min of the seeds' final losses), and at least
-the standard error of one run's tail mean. Exit 0 when the verdict holds, 1 otherwise or on
-bad input (one line).
+the larger of the two dropout groups' seed spreads (max - min of the seeds' means). Exit 0
+when both verdicts hold, 1 otherwise or on bad input (one line).
 """
 import argparse
 import json
@@ -71,29 +72,31 @@ def main(argv):
     for s in steps:
         print(f"| {s} | " + " | ".join(f"{statistics.fmean(smooth(c, s - 1) for c in groups[k]):.4f}"
                                        for k in order) + " |")
-    final, noise = {}, {}
+    def spread(means):
+        return max(means) - min(means)
+
+    curve, noise = {}, {}
     for k in order:
-        tails = [c[n - a.tail:n] for c in groups[k]]
-        means = [statistics.fmean(t) for t in tails]
-        final[k] = statistics.fmean(means)
-        stderr = max(statistics.stdev(t) / len(t) ** 0.5 for t in tails) if a.tail > 1 else 0.0
-        noise[k] = max(max(means) - min(means), stderr)
-        print(f"{k[0]}, dropout {'on' if k[1] else 'off'}: final loss (mean of the last {a.tail} steps) "
-              f"{final[k]:.4f}, seeds {', '.join(f'{m:.4f}' for m in means)}, noise {noise[k]:.4f}")
-    if ("fusec", True) not in final or ("torch", True) not in final:
+        whole = [statistics.fmean(c[:n]) for c in groups[k]]
+        tail = [statistics.fmean(c[n - a.tail:n]) for c in groups[k]]
+        curve[k], noise[k] = statistics.fmean(whole), spread(whole)
+        print(f"{k[0]}, dropout {'on' if k[1] else 'off'}: curve mean {curve[k]:.4f} (seeds "
+              f"{', '.join(f'{m:.4f}' for m in whole)}; spread {noise[k]:.4f}), last {a.tail} steps "
+              f"{statistics.fmean(tail):.4f} (seeds {', '.join(f'{m:.4f}' for m in tail)})")
+    if ("fusec", True) not in curve or ("torch", True) not in curve:
         print(f"{PROG}: error: no dropout runs of both fusec and torch", file=sys.stderr)
         return 1
-    diff = abs(final[("fusec", True)] - final[("torch", True)])
+    diff = abs(curve[("fusec", True)] - curve[("torch", True)])
     bound = max(noise[("fusec", True)], noise[("torch", True)])
     ok = diff <= bound
-    print(f"verdict: fusec's final loss with dropout is {'within' if ok else 'OUTSIDE'} PyTorch's noise: "
-          f"|{final[('fusec', True)]:.4f} - {final[('torch', True)]:.4f}| = {diff:.4f} "
+    print(f"verdict: fusec's curve mean with dropout is {'within' if ok else 'OUTSIDE'} PyTorch's noise: "
+          f"|{curve[('fusec', True)]:.4f} - {curve[('torch', True)]:.4f}| = {diff:.4f} "
           f"{'<=' if ok else '>'} {bound:.4f}")
-    if ("torch", False) in final:
-        effect = abs(final[("torch", True)] - final[("torch", False)])
+    if ("torch", False) in curve:
+        effect = abs(curve[("torch", True)] - curve[("torch", False)])
         visible = effect > bound
-        print(f"verdict: dropout's effect on PyTorch's final loss is {'larger' if visible else 'NOT larger'} than the "
-              f"noise: |{final[('torch', True)]:.4f} - {final[('torch', False)]:.4f}| = {effect:.4f} "
+        print(f"verdict: dropout's effect on PyTorch's curve mean is {'larger' if visible else 'NOT larger'} than the "
+              f"noise: |{curve[('torch', True)]:.4f} - {curve[('torch', False)]:.4f}| = {effect:.4f} "
               f"{'>' if visible else '<='} {bound:.4f}")
         ok = ok and visible
     return 0 if ok else 1

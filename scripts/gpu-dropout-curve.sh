@@ -15,7 +15,7 @@
 #   5. bench/dropout_curve_report.py: the curves, and the verdict: fusec's final loss with
 #      dropout within the seeds' noise of PyTorch's, while PyTorch's with and without dropout
 #      are further apart than that (so a fusec that ignored dropout would fail).
-# Everything is logged to $OUT/dropout-curve.log; the curves' raw data stays in $OUT.
+# Everything is logged to $OUT/dropout-curve.log; the runs' logs and PyTorch's curves in $OUT/dropout-curve.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -69,7 +69,7 @@ main() {
     --steps "$STEPS" --seeds "${SEEDS// /,}" --no-dropout-seeds "${OFF_SEEDS// /,}" "${ADAMW[@]}" >"$W/torch.jsonl" || return 1
   echo "== the curves"
   python3 bench/dropout_curve_report.py --torch "$W/torch.jsonl" "${specs[@]}" || status=1
-  cp "$W"/*.log "$W/torch.jsonl" "$OUT/" 2>/dev/null
+  tar -czf "$OUT/dropout-curve.tgz" -C "$W" $(cd "$W" && ls *.log torch.jsonl 2>/dev/null)  # one file: $OUT takes few
   return $status
 }
 
