@@ -2,19 +2,21 @@
 """The dropout training curves of fusec and PyTorch side by side (issue 42), from
 scripts/gpu-dropout-curve.sh's runs: a markdown table of each group's loss (the mean over its
 seeds, each step's loss averaged over a window of steps around it) at a few steps; for each
-group the mean of its whole curve (how fast it learned and where it ended: dropout slows the
-learning, and on a learnable stream both end near the same floor) and of its last --tail
-steps, with the spread between its seeds; and two verdict lines on the curve means: fusec's
-with dropout is within the noise of PyTorch's, and PyTorch's with and without dropout are
-further apart than that noise (else the comparison could not tell a fusec that trains with
-dropout from one that ignores it).
+group the mean of its whole curve (how fast it learned and where it ended) and of its last
+--tail steps, per seed; and two verdicts on what dropout does to each implementation's curve
+mean (its runs with dropout against its run without, on the same batches: the two
+implementations draw different batches, so their curves are compared through this effect):
+  * fusec's effect is PyTorch's within the noise;
+  * PyTorch's effect is larger than the noise (else the comparison could not tell a fusec that
+    trains with dropout from one that ignores it).
+The noise is the larger of the two implementations' spreads (max - min) of the seeds' curve
+means with dropout: in these runs the seeds change the dropout masks only.
 
     dropout_curve_report.py --torch TORCH.jsonl --fusec NAME=SEED:DROPOUT:LOG ... [--tail 50]
 
 TORCH.jsonl holds bench/torch_dropout_curve.py's rows; each --fusec names a `fusec run` log
-(its "step k/N  loss X" lines) with its seed and whether dropout was on (1 or 0). The noise is
-the larger of the two dropout groups' seed spreads (max - min of the seeds' means). Exit 0
-when both verdicts hold, 1 otherwise or on bad input (one line).
+(its "step k/N  loss X" lines) with its seed and whether dropout was on (1 or 0). Exit 0 when
+both verdicts hold, 1 otherwise or on bad input (one line).
 """
 import argparse
 import json
@@ -83,22 +85,19 @@ def main(argv):
         print(f"{k[0]}, dropout {'on' if k[1] else 'off'}: curve mean {curve[k]:.4f} (seeds "
               f"{', '.join(f'{m:.4f}' for m in whole)}; spread {noise[k]:.4f}), last {a.tail} steps "
               f"{statistics.fmean(tail):.4f} (seeds {', '.join(f'{m:.4f}' for m in tail)})")
-    if ("fusec", True) not in curve or ("torch", True) not in curve:
-        print(f"{PROG}: error: no dropout runs of both fusec and torch", file=sys.stderr)
+    if any(k not in curve for k in (("fusec", True), ("torch", True), ("fusec", False), ("torch", False))):
+        print(f"{PROG}: error: runs with and without dropout of both fusec and torch are needed", file=sys.stderr)
         return 1
-    diff = abs(curve[("fusec", True)] - curve[("torch", True)])
+    effect = {impl: curve[(impl, True)] - curve[(impl, False)] for impl in ("fusec", "torch")}
     bound = max(noise[("fusec", True)], noise[("torch", True)])
+    diff = abs(effect["fusec"] - effect["torch"])
     ok = diff <= bound
-    print(f"verdict: fusec's curve mean with dropout is {'within' if ok else 'OUTSIDE'} PyTorch's noise: "
-          f"|{curve[('fusec', True)]:.4f} - {curve[('torch', True)]:.4f}| = {diff:.4f} "
-          f"{'<=' if ok else '>'} {bound:.4f}")
-    if ("torch", False) in curve:
-        effect = abs(curve[("torch", True)] - curve[("torch", False)])
-        visible = effect > bound
-        print(f"verdict: dropout's effect on PyTorch's curve mean is {'larger' if visible else 'NOT larger'} than the "
-              f"noise: |{curve[('torch', True)]:.4f} - {curve[('torch', False)]:.4f}| = {effect:.4f} "
-              f"{'>' if visible else '<='} {bound:.4f}")
-        ok = ok and visible
+    print(f"verdict: dropout raises fusec's curve mean by {effect['fusec']:+.4f} and PyTorch's by {effect['torch']:+.4f}: "
+          f"{'the same' if ok else 'NOT the same'} within the noise ({diff:.4f} {'<=' if ok else '>'} {bound:.4f})")
+    visible = abs(effect["torch"]) > bound
+    print(f"verdict: dropout's effect on PyTorch's curve is {'larger' if visible else 'NOT larger'} than the noise "
+          f"({abs(effect['torch']):.4f} {'>' if visible else '<='} {bound:.4f})")
+    ok = ok and visible
     return 0 if ok else 1
 
 

@@ -6,15 +6,17 @@ the way `fusec run --fir DIR/model.fir --data TOKENS` trains it: cross entropy o
 token, mean over the batch, strict fp32 on the GPU (no TF32).
 
     torch_dropout_curve.py --fir DIR/model.fir --data TOKENS --batch B --ctx T --steps N
-                           --seeds 1,2 [--no-dropout-seeds 1] [--lr 1e-3] [--betas 0.9,0.999]
-                           [--eps 1e-8] [--weight-decay 0.01] [--device cuda]
+                           --seeds 1,2 [--no-dropout-seeds 1] [--data-seed S] [--lr 1e-3]
+                           [--betas 0.9,0.999] [--eps 1e-8] [--weight-decay 0.01] [--device cuda]
 
 One JSON object a run on stdout: {"impl": "torch", "seed": S, "dropout": true|false,
 "losses": [...]}. A run with dropout trains the module in train mode (its dropout modules and
 SDPA's dropout_p active, PyTorch's own RNG seeded with S); a --no-dropout-seeds run trains it in
-eval mode. Each run draws its windows from its own generator seeded with S, uniformly over the
-file, so the data order is not fusec's (fusec's sampler is libstdc++'s): the two curves are
-compared as curves, within the spread between seeds, not step by step. Errors: one line, exit 1.
+eval mode. Each run draws its windows uniformly over the file from a generator seeded with
+--data-seed (default: the run's own seed): with one --data-seed every run sees the same
+batches and only the dropout masks differ between seeds. The data order is not fusec's
+(fusec's sampler is libstdc++'s), so the curves are compared through what dropout does to each
+(with against without, on each one's own data), not step by step. Errors: one line, exit 1.
 """
 import argparse
 import json
@@ -42,6 +44,7 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--seeds", type=ints, default=[1])
     p.add_argument("--no-dropout-seeds", type=ints, default=[])
+    p.add_argument("--data-seed", type=int, default=None)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--betas", default="0.9,0.999")
     p.add_argument("--eps", type=float, default=1e-8)
@@ -95,11 +98,11 @@ def build(fir):
 
 def train(a, tokens, seed, dropout):
     import torch
-    torch.manual_seed(seed)
     model = build(a.fir).to(a.device)
+    torch.manual_seed(seed)  # after build(): rebuilding the module reseeds with the export's seed
     model.train(dropout)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=a.betas, eps=a.eps, weight_decay=a.weight_decay)
-    windows = torch.Generator().manual_seed(seed)
+    windows = torch.Generator().manual_seed(seed if a.data_seed is None else a.data_seed)
     span = torch.arange(a.ctx + 1)
     losses = []
     for _ in range(a.steps):
