@@ -75,8 +75,8 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
   std::map<const Op*, std::string> hint;
   for (const auto& op : g.ops) {
     if (op->kind != OpKind::Kernel) continue;
-    family[op.get()] = classifyKernel(*op->body);
-    hint[op.get()] = kernelHint(*op->body, family[op.get()]);
+    family[op.get()] = kernelFamily(*op);
+    hint[op.get()] = kernelHintOf(*op);
     if (family[op.get()] == KernelFamily::RowReduce && hint[op.get()] == "softmax")
       for (const auto& r : op->results) softmaxOut.insert(r.get());
   }

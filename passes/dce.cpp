@@ -6,6 +6,7 @@
 // signature). Kernel bodies are then cleaned recursively.
 #include <unordered_set>
 
+#include "passes/fusion/kernel_family.h"
 #include "passes/pass.h"
 #include "support/ptr_hash.h"
 
@@ -34,6 +35,19 @@ bool pruneResults(Op& kernel, const PtrSet<const Value*>& live) {
   kernel.results = std::move(kept);
   body.outputs = std::move(outs);
   body.outputUpdates = std::move(updates);
+  // Fewer outputs can make another family (a multi_tensor left with one element count): the
+  // body changed, so what it is is decided again and recorded (kernel_family.h).
+  // A body that fits no family now (only a hand-written one can) loses its record: codegen
+  // then classifies it, and refuses it there with the reason.
+  if (!kernel.attrStr("family").empty()) {
+    try {
+      const KernelFamily family = classifyKernel(body);
+      recordKernelFamily(kernel, family, familyName(family) == kernel.attrStr("family") ? kernel.attrStr("hint") : "");
+    } catch (const Error&) {
+      kernel.setAttr("family", std::string());
+      kernel.setAttr("hint", std::string());
+    }
+  }
   return true;
 }
 

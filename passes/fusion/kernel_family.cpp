@@ -25,6 +25,30 @@ const char* familyName(KernelFamily f) {
   return "?";
 }
 
+std::optional<KernelFamily> familyNamed(std::string_view name) {
+  for (KernelFamily f : {KernelFamily::Pointwise, KernelFamily::RowReduce, KernelFamily::ColReduce, KernelFamily::ReduceAll,
+                         KernelFamily::Scatter, KernelFamily::MultiTensor, KernelFamily::Attention})
+    if (name == familyName(f)) return f;
+  return std::nullopt;
+}
+
+void recordKernelFamily(Op& kernel, KernelFamily family, std::string hint) {
+  kernel.setAttr("family", std::string(familyName(family)));
+  kernel.setAttr("hint", hint.empty() ? kernelHint(*kernel.body, family) : std::move(hint));
+}
+
+KernelFamily kernelFamily(const Op& kernel) {
+  const std::string& recorded = kernel.attrStr("family");
+  if (recorded.empty()) return classifyKernel(*kernel.body);
+  if (auto f = familyNamed(recorded)) return *f;
+  throw Error("kernel '" + kernel.attrStr("name") + "' records an unknown family \"" + recorded + "\"");
+}
+
+std::string kernelHintOf(const Op& kernel) {
+  const std::string& recorded = kernel.attrStr("hint");
+  return recorded.empty() ? kernelHint(*kernel.body, kernelFamily(kernel)) : recorded;
+}
+
 KernelFamily classifyKernel(const Graph& body) {
   auto fail = [&](const std::string& why) -> KernelFamily {
     throw Error("kernel '" + body.name + "' fits no kernel family: " + why);

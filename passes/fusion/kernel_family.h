@@ -1,7 +1,9 @@
 // The kernel families codegen generates from: every kernel body the fuse pass
 // builds belongs to exactly one, decided from the body alone.
 #pragma once
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 
@@ -24,5 +26,17 @@ KernelFamily classifyKernel(const Graph& body);
 // A short description of what the body computes, from the ops inside ("rmsnorm",
 // "softmax", "adamw", "rope", ...), for kernel names.
 std::string kernelHint(const Graph& body, KernelFamily family);
+
+// The family named `name` ("pointwise", ...), or nullopt.
+std::optional<KernelFamily> familyNamed(std::string_view name);
+
+// Records on a kernel op what its body is: the `family` and `hint` attributes that codegen and
+// the profile read (kernelFamily, kernelHintOf). The fuse pass decides once when it outlines a
+// body; a pass that changes a body records again. `hint` empty: kernelHint's.
+void recordKernelFamily(Op& kernel, KernelFamily family, std::string hint = "");
+// A kernel op's recorded family; a hand-written kernel (none recorded) is classified here.
+KernelFamily kernelFamily(const Op& kernel);
+// A kernel op's recorded hint; for a hand-written kernel, kernelHint's.
+std::string kernelHintOf(const Op& kernel);
 
 }  // namespace fusec

@@ -127,6 +127,7 @@ class Outliner {
       kernel->results.push_back(std::move(r));
     }
     kernel->body = std::move(body);
+    recordKernelFamily(*kernel, family, hint);  // decided here, once: codegen and the profile read it
     for (size_t i = 0; i < k.results.size(); ++i) top_[k.results[i]] = kernel->result(int(i));
     Op* placed = kernel.get();
     out_.push_back(std::move(kernel));

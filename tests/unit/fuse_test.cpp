@@ -352,3 +352,35 @@ TEST(PassFuse, TinyTrainStep) { modelChecked("train_step"); }
 
 }  // namespace
 }  // namespace fusec
+
+namespace fusec {
+namespace {
+
+// dce drops a kernel's unused results; fewer outputs can make another family (a multi_tensor
+// left with one element count is a pointwise kernel), so dce records the family again.
+TEST(PassFuse, DceRecordsTheFamilyOfAKernelItPrunes) {
+  auto m = parseModule(R"(func @f {
+  %x = input() {name = "x"} : f32[4]
+  %y = input() {name = "y"} : f32[8]
+  %a, %b = kernel(%x, %y) {name = "multi_tensor_0_adamw", family = "multi_tensor", hint = "adamw"} : f32[4], f32[8] {
+    %p = input() {name = "p"} : f32[4]
+    %q = input() {name = "q"} : f32[8]
+    %e = exp(%p) : f32[4]
+    %n = neg(%q) : f32[8]
+    return %e, %n
+  }
+  return %a
+})");
+  Op& kernel = *m->funcs[0]->ops.back();
+  ASSERT_EQ(kernelFamily(kernel), KernelFamily::MultiTensor);
+  createPass("dce")->run(*m);
+  verify(*m);
+  const Op& pruned = *m->funcs[0]->ops.back();
+  ASSERT_EQ(pruned.numResults(), 1);
+  EXPECT_EQ(pruned.attrStr("family"), "pointwise");
+  EXPECT_EQ(kernelFamily(pruned), classifyKernel(*pruned.body));
+  EXPECT_EQ(kernelHintOf(pruned), kernelHint(*pruned.body, KernelFamily::Pointwise));
+}
+
+}  // namespace
+}  // namespace fusec

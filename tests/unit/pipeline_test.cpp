@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "frontend/init.h"
 #include "frontend/models/transformer.h"
@@ -246,6 +247,30 @@ TEST(Pipeline, NoLonePointwiseKernels) {
         }
       }
       EXPECT_GT(kernels, 0);
+    }
+}
+
+// The fuse pass records on every kernel op what its body is (kernel_family.h), and the record
+// is what the body is at the end of the pipeline: codegen and the profile read it instead of
+// classifying the body again.
+TEST(Pipeline, KernelsRecordTheirFamilyAndHint) {
+  models::ModelConfig cfg = models::namedConfig("small");
+  cfg.layers = 2;
+  for (const char* program : {"forward", "train_step"})
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      auto m = buildProgram(program, dtype, true, cfg, 2, 32);
+      std::set<std::string> families;
+      for (auto& op : m->funcs[0]->ops) {
+        if (op->kind != OpKind::Kernel) continue;
+        const std::string& name = op->attrStr("name");
+        ASSERT_FALSE(op->attrStr("family").empty()) << name;
+        EXPECT_EQ(op->attrStr("family"), familyName(classifyKernel(*op->body))) << name;
+        EXPECT_FALSE(op->attrStr("hint").empty()) << name;
+        EXPECT_EQ(name.rfind(op->attrStr("family") + "_", 0), 0u) << name;  // the name starts with it
+        EXPECT_EQ(name.substr(name.size() - op->attrStr("hint").size()), op->attrStr("hint")) << name;
+        families.insert(op->attrStr("family"));
+      }
+      EXPECT_GE(families.size(), 2u) << program;  // at least pointwise and row_reduce
     }
 }
 
