@@ -179,6 +179,13 @@ class Planner {
     for (auto& op : g_.ops)  // NCCL reads and writes dense buffers, as an output is
       if (isCollective(op->kind))
         for (Value* v : op->operands) hardUse(v, /*gemm=*/false);
+    // So does a kernel that is already there (written by hand, or fused before): nothing
+    // recomputes into its body, so a pointwise value it reads is materialised (a top-level
+    // view it reads stays as the kernel was built against it).
+    for (auto& op : g_.ops)
+      if (op->kind == OpKind::Kernel)
+        for (Value* v : op->operands)
+          if (!isViewOp(v->def->kind)) hardUse(v, /*gemm=*/false);
     for (auto& op : g_.ops)
       if (isAttention(*op))
         for (Value* v : op->operands) attentionUse(v);
