@@ -44,9 +44,10 @@ class Table {
   static bool live(P k) { return k != nullptr && k != tombstone(); }
 
   size_t size() const { return size_; }
-  // The slot holding `k`, or nullptr.
+  // The slot holding `k`, or nullptr (always for null and the tombstone: they are no keys,
+  // and matching them would hand out an empty or erased slot).
   Slot* find(const void* k) const {
-    if (size_ == 0) return nullptr;
+    if (size_ == 0 || k == nullptr || k == static_cast<const void*>(tombstone())) return nullptr;
     for (size_t i = slotOf(k, bits_);; i = (i + 1) & mask()) {
       const Slot& s = slots_[i];
       if (s.key == k) return const_cast<Slot*>(&s);

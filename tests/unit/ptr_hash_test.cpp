@@ -102,12 +102,23 @@ TEST(PtrHash, MapReferencesSurviveInsertsAndCopiesAreDeep) {
   EXPECT_EQ(moved.count(&objects[5]), 0u);
 }
 
-TEST(PtrHash, NullKeysAreRefused) {
+TEST(PtrHash, NullKeysAreRefusedAndNeverFound) {
+  int x = 0, y = 0;
   PtrSet<const int*> s;
   EXPECT_THROW(s.insert(nullptr), std::invalid_argument);
+  s.insert(&x);
+  s.insert(&y);
+  s.erase(&y);  // leaves a tombstone
+  EXPECT_EQ(s.count(nullptr), 0u);  // a non-empty table has empty slots: null must not match one
+  EXPECT_TRUE(s.find(nullptr) == s.end());
+  EXPECT_EQ(s.count(reinterpret_cast<const int*>(uintptr_t(1))), 0u);  // nor the tombstone an erased slot
   PtrMap<const int*, int> m;
   EXPECT_THROW(m[nullptr], std::invalid_argument);
+  m[&x] = 1;
   EXPECT_EQ(m.count(nullptr), 0u);
+  EXPECT_TRUE(m.find(nullptr) == m.end());
+  EXPECT_EQ(m.erase(nullptr), 0u);
+  EXPECT_EQ(m.size(), 1u);
 }
 
 }  // namespace
