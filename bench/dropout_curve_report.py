@@ -12,10 +12,10 @@ implementations draw different batches, so their curves are compared through thi
 The noise is the larger of the two implementations' spreads (max - min) of the seeds' curve
 means with dropout: in these runs the seeds change the dropout masks only.
 
-    dropout_curve_report.py --torch TORCH.jsonl --fusec NAME=SEED:DROPOUT:LOG ... [--tail 50]
+    dropout_curve_report.py --torch TORCH.jsonl --fusec DROPOUT:LOG ... [--tail 50]
 
 TORCH.jsonl holds bench/torch_dropout_curve.py's rows; each --fusec names a `fusec run` log
-(its "step k/N  loss X" lines) with its seed and whether dropout was on (1 or 0). Exit 0 when
+(its "step k/N  loss X" lines) after whether dropout was on in it (1 or 0). Exit 0 when
 both verdicts hold, 1 otherwise or on bad input (one line).
 """
 import argparse
@@ -40,6 +40,10 @@ def fusec_losses(path):
     return losses
 
 
+def spread(means):
+    return max(means) - min(means)
+
+
 def smooth(losses, at, half=5):
     lo, hi = max(0, at - half), min(len(losses), at + half + 1)
     return statistics.fmean(losses[lo:hi])
@@ -59,13 +63,17 @@ def main(argv):
                     r = json.loads(line)
                     groups.setdefault(("torch", r["dropout"]), []).append(r["losses"])
         for spec in a.fusec:
-            name, rest = spec.split("=", 1)
-            seed, drop, log = rest.split(":", 2)
+            drop, sep, log = spec.partition(":")
+            if not sep or drop not in ("0", "1"):
+                raise ValueError(f"--fusec takes DROPOUT:LOG with DROPOUT 0 or 1, got '{spec}'")
             groups.setdefault(("fusec", drop == "1"), []).append(fusec_losses(log))
+        if not any(groups.values()) or any(not c for runs in groups.values() for c in runs):
+            raise ValueError(f"{a.torch}: a run without losses")
     except (OSError, ValueError, KeyError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     n = min(len(c) for runs in groups.values() for c in runs)
+    tail = max(1, min(a.tail, n))
     steps = sorted({1, 10, 25, 50, 100, 150, n} & set(range(1, n + 1)))
     order = [k for k in (("fusec", True), ("torch", True), ("fusec", False), ("torch", False)) if k in groups]
     print("| step | " + " | ".join(f"{impl}, dropout {'on' if d else 'off'} ({len(groups[(impl, d)])} seeds)"
@@ -74,17 +82,15 @@ def main(argv):
     for s in steps:
         print(f"| {s} | " + " | ".join(f"{statistics.fmean(smooth(c, s - 1) for c in groups[k]):.4f}"
                                        for k in order) + " |")
-    def spread(means):
-        return max(means) - min(means)
 
     curve, noise = {}, {}
     for k in order:
         whole = [statistics.fmean(c[:n]) for c in groups[k]]
-        tail = [statistics.fmean(c[n - a.tail:n]) for c in groups[k]]
+        last = [statistics.fmean(c[n - tail:n]) for c in groups[k]]
         curve[k], noise[k] = statistics.fmean(whole), spread(whole)
         print(f"{k[0]}, dropout {'on' if k[1] else 'off'}: curve mean {curve[k]:.4f} (seeds "
-              f"{', '.join(f'{m:.4f}' for m in whole)}; spread {noise[k]:.4f}), last {a.tail} steps "
-              f"{statistics.fmean(tail):.4f} (seeds {', '.join(f'{m:.4f}' for m in tail)})")
+              f"{', '.join(f'{m:.4f}' for m in whole)}; spread {noise[k]:.4f}), last {tail} steps "
+              f"{statistics.fmean(last):.4f} (seeds {', '.join(f'{m:.4f}' for m in last)})")
     if any(k not in curve for k in (("fusec", True), ("torch", True), ("fusec", False), ("torch", False))):
         print(f"{PROG}: error: runs with and without dropout of both fusec and torch are needed", file=sys.stderr)
         return 1

@@ -46,11 +46,11 @@ main() {
              --data "$W/text.u16" --batch "$BATCH" --ctx "$CTX" --steps "$STEPS" --device cuda --seed 1 "${ADAMW[@]}")
   for s in $SEEDS; do
     "${run[@]}" --dropout-seed "$s" --out "$W/fusec-$s.safetensors" >"$W/fusec-$s.log" 2>&1 || { tail -3 "$W/fusec-$s.log"; status=1; }
-    specs+=(--fusec "f$s=$s:1:$W/fusec-$s.log")
+    specs+=(--fusec "1:$W/fusec-$s.log")
   done
   "${run[@]}" --dropout-seed "$first" --out "$W/fusec-$first-again.safetensors" >"$W/fusec-$first-again.log" 2>&1 || status=1
   "${run[@]}" --no-dropout >"$W/fusec-off.log" 2>&1 || status=1
-  specs+=(--fusec "off=1:0:$W/fusec-off.log")
+  specs+=(--fusec "0:$W/fusec-off.log")
   echo "== bit-reproducible: dropout seed $first twice"
   if cmp -s "$W/fusec-$first.safetensors" "$W/fusec-$first-again.safetensors" &&
      diff -q <(grep '^step' "$W/fusec-$first.log") <(grep '^step' "$W/fusec-$first-again.log") >/dev/null; then
