@@ -23,8 +23,7 @@
 // A column reduction whose elements a row reduction also reads (the norm-weight gradient
 // beside the rmsnorm backward: both read dy and x) is left whole: fuse makes its column sums
 // part of that row kernel (fusion/domain.h columnSums), which reads those rows anyway.
-#include <set>
-#include <unordered_map>
+#include <algorithm>
 
 #include "ir/builder.h"
 #include "ir/strided_view.h"
@@ -65,8 +64,9 @@ int64_t partialsFor(int64_t r, int64_t n) {
 // neighbours, and what lies further up that chain is not read by one kernel anyway.
 constexpr size_t kMaxLeafWalk = 256;
 
-void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out) {
-  std::set<const Value*> seen;
+std::vector<const Value*> elementLeaves(const Value* root, int64_t numel) {
+  std::vector<const Value*> out;
+  PtrSet<const Value*> seen;
   std::vector<const Value*> stack{root};
   while (!stack.empty() && seen.size() < kMaxLeafWalk) {
     const Value* v = stack.back();
@@ -74,19 +74,22 @@ void elementLeaves(const Value* root, int64_t numel, std::set<const Value*>& out
     if (v->type.numel() != numel || !seen.insert(v).second) continue;
     const Op* d = v->def;
     if (!d || (d->info().category != OpCategory::Pointwise && !isViewOp(d->kind))) {
-      out.insert(v);
+      out.push_back(v);
       continue;
     }
     for (const Value* o : d->operands) stack.push_back(o);
   }
+  return out;
 }
 
-// For each row reduction, its domain; and for each stored value, the row reductions whose
-// elements come from it (indexed by value, so a column reduction looks at the few row
-// reductions that share its values, not at every row reduction of the program).
+// For each stored value, the domains of the row reductions whose elements come from it
+// (indexed by value, so a column reduction looks at the row reductions that share its
+// values, not at every row reduction of the program). A domain is kept once per value: the
+// walk above reaches back along the residual stream through up to kMaxLeafWalk values, so a
+// value there is read by the norms of many layers, all of one domain, and listing each of
+// them made a column reduction's check cost layers x leaves.
 struct RowReaders {
-  std::vector<fusion::Domain> domains;
-  PtrMap<const Value*, std::vector<size_t>> byLeaf;
+  PtrMap<const Value*, std::vector<fusion::Domain>> byLeaf;
 };
 
 RowReaders rowReaders(const Graph& g) {
@@ -95,10 +98,10 @@ RowReaders rowReaders(const Graph& g) {
     if (op->info().category != OpCategory::Reduction) continue;
     const fusion::Domain d = fusion::reductionDomain(op->operands[0]->type.shape, op->attrInts("axes"));
     if (d.kind != fusion::DomainKind::Row) continue;
-    std::set<const Value*> leaves;
-    elementLeaves(op->operands[0], d.n * d.r, leaves);
-    for (const Value* v : leaves) rows.byLeaf[v].push_back(rows.domains.size());
-    rows.domains.push_back(d);
+    for (const Value* v : elementLeaves(op->operands[0], d.n * d.r)) {
+      std::vector<fusion::Domain>& ds = rows.byLeaf[v];
+      if (std::find(ds.begin(), ds.end(), d) == ds.end()) ds.push_back(d);
+    }
   }
   return rows;
 }
@@ -106,12 +109,10 @@ RowReaders rowReaders(const Graph& g) {
 // True when a row reduction reads a stored value that the column reduction of `x` (domain
 // `col`) is computed from, over the same elements.
 bool sharesRows(const Value* x, const fusion::Domain& col, const RowReaders& rows) {
-  std::set<const Value*> leaves;
-  elementLeaves(x, col.n * col.r, leaves);
-  for (const Value* v : leaves)
+  for (const Value* v : elementLeaves(x, col.n * col.r))
     if (auto it = rows.byLeaf.find(v); it != rows.byLeaf.end())
-      for (size_t r : it->second)
-        if (fusion::sumsColumnsOf(col, rows.domains[r])) return true;
+      for (const fusion::Domain& row : it->second)
+        if (fusion::sumsColumnsOf(col, row)) return true;
   return false;
 }
 
