@@ -2,82 +2,71 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
+#include <optional>
 #include <queue>
 #include <set>
 
+#include "passes/gap_tree.h"
 #include "passes/pass.h"
 
 namespace fusec {
 namespace {
 
 // The free space below the arena's current top while sweeping over time: disjoint gaps,
-// coalesced on free, indexed by offset (for first fit and coalescing) and by size (best fit).
+// coalesced on free, indexed by offset (first fit and coalescing: passes/gap_tree.h) and by
+// size (best fit).
 class FreeList {
  public:
   explicit FreeList(bool bestFit) : bestFit_(bestFit) {}
   int64_t top() const { return top_; }
 
   int64_t allocate(int64_t bytes) {
-    auto gap = bestFit_ ? bestGap(bytes) : firstGap(bytes);
-    if (gap != byOffset_.end()) {
-      const auto [at, size] = *gap;
-      erase(gap);
-      if (size > bytes) insert(at + bytes, size - bytes);
-      return at;
+    if (const std::optional<Gap> gap = bestFit_ ? bestGap(bytes) : byOffset_.firstFit(bytes)) {
+      erase(*gap);
+      if (gap->bytes > bytes) insert(gap->at + bytes, gap->bytes - bytes);
+      return gap->at;
     }
     // Nothing fits: grow the arena, starting inside the gap that ends at the top if any.
     int64_t at = top_;
-    if (!byOffset_.empty() && std::prev(byOffset_.end())->first + std::prev(byOffset_.end())->second == top_) {
-      at = std::prev(byOffset_.end())->first;
-      erase(std::prev(byOffset_.end()));
+    if (const std::optional<Gap> last = byOffset_.last(); last && last->at + last->bytes == top_) {
+      at = last->at;
+      erase(*last);
     }
     top_ = at + bytes;
     return at;
   }
 
   void release(int64_t at, int64_t bytes) {
-    auto next = byOffset_.lower_bound(at);
-    if (next != byOffset_.end() && next->first == at + bytes) {
-      bytes += next->second;
-      next = erase(next);
+    if (const std::optional<Gap> next = byOffset_.atOrAfter(at); next && next->at == at + bytes) {
+      bytes += next->bytes;
+      erase(*next);
     }
-    if (next != byOffset_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == at) {
-        at = prev->first;
-        bytes += prev->second;
-        erase(prev);
-      }
+    if (const std::optional<Gap> prev = byOffset_.before(at); prev && prev->at + prev->bytes == at) {
+      at = prev->at;
+      bytes += prev->bytes;
+      erase(*prev);
     }
     insert(at, bytes);
   }
 
  private:
-  using Gaps = std::map<int64_t, int64_t>;  // offset -> size
-
-  Gaps::iterator firstGap(int64_t bytes) {
-    // Linear in the gaps, which number at most the buffers live at once plus one.
-    for (auto it = byOffset_.begin(); it != byOffset_.end(); ++it)
-      if (it->second >= bytes) return it;
-    return byOffset_.end();
-  }
-  Gaps::iterator bestGap(int64_t bytes) {
+  std::optional<Gap> bestGap(int64_t bytes) const {
     auto it = bySize_.lower_bound({bytes, INT64_MIN});
-    return it == bySize_.end() ? byOffset_.end() : byOffset_.find(it->second);
+    if (it == bySize_.end()) return std::nullopt;
+    return Gap{it->second, it->first};
   }
   void insert(int64_t at, int64_t bytes) {
-    byOffset_.emplace(at, bytes);
+    byOffset_.insert(at, bytes);
     bySize_.emplace(bytes, at);
   }
-  Gaps::iterator erase(Gaps::iterator it) {
-    bySize_.erase({it->second, it->first});
-    return byOffset_.erase(it);
+  void erase(const Gap& g) {
+    bySize_.erase({g.bytes, g.at});
+    byOffset_.erase(g.at);
   }
 
   bool bestFit_;
   int64_t top_ = 0;
-  Gaps byOffset_;
+  GapTree byOffset_;
   std::set<std::pair<int64_t, int64_t>> bySize_;  // (size, offset)
 };
 
@@ -85,8 +74,8 @@ class FreeList {
 // the free list after its last one, and each new buffer takes the first (or best) gap that
 // fits. In that order the placed buffers a new one overlaps in time are exactly those still
 // live, so this is the greedy "clear of every time-overlapping predecessor" in O(n log n)
-// (first fit: plus a scan of the gaps). `backward` sweeps from the end of the function
-// instead (a buffer starts at its last use), which packs differently shaped tails better.
+// for either fit. `backward` sweeps from the end of the function instead (a buffer starts at
+// its last use), which packs differently shaped tails better.
 ArenaPlan sweep(const std::vector<Buffer>& bufs, bool bestFit, bool backward) {
   struct Span {
     int begin, end;
