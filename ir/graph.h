@@ -35,6 +35,12 @@ struct Value {
   // unplanned, and always for views, in-place updates and kernel-body values (see
   // passes/memory_plan.h). Printed after the type as `@offset`.
   int64_t offset = -1;
+  // The verifier's stamp (ir/verifier.cpp): the id of the last walk of a graph that saw this
+  // value defined. "Defined before this use, in this graph" is then one compare on a value
+  // the walk reads anyway; a hash set of the defined values missed the caches on every
+  // insert at a million values. A copied value carries a stale stamp, which no later walk has.
+  // One graph is not verified by two threads at once.
+  mutable uint64_t verifiedIn = 0;
 };
 
 struct Op {

@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <atomic>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -65,12 +66,15 @@ class Verifier {
   // Linear in the graph: it runs after every pass, so the per-op work is lookups into sets
   // built here (keys view the graph's own strings) and the messages are built only to fail.
   void graph(const Graph& g, const std::string& where) {
-    PtrSet<const Value*> defined;
+    // A fresh id per graph walk (a nested kernel body gets its own): values of other
+    // graphs, or of this one defined further down, carry another stamp.
+    static std::atomic<uint64_t> walks{0};
+    const uint64_t walk = ++walks;
+    auto defined = [walk](const Value* v) { return v->verifiedIn == walk; };
     NameSet names(g.ops.size());
     std::unordered_set<std::string_view> inputNames;
     std::unordered_map<std::string_view, const Op*> params;
     std::unordered_set<std::string> roleInputs;
-    defined.reserve(g.ops.size() * 2);
     std::vector<Type> operandTypes, resultTypes;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
       const Op& op = *g.ops[k];
@@ -90,7 +94,7 @@ class Verifier {
       for (size_t i = 0; i < op.operands.size(); ++i) {
         const Value* v = op.operands[i];
         if (!v) fail("operand " + std::to_string(i) + " is null");
-        if (!defined.count(v)) fail("operand " + std::to_string(i) + " is used before it is defined (or comes from another graph)");
+        if (!defined(v)) fail("operand " + std::to_string(i) + " is used before it is defined (or comes from another graph)");
         operandTypes[i] = v->type;
       }
       for (size_t i = 0; i < op.results.size(); ++i) {
@@ -120,11 +124,11 @@ class Verifier {
         fail("duplicate param name \"" + op.attrStr("name") + "\"");
       if (op.kind == OpKind::Input || op.kind == OpKind::Param) role(op, fail, roleInputs);
       if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
-      for (auto& r : op.results) defined.insert(r.get());
+      for (auto& r : op.results) r->verifiedIn = walk;
     }
     owners(g, params, where);
     for (size_t i = 0; i < g.outputs.size(); ++i)
-      if (!g.outputs[i] || !defined.count(g.outputs[i]))
+      if (!g.outputs[i] || !defined(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
     updates(g, params, where);
   }

@@ -78,6 +78,24 @@ TEST(Verifier, CatchesUseAcrossGraphs) {
             "@b, op #1 (add): operand 0 is used before it is defined (or comes from another graph)");
 }
 
+// The verifier stamps each value it sees defined with the id of its walk: a graph verified
+// once and then reordered so that a use comes before its definition (the stamps of the first
+// walk still on every value) must fail.
+TEST(Verifier, StampsOfAnEarlierWalkDoNotCount) {
+  Module m;
+  Builder b(m.add("f"));
+  Value* x = b.input("x", f32({2}));
+  Value* y = b.unary(OpKind::Neg, x);
+  b.output(b.unary(OpKind::Exp, y));
+  EXPECT_NO_THROW(verify(m));
+  Graph& g = *m.find("f");
+  std::swap(g.ops[1], g.ops[2]);  // exp(y) before neg
+  EXPECT_EQ(errorOf([&] { verify(m); }),
+            "@f, op #1 (exp): operand 0 is used before it is defined (or comes from another graph)");
+  std::swap(g.ops[1], g.ops[2]);
+  EXPECT_NO_THROW(verify(m));
+}
+
 TEST(Verifier, CatchesTamperedTypesAndNames) {
   Module m;
   Builder b(m.add("f"));
