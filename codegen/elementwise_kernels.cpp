@@ -11,7 +11,7 @@
 namespace fusec::codegen {
 
 uint32_t elementGrid(int64_t n, const Target& t) {
-  const int64_t full = int64_t(t.sms) * 2048 / kBlock;
+  const int64_t full = int64_t(t.sms) * t.threadsPerSm / kBlock;
   return uint32_t(std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, full));
 }
 

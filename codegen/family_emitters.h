@@ -38,8 +38,8 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
 // Reduction functors and group reductions every reduction kernel's source starts with.
 std::string reductionPrelude();
 
-// Threads per block of the element-wise loops, and a grid that fills the target (2048
-// threads per SM) without more blocks than elements need.
+// Threads per block of the element-wise loops, and a grid that fills the target (every
+// thread slot of every SM) without more blocks than elements need.
 constexpr int kBlock = 256;
 uint32_t elementGrid(int64_t n, const Target& t);
 

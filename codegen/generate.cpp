@@ -107,6 +107,11 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
     case KernelFamily::Attention: k.launches = emitAttention(in, fw); break;
     default: k.launches = emitReduction(in, k.family, fw); break;
   }
+  // A launch the device could not start would fail only when the step runs, far from here.
+  for (const Launch& l : k.launches)
+    if (int64_t(l.dynamicSmem) > target.smemPerBlock)
+      throw Error("internal: kernel '" + k.name + "' needs " + std::to_string(l.dynamicSmem) + " bytes of shared memory a block; " +
+                  target.arch() + " allows " + std::to_string(target.smemPerBlock));
   // The vector helpers only where a family used them, so other sources stay as they were.
   if (fw.str().find("fusec_v") != std::string::npos) text += vectorPrelude();
   // Dropout's random numbers (ir/philox.h): the interpreter's own function, as CUDA.

@@ -1,4 +1,4 @@
-// CUDA source -> sm_90 cubin through NVRTC (linked; libcuda is not needed), many sources in
+// CUDA source -> cubin for the target's architecture through NVRTC (linked; libcuda is not needed), many sources in
 // parallel, through the on-disk CubinCache. When fusec is built without NVRTC
 // (FUSEC_HAVE_NVRTC undefined), nvrtcAvailable() is false and compiling throws Error.
 #pragma once
@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/cubin_cache.h"
+#include "codegen/target.h"
 #include "ir/graph.h"
 
 namespace fusec::codegen {
@@ -20,7 +21,7 @@ struct CompileError : Error {
 };
 
 struct NvrtcOptions {
-  std::string arch = "sm_90";
+  std::string arch = Target().arch();  // NVRTC's -arch: the default target's unless a device says
 };
 
 bool nvrtcAvailable();

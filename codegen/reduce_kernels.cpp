@@ -859,10 +859,10 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
                                 : RowRegisters{};
   // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
   // of the scratch the last blocks add up).
-  // Totals: a fixed grid of at most the blocks the device holds at once (2,048 threads an SM),
+  // Totals: a fixed grid of at most the blocks the device holds at once (its threads an SM),
   // whose partials one warp of the last block adds; rows beyond it loop.
   if (!totals.empty()) {
-    grid = std::min<int64_t>(grid, int64_t(k.target.sms) * std::max(1, 2048 / block));
+    grid = std::min<int64_t>(grid, int64_t(k.target.sms) * std::max(1, k.target.threadsPerSm / block));
     writeRowTotalsScratch(w, totals.size(), grid);
   }
   ColumnSums colSums;

@@ -41,8 +41,6 @@ constexpr int kListed = 2048;                 // positions listed before a round
 constexpr int64_t kRangeColumns = 128;        // columns of a row one warp adds at a time (4 a lane)
 constexpr int kHitBatch = 4;                  // a row's listed positions whose loads a warp issues together
 constexpr int64_t kSegment = 256;             // a row's positions one warp adds, when the row has more
-constexpr int64_t kSmemPerSM = 228 * 1024;    // sm_90's shared memory per multiprocessor
-constexpr int64_t kSmemReserved = 1024;       // what the driver reserves per block
 
 // True when `index` (of the source's shape) is the same for every position of the dims
 // after `axis`: a broadcast whose operand has size 1 (or no dim) there.
@@ -167,7 +165,9 @@ std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
     // SM's work: 1.7 ms at small batch 64 with text-like ids).
     rowBlocks = std::clamp<int64_t>(2 * int64_t(k.target.sms) / passes, 1, rows);
     rowBlocks = std::max<int64_t>(rowBlocks, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
-    while ((csrBytes((rows + rowBlocks - 1) / rowBlocks) + kSmemReserved) * 2 > kSmemPerSM && rowBlocks < rows) ++rowBlocks;
+    while ((csrBytes((rows + rowBlocks - 1) / rowBlocks) + k.target.smemReservedPerBlock) * 2 > k.target.smemPerSm &&
+           rowBlocks < rows)
+      ++rowBlocks;
     range = (rows + rowBlocks - 1) / rowBlocks;
     rowBlocks = (rows + range - 1) / range;
     grid = rowBlocks * passes;

@@ -1,15 +1,30 @@
-// What codegen may assume about the GPU its kernels run on, beyond sm_90: the runtime fills it
-// from the device it opened (runtime/device.h), so grids that should fill the GPU (grid-stride
-// element loops, persistent row kernels, the column-sum kernels' fixed grid) are sized by its
-// multiprocessors. Sources emitted without a device (`fusec compile --emit`, `fusec codegen`)
-// use the default, an H100 or H200 (132 SMs). The count is baked into the source, so the
-// cubin cache (keyed by source) never hands one device's kernels to another.
+// What codegen may assume about the GPU its kernels run on: the one place that knows device
+// facts. The runtime fills it from the device it opened (runtime/device.cpp targetOf, from
+// cudaDeviceProp), so grids that should fill the GPU (grid-stride element loops, persistent
+// row kernels, the column-sum kernels' fixed grid) are sized by its multiprocessors and
+// thread slots, shared-memory budgets by its shared memory, and NVRTC compiles for its
+// architecture. Sources emitted without a device (`fusec compile --emit`, `fusec codegen`)
+// use the default, an H100 or H200. Whatever a kernel reads from here is baked into its source
+// or its launch, so the cubin cache (keyed by source and architecture) never hands one
+// device's kernels to another.
 #pragma once
+#include <cstdint>
+#include <string>
 
 namespace fusec::codegen {
 
 struct Target {
-  int sms = 132;  // streaming multiprocessors
+  int major = 9, minor = 0;             // compute capability (kernels are built for sm_<major><minor>)
+  int sms = 132;                        // streaming multiprocessors
+  int threadsPerSm = 2048;              // resident threads a multiprocessor holds
+  int regsPerSm = 65536;                // 32-bit registers a multiprocessor holds
+  int64_t smemPerSm = 228 * 1024;       // shared memory a multiprocessor holds
+  int64_t smemPerBlock = 227 * 1024;    // the most one block may opt into
+  int64_t smemReservedPerBlock = 1024;  // what the driver keeps of each resident block's share
+
+  // NVRTC's -arch: "sm_90".
+  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
+  bool operator==(const Target&) const = default;
 };
 
 }  // namespace fusec::codegen

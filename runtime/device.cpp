@@ -54,6 +54,19 @@ int deviceCount() {
   return n;
 }
 
+codegen::Target targetOf(const cudaDeviceProp& prop) {
+  codegen::Target t;
+  t.major = prop.major;
+  t.minor = prop.minor;
+  t.sms = prop.multiProcessorCount;
+  t.threadsPerSm = prop.maxThreadsPerMultiProcessor;
+  t.regsPerSm = prop.regsPerMultiprocessor;
+  t.smemPerSm = int64_t(prop.sharedMemPerMultiprocessor);
+  t.smemPerBlock = int64_t(prop.sharedMemPerBlockOptin);
+  t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
+  return t;
+}
+
 DeviceInfo openDevice() {
   int n = 0;
   cudaError_t s = cudaGetDeviceCount(&n);
@@ -67,9 +80,7 @@ DeviceInfo openDevice() {
   cudaDeviceProp prop{};
   FUSEC_CUDA(cudaGetDeviceProperties(&prop, d.index), "device discovery");
   d.name = prop.name;
-  d.major = prop.major;
-  d.minor = prop.minor;
-  d.sms = prop.multiProcessorCount;
+  d.target = targetOf(prop);
   FUSEC_CUDA(cudaMemGetInfo(&d.freeBytes, &d.totalBytes), "device discovery");
   return d;
 }

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "codegen/target.h"
 #include "ir/graph.h"
 
 namespace fusec::rt {
@@ -19,11 +20,13 @@ void cudaCheck(cudaError_t status, const char* call, const std::string& what);
 
 struct DeviceInfo {
   int index = 0;
-  std::string name;       // "NVIDIA H100 80GB HBM3"
-  int major = 0, minor = 0;
-  int sms = 0;             // streaming multiprocessors
+  std::string name;         // "NVIDIA H100 80GB HBM3"
+  codegen::Target target;   // its architecture, multiprocessors and shared memory
   size_t freeBytes = 0, totalBytes = 0;
 };
+
+// The codegen target of a device, from what CUDA says of it.
+codegen::Target targetOf(const cudaDeviceProp& prop);
 
 // Device 0 made current. Throws Error("no CUDA device") where there is no device or no
 // driver (cudart loads libcuda on this first call; its absence is not a crash).

@@ -514,9 +514,8 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   Impl& m = *impl_;
   const bool autotune = opts.gemmAutotune && autotuneAllowedByEnv();
   DeviceInfo dev = openDevice();
-  if (dev.major != 9)
-    throw Error("fusec generates sm_90 (Hopper) kernels; device 0 (" + dev.name + ") is sm_" + std::to_string(dev.major) +
-                std::to_string(dev.minor));
+  if (dev.target.major != 9)
+    throw Error("fusec generates sm_90 (Hopper) kernels; device 0 (" + dev.name + ") is " + dev.target.arch());
   m.checkTopLevel();
   m.collectSources();
 
@@ -545,12 +544,12 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   // Shared by the process's Executables (one choice per GEMM key); without a cubin cache, in
   // memory only.
   m.gemmTuning = &GemmTuningCache::shared(autotune && opts.cache ? opts.cache->dir() : std::string(), dev.name,
-                                          dev.major * 10 + dev.minor, uint64_t(cublasLtGetVersion()));
+                                          dev.target.major * 10 + dev.target.minor, uint64_t(cublasLtGetVersion()));
   gemmOpts.tuningCache = m.gemmTuning;
   m.gemm = std::make_unique<CublasLtGemm>(gemmOpts);
-  std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, codegen::Target{dev.sms});
-  m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache));
-  m.buildLaunchList(generated, dev.sms);
+  std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, dev.target);
+  m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache, dev.target));
+  m.buildLaunchList(generated, dev.target.sms);
   m.placeTargets = outputPlacements(g, m.invariant);
 }
 

@@ -79,11 +79,11 @@ void KernelModule::launch(const std::string& name, const std::vector<void*>& poi
 }
 
 std::map<std::string, codegen::Bytes> compileImages(const std::vector<codegen::GeneratedKernel>& kernels,
-                                                    const codegen::CubinCache* cache) {
+                                                    const codegen::CubinCache* cache, const codegen::Target& target) {
   std::vector<codegen::CompileJob> jobs;
   for (const auto& k : kernels)
     if (k.image == k.name) jobs.push_back({k.name, k.source});
-  std::vector<codegen::Bytes> bins = codegen::compileCubins(jobs, cache);
+  std::vector<codegen::Bytes> bins = codegen::compileCubins(jobs, cache, 0, codegen::NvrtcOptions{target.arch()});
   std::map<std::string, codegen::Bytes> out;
   for (size_t i = 0; i < jobs.size(); ++i) out.emplace(jobs[i].name, std::move(bins[i]));
   return out;

@@ -11,6 +11,7 @@
 
 #include "codegen/cubin_cache.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/target.h"
 
 namespace fusec::rt {
 
@@ -55,8 +56,8 @@ class KernelModule {
 };
 
 // The cubins of every distinct image of `kernels`, compiled through NVRTC and `cache` (may
-// be null), keyed as KernelModule expects.
+// be null), for `target`'s architecture, keyed as KernelModule expects.
 std::map<std::string, codegen::Bytes> compileImages(const std::vector<codegen::GeneratedKernel>& kernels,
-                                                    const codegen::CubinCache* cache);
+                                                    const codegen::CubinCache* cache, const codegen::Target& target = {});
 
 }  // namespace fusec::rt

@@ -37,7 +37,7 @@ TEST(Device, OpensAndReportsOutOfMemory) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
   rt::DeviceInfo d = rt::openDevice();
-  std::printf("device: %s (sm_%d%d), %.1f GiB free\n", d.name.c_str(), d.major, d.minor, double(d.freeBytes) / (1 << 30));
+  std::printf("device: %s (sm_%d%d), %.1f GiB free\n", d.name.c_str(), d.target.major, d.target.minor, double(d.freeBytes) / (1 << 30));
   std::string err = test::errorOf([] { rt::DeviceBuffer huge(size_t(1) << 50); });
   EXPECT_EQ(err.rfind("out of GPU memory: needs 1048576.00 GiB, ", 0), 0u) << err;
   EXPECT_NE(err.find(" GiB free"), std::string::npos) << err;

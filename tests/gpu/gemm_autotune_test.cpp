@@ -85,13 +85,13 @@ class GemmAutotune : public ::testing::Test {
 
 std::string tuningFile(const std::string& dir) {
   const rt::DeviceInfo dev = rt::openDevice();
-  return dir + "/" + rt::GemmTuningCache::fileName(dev.name, dev.major * 10 + dev.minor, cublasLtGetVersion());
+  return dir + "/" + rt::GemmTuningCache::fileName(dev.name, dev.target.major * 10 + dev.target.minor, cublasLtGetVersion());
 }
 
 // The file as a new process would read it.
 rt::GemmTuningCache reread(const std::string& dir) {
   const rt::DeviceInfo dev = rt::openDevice();
-  return rt::GemmTuningCache(dir, dev.name, dev.major * 10 + dev.minor, cublasLtGetVersion());
+  return rt::GemmTuningCache(dir, dev.name, dev.target.major * 10 + dev.target.minor, cublasLtGetVersion());
 }
 
 size_t countGemms(const StepResult& r, rt::GemmTuning::Source source) {

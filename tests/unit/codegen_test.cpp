@@ -12,6 +12,7 @@
 #include <set>
 
 #include "codegen/cubin_cache.h"
+#include "codegen/family_emitters.h"
 #include "codegen/generate.h"
 #include "codegen/nvrtc_compiler.h"
 #include "codegen/scalar_ops.h"
@@ -116,6 +117,32 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
     EXPECT_FALSE(families.count(KernelFamily::ColReduce));
     EXPECT_FALSE(families.count(KernelFamily::ReduceAll));
   }
+}
+
+// Device facts come from the Target: grids that fill the GPU follow its multiprocessors and
+// thread slots, a launch that needs more shared memory than a block may have is refused here
+// (not when the step runs), and NVRTC compiles for the target's architecture.
+TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
+  auto m = compiled("tiny", "train_step", DType::bf16, 2, 8, AttentionLowering::Fused);
+  Target h100;
+  EXPECT_EQ(h100.arch(), "sm_90");
+  EXPECT_EQ(NvrtcOptions().arch, "sm_90");
+  Target small = h100;
+  small.sms = 4;
+  small.threadsPerSm = 1024;
+  EXPECT_EQ(elementGrid(int64_t(1) << 30, h100), uint32_t(132 * 2048 / kBlock));
+  EXPECT_EQ(elementGrid(int64_t(1) << 30, small), uint32_t(4 * 1024 / kBlock));
+  EXPECT_EQ(elementGrid(100, small), 1u);
+  Target tight = h100;
+  tight.smemPerBlock = 4096;
+  std::string what;
+  try {
+    generateModule(*m, tight);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("bytes of shared memory a block; sm_90 allows 4096"), std::string::npos) << what;
+  EXPECT_NO_THROW(generateModule(*m, h100));
 }
 
 TEST(CodegenTest, LayersShareOneImage) {

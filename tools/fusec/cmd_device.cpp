@@ -17,7 +17,7 @@ Command addDeviceCommand(CLI::App& app) {
 #ifdef FUSEC_HAVE_CUDA
     rt::DeviceInfo d = rt::openDevice();
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-    std::printf("%s (sm_%d%d), %.2f GiB free of %.2f GiB\n", d.name.c_str(), d.major, d.minor,
+    std::printf("%s (sm_%d%d), %.2f GiB free of %.2f GiB\n", d.name.c_str(), d.target.major, d.target.minor,
                 double(d.freeBytes) / kGiB, double(d.totalBytes) / kGiB);
     return 0;
 #else
