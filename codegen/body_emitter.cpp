@@ -308,6 +308,7 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
   // in the vector is the vector's (aligned) start.
   const std::string F = std::to_string(read->firstActive);
   const int64_t back = read->voff[size_t(read->firstActive)];
+  w_.use(Helper::VectorIO);
   w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + V + ">(" + a + ", in" + std::to_string(inputNumber_.at(v->def)) +
           " + " + linearize(idx, v->type.shape) + (back ? " - " + std::to_string(back) : "") + ");  // " +
           describe(*v->def));
@@ -498,6 +499,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   if (op.kind == OpKind::Cast) {
     w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
   } else {
+    if (const std::optional<Helper> h = helperOf(op.kind)) w_.use(*h);
     w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, hardwareForm(op.result())) +
             ");" + comment);
   }

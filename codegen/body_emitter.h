@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/helpers.h"
 #include "codegen/lanes.h"
 #include "ir/graph.h"
 
@@ -30,10 +31,14 @@ class CodeWriter {
   // A place to insert lines later (declarations found while emitting what follows them).
   size_t mark() const { return out_.size(); }
   void insertLines(size_t at, const std::vector<std::string>& lines);
+  // Marks a helper (codegen/helpers.h) that the text written calls.
+  void use(Helper h) { helpers_ |= 1u << unsigned(h); }
+  bool uses(Helper h) const { return (helpers_ >> unsigned(h)) & 1u; }
 
  private:
   std::string out_;
   int depth_ = 0;
+  unsigned helpers_ = 0;
 };
 
 // Index arithmetic helpers (size-1 dims index 0; the emitted text stays readable).

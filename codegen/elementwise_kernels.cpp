@@ -171,6 +171,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   e.closeScope();
   w.insertLines(declarations, e.declarations());
   e.endLanes();
+  w.use(Helper::VectorIO);
   for (int k : plan.outputs) w.line("fusec_vstore<" + V + ">(out" + std::to_string(k) + " + i, s" + std::to_string(k) + ");");
 }
 

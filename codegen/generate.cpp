@@ -5,8 +5,7 @@
 
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
-#include "codegen/vector_io.h"
-#include "ir/philox.h"
+#include "codegen/helpers.h"
 
 namespace fusec::codegen {
 
@@ -112,10 +111,9 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
     if (int64_t(l.dynamicSmem) > target.smemPerBlock)
       throw Error("internal: kernel '" + k.name + "' needs " + std::to_string(l.dynamicSmem) + " bytes of shared memory a block; " +
                   target.arch() + " allows " + std::to_string(target.smemPerBlock));
-  // The vector helpers only where a family used them, so other sources stay as they were.
-  if (fw.str().find("fusec_v") != std::string::npos) text += vectorPrelude();
-  // Dropout's random numbers (ir/philox.h): the interpreter's own function, as CUDA.
-  if (fw.str().find("fusec_uniform(") != std::string::npos) text += uniformDeviceSource();
+  // The helpers the family's text calls, and only those, so other sources stay as they were.
+  for (int h = 0; h < kHelpers; ++h)
+    if (fw.uses(Helper(h))) text += helperSource(Helper(h));
   k.source = text + fw.str();
   return k;
 }

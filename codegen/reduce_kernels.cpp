@@ -986,6 +986,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       if (!reads(roots, regs.rowConstants[a])) continue;
       const std::string b = "b" + std::to_string(a), p = rowConstantPointers[a];
       w.line("float " + b + "[" + V + "];  // " + e.describe(*regs.rowConstants[a]->def) + ", this chunk's elements");
+      w.use(Helper::VectorIO);
       w.line("if (aligned) fusec_vload<" + V + ">(" + b + ", " + p + " + base);");
       e.openScope("else");
       w.line("#pragma unroll");
@@ -1051,6 +1052,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     };
     if (vectors) {
       e.openScope("if (aligned)");
+      w.use(Helper::VectorIO);
       for (size_t a = 0; a < regs.inputs.size(); ++a)
         w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(r" + std::to_string(a) + " + c * " + H
                                : "fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V) +
@@ -1206,6 +1208,7 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
     if (!regs.vectorOuts.empty()) {
       e.closeScope();  // the elements of a chunk: store it whole (at outer * r + base)
       e.openScope("if (aligned)");
+      w.use(Helper::VectorIO);
       for (int o : regs.vectorOuts)
         w.line("fusec_vstore<" + V + ">(out" + std::to_string(o) + " + outer * " + R + " + base, s" + std::to_string(o) + ");");
       e.closeScope();

@@ -13,6 +13,7 @@
 
 #include "codegen/cubin_cache.h"
 #include "codegen/family_emitters.h"
+#include "codegen/helpers.h"
 #include "codegen/generate.h"
 #include "codegen/nvrtc_compiler.h"
 #include "codegen/scalar_ops.h"
@@ -143,6 +144,22 @@ TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   }
   EXPECT_NE(what.find("bytes of shared memory a block; sm_90 allows 4096"), std::string::npos) << what;
   EXPECT_NO_THROW(generateModule(*m, h100));
+}
+
+// A helper's definition is in exactly the sources that call it (codegen/helpers.h).
+TEST(CodegenTest, SourcesDefineTheHelpersTheyCallAndNoOthers) {
+  int withVectors = 0, without = 0;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const auto& k : generateModule(*compiled("tiny", "train_step", dt, 2, 8))) {
+      const bool calls = k.source.find("fusec_vload<") != std::string::npos || k.source.find("fusec_vstore<") != std::string::npos ||
+                         k.source.find("fusec_vload_packed<") != std::string::npos;
+      const bool defines = k.source.find(helperSource(Helper::VectorIO)) != std::string::npos;
+      EXPECT_EQ(calls, defines) << k.name;
+      EXPECT_EQ(k.source.find(helperSource(Helper::Philox)), std::string::npos) << k.name;
+      (calls ? withVectors : without) += 1;
+    }
+  EXPECT_GT(withVectors, 0);
+  EXPECT_GT(without, 0);
 }
 
 TEST(CodegenTest, LayersShareOneImage) {
