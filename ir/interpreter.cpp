@@ -737,14 +737,18 @@ HostTensor crossEntropy(const Op& op, const HostTensor& logits, const HostTensor
 
 // The shapes of attention's operands: `batch` independent problems of Tq queries and Tk
 // keys, widths d (q, k) and dv (v, o).
+// Grouped-query attention: query problem s reads key/value problem s / group (the kv heads
+// are q's last batch dim divided by `group`, ops.def).
 struct AttentionDims {
-  int64_t batch, Tq, Tk, d, dv;
+  int64_t batch, Tq, Tk, d, dv, group;
   explicit AttentionDims(const Op& op) {
     const Type &q = op.operands[0]->type, &k = op.operands[1]->type, &v = op.operands[2]->type;
     const int r = q.rank();
     Tq = q.shape[size_t(r - 2)], d = q.shape[size_t(r - 1)];
     Tk = k.shape[size_t(r - 2)], dv = v.shape[size_t(r - 1)];
     batch = Tq * d == 0 ? 0 : q.numel() / (Tq * d);
+    const int64_t kvBatch = Tk * d == 0 ? 0 : k.numel() / (Tk * d);
+    group = kvBatch == 0 ? 1 : batch / kvBatch;
   }
   // Keys query i sees: j < visible(i). Causal: the queries are the last Tq of Tk positions.
   int64_t visible(int64_t i, bool causal) const { return causal ? std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk) : Tk; }
@@ -772,9 +776,10 @@ std::vector<HostTensor> attention(const Op& op, const HostTensor& q, const HostT
   const double scale = op.attrFloat("scale");
   std::vector<double> score(static_cast<size_t>(n.Tk)), acc(static_cast<size_t>(n.dv));
   for (int64_t s = 0; s < n.batch; ++s) {
+    const int64_t kv = s / n.group;
     const float* Q = q.f.data() + s * n.Tq * n.d;
-    const float* K = k.f.data() + s * n.Tk * n.d;
-    const float* V = v.f.data() + s * n.Tk * n.dv;
+    const float* K = k.f.data() + kv * n.Tk * n.d;
+    const float* V = v.f.data() + kv * n.Tk * n.dv;
     float* O = out.f.data() + s * n.Tq * n.dv;
     for (int64_t i = 0; i < n.Tq; ++i) {
       const int64_t visible = n.visible(i, causal);
@@ -808,14 +813,15 @@ std::vector<HostTensor> attentionBackward(const Op& op, const std::vector<const 
   std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
   std::vector<double> score(static_cast<size_t>(n.Tk));
   for (int64_t s = 0; s < n.batch; ++s) {
+    const int64_t kv = s / n.group;  // dk, dv sum over the group's query heads
     const float* Q = q.f.data() + s * n.Tq * n.d;
-    const float* K = k.f.data() + s * n.Tk * n.d;
-    const float* V = v.f.data() + s * n.Tk * n.dv;
+    const float* K = k.f.data() + kv * n.Tk * n.d;
+    const float* V = v.f.data() + kv * n.Tk * n.dv;
     const float* O = o.f.data() + s * n.Tq * n.dv;
     const float* G = dO.f.data() + s * n.Tq * n.dv;
     double* DQ = dq.data() + s * n.Tq * n.d;
-    double* DK = dk.data() + s * n.Tk * n.d;
-    double* DV = dv.data() + s * n.Tk * n.dv;
+    double* DK = dk.data() + kv * n.Tk * n.d;
+    double* DV = dv.data() + kv * n.Tk * n.dv;
     for (int64_t i = 0; i < n.Tq; ++i) {
       const int64_t visible = n.visible(i, causal);
       attentionScores(Q, K, i, visible, n.d, scale, score);

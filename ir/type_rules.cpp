@@ -146,9 +146,18 @@ Type attentionOutput(const OpInfo& info, const Type& q, const Type& k, const Typ
   if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
     fail("attention operands must be [..., T, d] of equal rank: " + typesStr(ops));
   int r = q.rank();
-  if (!std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+  // Grouped-query attention: k and v may have fewer heads (their last batch dim) than q, a
+  // divisor of q's; query head h reads key/value head h / (q heads / kv heads).
+  if (!std::equal(k.shape.begin(), k.shape.end() - 2, v.shape.begin()))
+    fail("attention key and value batch dimensions differ: " + typesStr(ops));
+  if (!std::equal(q.shape.begin(), q.shape.end() - (r > 2 ? 3 : 2), k.shape.begin()))
     fail("attention batch dimensions differ: " + typesStr(ops));
+  if (r > 2) {
+    const int64_t heads = q.shape[size_t(r - 3)], kvHeads = k.shape[size_t(r - 3)];
+    if (kvHeads != heads && (kvHeads > heads || heads % kvHeads != 0))
+      fail("attention key/value heads (" + std::to_string(kvHeads) + ") must divide the query heads (" +
+           std::to_string(heads) + "): " + typesStr(ops));
+  }
   if (q.shape[size_t(r - 1)] != k.shape[size_t(r - 1)]) fail("attention query and key widths differ: " + typesStr(ops));
   if (k.shape[size_t(r - 2)] != v.shape[size_t(r - 2)]) fail("attention key and value lengths differ: " + typesStr(ops));
   Type t = q;

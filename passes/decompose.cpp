@@ -241,6 +241,30 @@ class Expander {
     return b_.reduce(OpKind::Mean, perRow, all, false);
   }
 
+  // Grouped-query attention's k or v ([..., Hkv, T, d]) with each head repeated for the
+  // group of query heads that reads it ([..., Hkv * group, T, d], head h = kv head h / group),
+  // as PyTorch's repeat_kv does; `like` is q. Unchanged without a group.
+  Value* repeatHeads(Value* kv, const Value* like) {
+    const int r = kv->type.rank();
+    if (r < 3 || kv->type.shape[size_t(r - 3)] == like->type.shape[size_t(r - 3)]) return kv;
+    const int64_t heads = like->type.shape[size_t(r - 3)], kvHeads = kv->type.shape[size_t(r - 3)];
+    Shape split = kv->type.shape;
+    split.insert(split.begin() + (r - 2), 1);
+    Value* one = b_.reshape(kv, split);
+    split[size_t(r - 2)] = heads / kvHeads;
+    Shape merged = kv->type.shape;
+    merged[size_t(r - 3)] = heads;
+    return b_.reshape(b_.broadcast(one, split), merged);
+  }
+  // The gradient of repeatHeads: each kv head's gradient is the sum over its group.
+  Value* sumGroups(Value* grad, const Value* kv) {
+    if (grad->type.shape == kv->type.shape) return grad;
+    const int r = kv->type.rank();
+    Shape split = kv->type.shape;
+    split.insert(split.begin() + (r - 2), grad->type.shape[size_t(r - 3)] / kv->type.shape[size_t(r - 3)]);
+    return b_.reduce(OpKind::Sum, b_.reshape(grad, split), {int64_t(r - 2)}, false);
+  }
+
   // S = q k^T scale; causal: query i sees keys j <= i + (Tk - Tq), others are -inf.
   Value* maskedScores(Value* q, Value* k, bool causal, double scale) {
     Value* S = mulC(b_.matmul(q, k, false, true), scale);
@@ -259,6 +283,8 @@ class Expander {
   // o = softmax over the keys, times v; lse = m + log(sum exp(S - m)) in f32 (its type).
   // lse only where something reads it (attention_backward, before its own expansion).
   std::vector<Value*> attention(Value* q, Value* k, Value* v, bool causal, double scale, bool wantLse) {
+    k = repeatHeads(k, q);
+    v = repeatHeads(v, q);
     Value* S = maskedScores(q, k, causal, scale);
     Value* P = softmaxComposite_ ? b_.create1(OpKind::Softmax, {S}, {{"axis", int64_t(-1)}}) : softmax(S, last(S));
     Value* o = b_.matmul(P, v);
@@ -277,8 +303,8 @@ class Expander {
   // D = rowsum(do o) in f32, dv = P^T do, dS = P (do v^T - D) scale, dq = dS k, dk = dS^T q.
   // The [.., Tq, Tk] intermediates keep the operands' dtype, as the naive lowering's do.
   std::vector<Value*> attentionBackward(const Op& op) {
-    Value *q = op.operands[0], *k = op.operands[1], *v = op.operands[2], *o = op.operands[3], *dO = op.operands[4],
-          *lse = op.operands[5];
+    Value *q = op.operands[0], *k = repeatHeads(op.operands[1], op.operands[0]), *v = repeatHeads(op.operands[2], op.operands[0]),
+          *o = op.operands[3], *dO = op.operands[4], *lse = op.operands[5];
     const DType dt = q->type.dtype;
     Value* S = maskedScores(q, k, op.attrBool("causal"), op.attrFloat("scale"));
     Shape keep = lse->type.shape;
@@ -298,7 +324,7 @@ class Expander {
     if (dt != DType::f32) dS = b_.cast(dS, dt);
     Value* dq = b_.matmul(dS, k);
     Value* dk = b_.matmul(dS, q, true, false);
-    return {dq, dk, dv};
+    return {dq, sumGroups(dk, op.operands[1]), sumGroups(dv, op.operands[2])};
   }
 
   Builder& b_;

@@ -570,22 +570,25 @@ TEST(AutodiffComposite, Attention) {
     Shape batch;
     int64_t Tq, Tk, d, dv;
     bool causal;
+    int64_t kvHeads = 0;  // grouped-query attention: fewer key/value heads than q's last batch dim
   };
-  const std::vector<Case> cases = {
-      {{2}, 4, 4, 3, 5, true}, {{2}, 3, 5, 3, 2, true}, {{}, 4, 6, 3, 3, false}, {{2, 2}, 3, 3, 4, 3, true}};
+  const std::vector<Case> cases = {{{2}, 4, 4, 3, 5, true},      {{2}, 3, 5, 3, 2, true},
+                                   {{}, 4, 6, 3, 3, false},      {{2, 2}, 3, 3, 4, 3, true},
+                                   {{2, 4}, 3, 4, 3, 3, true, 2}, {{3}, 3, 3, 2, 2, false, 1}};
   int n = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE("case " + std::to_string(n));
     std::mt19937 rng(uint32_t(540 + n++));
     Fn f;
-    auto sh = [&](int64_t a, int64_t b) {
+    auto sh = [&](int64_t a, int64_t b, bool kv = false) {
       Shape s = c.batch;
+      if (kv && c.kvHeads > 0) s.back() = c.kvHeads;
       s.push_back(a), s.push_back(b);
       return Type{F, s};
     };
     Value* q = f.in("q", test::randomNonZero(sh(c.Tq, c.d), rng));
-    Value* k = f.in("k", test::randomNonZero(sh(c.Tk, c.d), rng));
-    Value* v = f.in("v", test::randomNonZero(sh(c.Tk, c.dv), rng));
+    Value* k = f.in("k", test::randomNonZero(sh(c.Tk, c.d, true), rng));
+    Value* v = f.in("v", test::randomNonZero(sh(c.Tk, c.dv, true), rng));
     Value* o = f.b.create1(OpKind::Attention, {q, k, v}, {{"causal", c.causal}, {"scale", 0.6}});
     checkGrad(f, o, {q, k, v}, rng);
   }

@@ -34,6 +34,7 @@ double relError(const HostTensor& got, const HostTensor& want) {
     num += d * d;
     den += want.get(k) * want.get(k);
   }
+  if (num == 0) return 0;  // equal, zeros included (a dropped scalar: 0 / 0)
   double r = std::sqrt(num / den);
   return std::isfinite(r) ? r : INFINITY;
 }
@@ -94,25 +95,29 @@ Value* ceCase(test::GraphUnderTest& f, std::mt19937& rng, const Shape& s, DType 
   return f.b.create1(OpKind::CrossEntropy, {f.in("logits", test::randomNonZero({DType::f32, s}, rng)), t});
 }
 
-Value* attentionCase(test::GraphUnderTest& f, std::mt19937& rng, Shape batch, int64_t Tq, int64_t Tk, bool causal) {
-  auto sh = [&](int64_t a, int64_t b) {
+// `kvHeads` (0: q's): grouped-query attention's k and v with fewer heads (the last batch dim).
+Value* attentionCase(test::GraphUnderTest& f, std::mt19937& rng, Shape batch, int64_t Tq, int64_t Tk, bool causal,
+                     int64_t kvHeads = 0) {
+  auto sh = [&](int64_t a, int64_t b, bool kv = false) {
     Shape s = batch;
+    if (kv && kvHeads > 0) s.back() = kvHeads;
     s.push_back(a), s.push_back(b);
     return Type{DType::f32, s};
   };
   Value* q = f.in("q", test::randomNonZero(sh(Tq, 5), rng));
-  Value* k = f.in("k", test::randomNonZero(sh(Tk, 5), rng));
-  Value* v = f.in("v", test::randomNonZero(sh(Tk, 3), rng));
+  Value* k = f.in("k", test::randomNonZero(sh(Tk, 5, true), rng));
+  Value* v = f.in("v", test::randomNonZero(sh(Tk, 3, true), rng));
   return f.b.create1(OpKind::Attention, {q, k, v}, {{"causal", causal}, {"scale", 0.45}});
 }
 
 // attention's lse (result 1), or result `which` of attention_backward on random inputs
-// (its formula holds for any o, do, lse, so they need not come from a forward).
-Value* attentionResultCase(test::GraphUnderTest& f, std::mt19937& rng, bool backward, int which) {
-  const Type t{DType::f32, {2, 5, 8}}, rows{DType::f32, {2, 5}};
+// (its formula holds for any o, do, lse, so they need not come from a forward). `gqa`: 4
+// query heads over 2 key/value heads.
+Value* attentionResultCase(test::GraphUnderTest& f, std::mt19937& rng, bool backward, int which, bool gqa = false) {
+  const Type t{DType::f32, {2, 4, 5, 8}}, rows{DType::f32, {2, 4, 5}}, kv{DType::f32, {2, gqa ? 2 : 4, 5, 8}};
   Value* q = f.in("q", test::randomNonZero(t, rng));
-  Value* k = f.in("k", test::randomNonZero(t, rng));
-  Value* v = f.in("v", test::randomNonZero(t, rng));
+  Value* k = f.in("k", test::randomNonZero(kv, rng));
+  Value* v = f.in("v", test::randomNonZero(kv, rng));
   const NamedAttrs at = {{"causal", true}, {"scale", 0.4}};
   if (!backward) return f.b.create(OpKind::Attention, {q, k, v}, at).at(size_t(which));
   Value* o = f.in("o", test::randomNonZero(t, rng));
@@ -156,10 +161,15 @@ const std::vector<Case>& cases() {
       {OpKind::Attention, "causal Tq < Tk", [](F& f, R& r) { return attentionCase(f, r, {2}, 3, 6, true); }},
       {OpKind::Attention, "full, no batch", [](F& f, R& r) { return attentionCase(f, r, {}, 4, 7, false); }},
       {OpKind::Attention, "heads", [](F& f, R& r) { return attentionCase(f, r, {2, 3}, 5, 5, true); }},
+      {OpKind::Attention, "grouped kv heads", [](F& f, R& r) { return attentionCase(f, r, {2, 6}, 4, 5, true, 2); }},
+      {OpKind::Attention, "one kv head", [](F& f, R& r) { return attentionCase(f, r, {3}, 4, 4, false, 1); }},
       {OpKind::Attention, "lse", [](F& f, R& r) { return attentionResultCase(f, r, false, 1); }},
       {OpKind::AttentionBackward, "dq", [](F& f, R& r) { return attentionResultCase(f, r, true, 0); }},
       {OpKind::AttentionBackward, "dk", [](F& f, R& r) { return attentionResultCase(f, r, true, 1); }},
       {OpKind::AttentionBackward, "dv", [](F& f, R& r) { return attentionResultCase(f, r, true, 2); }},
+      {OpKind::AttentionBackward, "dq grouped", [](F& f, R& r) { return attentionResultCase(f, r, true, 0, true); }},
+      {OpKind::AttentionBackward, "dk grouped", [](F& f, R& r) { return attentionResultCase(f, r, true, 1, true); }},
+      {OpKind::AttentionBackward, "dv grouped", [](F& f, R& r) { return attentionResultCase(f, r, true, 2, true); }},
       {OpKind::Dropout, "3d", [](F& f, R& r) { return dropoutCase(f, r, {DType::f32, {2, 3, 7}}, 0.3, 5); }},
       {OpKind::Dropout, "bf16 1d", [](F& f, R& r) { return dropoutCase(f, r, {DType::bf16, {40}}, 0.5, 0); }},
       {OpKind::Dropout, "scalar", [](F& f, R& r) { return dropoutCase(f, r, {DType::f32, {}}, 0.1, 2); }},

@@ -1307,6 +1307,46 @@ TEST(InterpComposite, AttentionBackwardIsTheGradient) {
     }
 }
 
+// Grouped-query attention is attention over k and v with each head repeated for its group
+// (query head h reads kv head h / group), and its backward's dk, dv are the repeated ones'
+// summed over each group.
+TEST(InterpComposite, GroupedQueryAttentionIsRepeatedHeads) {
+  std::mt19937 rng(31);
+  const int64_t B = 2, H = 6, Hkv = 2, T = 5, d = 4, g = H / Hkv;
+  const Type tq{DType::f32, {B, H, T, d}}, tkv{DType::f32, {B, Hkv, T, d}};
+  HostTensor q = randF(tq, rng), k = randF(tkv, rng), v = randF(tkv, rng), dO = randF(tq, rng);
+  auto repeat = [&](const HostTensor& x) {
+    HostTensor r = HostTensor::zeros(tq);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t e = 0; e < T * d; ++e) r.f[size_t((b * H + h) * T * d + e)] = x.f[size_t((b * Hkv + h / g) * T * d + e)];
+    return r;
+  };
+  auto run = [&](const HostTensor& kk, const HostTensor& vv) {
+    Fn f;
+    Value* qi = f.in("q", q);
+    Value* ki = f.in("k", kk);
+    Value* vi = f.in("v", vv);
+    const NamedAttrs at = {{"causal", true}, {"scale", 0.5}};
+    std::vector<Value*> o = f.b.create(OpKind::Attention, {qi, ki, vi}, at);
+    std::vector<Value*> grads = f.b.create(OpKind::AttentionBackward, {qi, ki, vi, o[0], f.in("do", dO), o[1]}, at);
+    f.b.output(o[0]);
+    for (Value* x : grads) f.b.output(x);
+    return interpret(f.g, f.env);
+  };
+  const std::vector<HostTensor> grouped = run(k, v), repeated = run(repeat(k), repeat(v));
+  expectNear(grouped[0], std::vector<double>(repeated[0].f.begin(), repeated[0].f.end()));  // o
+  expectNear(grouped[1], std::vector<double>(repeated[1].f.begin(), repeated[1].f.end()));  // dq
+  for (int r : {2, 3}) {                  // dk, dv: the group's sum
+    std::vector<double> want(size_t(B * Hkv * T * d), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t e = 0; e < T * d; ++e)
+          want[size_t((b * Hkv + h / g) * T * d + e)] += repeated[size_t(r)].f[size_t((b * H + h) * T * d + e)];
+    expectNear(grouped[size_t(r)], want, 1e-5, 1e-7);  // the sum of rounded per-head terms against one rounding
+  }
+}
+
 COVERS(OpKind::Attention);
 TEST(InterpComposite, Attention) {
   struct Case {
