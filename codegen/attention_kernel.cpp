@@ -62,20 +62,23 @@ struct OperandAccess {
 
 // The offset of batch index z (over the first `batchDims` dims of `s`, row-major) as a C++
 // expression; clears `aligned16` when a batch stride is not a multiple of `vec` elements.
+// `group` > 1: z is the query's batch index and this operand (grouped-query attention's k or
+// v) has 1/group of its heads, so its own batch index is z / group.
 std::string batchOffset(const Shape& s, const std::vector<int64_t>& strides, int64_t offset, int batchDims, int64_t vec,
-                        bool& aligned16) {
+                        bool& aligned16, int64_t group = 1) {
   std::string e = ll(offset);
+  const std::string index = group > 1 ? "((long long)z / " + ll(group) + ")" : "(long long)z";
   int64_t inner = 1;
   for (int d = batchDims - 1; d >= 0; --d) {
     const int64_t n = s[size_t(d)], st = strides[size_t(d)];
-    if (n != 1 && st != 0) e += " + ((long long)z / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
+    if (n != 1 && st != 0) e += " + (" + index + " / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
     if (n != 1 && st % vec != 0) aligned16 = false;
     inner *= n;
   }
   return e;
 }
 
-OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast) {
+OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast, int64_t group = 1) {
   const int64_t vec = std::max<int64_t>(1, 16 / int64_t(dtypeBytes(v->type.dtype)));  // elements per 16 bytes
   auto view = resolveView(v);
   const auto inputs = body.inputs();
@@ -93,7 +96,7 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
   a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
   a.aligned16 = view->offset % vec == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % vec == 0);
-  a.batchOffset = batchOffset(s, view->strides, view->offset, batchDims, vec, a.aligned16);
+  a.batchOffset = batchOffset(s, view->strides, view->offset, batchDims, vec, a.aligned16, group);
   return a;
 }
 
@@ -175,10 +178,14 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const int64_t Tq = q.shape[size_t(r - 2)], Tk = kt.shape[size_t(r - 2)], D = q.shape[size_t(r - 1)],
                 DV = vt.shape[size_t(r - 1)];
   const int64_t batch = Tq * D == 0 ? 0 : q.numel() / (Tq * D);
+  // Grouped-query attention (ops.def): `group` query heads read each key/value head.
+  const int64_t kvBatch = Tk * D == 0 ? 0 : kt.numel() / (Tk * D), group = kvBatch == 0 ? 1 : batch / kvBatch;
   if (D % 8 != 0 || DV % 8 != 0 || D > 256 || DV > 256)
     throw Error(where + "head dims must be multiples of 8 up to 256, got " + std::to_string(D) + " and " +
                 std::to_string(DV) + " (use --attention=naive)");
   if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
+  if (kvBatch == 0 || batch % kvBatch != 0)
+    throw Error(where + "key/value batch " + std::to_string(kvBatch) + " does not divide the query's " + std::to_string(batch));
   if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
 
   // Result index of the attention op -> kernel result `out<i>`; the forward's O may be a
@@ -204,7 +211,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const char* names[] = {"q", "k", "v", "o", "do", "lse"};
   const int operands = backward ? 6 : 3;
   std::vector<OperandAccess> acc;
-  for (int i = 0; i < operands; ++i) acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5));
+  for (int i = 0; i < operands; ++i)
+    acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5, i == 1 || i == 2 ? group : 1));
 
   // Tensor cores (codegen/attention_mma.cpp) where their fragments fit: bf16 or f32 (3xTF32),
   // equal head dims that are multiples of 16 up to 128, rows cp.async can copy (16-byte
@@ -228,7 +236,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
-         (att->attrBool("causal") ? ", causal" : ""));
+         (att->attrBool("causal") ? ", causal" : "") + (group > 1 ? ", " + std::to_string(group) + " query heads a key/value head" : ""));
   w.line(!mma   ? "// path: SIMT (FFMA): " + simtWhy
          : tf32 ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
                 : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
@@ -240,6 +248,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   w.line("#define FA_TK " + std::to_string(Tk));
   w.line(std::string("#define FA_CAUSAL ") + (att->attrBool("causal") ? "true" : "false"));
   w.line("#define FA_SCALE " + fmtFloat(scale));
+  w.line("#define FA_GROUP " + std::to_string(group) + "  // query heads a key/value head");
   w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
   if (!backward) {
     w.line("#define FA_OUT_RS " + ll(oStore->rowStride) + "  // O's row stride in its result");
@@ -272,7 +281,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
 
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
   const uint32_t qTiles = uint32_t((Tq + rows - 1) / rows), kTiles = uint32_t((Tk + rows - 1) / rows);
-  const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1));
+  const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1)), kvZs = uint32_t(std::max<int64_t>(kvBatch, 1));
   // Dynamic shared memory (bytes) of each launch, as the templates lay it out.
   int64_t fwdBytes, dqBytes, dkdvBytes;
   if (mma) {
@@ -289,14 +298,16 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     dkdvBytes = (kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows) * 4;
   }
   std::vector<Launch> launches;
-  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call, int minBlocks = 0) {
+  // `batches`: the query's batch indices, or the key/value's for the dK/dV pass.
+  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call, int minBlocks = 0,
+                    uint32_t batches = 0) {
     k.signature(w, fn, threads, minBlocks);
     w.line(call);
     w.close();
     // The mma template takes the batch index from x (so blocks start longest tile first across
     // every head), the SIMT one from y.
-    const uint32_t t = std::max<uint32_t>(tiles, 1);
-    launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{zs, t, 1} : std::array<uint32_t, 3>{t, zs, 1},
+    const uint32_t t = std::max<uint32_t>(tiles, 1), z = batches ? batches : zs;
+    launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{z, t, 1} : std::array<uint32_t, 3>{t, z, 1},
                               {uint32_t(threads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
@@ -310,7 +321,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     launch(k.name + "_dq", qTiles, dqBytes, "fa_backward_dq(" + common + ", " + out(0) + ");");
   if (outOf.count(1) || outOf.count(2))
     launch(k.name + "_dkdv", kTiles, dkdvBytes, "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");",
-           mma ? tiling.dkdvMinBlocks : 0);
+           mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;
 }
 

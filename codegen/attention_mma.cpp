@@ -594,33 +594,35 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
   float2* RS = reinterpret_cast<float2*>(Gs + 2 * BQ * LDV);  // {D, L2}: [2][BQ]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  // z is the key/value batch index; grouped-query attention's FA_GROUP query heads
+  // z * FA_GROUP .. + FA_GROUP - 1 read it, and their contributions to dK, dV add up here, in
+  // registers, in a fixed order (no atomics).
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
-  q += fa_q_batch(z);
-  k += fa_k_batch(z);
-  v += fa_v_batch(z);
-  dO += fa_do_batch(z);
-  const float2* stats = fa_rowstats + (long long)z * FA_TQ;  // the dQ pass's
+  k += fa_k_batch(z * FA_GROUP);
+  v += fa_v_batch(z * FA_GROUP);
   // Causal: query rows before k0 - (TK - TQ) see none of these keys.
   const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
-  const int tiles = (FA_TQ + BQ - 1) / BQ;
-  // A query tile's operands: q, dO and the row statistics, all asynchronous so the loop never
-  // waits on a global load of its own.
-  auto loadQueryTile = [&](int b, int q0) {
-    loadTile<BQ, FA_D>(Qs + b * BQ * LD, q, FA_Q_RS, q0, FA_TQ);
-    loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO, FA_DO_RS, q0, FA_TQ);
-    loadRowStats<BQ>(RS + b * BQ, stats, q0);
+  const int tiles = (FA_TQ + BQ - 1) / BQ, span = tiles - first, steps = FA_GROUP * span;
+  // Step `it`: query tile first + it % span of the group's query head it / span. Its
+  // operands: q, dO and the row statistics (the dQ pass's), all asynchronous so the loop
+  // never waits on a global load of its own.
+  auto loadQueryTile = [&](int b, int it) {
+    const int zq = z * FA_GROUP + it / span, q0 = (first + it % span) * BQ;
+    loadTile<BQ, FA_D>(Qs + b * BQ * LD, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
+    loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
   };
   loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
   loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
-  if (first < tiles) loadQueryTile(0, first * BQ);
+  if (steps > 0) loadQueryTile(0, 0);
   cpCommit();
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   zero(gk);
   zero(gv);
   const int kw = k0 + warp * 16 + g;  // this thread's key rows: kw, kw + 8
-  for (int t = first; t < tiles; ++t) {
-    const int q0 = t * BQ, buf = (t - first) & 1;
-    if (t + 1 < tiles) loadQueryTile(buf ^ 1, q0 + BQ);
+  for (int it = 0; it < steps; ++it) {
+    const int q0 = (first + it % span) * BQ, buf = it & 1;
+    if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
     cpCommit();
     cpWait<1>();
     __syncthreads();

@@ -1,6 +1,7 @@
 // The CUDA C++ of the SIMT flash-attention kernels (f32 FFMA arithmetic, any element type):
 // forward, and the backward's dQ and dK/dV passes. The text is a template over constants the
-// generator defines first (codegen/attention_kernel.cpp): FA_BACKWARD (which functions), the element type fa_t, the widths
+// generator defines first (codegen/attention_kernel.cpp): FA_BACKWARD (which functions), FA_GROUP (query heads a
+// key/value head: grouped-query attention), the element type fa_t, the widths
 // FA_D, FA_DV, the lengths FA_TQ, FA_TK, FA_CAUSAL, the scale, and per operand its batch
 // offset fa_<x>_batch(z) and row stride FA_<X>_RS (strides are static, so views such as q,
 // k, v straight from the fused QKV GEMM's output need no copy).
@@ -330,13 +331,11 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   float* D = Ss + BC * LDT;     // [BR]
   float* L2 = D + BR;           // [BR]
   const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+  // z is the key/value batch index; grouped-query attention's FA_GROUP query heads read it
+  // and add their contributions to dK, dV in registers, one head after the other.
   const int z = blockIdx.y, k0 = blockIdx.x * BC;
-  q += fa_q_batch(z);
-  k += fa_k_batch(z);
-  v += fa_v_batch(z);
-  o += fa_o_batch(z);
-  dO += fa_do_batch(z);
-  lse += fa_lse_batch(z);
+  k += fa_k_batch(z * FA_GROUP);
+  v += fa_v_batch(z * FA_GROUP);
   loadTile<BC, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
   loadTile<BC, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
   float gk[4][CH * VEC], gv[4][CHV * VECV];
@@ -350,12 +349,14 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   // Causal: query rows before k0 - (TK - TQ) see none of these keys.
   const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BR : 0;
   const int tiles = (FA_TQ + BR - 1) / BR;
-  for (int t = first; t < tiles; ++t) {
-    const int q0 = t * BR;
+  for (int it = 0; it < FA_GROUP * (tiles - first); ++it) {
+    const int zq = z * FA_GROUP + it / (tiles - first), q0 = (first + it % (tiles - first)) * BR;
+    const fa_t* qz = q + fa_q_batch(zq);
+    const fa_t* gz = dO + fa_do_batch(zq);
     __syncthreads();
-    loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
-    loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
-    rowStats(D, L2, o, dO, lse, q0);
+    loadTile<BR, FA_D>(Qs, qz, FA_Q_RS, q0, FA_TQ);
+    loadTile<BR, FA_DV>(Gs, gz, FA_DO_RS, q0, FA_TQ);
+    rowStats(D, L2, o + fa_o_batch(zq), gz, lse + fa_lse_batch(zq), q0);
     __syncthreads();
     float s[4][8], dp[4][8];
 #pragma unroll

@@ -12,9 +12,11 @@ Two forms are recognised:
     something else (another mask, a temperature that is not constant) is left as it is,
     never rewritten into a different function.
 Grouped-query attention, K and V repeated over the query heads the usual way (x[:, :, :, None]
-.expand(...).reshape(...), Llama's repeat_kv), is seen through (`unrepeat`): the composite
-reads the unrepeated K and V through a broadcast over the group, over [.., Hkv, group, T, d]
-operands, so no repeated copy is made for the forward.
+.expand(...).reshape(...), Llama's repeat_kv), or given with fewer heads (SDPA's enable_gqa), is
+seen through (`unrepeat`): the composite takes the unrepeated K and V, whose heads divide q's
+(ops.def), so no repeated copy is made and the backward sums dK, dV over each group inside its
+kernel. A group along another batch axis is read through a broadcast over
+[.., Hkv, group, T, d] operands instead.
 """
 import math
 
@@ -149,7 +151,11 @@ def _grouped(conv, q, k, v):
 def emit(conv, q, k, v, causal, scale):
     """attention(q, k, v) as the composite; returns (o, lse) in q's batch layout."""
     group = _grouped(conv, q, k, v)
-    if group is not None:
+    if group is not None and group[2] == len(q.shape) - 3:
+        # Grouped over the heads (the last batch axis): fusec's attention takes K and V with
+        # their own heads, and its kernels read each once per group and sum dK, dV over it.
+        k, v = group[0], group[1]
+    elif group is not None:
         k, v, axis, rep = group
         qs = q.shape[:axis] + (q.shape[axis] // rep, rep) + q.shape[axis + 1:]
         q5 = conv.reshape(q, qs)
