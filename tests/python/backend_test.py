@@ -225,6 +225,7 @@ def main():
         skip("no CUDA device")
     import cs336_lm
     import gpt2
+    import llama
     from fusec import dynamo
 
     ok = check_mask_values()
@@ -234,7 +235,12 @@ def main():
         vocab, batch, seq = 37, 2, 16
         lm = lambda: cs336_lm.TransformerLM(vocab_size=vocab, context_length=seq)  # noqa: E731
         g2 = lambda: gpt2.GPT(vocab_size=vocab, block_size=seq, n_layer=2, n_head=2, n_embd=32)  # noqa: E731
-        for name, make in (("cs336 lm", lm), ("gpt-2 (nanoGPT)", g2), ("a bf16 sum in f32", WideSum)):
+        # Llama-style grouped-query attention (4 query heads over 2 kv heads, repeat_kv): the
+        # forward's attention reads the unrepeated K and V.
+        gqa = lambda: llama.Transformer(vocab_size=vocab, dim=64, n_layers=2, n_heads=4, n_kv_heads=2,  # noqa: E731
+                                        hidden_dim=96, max_seq_len=seq)
+        for name, make in (("cs336 lm", lm), ("gpt-2 (nanoGPT)", g2), ("llama (grouped-query attention)", gqa),
+                           ("a bf16 sum in f32", WideSum)):
             ok &= compare(name + " (aot_module, interpreter)", make, lambda m: dynamo.aot_module(m), "cpu", steps, vocab,
                           batch, seq)
         # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch

@@ -495,8 +495,13 @@ class Converter:
             raise ExportError("unsupported op scaled_dot_product_attention backward with dropout_p > 0")
         qv, kv, vv, ov, gv = (self.value(a) for a in (q, k, v, o, grad))
         is_causal = attention.causal_of(self, bias, is_causal, qv.shape[-2], kv.shape[-2])
+        # K and V may have fewer heads than Q (grouped-query attention: SDPA's enable_gqa), as
+        # fusec's attention_backward takes them (ops.def): dK and dV come out per kv head.
+        r = len(qv.shape)
+        grouped = r >= 3 and kv.shape[:-3] == qv.shape[:-3] and kv.shape[-3] <= qv.shape[-3] and \
+            qv.shape[-3] % kv.shape[-3] == 0
         if len({qv.dtype, kv.dtype, vv.dtype, ov.dtype, gv.dtype}) != 1 or qv.shape[-2] != kv.shape[-2] or \
-                qv.shape[:-2] != kv.shape[:-2]:
+                (qv.shape[:-2] != kv.shape[:-2] and not grouped) or vv.shape[:-2] != kv.shape[:-2]:
             raise ExportError("unsupported op scaled_dot_product_attention backward with these operands")
         lv = self.value(lse)
         want = qv.shape[:-1]
