@@ -10,6 +10,10 @@ exactly zero in float64 and those whose sign bf16 rounding decides left out, as 
 test does), sorted by fusec's error over eager's, worst first (--top lines).
 
     python3 scripts/gpu-hf-grads.py --fusec build-gpu/fusec --families granite,starcoder2
+
+A family may carry config overrides, to find which of its settings matters:
+"granite+residual_multiplier=1+attention_multiplier=0.1767767" (numbers; --no-steps skips
+the three-step comparison).
 """
 import argparse
 import json
@@ -29,6 +33,7 @@ def main():
     ap.add_argument("--fusec", required=True)
     ap.add_argument("--families", default="granite,starcoder2")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--no-steps", action="store_true", help="gradients only, not the three AdamW steps")
     a = ap.parse_args()
     import torch
     import export_test as et
@@ -38,7 +43,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     fusec = os.path.abspath(a.fusec)
     for fam in a.families.split(","):
-        name, model_type, config = next(f for f in corpus.FAMILIES if f[0] == fam)
+        base, *overrides = fam.split("+")
+        name, model_type, config = next(f for f in corpus.FAMILIES if f[0] == base)
+        config = dict(config, **{k: float(v) for k, v in (o.split("=", 1) for o in overrides)})
         B, T = corpus.SHAPES["cuda"]
         V = corpus.V
         tmp = tempfile.mkdtemp()
@@ -74,14 +81,14 @@ def main():
         for attention in ("fused", "naive"):
             got = os.path.join(tmp, f"g-{attention}.safetensors")
             r = subprocess.run([fusec, "run", "--fir", fir, "--weights", wfile, "--inputs", inputs, "--out", got,
-                                "--program", "train_step", "--steps", "1", "--lr", "1", "--eps", "1", "--weight-decay",
+                                "--program", "train_step", "--steps", "1", "--lr", str(et.READ_OFF_LR), "--eps", "1", "--weight-decay",
                                 "0", "--device", "cuda", "--dtype", "bf16", "--attention", attention],
                                capture_output=True, text=True)
             if r.returncode:
                 print(f"{fam}: fusec --attention {attention} failed: {r.stderr.strip()[-300:]}")
                 continue
             w = safetensors_io.load(got)
-            fusec_g[attention] = {n: (lambda d: d / (1 - d.abs()))(params[n].double() - w[n].double()) for n in params}
+            fusec_g[attention] = {n: et.read_off(params[n].double() - w[n].double()) for n in params}
         rows = []
         for n, g64n in g64.items():
             e = et.rel_kept(g_eager[n], g64n, zero[n])
@@ -95,7 +102,8 @@ def main():
             def c(k):
                 return f"{cells[k]:.2e} [{also[k]:.2e}]" if k in cells else "-"
             print(f"{n:48s} {e:.2e} [{e2:.2e}] {c('fused'):>20s} {c('naive'):>20s}  {ratio:.2f}")
-        three_steps(fam, model, fusec, fir, wfile, inputs, ids, targets, V, keep, tmp, a.top)
+        if not a.no_steps:
+            three_steps(fam, model, fusec, fir, wfile, inputs, ids, targets, V, keep, tmp, a.top)
     return 0
 
 

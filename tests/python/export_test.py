@@ -85,13 +85,26 @@ def eager_bf16_gradients(model, ids, targets, vocab):
     return {n: p.grad.double().cpu() for n, p in m.named_parameters()}
 
 
+# The learning rate of the step gradients are read off. With lr 1 a gradient of 1e-7 moved a
+# weight of 0.02 by 1e-7, below what the f32 weight after the step resolves to 1% (its ulp is
+# 1.9e-9): Granite's query and key gradients (attention_multiplier 1/128, residual_multiplier
+# 0.22) read off with errors of 3e-2 where the gradients themselves were as close to float64
+# as eager's. lr 1024 moves every entry by 1024 g / (|g| + 1), far above the weight's ulp.
+READ_OFF_LR = 1024.0
+
+
+def read_off(d):
+    """The gradient a first AdamW step (lr READ_OFF_LR, eps 1, no weight decay) moved a weight
+    by d = w - w_new: d = lr g / (|g| + 1) (bias correction makes m = g and v = g^2)."""
+    return d / (READ_OFF_LR - d.abs())
+
+
 def fusec_gradients(fusec, fir, wfile, inputs, out, dtype, weights):
-    """fusec's gradient of each parameter at the initial weights, read off one AdamW step with
-    lr 1, eps 1 and no weight decay: the first step moves each entry by g / (|g| + 1) (bias
-    correction makes m = g and v = g^2), which this inverts. None if the run fails."""
+    """fusec's gradient of each parameter at the initial weights, read off one AdamW step
+    (read_off). None if the run fails."""
     r = run(fusec, "run", "--fir", fir, "--weights", wfile, "--inputs", inputs, "--out", out, "--program",
-            "train_step", "--steps", "1", "--lr", "1", "--eps", "1", "--weight-decay", "0", "--device", "cuda",
-            "--dtype", dtype)
+            "train_step", "--steps", "1", "--lr", str(READ_OFF_LR), "--eps", "1", "--weight-decay", "0", "--device",
+            "cuda", "--dtype", dtype)
     if r.returncode:
         return None
     got = safetensors_io.load(out)
@@ -99,8 +112,7 @@ def fusec_gradients(fusec, fir, wfile, inputs, out, dtype, weights):
     for n, w in weights.items():
         if n.startswith("_const."):
             continue
-        d = w.double() - got[n].double()
-        grads[n] = d / (1 - d.abs())
+        grads[n] = read_off(w.double() - got[n].double())
     return grads
 
 
@@ -638,7 +650,7 @@ def matches_cuda_eager(fusec, tmp, name, file, cls, kwargs, layers):
             noise = {n: zero[n] | decided[n] for n in g64}
             g_fusec = fusec_gradients(fusec, fir, wfile, inputs, os.path.join(tmp, f"{name}.grads.safetensors"), dtype,
                                       weights)
-            check(g_fusec is not None, f"{name} bf16: fusec run train_step --lr 1 --eps 1 on cuda exits 0")
+            check(g_fusec is not None, f"{name} bf16: fusec run train_step --lr 1024 --eps 1 on cuda exits 0")
             if g_fusec is not None:
                 bf16_gradients_as_exact(name, g_fusec, g_eager, g64, zero)
         for _ in range(3):

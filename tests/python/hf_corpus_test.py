@@ -223,7 +223,7 @@ def family(a, result):
                 noise = {n: zero[n] | decided[n] for n in zero}
                 g_fusec = fusec_gradients(a.fusec, fir, wfile, inputs, os.path.join(a.tmp, "grads.safetensors"),
                                           dtype, {n: weights[n] for n in g64})
-                if check(g_fusec is not None, "bf16: fusec run train_step --lr 1 --eps 1 exits 0"):
+                if check(g_fusec is not None, "bf16: fusec run train_step --lr 1024 --eps 1 exits 0"):
                     worst, which, allowed = bf16_gradients(g_fusec, g_eager, g64, zero)
                     errs["gradients"] = worst
                     check(worst < allowed, f"bf16: every gradient is as close to float64 as eager bf16's, worst "
@@ -278,17 +278,18 @@ def fusec(binary, *args):
 
 def fusec_gradients(binary, fir, wfile, inputs, out, dtype, params):
     """export_test.fusec_gradients over `params` alone (not the buffers the weights file holds):
-    each parameter's gradient read off one AdamW step with lr 1, eps 1, no weight decay."""
+    each parameter's gradient read off one AdamW step (export_test.read_off)."""
     from fusec import safetensors_io
+    import export_test as et
     r = fusec(binary, "--fir", fir, "--weights", wfile, "--inputs", inputs, "--out", out, "--program", "train_step",
-              "--steps", "1", "--lr", "1", "--eps", "1", "--weight-decay", "0", "--device", "cuda", "--dtype", dtype)
+              "--steps", "1", "--lr", str(et.READ_OFF_LR), "--eps", "1", "--weight-decay", "0", "--device", "cuda",
+              "--dtype", dtype)
     if r.returncode:
         return None
     got = safetensors_io.load(out)
     grads = {}
     for n, w in params.items():
-        d = w.double() - got[n].double()
-        grads[n] = d / (1 - d.abs())
+        grads[n] = et.read_off(w.double() - got[n].double())
     return grads
 
 
