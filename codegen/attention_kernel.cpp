@@ -17,11 +17,11 @@
 // Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
 // block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics. On
 // tensor cores the dq launch also leaves each query row's softmax statistics in a module-scope
-// array for the dk, dv launch (attention_mma.cpp).
+// array for the dk, dv launch (attention_mma.cuh).
 // Two templates behind the same entry points: tensor cores for bf16 (mma m16n8k16) and f32
 // (3xTF32 mma m16n8k8, f32-accurate) at head dims 16..128 (multiples of 16;
-// codegen/attention_mma.cpp, 16 rows per warp, tiling per head dim and precision below),
-// SIMT for the rest (attention_simt.cpp, 64 rows per block); the choice and its reason open
+// codegen/attention_mma.cuh, 16 rows per warp, tiling per head dim and precision below),
+// SIMT for the rest (attention_simt.cuh, 64 rows per block); the choice and its reason open
 // the source (`// path: ...`).
 #include <cctype>
 #include <cmath>
@@ -117,7 +117,7 @@ OutputStore permutedOutput(const Shape& o, const Shape& p, const std::vector<int
   return {strides[size_t(r - 2)], batchOffset(o, strides, 0, r - 2, 1, aligned)};
 }
 
-// The mma template's tiling for head dim d (codegen/attention_mma.cpp's FA_WARPS, FA_BC,
+// The mma template's tiling for head dim d (codegen/attention_mma.cuh's FA_WARPS, FA_BC,
 // FA_BQ, FA_QREG).
 struct MmaTiling {
   int warps = 4;  // 16 rows each: a block owns 16 * warps query (or, in dK/dV, key) rows
@@ -162,6 +162,24 @@ MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
   // tiles are twice as large, so there too it stays off.
   t.dqOTile = d <= 64;
   return t;
+}
+
+// An operand's row stride FA_<NAME>_RS and batch offset fa_<name>_batch(z), as the templates read them.
+void writeOperandMacros(CodeWriter& w, const std::string& name, const OperandAccess& a) {
+  std::string up = name;
+  for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  w.line("#define FA_" + up + "_RS " + ll(a.rowStride));
+  w.line("__device__ __forceinline__ long long fa_" + name + "_batch(int z) { return " + a.batchOffset + "; }");
+}
+
+// The mma template's precision and tiling constants.
+void writeTilingMacros(CodeWriter& w, const MmaTiling& t, bool tf32) {
+  w.line(std::string("#define FA_TF32 ") + (tf32 ? "1" : "0"));
+  w.line("#define FA_WARPS " + std::to_string(t.warps));
+  w.line("#define FA_BC " + std::to_string(t.bc));
+  w.line("#define FA_BQ " + std::to_string(t.bq));
+  w.line(std::string("#define FA_QREG ") + (t.qInRegisters ? "1" : "0"));
+  w.line(std::string("#define FA_DQ_OTILE ") + (t.dqOTile ? "1" : "0"));
 }
 
 }  // namespace
@@ -214,7 +232,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; i < operands; ++i)
     acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5, i == 1 || i == 2 ? group : 1));
 
-  // Tensor cores (codegen/attention_mma.cpp) where their fragments fit: bf16 or f32 (3xTF32),
+  // Tensor cores (codegen/attention_mma.cuh) where their fragments fit: bf16 or f32 (3xTF32),
   // equal head dims that are multiples of 16 up to 128, rows cp.async can copy (16-byte
   // aligned). The SIMT template covers the rest (fp16, d 8/24/..., strides off by a few
   // elements).
@@ -228,7 +246,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
     if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   const bool mma = simtWhy.empty();
-  // The mma template's tiling (codegen/attention_mma.cpp): warps per block (16 rows each),
+  // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
   const MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
   const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
@@ -254,20 +272,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     w.line("#define FA_OUT_RS " + ll(oStore->rowStride) + "  // O's row stride in its result");
     w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + oStore->batchOffset + "; }");
   }
-  for (int i = 0; i < operands; ++i) {
-    std::string up = names[i];
-    for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
-    w.line("#define FA_" + up + "_RS " + ll(acc[size_t(i)].rowStride));
-    w.line("__device__ __forceinline__ long long fa_" + std::string(names[i]) + "_batch(int z) { return " +
-           acc[size_t(i)].batchOffset + "; }");
-  }
+  for (int i = 0; i < operands; ++i) writeOperandMacros(w, names[i], acc[size_t(i)]);
   if (mma) {
-    w.line(std::string("#define FA_TF32 ") + (tf32 ? "1" : "0"));
-    w.line("#define FA_WARPS " + std::to_string(tiling.warps));
-    w.line("#define FA_BC " + std::to_string(tiling.bc));
-    w.line("#define FA_BQ " + std::to_string(tiling.bq));
-    w.line(std::string("#define FA_QREG ") + (tiling.qInRegisters ? "1" : "0"));
-    w.line(std::string("#define FA_DQ_OTILE ") + (tiling.dqOTile ? "1" : "0"));
+    writeTilingMacros(w, tiling, tf32);
     // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
     // at most (d 16 bf16), so a shape whose q fits has room for them.
     if (backward) {

@@ -1,16 +1,17 @@
 // The CUDA C++ templates of the attention family (codegen/attention_kernel.cpp fills in their
-// constants): kept apart from the generator so each file has one job.
+// constants): codegen/attention_simt.cuh and attention_mma.cuh, embedded at build time
+// (cmake/embed_cuh.cmake), so the CUDA lives in CUDA files and the generator in C++.
 #pragma once
 
 namespace fusec::codegen {
 
 // fa_forward, fa_backward_dq, fa_backward_dkdv: SIMT (FFMA) flash attention for any element
-// type (codegen/attention_simt.cpp).
+// type (codegen/attention_simt.cuh).
 const char* attentionSimtSource();
 
 // The same entry points on tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulation), for
 // bf16 operands, equal head dims that are multiples of 16 up to 128, and operand rows that
-// are 16-byte aligned (codegen/attention_mma.cpp).
+// are 16-byte aligned (codegen/attention_mma.cuh).
 const char* attentionMmaSource();
 
 }  // namespace fusec::codegen

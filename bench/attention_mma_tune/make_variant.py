@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # Writes one standalone tuning variant of the tensor-core attention kernels: the template text
-# of codegen/attention_mma.cpp instantiated twice (forward, backward) with the given tiling,
+# of codegen/attention_mma.cuh instantiated twice (forward, backward) with the given tiling,
 # plus harness.cu.inc's timing main. Dense [16, N, d] bf16 operands, causal, N = -DNSEQ.
-# Usage: make_variant.py ATTENTION_MMA_CPP D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC]
+# Usage: make_variant.py ATTENTION_MMA_CUH D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC]
 # writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ[_BC].cu in the working directory (BC: the
 # forward's and dQ's key tile, default 64).
 import os
 import sys
 
 src = open(sys.argv[1]).read()
-body = src[src.index('R"CUDA(') + 7:src.index(')CUDA"')]
+marker = src.index("// ---- the text below is what the kernels' sources embed")
+body = src[src.index("\n", marker) + 1:]  # what cmake/embed_cuh.cmake embeds
 D, FW, FQ, BW, BQ = map(int, sys.argv[2:7])
 prefix = sys.argv[7]
 BC = int(sys.argv[8]) if len(sys.argv) > 8 else 64

@@ -3,7 +3,7 @@
 # 4096 8192) and batch x heads $NBATCH (default 16) (parallel nvcc, binaries in /tmp) and runs
 # each. E.g., from a scratch directory:
 #   for c in "64 4 0 4 64" "128 4 1 4 32"; do bench/attention_mma_tune/make_variant.py \
-#     codegen/attention_mma.cpp $c v; done; bench/attention_mma_tune/run.sh
+#     codegen/attention_mma.cuh $c v; done; bench/attention_mma_tune/run.sh
 SEQS=${SEQS:-4096 8192}
 export NBATCH=${NBATCH:-16}
 ls ./*.cu | sed 's|^\./||; s/\.cu$//' | while read -r f; do for n in $SEQS; do echo "$f $n"; done; done |

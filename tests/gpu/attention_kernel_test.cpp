@@ -154,7 +154,7 @@ TEST_F(FusedAttention, GroupedQueryHeadsMatchTheInterpreter) {
 
 // dK and dV without dQ (a program that needs no gradient of q): the tensor-core backward's
 // dQ launch then computes only the row statistics its dK/dV launch reads
-// (codegen/attention_mma.cpp), and must still run. Against the full program's dk and dv.
+// (codegen/attention_mma.cuh), and must still run. Against the full program's dk and dv.
 TEST_F(FusedAttention, DkDvWithoutDq) {
   for (DType dt : {DType::f32, DType::bf16}) {
     const int64_t batch = 2, n = 200, d = 64;

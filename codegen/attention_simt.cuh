@@ -18,12 +18,11 @@
 // The backward is deterministic: no atomics. dQ is its own pass over the key tiles of a
 // query tile; dK and dV are summed over the query tiles of a key tile. D = rowsum(dO o) is
 // recomputed per query tile in each pass (O(N d), no scratch buffer in the kernel ABI).
-#include "codegen/attention_sources.h"
+//
+// codegen/attention_kernel.cpp defines the constants this text reads, then appends it; the
+// generator's source is that text from the line after the marker below.
+// ---- the text below is what the kernels' sources embed (cmake/embed_cuh.cmake) ----
 
-namespace fusec::codegen {
-
-const char* attentionSimtSource() {
-  return R"CUDA(
 namespace fa {
 
 // NVRTC has no math.h, so no INFINITY.
@@ -399,7 +398,3 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   }
 }
 #endif  // FA_BACKWARD
-)CUDA";
-}
-
-}  // namespace fusec::codegen

@@ -1,6 +1,6 @@
 // The CUDA C++ of the tensor-core flash-attention kernels: forward, and the backward's dQ and
 // dK/dV passes, with the same entry points, arguments, constants and output layouts as the
-// SIMT template (codegen/attention_simt.cpp), which stays the path for every other dtype and
+// SIMT template (codegen/attention_simt.cuh), which stays the path for every other dtype and
 // shape (codegen/attention_kernel.cpp chooses). Two precisions, one text (FA_TF32):
 //   * bf16 operands: mma.sync.m16n8k16 bf16, f32 accumulation;
 //   * f32 operands: mma.sync.m16n8k8 tf32, three products per step (3xTF32): each operand x
@@ -40,12 +40,11 @@
 // even when dq is unused, for the statistics only. dQ sums them from an o tile that streams in
 // with its first key tile (FA_DQ_OTILE), or, where that tile would cost it blocks per SM, from
 // global memory while its first tiles stream in.
-#include "codegen/attention_sources.h"
+//
+// codegen/attention_kernel.cpp defines the constants this text reads, then appends it; the
+// generator's source is that text from the line after the marker below.
+// ---- the text below is what the kernels' sources embed (cmake/embed_cuh.cmake) ----
 
-namespace fusec::codegen {
-
-const char* attentionMmaSource() {
-  return R"CUDA(
 namespace fa {
 
 // NVRTC has no math.h, so no INFINITY.
@@ -665,7 +664,3 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   }
 }
 #endif  // FA_BACKWARD
-)CUDA";
-}
-
-}  // namespace fusec::codegen

@@ -1,0 +1,11 @@
+#include "codegen/attention_sources.h"
+
+#include "codegen/attention_mma_cuh.h"
+#include "codegen/attention_simt_cuh.h"
+
+namespace fusec::codegen {
+
+const char* attentionSimtSource() { return embedded::attention_simt; }
+const char* attentionMmaSource() { return embedded::attention_mma; }
+
+}  // namespace fusec::codegen
