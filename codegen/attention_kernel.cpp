@@ -35,6 +35,7 @@
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
 #include "ir/strided_view.h"
+#include "ir/type_rules.h"
 
 namespace fusec::codegen {
 
@@ -197,13 +198,11 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
                 DV = vt.shape[size_t(r - 1)];
   const int64_t batch = Tq * D == 0 ? 0 : q.numel() / (Tq * D);
   // Grouped-query attention (ops.def): `group` query heads read each key/value head.
-  const int64_t kvBatch = Tk * D == 0 ? 0 : kt.numel() / (Tk * D), group = kvBatch == 0 ? 1 : batch / kvBatch;
+  const int64_t group = attentionGroup(q, kt), kvBatch = batch / group;
   if (D % 8 != 0 || DV % 8 != 0 || D > 256 || DV > 256)
     throw Error(where + "head dims must be multiples of 8 up to 256, got " + std::to_string(D) + " and " +
                 std::to_string(DV) + " (use --attention=naive)");
   if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
-  if (kvBatch == 0 || batch % kvBatch != 0)
-    throw Error(where + "key/value batch " + std::to_string(kvBatch) + " does not divide the query's " + std::to_string(batch));
   if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
 
   // Result index of the attention op -> kernel result `out<i>`; the forward's O may be a

@@ -747,8 +747,7 @@ struct AttentionDims {
     Tq = q.shape[size_t(r - 2)], d = q.shape[size_t(r - 1)];
     Tk = k.shape[size_t(r - 2)], dv = v.shape[size_t(r - 1)];
     batch = Tq * d == 0 ? 0 : q.numel() / (Tq * d);
-    const int64_t kvBatch = Tk * d == 0 ? 0 : k.numel() / (Tk * d);
-    group = kvBatch == 0 ? 1 : batch / kvBatch;
+    group = attentionGroup(q, k);
   }
   // Keys query i sees: j < visible(i). Causal: the queries are the last Tq of Tk positions.
   int64_t visible(int64_t i, bool causal) const { return causal ? std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk) : Tk; }

@@ -199,6 +199,12 @@ size_t resultCount(const OpInfo& info, size_t operands) {
   }
 }
 
+int64_t attentionGroup(const Type& q, const Type& k) {
+  const int r = q.rank();
+  if (r < 3 || k.rank() != r || k.shape[size_t(r - 3)] <= 0) return 1;
+  return q.shape[size_t(r - 3)] / k.shape[size_t(r - 3)];
+}
+
 int normalizeAxis(int64_t axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank)
     fail(std::string(what) + " axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

@@ -26,6 +26,10 @@ std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& 
 // (dq, dk, dv), all_reduce and reduce_scatter (one per operand).
 size_t resultCount(const OpInfo& info, size_t operands);
 
+// Grouped-query attention's group (ops.def): the query heads that read one key/value head, q's
+// heads (its last batch dim) over k's; 1 when they are equal or there are no heads.
+int64_t attentionGroup(const Type& q, const Type& k);
+
 // Normalises a possibly negative axis against `rank`; throws Error if out of range.
 int normalizeAxis(int64_t axis, int rank, const char* what);
 

@@ -9,7 +9,6 @@
 #include "ir/printer.h"
 #include "ir/roles.h"
 #include "ir/type_rules.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {

@@ -245,23 +245,24 @@ class Expander {
   // group of query heads that reads it ([..., Hkv * group, T, d], head h = kv head h / group),
   // as PyTorch's repeat_kv does; `like` is q. Unchanged without a group.
   Value* repeatHeads(Value* kv, const Value* like) {
+    const int64_t group = attentionGroup(like->type, kv->type);
+    if (group == 1) return kv;
     const int r = kv->type.rank();
-    if (r < 3 || kv->type.shape[size_t(r - 3)] == like->type.shape[size_t(r - 3)]) return kv;
-    const int64_t heads = like->type.shape[size_t(r - 3)], kvHeads = kv->type.shape[size_t(r - 3)];
     Shape split = kv->type.shape;
     split.insert(split.begin() + (r - 2), 1);
     Value* one = b_.reshape(kv, split);
-    split[size_t(r - 2)] = heads / kvHeads;
+    split[size_t(r - 2)] = group;
     Shape merged = kv->type.shape;
-    merged[size_t(r - 3)] = heads;
+    merged[size_t(r - 3)] *= group;
     return b_.reshape(b_.broadcast(one, split), merged);
   }
   // The gradient of repeatHeads: each kv head's gradient is the sum over its group.
   Value* sumGroups(Value* grad, const Value* kv) {
-    if (grad->type.shape == kv->type.shape) return grad;
+    const int64_t group = attentionGroup(grad->type, kv->type);
+    if (group == 1) return grad;
     const int r = kv->type.rank();
     Shape split = kv->type.shape;
-    split.insert(split.begin() + (r - 2), grad->type.shape[size_t(r - 3)] / kv->type.shape[size_t(r - 3)]);
+    split.insert(split.begin() + (r - 2), group);
     return b_.reduce(OpKind::Sum, b_.reshape(grad, split), {int64_t(r - 2)}, false);
   }
 
