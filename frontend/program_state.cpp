@@ -4,7 +4,7 @@
 
 namespace fusec {
 
-void bindProgramState(const Graph& g, Bindings& env) {
+void bindProgramState(const Graph& g, Bindings& env, std::optional<int64_t> rank) {
   for (Op* p : g.params()) {
     const std::string& name = p->attrStr("name");
     const Type& t = p->result()->type;
@@ -27,6 +27,26 @@ void bindProgramState(const Graph& g, Bindings& env) {
       }
       default: throw Error("internal: the program's param '" + name + "' has no value");
     }
+  }
+  // After the copies, which are made from the whole weights.
+  for (Op* p : g.params()) {
+    const int64_t ranks = p->attrInt("ranks");
+    const Type& t = p->result()->type;
+    HostTensor& w = env.at(p->attrStr("name"));
+    if (ranks == 1 || w.type == t) continue;
+    Type whole = t;
+    whole.shape.at(0) *= ranks;
+    if (w.type != whole)
+      throw Error("internal: the program's param '" + p->attrStr("name") + "' is one rank's rows " + t.str() +
+                  " of a " + whole.str() + " weight, bound to " + w.type.str());
+    if (!rank || *rank < 0 || *rank >= ranks)
+      throw Error("internal: the program's param '" + p->attrStr("name") + "' holds one rank's rows of " +
+                  std::to_string(ranks) + "; bind it with the rank");
+    HostTensor rows = HostTensor::zeros(t);
+    const size_t block = rows.size();
+    std::copy(w.f.begin() + std::ptrdiff_t(size_t(*rank) * block), w.f.begin() + std::ptrdiff_t(size_t(*rank + 1) * block),
+              rows.f.begin());
+    w = std::move(rows);
   }
 }
 

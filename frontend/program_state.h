@@ -4,13 +4,18 @@
 // the step's in-place updates carry both on. Shared by the CPU interpreter (`fusec run
 // --device cpu`) and the GPU runtime, so both start a program from the same state.
 #pragma once
+#include <optional>
+
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 
 namespace fusec {
 
-// Adds to `env` a value for every param of `g` it lacks. Throws Error("internal: …") for a
-// weight missing from `env`, or a cached copy of a weight missing from it.
-void bindProgramState(const Graph& g, Bindings& env);
+// Adds to `env` a value for every param of `g` it lacks. A param that holds one rank's block
+// of rows (attribute ranks, passes/shard_master_weights.cpp) is bound as `rank`'s rows of the
+// whole weight in `env` (its bf16 copy made from the whole weight first). Throws
+// Error("internal: …") for a weight missing from `env`, a cached copy of a weight missing from
+// it, or a rank's rows to bind without `rank`.
+void bindProgramState(const Graph& g, Bindings& env, std::optional<int64_t> rank = std::nullopt);
 
 }  // namespace fusec

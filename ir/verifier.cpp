@@ -146,6 +146,12 @@ class Verifier {
       fail("`of` belongs to optimizer state and weight copies, not to a " + (text.empty() ? std::string("data") : text) + " " +
            std::string(op.info().name));
     if (op.attrInt("layer") < -1) fail("layer must be -1 (outside the blocks) or more, got " + std::to_string(op.attrInt("layer")));
+    if (op.kind == OpKind::Param) {
+      const int64_t ranks = op.attrInt("ranks");
+      if (ranks < 1) fail("ranks must be 1 or more, got " + std::to_string(ranks));
+      if (ranks > 1 && (*r != Role::Weight || op.result()->type.rank() == 0))
+        fail("only a weight with rows is held as one rank's block of rows (ranks " + std::to_string(ranks) + ")");
+    }
     if (op.kind == OpKind::Input && *r != Role::Data && !roleInputs.insert(text).second)
       fail("two inputs have the role \"" + text + "\"");
   }

@@ -70,6 +70,7 @@ std::unique_ptr<Pass> createDataParallelPass();
 std::unique_ptr<Pass> createDataParallelPass(const DataParallelConfig& cfg);
 std::unique_ptr<Pass> createAutocastPass();
 std::unique_ptr<Pass> createCacheWeightCastsPass();
+std::unique_ptr<Pass> createShardMasterWeightsPass();
 std::unique_ptr<Pass> createFusePass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createMemoryPlanPass();

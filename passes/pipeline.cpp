@@ -34,7 +34,7 @@ const char* const kAttentionDefaultHelp =
     "programs";
 
 std::vector<std::string> programPassNames(const std::string& program, DType dtype, AttentionLowering attention,
-                                          int64_t ranks) {
+                                          int64_t ranks, bool shardOptimizer) {
   // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
   // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
   // programs `fusec compile` traces.
@@ -72,6 +72,9 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   // bf16 weights live as persistent copies (refreshed by AdamW in training, made once at
   // load for inference), so no step casts a weight.
   if (bf16) names.push_back("cache-weight-casts");
+  // ZeRO-1 with bf16 compute: each rank keeps only its rows of the f32 master weights, and
+  // the ranks gather the bf16 copies the GEMMs read (half the bytes of the f32 weights).
+  if (bf16 && train && ranks > 1 && shardOptimizer) names.push_back("shard-master-weights");
   names.push_back(fused ? "decompose-keep-attention" : "decompose");
   return names;
 }
@@ -79,7 +82,7 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
 std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DType dtype, const AdamWConfig& adamw,
                                                  AttentionLowering attention, const DataParallelConfig& dataParallel) {
   std::vector<std::unique_ptr<Pass>> passes;
-  for (const std::string& name : programPassNames(program, dtype, attention, dataParallel.ranks))
+  for (const std::string& name : programPassNames(program, dtype, attention, dataParallel.ranks, dataParallel.shardOptimizer))
     passes.push_back(name == "adamw"           ? createAdamWPass(adamw)
                      : name == "data-parallel" ? createDataParallelPass(dataParallel)
                                                : createPass(name));

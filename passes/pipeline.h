@@ -46,7 +46,8 @@ std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DTy
 
 // Their names, in order (for messages and tests).
 std::vector<std::string> programPassNames(const std::string& program, DType dtype,
-                                          AttentionLowering attention = AttentionLowering::Default, int64_t ranks = 1);
+                                          AttentionLowering attention = AttentionLowering::Default, int64_t ranks = 1,
+                                          bool shardOptimizer = false);
 
 // The default optimisation pipeline as a --passes list.
 std::string defaultOptimizationPipeline();

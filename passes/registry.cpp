@@ -22,6 +22,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"adamw", static_cast<Factory>(&createAdamWPass)},
       {"autocast", &createAutocastPass},
       {"cache-weight-casts", &createCacheWeightCastsPass},
+      {"shard-master-weights", &createShardMasterWeightsPass},
       {"fuse", &createFusePass},
       {"schedule", &createSchedulePass},
       {"memory-plan", &createMemoryPlanPass},

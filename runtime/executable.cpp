@@ -692,9 +692,44 @@ HostTensor Executable::read(const std::string& name) {
   auto it = m.sources.find(name);
   if (it == m.sources.end()) throw Error("the program has no input or parameter '" + name + "'");
   synchronize();
-  std::vector<uint8_t> bytes(storageBytes(it->second->type));
-  FUSEC_CUDA(cudaMemcpy(bytes.data(), m.storageAddress(it->second), bytes.size(), cudaMemcpyDeviceToHost), "reading '" + name + "'");
-  return fromStorage(it->second->type, bytes);
+  const Value* v = it->second;
+  const int64_t ranks = v->def->kind == OpKind::Param ? v->def->attrInt("ranks") : 1;
+  if (ranks > 1) return readWhole(*v, ranks);
+  std::vector<uint8_t> bytes(storageBytes(v->type));
+  FUSEC_CUDA(cudaMemcpy(bytes.data(), m.storageAddress(v), bytes.size(), cudaMemcpyDeviceToHost), "reading '" + name + "'");
+  return fromStorage(v->type, bytes);
+}
+
+// A param that holds this rank's rows (passes/shard_master_weights.cpp): the ranks gather their
+// rows into the whole weight, so every rank must read it, in the same order.
+HostTensor Executable::readWhole(const Value& param, int64_t ranks) {
+  Impl& m = *impl_;
+  const std::string& name = param.def->attrStr("name");
+  Type whole = param.type;
+  whole.shape.at(0) *= ranks;
+#if FUSEC_HAVE_NCCL
+  Communicator* c = m.opts.communicator;
+  if (!c || c->ranks() != ranks)
+    throw Error("the program's param '" + name + "' holds one rank's rows of " + std::to_string(ranks) +
+                " ranks; reading it whole needs the job's communicator");
+  std::vector<uint8_t> bytes(storageBytes(whole));
+  void* gathered = nullptr;
+  FUSEC_CUDA(cudaMalloc(&gathered, bytes.size()), "gathering '" + name + "'");
+  try {
+    c->allGather(m.storageAddress(&param), gathered, size_t(param.type.numel()), param.type.dtype, m.stream);
+    c->synchronize(m.stream, "gathering '" + name + "'");
+    FUSEC_CUDA(cudaMemcpy(bytes.data(), gathered, bytes.size(), cudaMemcpyDeviceToHost), "reading '" + name + "'");
+  } catch (...) {
+    cudaFree(gathered);
+    throw;
+  }
+  FUSEC_CUDA(cudaFree(gathered), "gathering '" + name + "'");
+  return fromStorage(whole, bytes);
+#else
+  (void)m;
+  throw Error("the program's param '" + name + "' holds one rank's rows of " + std::to_string(ranks) +
+              "; this fusec was built without NCCL (nccl.h not found)");
+#endif
 }
 
 const std::vector<LaunchInfo>& Executable::launches() const { return impl_->infos; }

@@ -118,7 +118,8 @@ class Executable {
 
   // Output i of the last call (synchronizes first), in its dtype's values.
   HostTensor output(size_t i);
-  // The current value of a source (a param after in-place updates), by name.
+  // The current value of a source (a param after in-place updates), by name. A param that
+  // holds one rank's rows comes back whole, gathered from the ranks: every rank reads it.
   HostTensor read(const std::string& name);
 
   const std::vector<LaunchInfo>& launches() const;
@@ -149,6 +150,7 @@ class Executable {
   void* stream() const;  // the cudaStream_t every launch goes to
 
  private:
+  HostTensor readWhole(const Value& param, int64_t ranks);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -6,7 +6,8 @@
 #   scale    bf16 weak scaling: the median step on 1 and N GPUs, same per-GPU batch
 #   faults   a rank killed mid-run: the others stop within 60 s naming it
 #   torch    PyTorch DDP + torch.compile on the same model, batch and GPUs (bench/torch_ddp_ref.py)
-#   shard    --shard-optimizer: 20 fp32 steps equal the unsharded job's; bf16 step time beside it
+#   shard    --shard-optimizer: 20 fp32 and 20 bf16 steps against the unsharded job's; bf16 step
+#            times on 1 GPU and on each count of GPUs, unsharded and sharded
 #   wire     --grad-reduce-dtype bf16: a 100-step loss curve on a token file against the fp32 wire
 #   bench    fusec bench --gpus 1,2,.. (bf16, per SCALE; BENCH_FLAGS adds e.g. --vs-torch): the scaling table
 #   profile  fusec profile --gpus GPUS on medium b16 bf16: the comm category and the exposed collectives
@@ -98,14 +99,29 @@ shard() {
   done
   log "shard: $n GPUs, --shard-optimizer against the unsharded job (fp32 small, 20 steps):"
   python3 scripts/compare_runs.py "$OUT/dp-shard.safetensors" "$OUT/dp-shard-on.safetensors" | tee -a "$RESULT/summary.txt"
+  # bf16: the sharded job also keeps only its rows of the f32 master weights (shard-master-weights)
+  # and gathers bf16 copies; --out gathers the master weights whole again.
+  for flag in "" --shard-optimizer; do
+    $F run --gpus "$n" $flag --program train_step --model small --dtype bf16 --weights "$w" --random-inputs --batch 4 \
+      --ctx 256 --steps 20 --seed 7 --out "$OUT/dp-shard-bf16${flag:+-on}.safetensors" >"$OUT/dp-shard-bf16${flag:+-on}.log" 2>&1
+  done
+  log "shard: $n GPUs, --shard-optimizer against the unsharded job (bf16 small, 20 steps):"
+  python3 scripts/compare_runs.py "$OUT/dp-shard-bf16.safetensors" "$OUT/dp-shard-bf16-on.safetensors" --loss-rtol 1e-3 \
+    --weight-rtol 1e-3 | tee -a "$RESULT/summary.txt"
+  # Step times: one GPU, then each GPU count unsharded and sharded, back to back.
   for mb in $SCALE; do
     local m=${mb%:*} b=${mb#*:}
-    for flag in "" --shard-optimizer; do
-      $F run --gpus "$n" $flag --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
-        --steps "$STEPS" >"$OUT/dp-shard-$m$flag.log" 2>&1
-      log "shard bf16 $m b$b $n GPUs ${flag:-unsharded}: $(grep 'median step' "$OUT/dp-shard-$m$flag.log" || tail -2 "$OUT/dp-shard-$m$flag.log")"
-      $F compile --gpus "$n" $flag --model "$m" --program train_step --dtype bf16 --batch "$b" --ctx 256 --attention fused --stats |
-        python3 -c "import json,sys; d=json.load(sys.stdin); print('  resident_bytes', d['resident_bytes'], 'planned_bytes', d['planned_bytes'])" | tee -a "$RESULT/summary.txt"
+    $F run --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 --steps "$STEPS" \
+      >"$OUT/dp-shard-$m-1.log" 2>&1
+    log "shard bf16 $m b$b 1 GPU: $(grep 'median step' "$OUT/dp-shard-$m-1.log" || tail -2 "$OUT/dp-shard-$m-1.log")"
+    for k in $(counts); do
+      for flag in "" --shard-optimizer; do
+        $F run --gpus "$k" $flag --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
+          --steps "$STEPS" >"$OUT/dp-shard-$m-$k$flag.log" 2>&1
+        log "shard bf16 $m b$b $k GPUs ${flag:-unsharded}: $(grep 'median step' "$OUT/dp-shard-$m-$k$flag.log" || tail -2 "$OUT/dp-shard-$m-$k$flag.log")"
+        $F compile --gpus "$k" $flag --model "$m" --program train_step --dtype bf16 --batch "$b" --ctx 256 --attention fused --stats |
+          python3 -c "import json,sys; d=json.load(sys.stdin); print('  resident_bytes', d['resident_bytes'], 'planned_bytes', d['planned_bytes'])" | tee -a "$RESULT/summary.txt"
+      done
     done
   done
 }

@@ -96,7 +96,7 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   for (const PassTiming& t : passes) p.host.push_back({"pass " + t.name, t.ms});
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
   p.launches = bench::classifyLaunches(g);
-  bindProgramState(g, env);
+  bindProgramState(g, env, comm ? std::optional<int64_t>(comm->rank()) : std::nullopt);
   rt::ExecutableOptions opts;
   opts.cache = cache;
   opts.communicator = comm;

@@ -490,7 +490,7 @@ int runProgram(RunArgs& a, const api::Model& model) {
   }
   // The state the program passes added (AdamW's moments, bf16 weight copies) starts from
   // the weights, as it does on every path (frontend/program_state.h).
-  bindProgramState(program.graph(), weights);
+  bindProgramState(program.graph(), weights, a.rank);
   program.bind(std::move(weights));
   // The first non-finite loss stops the run. Its step updated nothing (AdamW skips a step
   // whose loss is not finite: passes/adamw_update.h), so the weights read below are those

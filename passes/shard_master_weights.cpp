@@ -1,0 +1,113 @@
+// The `shard-master-weights` pass: ZeRO-1 with bf16 compute keeps each f32 master weight as
+// one rank's block of rows, and gathers the bf16 copy the GEMMs read instead of the f32 weight.
+//
+// After data-parallel (shardOptimizer), adamw and cache-weight-casts, a sharded weight W reads
+//   rows     = adamw(shard(W), reduce_scatter(grad), moments)   this rank's new rows, f32
+//   W.new    = all_gather(rows)        -> "W"                   4 bytes a parameter cross
+//   W.bf16.new = cast(W.new -> bf16)   -> "W.bf16"              a full-size cast on every rank
+// Nothing but shard(W) reads the f32 weight (the forward and backward read W.bf16), so every
+// rank needs only its own rows of it. Where that holds, W becomes a param of the rows' type
+// (attribute ranks: frontend/program_state.h binds this rank's rows, the runtime reads it back
+// whole), shard(W) becomes W, and
+//   W       <- rows                                            in place, no exchange
+//   W.bf16  <- all_gather(cast(rows -> bf16))                  2 bytes a parameter cross
+// The values every rank computes are the same bits: a cast of gathered rows is the gather of
+// the cast rows. A weight anything else reads whole (an f32 program's, a norm weight the
+// forward reads in f32) is left as it was.
+#include <unordered_map>
+
+#include "ir/builder.h"
+#include "ir/roles.h"
+#include "passes/pass.h"
+#include "support/ptr_hash.h"
+
+namespace fusec {
+namespace {
+
+struct Sharding {
+  Op* weight;
+  size_t slot;      // the output written over the weight
+  size_t copySlot;  // the output written over its bf16 copy
+  Value* rows;      // this rank's new rows
+  int64_t ranks;
+};
+
+bool shardMasterWeights(Graph& g) {
+  PtrMap<const Value*, std::vector<Op*>> readers;
+  PtrMap<const Value*, int> returned;
+  for (auto& op : g.ops)
+    for (Value* v : op->operands) readers[v].push_back(op.get());
+  for (const Value* v : g.outputs) ++returned[v];
+  std::unordered_map<std::string, size_t> slotOf;  // update target -> its output
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (!g.updateOf(i).empty()) slotOf[g.updateOf(i)] = i;
+  auto readersOf = [&](const Value* v) -> const std::vector<Op*>& {
+    static const std::vector<Op*> none;
+    auto it = readers.find(v);
+    return it == readers.end() ? none : it->second;
+  };
+
+  std::vector<Sharding> plan;
+  for (Op* p : g.params()) {
+    if (roleOf(*p) != Role::Weight || p->attrInt("ranks") != 1) continue;
+    const std::string& name = p->attrStr("name");
+    auto slot = slotOf.find(name);
+    if (slot == slotOf.end()) continue;
+    Value* gathered = g.outputs[slot->second];
+    if (!gathered->def || gathered->def->kind != OpKind::AllGather || returned[gathered] != 1) continue;
+    const int64_t ranks = gathered->def->attrInt("ranks");
+    // Only this rank's rows of the weight are read (by the optimizer).
+    const std::vector<Op*>& uses = readersOf(p->result());
+    bool rowsOnly = !uses.empty() && returned[p->result()] == 0;
+    for (const Op* u : uses) rowsOnly = rowsOnly && u->kind == OpKind::Shard && u->attrInt("ranks") == ranks;
+    if (!rowsOnly) continue;
+    // The gathered weight feeds only the refresh of its bf16 copy.
+    const std::vector<Op*>& gatheredBy = readersOf(gathered);
+    if (gatheredBy.size() != 1 || gatheredBy[0]->kind != OpKind::Cast) continue;
+    Value* copy = gatheredBy[0]->result();
+    if (returned[copy] != 1 || !readersOf(copy).empty()) continue;
+    size_t copySlot = g.outputs.size();
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (g.outputs[i] == copy) copySlot = i;
+    const Op* copyParam = g.findParam(g.updateOf(copySlot));
+    if (!copyParam || roleOf(*copyParam) != Role::WeightCopy || ownerOf(*copyParam) != name) continue;
+    plan.push_back({p, slot->second, copySlot, gathered->def->operands[0], ranks});
+  }
+  if (plan.empty()) return false;
+
+  Builder b(g);
+  PtrMap<const Value*, Value*> replaced;  // shard(W) -> W
+  PtrSet<const Op*> dead;
+  for (const Sharding& s : plan) {
+    Value* w = s.weight->result();
+    w->type = s.rows->type;
+    s.weight->setAttr("ranks", s.ranks);
+    for (Op* u : readersOf(w)) {
+      replaced[u->result()] = w;
+      dead.insert(u);
+    }
+    Value* oldCopy = g.outputs[s.copySlot];
+    const std::string copyName = g.updateOf(s.copySlot);
+    dead.insert(oldCopy->def);
+    dead.insert(g.outputs[s.slot]->def);
+    g.outputs[s.slot] = s.rows;
+    Value* low = b.cast(s.rows, oldCopy->type.dtype);
+    low->name = copyName + ".shard.new";
+    Value* gathered = b.create1(OpKind::AllGather, {low}, {{"ranks", s.ranks}});
+    gathered->name = oldCopy->name;
+    g.outputs[s.copySlot] = gathered;
+  }
+  for (auto& op : g.ops)
+    for (Value*& v : op->operands)
+      if (auto it = replaced.find(v); it != replaced.end()) v = it->second;
+  g.eraseIf([&](Op* op) { return dead.count(op) != 0; });
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Pass> createShardMasterWeightsPass() {
+  return std::make_unique<FunctionPass>("shard-master-weights", &shardMasterWeights);
+}
+
+}  // namespace fusec
