@@ -777,186 +777,216 @@ int rowLanes(int64_t r) {
 
 std::string reductionPrelude() { return prelude(); }
 
-std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
-  std::vector<Reduction> reds;
-  std::vector<const Op*> cols;    // a row kernel's column sums (see ColumnSums)
-  std::vector<const Op*> totals;  // a row kernel's totals of its rows' values (see RowTotals)
-  for (auto& op : k.body.ops) {
-    if (op->info().category != OpCategory::Reduction) continue;
-    const fusion::DomainKind d = fusion::domainOf(*op).kind;
-    if (family == KernelFamily::RowReduce && d == fusion::DomainKind::Col) cols.push_back(op.get());
-    else if (family == KernelFamily::RowReduce && d == fusion::DomainKind::All) totals.push_back(op.get());
-    else if (d != fusion::DomainKind::Pointwise) reds.push_back(analyse(*op));
-  }
-  const Reduction& ref = reds.at(0);
-  const int64_t n = ref.n, r = ref.r;
-  for (const Reduction& red : reds)
-    if (red.n != n || red.r != r)
-      throw Error("codegen: kernel '" + k.body.name + "' mixes reductions of " + std::to_string(n) + "x" +
-                  std::to_string(r) + " and " + std::to_string(red.n) + "x" + std::to_string(red.r) + " elements");
-  for (const Op* c : cols) {
-    const Reduction cr = analyse(*c);
-    if (cr.n != r || cr.r != n || !reducesSuffix(ref) || !isFloat(c->result()->type.dtype))
-      throw Error("codegen: kernel '" + k.body.name + "' has a column reduction of " + std::to_string(cr.r) + "x" +
-                  std::to_string(cr.n) + " elements that is not a float sum of its " + std::to_string(n) + " rows of " +
-                  std::to_string(r));
-  }
+namespace {
 
-  if (!totals.empty() && !cols.empty())
-    throw Error("codegen: kernel '" + k.body.name + "' has both column sums and totals of its rows");
-  for (const Op* t : totals) {
-    const Value* in = t->operands[0];
-    const bool read = std::any_of(k.body.ops.begin(), k.body.ops.end(), [&](const auto& op) {
-      return std::count(op->operands.begin(), op->operands.end(), t->result()) > 0;
-    });
-    if (in->type.numel() != n || !isFloat(t->result()->type.dtype) || read ||
-        !std::count(k.body.outputs.begin(), k.body.outputs.end(), t->result()))
-      throw Error("codegen: kernel '" + k.body.name + "' has a total " + t->result()->name +
-                  " that is not an output-only float reduction of one value per row");
-  }
+// One reduction kernel (row, column or whole-tensor) as it is written: what the body reduces
+// and where its outputs go (classify), the launch shape and scratch (plan), then the kernel's
+// text in order: the thread's place, the row in registers, one pass over the row per level of
+// reductions, the row-shaped outputs, and the pass that writes the full-shaped outputs and
+// the column sums. The members are what those steps share.
+class ReductionEmitter {
+ public:
+  ReductionEmitter(const FamilyInput& k, KernelFamily family, CodeWriter& w)
+      : k_(k), w_(w), e_(k.body, w), rowKernel_(family == KernelFamily::RowReduce),
+        columns_(family == KernelFamily::ColReduce) {}
 
-  int lanes = 1, block = kBlock;
-  int64_t grid = 1;
-  if (family == KernelFamily::RowReduce) {
-    lanes = rowLanes(r);
-    block = std::max(kBlock, lanes);
-    grid = (n * lanes + block - 1) / block;
-  } else {
-    lanes = block = 1024;
-  }
-  const bool columns = family == KernelFamily::ColReduce;
-  std::vector<int> rowOuts, fullOuts, colOuts, totalOuts;
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
-    const int64_t c = k.body.outputs[i]->type.numel();
-    if (std::count(cols.begin(), cols.end(), k.body.outputs[i]->def)) colOuts.push_back(int(i));
-    else if (std::count(totals.begin(), totals.end(), k.body.outputs[i]->def)) totalOuts.push_back(int(i));
-    else if (c == n) rowOuts.push_back(int(i));
-    else if (c == n * r) fullOuts.push_back(int(i));
-    else
-      throw Error("codegen: kernel '" + k.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
-                  " elements, neither " + std::to_string(n) + " nor " + std::to_string(n * r));
-  }
-  std::vector<const Value*> columnVectors;
-  const int colV = columns ? planColumns(k.body, reds, !fullOuts.empty(), columnVectors) : 1;
-  if (columns) {
-    // V > 1: 8 row lanes (256 threads) rather than 32. A 1024-thread block of V-wide tiles
-    // held one block per multiprocessor (registers and the 32 KB lane tile), and the
-    // split-reduction partials' 192 tiles ran as two uneven waves at 50% of DRAM bandwidth.
-    lanes = 32;
-    block = colV > 1 ? 256 : 1024;
-    grid = (n + 32 * colV - 1) / (32 * colV);
-  }
-  grid = std::clamp<int64_t>(grid, 1, 65535);
-  const std::vector<std::vector<size_t>> levels = reductionLevels(reds);
-  // Row sums that pick one element (pickedElement): no pass over the row, no group reduction.
-  std::vector<std::optional<std::pair<const Value*, const Value*>>> picks(reds.size());
-  std::vector<bool> picked(reds.size(), false);
-  if (family == KernelFamily::RowReduce)
-    for (size_t i = 0; i < reds.size(); ++i) picked[i] = (picks[i] = pickedElement(reds[i])).has_value();
-  BodyEmitter e(k.body, w);
-  const RowRegisters regs = family == KernelFamily::RowReduce
-                                ? planRow(k.body, reds, levels, picked, fullOuts, cols, lanes, e)
-                                : RowRegisters{};
-  // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
-  // of the scratch the last blocks add up).
-  // Totals: a fixed grid of at most the blocks the device holds at once (its threads an SM),
-  // whose partials one warp of the last block adds; rows beyond it loop.
-  if (!totals.empty()) {
-    grid = std::min<int64_t>(grid, int64_t(k.target.sms) * std::max(1, k.target.threadsPerSm / block));
-    writeRowTotalsScratch(w, totals.size(), grid);
-  }
-  ColumnSums colSums;
-  if (!cols.empty()) {
-    grid = std::min<int64_t>(grid, 2 * int64_t(k.target.sms));
-    colSums = planColumnSums(k.body, cols, n, r, lanes, regs, int(grid), block);
-    writeColumnSumsScratch(w, colSums);
-  }
-
-  // Row kernels of up to 512 threads ask for two blocks per SM, which caps them at 128 (64)
-  // registers against ptxas's default 255. Measured on small bf16 b64's train step (H200,
-  // per-launch sums): rmsnorm forward 1.207 -> 1.127 ms, its backward (rowsum) 1.381 ->
-  // 1.346, cross-entropy unchanged (0.430 -> 0.433: it took 64 already). Asking for 3 or 4
-  // blocks made the backward spill (1.58 and 2.17 ms). With bf16 rows packed, three blocks
-  // of medium's backward (rows of 1,024 at 64 threads, 80 registers, no spill) still lost
-  // to two (1.374 -> 1.510 ms).
-  const int minBlocks = family == KernelFamily::RowReduce && block <= 512 ? 2 : 0;
-  k.signature(w, k.name, block, minBlocks);
-  const std::string L = std::to_string(lanes);
-  if (columns && colV > 1)
-    w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " +
-           std::to_string(block / 32) + " row lanes per point, " + std::to_string(colV) + " points per thread");
-  else
-    w.line("// " + std::to_string(n) + " points of " + std::to_string(r) + " reduced elements, " + L +
-           " thread(s) per point");
-  const std::string CV = std::to_string(colV), tileWidth = std::to_string(32 * colV);
-  if (columns && colV > 1) {
-    w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 owns " + CV +
-           " adjacent columns of the tile");
-    w.line("const fusec_idx group = (fusec_idx)blockIdx.x * " + tileWidth + ";  // the tile's first column");
-    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * " + tileWidth + ";");
-  } else if (columns) {
-    w.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
-    w.line("const fusec_idx group = (fusec_idx)blockIdx.x * 32;  // the tile's first column");
-    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * 32;");
-  } else {
-    w.line("const fusec_idx lane = threadIdx.x % " + L + ";");
-    w.line("const fusec_idx group = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L + ";");
-    w.line("const fusec_idx groups = (fusec_idx)gridDim.x * blockDim.x / " + L + ";");
-  }
-  const std::string V = std::to_string(regs.width), R = std::to_string(r);
-  std::vector<std::string> vectorPointers;
-  for (const Value* in : regs.inputs) vectorPointers.push_back(inputPointer(k.body, in));
-  for (int o : regs.vectorOuts) vectorPointers.push_back("out" + std::to_string(o));
-  std::vector<std::string> rowConstantPointers;
-  for (const Value* in : regs.rowConstants) rowConstantPointers.push_back(inputPointer(k.body, in));
-  vectorPointers.insert(vectorPointers.end(), rowConstantPointers.begin(), rowConstantPointers.end());
-  const bool vectors = regs.chunks > 0 && regs.width > 1;
-  if (vectors) w.line("const bool aligned = " + alignedTest(vectorPointers) + ";");
-  if (columns && colV > 1) {
-    std::vector<std::string> pointers;
-    for (const Value* in : columnVectors) pointers.push_back(inputPointer(k.body, in));
-    if (pointers.empty()) {
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, false);
+  std::vector<Launch> emit() {
+    classify();
+    planLaunch();
+    writePreamble();
+    if (columns_ && colV_ > 1) {
+      writeColumnTiles();
     } else {
-      e.openScope("if (" + alignedTest(pointers) + ")");
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, true);
-      e.closeScope();
-      e.openScope("else");
-      emitColumnTiles(e, k.body, reds, rowOuts, colV, block / 32, false);
-      e.closeScope();
+      openOuterLoop();
+      loadRowRegisters();
+      for (size_t pass = 0; pass < levels_.size(); ++pass) writeLevel(pass);
+      storeRowValues();
+      if (!fullOuts_.empty() || !cols_.empty()) writeOutputPass();
+      e_.closeScope();
+      if (!cols_.empty()) emitColumnSumsFinish(e_, k_.body, colSums_, colOuts_, n_);
+      if (!totals_.empty()) emitRowTotalsFinish(e_, k_.body, totals_, totalOuts_, grid_, block_, lanes_);
     }
-    w.close();
-    return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
+    w_.close();
+    return {Launch{k_.name, {uint32_t(grid_), 1, 1}, {uint32_t(block_), 1, 1}, 0}};
   }
-  const std::string N = std::to_string(n);
-  if (columns) {
-    // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
-    // columns past the end only skip their loads and stores.
-    e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
-    w.line("const fusec_idx outer = tile + threadIdx.x % 32;");
-    w.line("const bool live = outer < " + N + ";");
-  } else {
-    const std::string C = std::to_string(colSums.slots);
-    if (colSums.shared && !cols.empty())
-      w.line("__shared__ float fusec_cs_acc[" + std::to_string(block * colSums.slots * int64_t(cols.size())) +
-             "];  // the column sums' accumulators, [group][sum][slot][lane]");
-    for (size_t q = 0; q < cols.size(); ++q) {
-      w.line("// " + e.describe(*cols[q]) + ": this thread's columns");
-      if (!colSums.shared) w.line("float cs" + std::to_string(q) + "[" + C + "];");
-      w.line("#pragma unroll");
-      w.line("for (int c = 0; c < " + C + "; ++c) " + colSums.at(q, "c") + " = " + initValue(cols[q]->kind, DType::f32) +
-             ";");
+
+ private:
+  // The body's reductions by role, checked, and its outputs by shape.
+  void classify() {
+    for (auto& op : k_.body.ops) {
+      if (op->info().category != OpCategory::Reduction) continue;
+      const fusion::DomainKind d = fusion::domainOf(*op).kind;
+      if (rowKernel_ && d == fusion::DomainKind::Col) cols_.push_back(op.get());
+      else if (rowKernel_ && d == fusion::DomainKind::All) totals_.push_back(op.get());
+      else if (d != fusion::DomainKind::Pointwise) reds_.push_back(analyse(*op));
     }
-    for (size_t q = 0; q < totals.size(); ++q) {
-      w.line("// " + e.describe(*totals[q]) + ": this group's rows (lane 0)");
-      w.line("float tot" + std::to_string(q) + " = " + initValue(totals[q]->kind, DType::f32) + ";");
+    const Reduction& ref = reds_.at(0);
+    n_ = ref.n;
+    r_ = ref.r;
+    for (const Reduction& red : reds_)
+      if (red.n != n_ || red.r != r_)
+        throw Error("codegen: kernel '" + k_.body.name + "' mixes reductions of " + std::to_string(n_) + "x" +
+                    std::to_string(r_) + " and " + std::to_string(red.n) + "x" + std::to_string(red.r) + " elements");
+    for (const Op* c : cols_) {
+      const Reduction cr = analyse(*c);
+      if (cr.n != r_ || cr.r != n_ || !reducesSuffix(ref) || !isFloat(c->result()->type.dtype))
+        throw Error("codegen: kernel '" + k_.body.name + "' has a column reduction of " + std::to_string(cr.r) + "x" +
+                    std::to_string(cr.n) + " elements that is not a float sum of its " + std::to_string(n_) +
+                    " rows of " + std::to_string(r_));
     }
-    e.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
+    if (!totals_.empty() && !cols_.empty())
+      throw Error("codegen: kernel '" + k_.body.name + "' has both column sums and totals of its rows");
+    for (const Op* t : totals_) {
+      const Value* in = t->operands[0];
+      const bool read = std::any_of(k_.body.ops.begin(), k_.body.ops.end(), [&](const auto& op) {
+        return std::count(op->operands.begin(), op->operands.end(), t->result()) > 0;
+      });
+      if (in->type.numel() != n_ || !isFloat(t->result()->type.dtype) || read ||
+          !std::count(k_.body.outputs.begin(), k_.body.outputs.end(), t->result()))
+        throw Error("codegen: kernel '" + k_.body.name + "' has a total " + t->result()->name +
+                    " that is not an output-only float reduction of one value per row");
+    }
+    for (size_t i = 0; i < k_.body.outputs.size(); ++i) {
+      const int64_t c = k_.body.outputs[i]->type.numel();
+      if (std::count(cols_.begin(), cols_.end(), k_.body.outputs[i]->def)) colOuts_.push_back(int(i));
+      else if (std::count(totals_.begin(), totals_.end(), k_.body.outputs[i]->def)) totalOuts_.push_back(int(i));
+      else if (c == n_) rowOuts_.push_back(int(i));
+      else if (c == n_ * r_) fullOuts_.push_back(int(i));
+      else
+        throw Error("codegen: kernel '" + k_.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
+                    " elements, neither " + std::to_string(n_) + " nor " + std::to_string(n_ * r_));
+    }
   }
-  const std::string innerLoop =
-      "for (fusec_idx inner = lane; " + std::string(columns ? "live && " : "") + "inner < " + R + "; inner += " + L + ")";
+
+  // Threads per point, block and grid; the row's registers; the scratch of column sums and totals.
+  void planLaunch() {
+    if (rowKernel_) {
+      lanes_ = rowLanes(r_);
+      block_ = std::max(kBlock, lanes_);
+      grid_ = (n_ * lanes_ + block_ - 1) / block_;
+    } else {
+      lanes_ = block_ = 1024;
+    }
+    colV_ = columns_ ? planColumns(k_.body, reds_, !fullOuts_.empty(), columnVectors_) : 1;
+    if (columns_) {
+      // V > 1: 8 row lanes (256 threads) rather than 32. A 1024-thread block of V-wide tiles
+      // held one block per multiprocessor (registers and the 32 KB lane tile), and the
+      // split-reduction partials' 192 tiles ran as two uneven waves at 50% of DRAM bandwidth.
+      lanes_ = 32;
+      block_ = colV_ > 1 ? 256 : 1024;
+      grid_ = (n_ + 32 * colV_ - 1) / (32 * colV_);
+    }
+    grid_ = std::clamp<int64_t>(grid_, 1, 65535);
+    levels_ = reductionLevels(reds_);
+    // Row sums that pick one element (pickedElement): no pass over the row, no group reduction.
+    picks_.assign(reds_.size(), std::nullopt);
+    picked_.assign(reds_.size(), false);
+    if (rowKernel_)
+      for (size_t i = 0; i < reds_.size(); ++i) picked_[i] = (picks_[i] = pickedElement(reds_[i])).has_value();
+    if (rowKernel_) regs_ = planRow(k_.body, reds_, levels_, picked_, fullOuts_, cols_, lanes_, e_);
+    // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
+    // of the scratch the last blocks add up).
+    // Totals: a fixed grid of at most the blocks the device holds at once (its threads an SM),
+    // whose partials one warp of the last block adds; rows beyond it loop.
+    if (!totals_.empty()) {
+      grid_ = std::min<int64_t>(grid_, int64_t(k_.target.sms) * std::max(1, k_.target.threadsPerSm / block_));
+      writeRowTotalsScratch(w_, totals_.size(), grid_);
+    }
+    if (!cols_.empty()) {
+      grid_ = std::min<int64_t>(grid_, 2 * int64_t(k_.target.sms));
+      colSums_ = planColumnSums(k_.body, cols_, n_, r_, lanes_, regs_, int(grid_), block_);
+      writeColumnSumsScratch(w_, colSums_);
+    }
+    L_ = std::to_string(lanes_);
+    V_ = std::to_string(regs_.width);
+    R_ = std::to_string(r_);
+  }
+
+  // The signature, the thread's point (group) and lane, and the pointers the vector paths test.
+  void writePreamble() {
+    // Row kernels of up to 512 threads ask for two blocks per SM, which caps them at 128 (64)
+    // registers against ptxas's default 255. Measured on small bf16 b64's train step (H200,
+    // per-launch sums): rmsnorm forward 1.207 -> 1.127 ms, its backward (rowsum) 1.381 ->
+    // 1.346, cross-entropy unchanged (0.430 -> 0.433: it took 64 already). Asking for 3 or 4
+    // blocks made the backward spill (1.58 and 2.17 ms). With bf16 rows packed, three blocks
+    // of medium's backward (rows of 1,024 at 64 threads, 80 registers, no spill) still lost
+    // to two (1.374 -> 1.510 ms).
+    const int minBlocks = rowKernel_ && block_ <= 512 ? 2 : 0;
+    k_.signature(w_, k_.name, block_, minBlocks);
+    if (columns_ && colV_ > 1)
+      w_.line("// " + std::to_string(n_) + " points of " + R_ + " reduced elements, " + std::to_string(block_ / 32) +
+              " row lanes per point, " + std::to_string(colV_) + " points per thread");
+    else
+      w_.line("// " + std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ + " thread(s) per point");
+    const std::string CV = std::to_string(colV_), tileWidth = std::to_string(32 * colV_);
+    if (columns_ && colV_ > 1) {
+      w_.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 owns " + CV +
+              " adjacent columns of the tile");
+      w_.line("const fusec_idx group = (fusec_idx)blockIdx.x * " + tileWidth + ";  // the tile's first column");
+      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * " + tileWidth + ";");
+    } else if (columns_) {
+      w_.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
+      w_.line("const fusec_idx group = (fusec_idx)blockIdx.x * 32;  // the tile's first column");
+      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * 32;");
+    } else {
+      w_.line("const fusec_idx lane = threadIdx.x % " + L_ + ";");
+      w_.line("const fusec_idx group = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L_ + ";");
+      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * blockDim.x / " + L_ + ";");
+    }
+    for (const Value* in : regs_.inputs) vectorPointers_.push_back(inputPointer(k_.body, in));
+    for (int o : regs_.vectorOuts) vectorPointers_.push_back("out" + std::to_string(o));
+    for (const Value* in : regs_.rowConstants) rowConstantPointers_.push_back(inputPointer(k_.body, in));
+    vectorPointers_.insert(vectorPointers_.end(), rowConstantPointers_.begin(), rowConstantPointers_.end());
+    if (regs_.chunks > 0 && regs_.width > 1) w_.line("const bool aligned = " + alignedTest(vectorPointers_) + ";");
+  }
+
+  // A column reduction with V > 1 columns a thread: tiles, aligned and scalar (emitColumnTiles).
+  void writeColumnTiles() {
+    std::vector<std::string> pointers;
+    for (const Value* in : columnVectors_) pointers.push_back(inputPointer(k_.body, in));
+    if (pointers.empty()) {
+      emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, false);
+      return;
+    }
+    e_.openScope("if (" + alignedTest(pointers) + ")");
+    emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, true);
+    e_.closeScope();
+    e_.openScope("else");
+    emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, false);
+    e_.closeScope();
+  }
+
+  // The loop over the thread's points, and before it the column sums' and totals' accumulators.
+  void openOuterLoop() {
+    const std::string N = std::to_string(n_);
+    if (columns_) {
+      // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
+      // columns past the end only skip their loads and stores.
+      e_.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
+      w_.line("const fusec_idx outer = tile + threadIdx.x % 32;");
+      w_.line("const bool live = outer < " + N + ";");
+      return;
+    }
+    const std::string C = std::to_string(colSums_.slots);
+    if (colSums_.shared && !cols_.empty())
+      w_.line("__shared__ float fusec_cs_acc[" + std::to_string(block_ * colSums_.slots * int64_t(cols_.size())) +
+              "];  // the column sums' accumulators, [group][sum][slot][lane]");
+    for (size_t q = 0; q < cols_.size(); ++q) {
+      w_.line("// " + e_.describe(*cols_[q]) + ": this thread's columns");
+      if (!colSums_.shared) w_.line("float cs" + std::to_string(q) + "[" + C + "];");
+      w_.line("#pragma unroll");
+      w_.line("for (int c = 0; c < " + C + "; ++c) " + colSums_.at(q, "c") + " = " +
+              initValue(cols_[q]->kind, DType::f32) + ";");
+    }
+    for (size_t q = 0; q < totals_.size(); ++q) {
+      w_.line("// " + e_.describe(*totals_[q]) + ": this group's rows (lane 0)");
+      w_.line("float tot" + std::to_string(q) + " = " + initValue(totals_[q]->kind, DType::f32) + ";");
+    }
+    e_.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
+  }
+
   // Whether a pass evaluating `roots` reads body value `v` (reductions are registers by then).
-  auto reads = [&](std::vector<const Value*> stack, const Value* v) {
+  static bool reads(std::vector<const Value*> stack, const Value* v) {
     std::set<const Value*> seen;
     while (!stack.empty()) {
       const Value* u = stack.back();
@@ -966,270 +996,313 @@ std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, Cod
       for (const Value* o : u->def->operands) stack.push_back(o);
     }
     return false;
-  };
+  }
+
   // In register mode a pass is two unrolled loops (chunks, then the elements of a chunk);
   // `inner` is then the element's position in the row. Returns the scopes to close.
   // `roots`: the values the pass evaluates.
-  auto openPass = [&](const std::vector<const Value*>& roots) {
-    if (regs.chunks == 0) {
+  int openPass(const std::vector<const Value*>& roots) {
+    if (regs_.chunks == 0) {
       // Columns: a few rows' loads in flight per thread (the loop is short and its only
       // dependency is the accumulator).
-      if (columns) w.line("#pragma unroll 4");
-      e.openScope(innerLoop);
+      if (columns_) w_.line("#pragma unroll 4");
+      e_.openScope("for (fusec_idx inner = lane; " + std::string(columns_ ? "live && " : "") + "inner < " + R_ +
+                   "; inner += " + L_ + ")");
       return 1;
     }
-    w.line("#pragma unroll");
-    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
-    e.openScope("if (base < " + R + ")");
-    for (size_t a = 0; a < regs.rowConstants.size(); ++a) {
-      if (!reads(roots, regs.rowConstants[a])) continue;
-      const std::string b = "b" + std::to_string(a), p = rowConstantPointers[a];
-      w.line("float " + b + "[" + V + "];  // " + e.describe(*regs.rowConstants[a]->def) + ", this chunk's elements");
-      w.use(Helper::VectorIO);
-      w.line("if (aligned) fusec_vload<" + V + ">(" + b + ", " + p + " + base);");
-      e.openScope("else");
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < " + V + "; ++j) " + b + "[j] = fusec_f32(" + p + "[base + j]);");
-      e.closeScope();
+    w_.line("#pragma unroll");
+    e_.openScope("for (int c = 0; c < " + std::to_string(regs_.chunks) + "; ++c)");
+    w_.line("const fusec_idx base = (c * " + L_ + " + lane) * " + V_ + ";");
+    e_.openScope("if (base < " + R_ + ")");
+    for (size_t a = 0; a < regs_.rowConstants.size(); ++a) {
+      if (!reads(roots, regs_.rowConstants[a])) continue;
+      const std::string b = "b" + std::to_string(a), p = rowConstantPointers_[a];
+      w_.line("float " + b + "[" + V_ + "];  // " + e_.describe(*regs_.rowConstants[a]->def) + ", this chunk's elements");
+      w_.use(Helper::VectorIO);
+      w_.line("if (aligned) fusec_vload<" + V_ + ">(" + b + ", " + p + " + base);");
+      e_.openScope("else");
+      w_.line("#pragma unroll");
+      w_.line("for (int j = 0; j < " + V_ + "; ++j) " + b + "[j] = fusec_f32(" + p + "[base + j]);");
+      e_.closeScope();
     }
-    w.line("#pragma unroll");
-    e.openScope("for (int j = 0; j < " + V + "; ++j)");
-    w.line("const fusec_idx inner = base + j;");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
+    w_.line("const fusec_idx inner = base + j;");
     return 3;
-  };
-  auto closePass = [&](int scopes) {
-    for (int i = 0; i < scopes; ++i) e.closeScope();
-  };
+  }
+  void closePass(int scopes) {
+    for (int i = 0; i < scopes; ++i) e_.closeScope();
+  }
+
   // The elements of the current pass come from the registers (keyed by the position at
   // which the body reads them in `shape`).
   // Cached values computed by an earlier pass (`pass`: the current one) come from theirs.
-  auto bindRow = [&](const Index& idx, const Shape& shape, size_t pass) {
-    for (size_t a = 0; a < regs.inputs.size(); ++a)
-      e.bindElement(regs.inputs[a], linearize(idx, shape),
-                    regs.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", c * " + V + " + j, " + vectorPointers[a] + ")"
-                                   : "r" + std::to_string(a) + "[c * " + V + " + j]");
+  void bindRow(const Index& idx, const Shape& shape, size_t pass) {
+    for (size_t a = 0; a < regs_.inputs.size(); ++a)
+      e_.bindElement(regs_.inputs[a], linearize(idx, shape),
+                     regs_.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", c * " + V_ + " + j, " + vectorPointers_[a] + ")"
+                                     : "r" + std::to_string(a) + "[c * " + V_ + " + j]");
     // A broadcast reads the last coordinate (codegen/body_emitter.cpp layoutOperandIndex).
-    for (size_t a = 0; a < regs.rowConstants.size(); ++a)
-      e.bindElement(regs.rowConstants[a], linearize({idx.back()}, regs.rowConstants[a]->type.shape), "b" + std::to_string(a) + "[j]");
-    for (size_t a = 0; a < regs.cached.size(); ++a)
-      if (regs.cached[a].second < pass)
-        e.bindElement(regs.cached[a].first, linearize(idx, shape), "k" + std::to_string(a) + "[c * " + V + " + j]");
-  };
+    for (size_t a = 0; a < regs_.rowConstants.size(); ++a)
+      e_.bindElement(regs_.rowConstants[a], linearize({idx.back()}, regs_.rowConstants[a]->type.shape),
+                     "b" + std::to_string(a) + "[j]");
+    for (size_t a = 0; a < regs_.cached.size(); ++a)
+      if (regs_.cached[a].second < pass)
+        e_.bindElement(regs_.cached[a].first, linearize(idx, shape), "k" + std::to_string(a) + "[c * " + V_ + " + j]");
+  }
   // After pass `pass` evaluated its element: keep the values it caches.
-  auto keepRow = [&](const Index& idx, size_t pass) {
-    for (size_t a = 0; a < regs.cached.size(); ++a)
-      if (regs.cached[a].second == pass)
-        w.line("k" + std::to_string(a) + "[c * " + V + " + j] = " + e.eval(regs.cached[a].first, idx) + ";");
-  };
-  if (regs.chunks > 0) {
-    w.line("// the row in registers: " + std::to_string(regs.chunks) + " chunk(s) of " + V +
-           " consecutive elements per thread, loaded once");
-    const std::string E = std::to_string(regs.chunks * regs.width);
-    const std::string P = std::to_string(regs.chunks * regs.width / 2), H = std::to_string(regs.width / 2);
-    for (size_t a = 0; a < regs.inputs.size(); ++a)
-      w.line(regs.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
-                            : "float r" + std::to_string(a) + "[" + E + "];");
-    for (size_t a = 0; a < regs.cached.size(); ++a)
-      w.line("float k" + std::to_string(a) + "[" + E + "];  // " + e.describe(*regs.cached[a].first->def) +
-             ", kept for a later pass");
-    w.line("#pragma unroll");
-    e.openScope("for (int c = 0; c < " + std::to_string(regs.chunks) + "; ++c)");
-    w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
-    e.openScope("if (base < " + R + ")");
+  void keepRow(const Index& idx, size_t pass) {
+    for (size_t a = 0; a < regs_.cached.size(); ++a)
+      if (regs_.cached[a].second == pass)
+        w_.line("k" + std::to_string(a) + "[c * " + V_ + " + j] = " + e_.eval(regs_.cached[a].first, idx) + ";");
+  }
+
+  // The row in registers (when planRow chose it): loaded once, vectors where aligned.
+  void loadRowRegisters() {
+    if (regs_.chunks == 0) return;
+    w_.line("// the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
+            " consecutive elements per thread, loaded once");
+    const std::string E = std::to_string(regs_.chunks * regs_.width);
+    const std::string P = std::to_string(regs_.chunks * regs_.width / 2), H = std::to_string(regs_.width / 2);
+    for (size_t a = 0; a < regs_.inputs.size(); ++a)
+      w_.line(regs_.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
+                              : "float r" + std::to_string(a) + "[" + E + "];");
+    for (size_t a = 0; a < regs_.cached.size(); ++a)
+      w_.line("float k" + std::to_string(a) + "[" + E + "];  // " + e_.describe(*regs_.cached[a].first->def) +
+              ", kept for a later pass");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int c = 0; c < " + std::to_string(regs_.chunks) + "; ++c)");
+    w_.line("const fusec_idx base = (c * " + L_ + " + lane) * " + V_ + ";");
+    e_.openScope("if (base < " + R_ + ")");
     auto scalarLoads = [&] {
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + V + "; ++j)");
-      for (size_t a = 0; a < regs.inputs.size(); ++a) {
-        const std::string p = vectorPointers[a], at = "outer * " + R + " + base + j";
-        if (regs.packed[a])  // pairs: j even
-          w.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V + " + j) / 2] = fusec_pack_raw(" + p + "[" + at +
-                 "], " + p + "[" + at + " + 1]);");
+      w_.line("#pragma unroll");
+      e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
+      for (size_t a = 0; a < regs_.inputs.size(); ++a) {
+        const std::string p = vectorPointers_[a], at = "outer * " + R_ + " + base + j";
+        if (regs_.packed[a])  // pairs: j even
+          w_.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V_ + " + j) / 2] = fusec_pack_raw(" + p + "[" +
+                  at + "], " + p + "[" + at + " + 1]);");
         else
-          w.line("r" + std::to_string(a) + "[c * " + V + " + j] = " + loadExpr(regs.inputs[a]->type.dtype, p, at) + ";");
+          w_.line("r" + std::to_string(a) + "[c * " + V_ + " + j] = " + loadExpr(regs_.inputs[a]->type.dtype, p, at) + ";");
       }
-      e.closeScope();
+      e_.closeScope();
     };
-    if (vectors) {
-      e.openScope("if (aligned)");
-      w.use(Helper::VectorIO);
-      for (size_t a = 0; a < regs.inputs.size(); ++a)
-        w.line((regs.packed[a] ? "fusec_vload_packed<" + V + ">(r" + std::to_string(a) + " + c * " + H
-                               : "fusec_vload<" + V + ">(r" + std::to_string(a) + " + c * " + V) +
-               ", " + vectorPointers[a] + " + outer * " + R + " + base);");
-      e.closeScope();
-      e.openScope("else");
+    if (regs_.width > 1) {
+      e_.openScope("if (aligned)");
+      w_.use(Helper::VectorIO);
+      for (size_t a = 0; a < regs_.inputs.size(); ++a)
+        w_.line((regs_.packed[a] ? "fusec_vload_packed<" + V_ + ">(r" + std::to_string(a) + " + c * " + H
+                                 : "fusec_vload<" + V_ + ">(r" + std::to_string(a) + " + c * " + V_) +
+                ", " + vectorPointers_[a] + " + outer * " + R_ + " + base);");
+      e_.closeScope();
+      e_.openScope("else");
       scalarLoads();
-      e.closeScope();
+      e_.closeScope();
     } else {
       scalarLoads();
     }
-    e.closeScope();
-    e.closeScope();
+    e_.closeScope();
+    e_.closeScope();
   }
+
   // The group's total of each accumulator of a level (see reductionLevels).
-  const std::string B = std::to_string(block);
-  auto groupReduce = [&](const std::vector<std::pair<std::string, const Op*>>& accs) {
+  std::vector<std::string> groupReduce(const std::vector<std::pair<std::string, const Op*>>& accs) {
     std::vector<std::string> totals;
-    if (lanes == 1 || lanes == 32 || columns) {
+    if (lanes_ == 1 || lanes_ == 32 || columns_) {
       for (const auto& [acc, op] : accs) {
         const std::string comb = std::string(combiner(op->kind)) + "()";
-        totals.push_back(lanes == 1 ? acc
-                         : columns  ? "fusec_col_reduce(" + acc + ", " + comb + ")"
-                                    : "fusec_warp_reduce(" + acc + ", " + comb + ")");
+        totals.push_back(lanes_ == 1 ? acc
+                         : columns_  ? "fusec_col_reduce(" + acc + ", " + comb + ")"
+                                     : "fusec_warp_reduce(" + acc + ", " + comb + ")");
       }
       return totals;
     }
+    const std::string B = std::to_string(block_);
     for (const auto& [acc, op] : accs)
-      w.line("__shared__ " + registerType(op->result()->type.dtype) + " fusec_part_" + acc + "[" +
-             std::to_string(block / 32) + "];");
+      w_.line("__shared__ " + registerType(op->result()->type.dtype) + " fusec_part_" + acc + "[" +
+              std::to_string(block_ / 32) + "];");
     // One level: the next point's writes wait for this point's readers. With more, another
     // level's barriers stand between a level's reads and its next writes.
-    if (levels.size() == 1)
-      w.line("fusec_group_sync<" + L + ", " + B + ">();  // the previous point's readers are done with the parts");
+    if (levels_.size() == 1)
+      w_.line("fusec_group_sync<" + L_ + ", " + B + ">();  // the previous point's readers are done with the parts");
     for (const auto& [acc, op] : accs)
-      w.line("fusec_warp_part(" + acc + ", " + combiner(op->kind) + "(), fusec_part_" + acc + ");");
-    w.line("fusec_group_sync<" + L + ", " + B + ">();");
+      w_.line("fusec_warp_part(" + acc + ", " + combiner(op->kind) + "(), fusec_part_" + acc + ");");
+    w_.line("fusec_group_sync<" + L_ + ", " + B + ">();");
     for (const auto& [acc, op] : accs)
-      totals.push_back("fusec_group_total<" + L + ">(fusec_part_" + acc + ", " + combiner(op->kind) + "())");
+      totals.push_back("fusec_group_total<" + L_ + ">(fusec_part_" + acc + ", " + combiner(op->kind) + "())");
     return totals;
-  };
-  for (size_t pass = 0; pass < levels.size(); ++pass) {
+  }
+
+  // A row sum that selects one element (pickedElement): that element, read once.
+  void writePicked(size_t i) {
+    const auto [x, t] = *picks_[i];
+    const Reduction& red = reds_[i];
+    const std::string acc = e_.fresh("acc"), at = e_.fresh("pick");
+    w_.line("// " + e_.describe(*red.op) + ": the element " + e_.describe(*t->def) + " selects, read once");
+    w_.line("float " + acc + " = 0.0f;");
+    Index idx = fullIndex(w_, red, delinearize(w_, "outer", red.kept, e_.fresh("k")), "0", e_.fresh("e"));
+    w_.line("const long long " + at + " = (long long)" + e_.eval(t, idx) + ";");
+    e_.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
+    idx.back() = "(fusec_idx)" + at;
+    w_.line(acc + " = 0.0f + (float)" + e_.eval(x, idx) + ";");
+    e_.closeScope();
+    e_.bindReduction(red.op->result(), acc);
+  }
+
+  // One level of reductions: one pass over the row accumulating each, then the group's totals.
+  void writeLevel(size_t pass) {
     std::vector<std::pair<std::string, const Op*>> accs;
     std::vector<Index> kept;
     std::vector<size_t> summed;  // the level's reductions that take a pass over the row
-    for (size_t i : levels[pass]) {
-      if (picked[i]) {
-        const auto [x, t] = *picks[i];
-        const Reduction& red = reds[i];
-        const std::string acc = e.fresh("acc"), at = e.fresh("pick");
-        w.line("// " + e.describe(*red.op) + ": the element " + e.describe(*t->def) + " selects, read once");
-        w.line("float " + acc + " = 0.0f;");
-        Index idx = fullIndex(w, red, delinearize(w, "outer", red.kept, e.fresh("k")), "0", e.fresh("e"));
-        w.line("const long long " + at + " = (long long)" + e.eval(t, idx) + ";");
-        e.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
-        idx.back() = "(fusec_idx)" + at;
-        w.line(acc + " = 0.0f + (float)" + e.eval(x, idx) + ";");
-        e.closeScope();
-        e.bindReduction(red.op->result(), acc);
+    for (size_t i : levels_[pass]) {
+      if (picked_[i]) {
+        writePicked(i);
         continue;
       }
       summed.push_back(i);
-      const Op& op = *reds[i].op;
+      const Op& op = *reds_[i].op;
       const DType dt = op.result()->type.dtype;
-      accs.push_back({e.fresh("acc"), &op});
-      w.line("// " + e.describe(op));
-      w.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
-      kept.push_back(delinearize(w, "outer", reds[i].kept, e.fresh("k")));
+      accs.push_back({e_.fresh("acc"), &op});
+      w_.line("// " + e_.describe(op));
+      w_.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
+      kept.push_back(delinearize(w_, "outer", reds_[i].kept, e_.fresh("k")));
     }
-    if (summed.empty()) continue;
+    if (summed.empty()) return;
     std::vector<const Value*> passRoots;
-    for (size_t i : summed) passRoots.push_back(reds[i].op->operands[0]);
+    for (size_t i : summed) passRoots.push_back(reds_[i].op->operands[0]);
     const int scopes = openPass(passRoots);
     std::optional<Index> first;
     for (size_t a = 0; a < accs.size(); ++a) {
-      const Reduction& red = reds[summed[a]];
+      const Reduction& red = reds_[summed[a]];
       const Op& op = *red.op;
-      const Index idx = fullIndex(w, red, kept[a], "inner", e.fresh("e"));
+      const Index idx = fullIndex(w_, red, kept[a], "inner", e_.fresh("e"));
       if (!first) first = idx;
-      if (regs.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
+      if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
-      w.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + registerType(op.result()->type.dtype) + ")" +
-             e.eval(op.operands[0], idx) + ");");
+      w_.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + registerType(op.result()->type.dtype) + ")" +
+              e_.eval(op.operands[0], idx) + ");");
     }
-    if (regs.chunks) keepRow(*first, pass);
+    if (regs_.chunks) keepRow(*first, pass);
     closePass(scopes);
     const std::vector<std::string> totals = groupReduce(accs);
     for (size_t a = 0; a < accs.size(); ++a) {
       const Op& op = *accs[a].second;
       std::string value = totals[a];
-      if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r));
-      const std::string reg = e.fresh("red");
+      if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r_));
+      const std::string reg = e_.fresh("red");
       // Kept in f32 like every intermediate; a bf16 result is rounded where it is stored.
-      w.line("const " + registerType(op.result()->type.dtype) + " " + reg + " = " + value + ";");
-      e.bindReduction(op.result(), reg);
+      w_.line("const " + registerType(op.result()->type.dtype) + " " + reg + " = " + value + ";");
+      e_.bindReduction(op.result(), reg);
     }
   }
 
-  if (!rowOuts.empty() || !totals.empty()) {
-    e.openScope(columns ? "if (lane == 0 && live)" : "if (lane == 0)");
-    for (int o : rowOuts) {
-      const Value* v = k.body.outputs[size_t(o)];
-      e.store(v, "out" + std::to_string(o), delinearize(w, "outer", v->type.shape, "q" + std::to_string(o)));
+  // Lane 0 stores the point's row-shaped outputs and adds its value to the totals.
+  void storeRowValues() {
+    if (rowOuts_.empty() && totals_.empty()) return;
+    e_.openScope(columns_ ? "if (lane == 0 && live)" : "if (lane == 0)");
+    for (int o : rowOuts_) {
+      const Value* v = k_.body.outputs[size_t(o)];
+      e_.store(v, "out" + std::to_string(o), delinearize(w_, "outer", v->type.shape, "q" + std::to_string(o)));
     }
-    for (size_t q = 0; q < totals.size(); ++q) {
-      const Value* in = totals[q]->operands[0];
+    for (size_t q = 0; q < totals_.size(); ++q) {
+      const Value* in = totals_[q]->operands[0];
       const std::string acc = "tot" + std::to_string(q);
-      w.line(acc + " = " + combiner(totals[q]->kind) + "()(" + acc + ", (float)" +
-             e.eval(in, delinearize(w, "outer", in->type.shape, e.fresh("t"))) + ");");
+      w_.line(acc + " = " + combiner(totals_[q]->kind) + "()(" + acc + ", (float)" +
+              e_.eval(in, delinearize(w_, "outer", in->type.shape, e_.fresh("t"))) + ");");
     }
-    e.closeScope();
+    e_.closeScope();
   }
-  if (!fullOuts.empty() || !cols.empty()) {
-    Index kept = delinearize(w, "outer", ref.kept, e.fresh("k"));
-    const size_t outputPass = levels.size();
-    for (int o : regs.vectorOuts) w.line("float s" + std::to_string(o) + "[" + V + "];");
+
+  // The last pass over the row: the full-shaped outputs (a chunk stored whole where the row is
+  // in registers) and the column sums' accumulators.
+  void writeOutputPass() {
+    const Reduction& ref = reds_.at(0);
+    Index kept = delinearize(w_, "outer", ref.kept, e_.fresh("k"));
+    const size_t outputPass = levels_.size();
+    for (int o : regs_.vectorOuts) w_.line("float s" + std::to_string(o) + "[" + V_ + "];");
     // With column sums and the row not in registers, the pass is unrolled over a thread's
     // columns (slot c: inner c * L + lane) so that their accumulators stay in registers.
     int scopes = 0;
-    if (colSums.slotted && !cols.empty()) {
-      w.line("#pragma unroll");
-      e.openScope("for (int c = 0; c < " + std::to_string(colSums.slots) + "; ++c)");
-      w.line("const fusec_idx inner = c * " + L + " + lane;");
-      e.openScope("if (inner < " + R + ")");
+    if (colSums_.slotted && !cols_.empty()) {
+      w_.line("#pragma unroll");
+      e_.openScope("for (int c = 0; c < " + std::to_string(colSums_.slots) + "; ++c)");
+      w_.line("const fusec_idx inner = c * " + L_ + " + lane;");
+      e_.openScope("if (inner < " + R_ + ")");
       scopes = 2;
     } else {
       std::vector<const Value*> passRoots;
-      for (int o : fullOuts) passRoots.push_back(k.body.outputs[size_t(o)]);
-      for (const Op* c : cols) passRoots.push_back(c->operands[0]);
+      for (int o : fullOuts_) passRoots.push_back(k_.body.outputs[size_t(o)]);
+      for (const Op* c : cols_) passRoots.push_back(c->operands[0]);
       scopes = openPass(passRoots);
     }
-    const std::string slot = colSums.slotted ? "c" : "c * " + V + " + j";
+    const std::string slot = colSums_.slotted ? "c" : "c * " + V_ + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;
-    Index full = fullIndex(w, ref, kept, "inner", e.fresh("f"));
-    if (regs.chunks) bindRow(full, s, outputPass);
-    for (size_t q = 0; q < cols.size(); ++q) {
-      const Value* x = cols[q]->operands[0];
-      const Index idx = x->type.shape == s ? full : delinearize(w, linearize(full, s), x->type.shape, e.fresh("x"));
-      const std::string acc = colSums.at(q, slot);
-      w.line(acc + " = " + combiner(cols[q]->kind) + "()(" + acc + ", (float)" + e.eval(x, idx) + ");");
+    Index full = fullIndex(w_, ref, kept, "inner", e_.fresh("f"));
+    if (regs_.chunks) bindRow(full, s, outputPass);
+    for (size_t q = 0; q < cols_.size(); ++q) {
+      const Value* x = cols_[q]->operands[0];
+      const Index idx = x->type.shape == s ? full : delinearize(w_, linearize(full, s), x->type.shape, e_.fresh("x"));
+      const std::string acc = colSums_.at(q, slot);
+      w_.line(acc + " = " + combiner(cols_[q]->kind) + "()(" + acc + ", (float)" + e_.eval(x, idx) + ");");
     }
-    for (int o : fullOuts) {
-      const Value* v = k.body.outputs[size_t(o)];
+    for (int o : fullOuts_) {
+      const Value* v = k_.body.outputs[size_t(o)];
       // Any bijection onto the output's elements will do; its own shape when it differs
       // from the reduced one (a reshape of it), through the row-major position.
       Index idx = v->type.shape == s ? full
-                                     : delinearize(w, linearize(full, s), v->type.shape, "g" + std::to_string(o));
-      if (std::count(regs.vectorOuts.begin(), regs.vectorOuts.end(), o))
-        w.line("s" + std::to_string(o) + "[j] = " + e.eval(e.storedForm(v), idx) + ";");
+                                     : delinearize(w_, linearize(full, s), v->type.shape, "g" + std::to_string(o));
+      if (std::count(regs_.vectorOuts.begin(), regs_.vectorOuts.end(), o))
+        w_.line("s" + std::to_string(o) + "[j] = " + e_.eval(e_.storedForm(v), idx) + ";");
       else
-        e.store(v, "out" + std::to_string(o), idx);
+        e_.store(v, "out" + std::to_string(o), idx);
     }
-    if (!regs.vectorOuts.empty()) {
-      e.closeScope();  // the elements of a chunk: store it whole (at outer * r + base)
-      e.openScope("if (aligned)");
-      w.use(Helper::VectorIO);
-      for (int o : regs.vectorOuts)
-        w.line("fusec_vstore<" + V + ">(out" + std::to_string(o) + " + outer * " + R + " + base, s" + std::to_string(o) + ");");
-      e.closeScope();
-      e.openScope("else");
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + V + "; ++j)");
-      for (int o : regs.vectorOuts)
-        w.line("out" + std::to_string(o) + "[outer * " + R + " + base + j] = " +
-               storeValue(k.body.outputs[size_t(o)]->type.dtype, "s" + std::to_string(o) + "[j]") + ";");
-      e.closeScope();
-      e.closeScope();
-      closePass(scopes - 1);
-    } else {
+    if (regs_.vectorOuts.empty()) {
       closePass(scopes);
+      return;
     }
+    e_.closeScope();  // the elements of a chunk: store it whole (at outer * r + base)
+    e_.openScope("if (aligned)");
+    w_.use(Helper::VectorIO);
+    for (int o : regs_.vectorOuts)
+      w_.line("fusec_vstore<" + V_ + ">(out" + std::to_string(o) + " + outer * " + R_ + " + base, s" + std::to_string(o) +
+              ");");
+    e_.closeScope();
+    e_.openScope("else");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
+    for (int o : regs_.vectorOuts)
+      w_.line("out" + std::to_string(o) + "[outer * " + R_ + " + base + j] = " +
+              storeValue(k_.body.outputs[size_t(o)]->type.dtype, "s" + std::to_string(o) + "[j]") + ";");
+    e_.closeScope();
+    e_.closeScope();
+    closePass(scopes - 1);
   }
-  e.closeScope();
-  if (!cols.empty()) emitColumnSumsFinish(e, k.body, colSums, colOuts, n);
-  if (!totals.empty()) emitRowTotalsFinish(e, k.body, totals, totalOuts, grid, block, lanes);
-  w.close();
-  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, 0}};
+
+  const FamilyInput& k_;
+  CodeWriter& w_;
+  BodyEmitter e_;
+  const bool rowKernel_, columns_;
+  std::vector<Reduction> reds_;
+  std::vector<const Op*> cols_;    // a row kernel's column sums (see ColumnSums)
+  std::vector<const Op*> totals_;  // a row kernel's totals of its rows' values (see RowTotals)
+  std::vector<int> rowOuts_, fullOuts_, colOuts_, totalOuts_;
+  int64_t n_ = 0, r_ = 0;  // points, and reduced elements a point
+  int lanes_ = 1, block_ = kBlock, colV_ = 1;
+  int64_t grid_ = 1;
+  std::vector<const Value*> columnVectors_;
+  std::vector<std::vector<size_t>> levels_;
+  std::vector<std::optional<std::pair<const Value*, const Value*>>> picks_;
+  std::vector<bool> picked_;
+  RowRegisters regs_;
+  ColumnSums colSums_;
+  std::vector<std::string> vectorPointers_, rowConstantPointers_;
+  std::string L_, V_, R_;  // lanes, register vector width and reduced elements, as text
+};
+
+}  // namespace
+
+std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
+  return ReductionEmitter(k, family, w).emit();
 }
 
 }  // namespace fusec::codegen
