@@ -81,493 +81,587 @@ int64_t scatterRowSegment(int64_t columns) {
   return std::max<int64_t>(kSegment, 2 * perPass);
 }
 
-std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) {
-  const Op* scatter = nullptr;
-  for (auto& op : k.body.ops)
-    if (op->kind == OpKind::ScatterAdd) scatter = op.get();
-  const Value* result = scatter->result();
-  const Value *base = scatter->operands[0], *index = scatter->operands[1], *src = scatter->operands[2];
-  // The values computed from the table: the epilogue, pointwise at the table's own positions.
-  std::set<const Value*> fromTable = {result};
-  for (auto& op : k.body.ops) {
-    bool reads = false;
-    for (const Value* o : op->operands) reads |= fromTable.count(o) != 0;
-    if (!reads || op.get() == scatter) continue;
-    if (op->info().category != OpCategory::Pointwise || op->result()->type.shape != result->type.shape)
-      throw Error("codegen: scatter kernel '" + k.body.name + "' reads its table through " +
-                  std::string(op->info().name) + ", not element for element");
-    for (auto& r : op->results) fromTable.insert(r.get());
+namespace {
+
+// One scatter kernel as it is written: what the body scatters and which outputs come from the
+// table (classify), the launch shape and the shared-memory list (plan), then the text: a
+// block's range of rows listed and summed (`csr` or rounds), or a warp per row (ballot or
+// per-column), then the outputs of neither. The members are what those steps share.
+class ScatterEmitter {
+ public:
+  ScatterEmitter(const FamilyInput& k, CodeWriter& w) : k_(k), w_(w), e_(k.body, w) {}
+
+  std::vector<Launch> emit() {
+    classify();
+    plan();
+    // Two blocks an SM (the grid assumes them): at most 64 registers a thread.
+    k_.signature(w_, k_.name, block_, csr_ ? 2 : 0);
+    w_.line("// a warp per output row of " + std::to_string(B_) + " columns, " + std::to_string(D_) +
+            " rows along the axis, " + std::to_string(S_) + " source positions scanned in order" +
+            (ranged_ ? " (a block per " + std::to_string(range_) + " rows, their positions listed in shared memory)" : ""));
+    w_.line("const int lane = threadIdx.x % 32;");
+    if (ranged_) {
+      writeRangeList();
+      if (csr_) {
+        writeCsrListing();
+        writeCsrSort();
+        writeCsrItems();
+        writeCsrSegmentedRows();
+      } else {
+        writeRounds();
+      }
+    } else {
+      writeRowLoop();
+    }
+    writeOtherOutputs();
+    w_.close();
+    return {Launch{k_.name, {uint32_t(grid_), 1, 1}, {uint32_t(block_), 1, 1}, smem_}};
   }
-  // Outputs: the table, values computed from it, and values of neither (each stored by an
-  // element loop over its own shape: the source's pointwise producers).
-  std::vector<int> scatterOuts, tableOuts;
-  std::map<int64_t, std::vector<int>> otherOuts;  // by element count
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
-    const Value* o = k.body.outputs[i];
-    if (o == result) scatterOuts.push_back(int(i));
-    else if (fromTable.count(o)) tableOuts.push_back(int(i));
-    else otherOuts[o->type.numel()].push_back(int(i));
+
+ private:
+  // The scatter, the values computed from its table (the epilogue) and the outputs of each.
+  void classify() {
+    for (auto& op : k_.body.ops)
+      if (op->kind == OpKind::ScatterAdd) scatter_ = op.get();
+    result_ = scatter_->result();
+    base_ = scatter_->operands[0], index_ = scatter_->operands[1], src_ = scatter_->operands[2];
+    // The values computed from the table: the epilogue, pointwise at the table's own positions.
+    std::set<const Value*> fromTable = {result_};
+    for (auto& op : k_.body.ops) {
+      bool reads = false;
+      for (const Value* o : op->operands) reads |= fromTable.count(o) != 0;
+      if (!reads || op.get() == scatter_) continue;
+      if (op->info().category != OpCategory::Pointwise || op->result()->type.shape != result_->type.shape)
+        throw Error("codegen: scatter kernel '" + k_.body.name + "' reads its table through " +
+                    std::string(op->info().name) + ", not element for element");
+      for (auto& r : op->results) fromTable.insert(r.get());
+    }
+    // Outputs: the table, values computed from it, and values of neither (each stored by an
+    // element loop over its own shape: the source's pointwise producers).
+    for (size_t i = 0; i < k_.body.outputs.size(); ++i) {
+      const Value* o = k_.body.outputs[i];
+      if (o == result_) scatterOuts_.push_back(int(i));
+      else if (fromTable.count(o)) tableOuts_.push_back(int(i));
+      else otherOuts_[o->type.numel()].push_back(int(i));
+    }
+    epilogue_ = !tableOuts_.empty();
+    // The epilogue's inputs of the table's shape read at the row's own columns (an update's
+    // param and moments): loaded before the row's positions are added, so their loads and the
+    // source rows' are in flight together (one memory latency an item instead of two).
+    if (epilogue_) {
+      std::vector<const Value*> roots;
+      for (int out : tableOuts_) roots.push_back(k_.body.outputs[size_t(out)]);
+      for (const Value* in : inputsReadInPlace(k_.body, roots))
+        if (in->type.shape == result_->type.shape) prefetched_.push_back(in);
+    }
   }
-  const bool epilogue = !tableOuts.empty();
-  const Shape& shape = result->type.shape;
-  const int ax = normalizeAxis(scatter->attrInt("axis"), result->type.rank(), "scatter_add");
-  const Shape outer(shape.begin(), shape.begin() + ax), inner(shape.begin() + ax + 1, shape.end());
-  const int64_t D = shape[size_t(ax)], S = src->type.shape[size_t(ax)], B = product(shape, size_t(ax) + 1, shape.size());
-  const int64_t rows = product(shape, 0, size_t(ax)) * D;
-  const bool ballot = indexIsPerRow(index, ax);
-  // With one scatter row group (no dims before the axis: an embedding) a block owns a range
-  // of rows. It scans the ids once, listing in shared memory the positions whose id falls in
-  // its rows (in position order: each warp ballots over its own slice of a stage, the slices in
-  // order). The ids are read once per block, about 2 x SMs times in all: the scheme before, a
-  // block per 16 rows that staged every id through shared memory, read them 625 times at
-  // small's vocabulary and ran at 17% of the copy bandwidth. A warp takes up to kHitBatch of a
-  // row's positions at a time, their loads in flight together, their additions in order; an
-  // epilogue's param and moments load before the sum (small's embedding update at batch 64,
-  // H200: 78.4 us with both, 86.4 adding one position at a time, 130.8 against 91.6 without
-  // the early loads). Two ways to go on:
-  // - `csr`, every position fits the list (at most kMaxScatterEpilogueSources: always with an
-  //   epilogue). Blocks own (rows, 128 columns) tiles, about two an SM. Warp 0 sorts the list
-  //   by row, stably, and a row of more than scatterRowSegment positions is summed in
-  //   segments by several warps, whose partial sums it then adds in order. Text-like ids put a
-  //   tenth of the positions on one token: when a block owned whole rows and one warp a row's
-  //   columns, that row was one SM's and one warp's work (1.69 ms at small batch 64, Zipf
-  //   1/rank ids; 0.247 ms now, 0.456 and 0.135 ms at medium batch 16). Uniform ids pay for
-  //   the sort: 85.8 against 79.0 us at small batch 64.
-  // - rounds, otherwise: items of (row, 128 columns) per block of rows; when the list fills
-  //   (more than kListed hits) the block adds what it has, then goes on scanning. The first
-  //   round writes every row, later rounds add to the rows they hit, so every row's positions
-  //   are still added in order (a 16-bit result is rounded once per round).
-  const bool ranged = ballot && product(shape, 0, size_t(ax)) == 1 && S < (int64_t(1) << 31);
-  // Every position fits the list at once: the block sorts its list by row (below, `csr`).
-  const bool csr = ranged && S <= fusion::kMaxScatterEpilogueSources;
-  if (epilogue && ranged && !csr)
-    throw Error("codegen: scatter kernel '" + k.body.name + "' updates its table in place of storing it, but its " +
-                std::to_string(S) + " source positions exceed the " +
-                std::to_string(fusion::kMaxScatterEpilogueSources) + " its shared-memory list holds");
-  const int64_t columnsPerPass = ranged ? kRangeColumns : kMaxColumnsPerPass;
-  const int64_t passes = (B + columnsPerPass - 1) / columnsPerPass, perPass = (B + passes - 1) / passes;
-  const int64_t Q = (perPass + 31) / 32;
-  const std::string rt = registerType(result->type.dtype), sB = std::to_string(B), sP = std::to_string(perPass);
-  const int block = ranged ? 32 * kRangeWarps : kBlock;
-  int64_t grid = std::clamp<int64_t>((rows * 32 + block - 1) / block, 1, 65535);
-  int64_t range = 0, listSize = 0, rowBlocks = 0;
-  // A list entry: position << 16 | local row in one word when positions fit 16 bits, else a
-  // position word and a row half-word.
-  const bool packed = S <= 65536;
-  const int64_t entryBytes = packed ? 4 : 6;
-  const int64_t segment = scatterRowSegment(B);
-  auto csrBytes = [&](int64_t r) {  // the list, the row tables, the positions sorted by row
-    return S * 4 + 4 * (4 * r + 3) + (S * 2 + 15) / 16 * 16;
-  };
-  if (csr) {
-    // Blocks own (rows, columns) tiles: a block per `range` rows and perPass columns, about
-    // two a SM, so one row's work spreads over `passes` SMs (a common token's rows were one
-    // SM's work: 1.7 ms at small batch 64 with text-like ids).
-    rowBlocks = std::clamp<int64_t>(2 * int64_t(k.target.sms) / passes, 1, rows);
-    rowBlocks = std::max<int64_t>(rowBlocks, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
-    while ((csrBytes((rows + rowBlocks - 1) / rowBlocks) + k.target.smemReservedPerBlock) * 2 > k.target.smemPerSm &&
-           rowBlocks < rows)
-      ++rowBlocks;
-    range = (rows + rowBlocks - 1) / rowBlocks;
-    rowBlocks = (rows + range - 1) / range;
-    grid = rowBlocks * passes;
-    listSize = S;
-  } else if (ranged) {
-    listSize = std::max<int64_t>(std::min<int64_t>(S, kListed + kRangeStage), 1);  // at most S are ever listed
-    // Two blocks per SM (three, where three lists fit, ran an embedding update of this
-    // layout slower: 91.6 against 78.4 us at small batch 64, H200).
-    grid = std::min<int64_t>((rows + kRangeWarps - 1) / kRangeWarps, 2 * int64_t(k.target.sms));
-    grid = std::max<int64_t>(grid, (rows + 65535 - 1) / 65535);  // a local row fits 16 bits
-    range = (rows + grid - 1) / grid;
-    grid = (rows + range - 1) / range;
+
+  // The list entries' bytes for a block of `r` rows in `csr`: the list, the row tables, the
+  // positions sorted by row.
+  int64_t csrBytes(int64_t r) const { return S_ * 4 + 4 * (4 * r + 3) + (S_ * 2 + 15) / 16 * 16; }
+
+  void plan() {
+    const Shape& shape = result_->type.shape;
+    const int ax = normalizeAxis(scatter_->attrInt("axis"), result_->type.rank(), "scatter_add");
+    outer_ = Shape(shape.begin(), shape.begin() + ax);
+    inner_ = Shape(shape.begin() + ax + 1, shape.end());
+    D_ = shape[size_t(ax)], S_ = src_->type.shape[size_t(ax)], B_ = product(shape, size_t(ax) + 1, shape.size());
+    rows_ = product(shape, 0, size_t(ax)) * D_;
+    ballot_ = indexIsPerRow(index_, ax);
+    // With one scatter row group (no dims before the axis: an embedding) a block owns a range
+    // of rows. It scans the ids once, listing in shared memory the positions whose id falls in
+    // its rows (in position order: each warp ballots over its own slice of a stage, the slices in
+    // order). The ids are read once per block, about 2 x SMs times in all: the scheme before, a
+    // block per 16 rows that staged every id through shared memory, read them 625 times at
+    // small's vocabulary and ran at 17% of the copy bandwidth. A warp takes up to kHitBatch of a
+    // row's positions at a time, their loads in flight together, their additions in order; an
+    // epilogue's param and moments load before the sum (small's embedding update at batch 64,
+    // H200: 78.4 us with both, 86.4 adding one position at a time, 130.8 against 91.6 without
+    // the early loads). Two ways to go on:
+    // - `csr`, every position fits the list (at most kMaxScatterEpilogueSources: always with an
+    //   epilogue). Blocks own (rows, 128 columns) tiles, about two an SM. Warp 0 sorts the list
+    //   by row, stably, and a row of more than scatterRowSegment positions is summed in
+    //   segments by several warps, whose partial sums it then adds in order. Text-like ids put a
+    //   tenth of the positions on one token: when a block owned whole rows and one warp a row's
+    //   columns, that row was one SM's and one warp's work (1.69 ms at small batch 64, Zipf
+    //   1/rank ids; 0.247 ms now, 0.456 and 0.135 ms at medium batch 16). Uniform ids pay for
+    //   the sort: 85.8 against 79.0 us at small batch 64.
+    // - rounds, otherwise: items of (row, 128 columns) per block of rows; when the list fills
+    //   (more than kListed hits) the block adds what it has, then goes on scanning. The first
+    //   round writes every row, later rounds add to the rows they hit, so every row's positions
+    //   are still added in order (a 16-bit result is rounded once per round).
+    ranged_ = ballot_ && product(shape, 0, size_t(ax)) == 1 && S_ < (int64_t(1) << 31);
+    // Every position fits the list at once: the block sorts its list by row (below, `csr`).
+    csr_ = ranged_ && S_ <= fusion::kMaxScatterEpilogueSources;
+    if (epilogue_ && ranged_ && !csr_)
+      throw Error("codegen: scatter kernel '" + k_.body.name + "' updates its table in place of storing it, but its " +
+                  std::to_string(S_) + " source positions exceed the " +
+                  std::to_string(fusion::kMaxScatterEpilogueSources) + " its shared-memory list holds");
+    const int64_t columnsPerPass = ranged_ ? kRangeColumns : kMaxColumnsPerPass;
+    passes_ = (B_ + columnsPerPass - 1) / columnsPerPass, perPass_ = (B_ + passes_ - 1) / passes_;
+    Q_ = (perPass_ + 31) / 32;
+    rt_ = registerType(result_->type.dtype), sB_ = std::to_string(B_), sP_ = std::to_string(perPass_);
+    sQ_ = std::to_string(Q_);
+    block_ = ranged_ ? 32 * kRangeWarps : kBlock;
+    grid_ = std::clamp<int64_t>((rows_ * 32 + block_ - 1) / block_, 1, 65535);
+    // A list entry: position << 16 | local row in one word when positions fit 16 bits, else a
+    // position word and a row half-word.
+    packed_ = S_ <= 65536;
+    const int64_t entryBytes = packed_ ? 4 : 6;
+    if (csr_) {
+      // Blocks own (rows, columns) tiles: a block per `range` rows and perPass columns, about
+      // two a SM, so one row's work spreads over `passes` SMs (a common token's rows were one
+      // SM's work: 1.7 ms at small batch 64 with text-like ids).
+      int64_t rowBlocks = std::clamp<int64_t>(2 * int64_t(k_.target.sms) / passes_, 1, rows_);
+      rowBlocks = std::max<int64_t>(rowBlocks, (rows_ + 65535 - 1) / 65535);  // a local row fits 16 bits
+      while ((csrBytes((rows_ + rowBlocks - 1) / rowBlocks) + k_.target.smemReservedPerBlock) * 2 > k_.target.smemPerSm &&
+             rowBlocks < rows_)
+        ++rowBlocks;
+      range_ = (rows_ + rowBlocks - 1) / rowBlocks;
+      rowBlocks = (rows_ + range_ - 1) / range_;
+      grid_ = rowBlocks * passes_;
+      listSize_ = S_;
+    } else if (ranged_) {
+      listSize_ = std::max<int64_t>(std::min<int64_t>(S_, kListed + kRangeStage), 1);  // at most S are ever listed
+      // Two blocks per SM (three, where three lists fit, ran an embedding update of this
+      // layout slower: 91.6 against 78.4 us at small batch 64, H200).
+      grid_ = std::min<int64_t>((rows_ + kRangeWarps - 1) / kRangeWarps, 2 * int64_t(k_.target.sms));
+      grid_ = std::max<int64_t>(grid_, (rows_ + 65535 - 1) / 65535);  // a local row fits 16 bits
+      range_ = (rows_ + grid_ - 1) / grid_;
+      grid_ = (rows_ + range_ - 1) / range_;
+    }
+    smem_ = csr_ ? uint32_t(csrBytes(range_)) : ranged_ ? uint32_t((listSize_ * entryBytes + 15) / 16 * 16) : 0;
   }
-  const uint32_t smem = csr ? uint32_t(csrBytes(range)) : ranged ? uint32_t((listSize * entryBytes + 15) / 16 * 16) : 0;
-  // Two blocks an SM (the grid assumes them): at most 64 registers a thread.
-  k.signature(w, k.name, block, csr ? 2 : 0);
-  BodyEmitter e(k.body, w);
-  w.line("// a warp per output row of " + std::to_string(B) + " columns, " + std::to_string(D) + " rows along the axis, " +
-         std::to_string(S) + " source positions scanned in order" +
-         (ranged ? " (a block per " + std::to_string(range) + " rows, their positions listed in shared memory)" : ""));
-  w.line("const int lane = threadIdx.x % 32;");
+
   // Column q of this lane, and whether it exists in this pass.
-  const std::string b0 = passes > 1 ? "b0 + " : "";
-  auto column = [&](const std::string& q) {
-    w.line("const fusec_idx b = " + b0 + "lane + 32 * " + q + ";");
-    return "b < " + sB + (passes > 1 && Q * 32 > perPass ? " && lane + 32 * " + q + " < " + sP : "");
-  };
-  auto outIndex = [&](const Index& a, const std::string& prefix) {
-    return linearize(join(a, "v", delinearize(w, "b", inner, prefix)), shape);
-  };
+  std::string column(const std::string& q) {
+    w_.line("const fusec_idx b = " + std::string(passes_ > 1 ? "b0 + " : "") + "lane + 32 * " + q + ";");
+    return "b < " + sB_ + (passes_ > 1 && Q_ * 32 > perPass_ ? " && lane + 32 * " + q + " < " + sP_ : "");
+  }
+  std::string outIndex(const Index& a, const std::string& prefix) {
+    return linearize(join(a, "v", delinearize(w_, "b", inner_, prefix)), result_->type.shape);
+  }
+  // `line` for each of this lane's columns q that exist.
+  void eachColumn(const std::string& line) {
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope("if (" + column("q") + ")");
+    w_.line(line);
+    e_.closeScope();
+    e_.closeScope();
+  }
+
   // acc = the base, or `other` where `unless` holds (the output this thread wrote before, in a
   // later round; zero, for a segment's partial sum).
-  auto startRow = [&](const Index& a, const std::string& unless, const std::function<std::string()>& other) {
-    w.line(rt + " acc[" + std::to_string(Q) + "];");
-    w.line("// " + e.describe(*scatter) + ": base");
-    w.line("#pragma unroll");
-    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    e.openScope("if (" + column("q") + ")");
+  void startRow(const Index& a, const std::string& unless, const std::function<std::string()>& other) {
+    w_.line(rt_ + " acc[" + sQ_ + "];");
+    w_.line("// " + e_.describe(*scatter_) + ": base");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope("if (" + column("q") + ")");
     if (!unless.empty()) {
-      w.line("if (" + unless + ") acc[q] = " + other() + ";");
-      e.openScope("else");
+      w_.line("if (" + unless + ") acc[q] = " + other() + ";");
+      e_.openScope("else");
     }
-    w.line("acc[q] = " + e.eval(base, join(a, "v", delinearize(w, "b", inner, "ob"))) + ";");
-    if (!unless.empty()) e.closeScope();
-    e.closeScope();
-    e.closeScope();
-  };
-  auto addRow = [&](const Index& a, const std::string& s) {
-    w.line("#pragma unroll");
-    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    const std::string in = column("q");
-    const Index bi = delinearize(w, "b", inner, "sb");
-    e.openScope("if (" + in + ")");
-    if (!ballot) e.openScope("if ((fusec_idx)" + e.eval(index, join(a, s, bi)) + " == v)");
-    w.line("acc[q] += " + e.eval(src, join(a, s, bi)) + ";");
-    if (!ballot) e.closeScope();
-    e.closeScope();
-    e.closeScope();
-  };
-  // The epilogue's inputs of the table's shape read at the row's own columns (an update's
-  // param and moments): loaded before the row's positions are added, so their loads and the
-  // source rows' are in flight together (one memory latency an item instead of two).
-  std::vector<const Value*> prefetched;
-  if (epilogue) {
-    std::vector<const Value*> roots;
-    for (int out : tableOuts) roots.push_back(k.body.outputs[size_t(out)]);
-    for (const Value* in : inputsReadInPlace(k.body, roots))
-      if (in->type.shape == shape) prefetched.push_back(in);
+    w_.line("acc[q] = " + e_.eval(base_, join(a, "v", delinearize(w_, "b", inner_, "ob"))) + ";");
+    if (!unless.empty()) e_.closeScope();
+    e_.closeScope();
+    e_.closeScope();
   }
-  auto prefetchName = [&](size_t i) { return "pre" + std::to_string(i); };
+  void addRow(const Index& a, const std::string& s) {
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    const std::string in = column("q");
+    const Index bi = delinearize(w_, "b", inner_, "sb");
+    e_.openScope("if (" + in + ")");
+    if (!ballot_) e_.openScope("if ((fusec_idx)" + e_.eval(index_, join(a, s, bi)) + " == v)");
+    w_.line("acc[q] += " + e_.eval(src_, join(a, s, bi)) + ";");
+    if (!ballot_) e_.closeScope();
+    e_.closeScope();
+    e_.closeScope();
+  }
+  static std::string prefetchName(size_t i) { return "pre" + std::to_string(i); }
   // `when`: a condition for the loads (an item that applies the epilogue), or empty.
-  auto prefetch = [&](const Index& a, const std::string& when) {
-    if (prefetched.empty()) return;
-    for (size_t i = 0; i < prefetched.size(); ++i) w.line("float " + prefetchName(i) + "[" + std::to_string(Q) + "];");
-    w.line("// the epilogue's own inputs at this row's columns, ahead of the sum");
-    w.line("#pragma unroll");
-    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    e.openScope("if (" + (when.empty() ? "" : when + " && ") + column("q") + ")");
-    const std::string at = linearize(join(a, "v", delinearize(w, "b", inner, "eb")), shape);
-    for (size_t i = 0; i < prefetched.size(); ++i)
-      w.line(prefetchName(i) + "[q] = " + loadExpr(prefetched[i]->type.dtype, inputPointer(k.body, prefetched[i]), at) + ";");
-    e.closeScope();
-    e.closeScope();
-  };
+  void prefetch(const Index& a, const std::string& when) {
+    if (prefetched_.empty()) return;
+    for (size_t i = 0; i < prefetched_.size(); ++i) w_.line("float " + prefetchName(i) + "[" + sQ_ + "];");
+    w_.line("// the epilogue's own inputs at this row's columns, ahead of the sum");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope("if (" + (when.empty() ? "" : when + " && ") + column("q") + ")");
+    const std::string at = linearize(join(a, "v", delinearize(w_, "b", inner_, "eb")), result_->type.shape);
+    for (size_t i = 0; i < prefetched_.size(); ++i)
+      w_.line(prefetchName(i) + "[q] = " + loadExpr(prefetched_[i]->type.dtype, inputPointer(k_.body, prefetched_[i]), at) +
+              ";");
+    e_.closeScope();
+    e_.closeScope();
+  }
   // The row's columns are complete in acc: store the table, or evaluate the epilogue's
   // outputs at them, every column's loads before any store (an in-place update's outputs
   // alias its inputs, so the stores would otherwise hold back the next column's loads).
-  auto storeRow = [&](const Index& a) {
+  void storeRow(const Index& a) {
     std::vector<std::string> regs;
-    if (epilogue) {
-      e.bindReduction(result, "acc[q]");
-      for (int out : tableOuts) {
+    if (epilogue_) {
+      e_.bindReduction(result_, "acc[q]");
+      for (int out : tableOuts_) {
         regs.push_back("res" + std::to_string(out));
-        w.line(registerType(e.storedForm(k.body.outputs[size_t(out)])->type.dtype) + " " + regs.back() + "[" +
-               std::to_string(Q) + "];");
+        w_.line(registerType(e_.storedForm(k_.body.outputs[size_t(out)])->type.dtype) + " " + regs.back() + "[" + sQ_ +
+                "];");
       }
-      w.line("// the epilogue at this row's columns");
-      w.line("#pragma unroll");
-      e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-      e.openScope("if (" + column("q") + ")");
-      const Index idx = join(a, "v", delinearize(w, "b", inner, "eb"));
-      for (size_t i = 0; i < prefetched.size(); ++i)
-        e.bindElement(prefetched[i], linearize(idx, shape), prefetchName(i) + "[q]");
-      for (size_t t = 0; t < tableOuts.size(); ++t)
-        w.line(regs[t] + "[q] = " + e.eval(e.storedForm(k.body.outputs[size_t(tableOuts[t])]), idx) + ";");
-      e.closeScope();
-      e.closeScope();
+      w_.line("// the epilogue at this row's columns");
+      w_.line("#pragma unroll");
+      e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+      e_.openScope("if (" + column("q") + ")");
+      const Index idx = join(a, "v", delinearize(w_, "b", inner_, "eb"));
+      for (size_t i = 0; i < prefetched_.size(); ++i)
+        e_.bindElement(prefetched_[i], linearize(idx, result_->type.shape), prefetchName(i) + "[q]");
+      for (size_t t = 0; t < tableOuts_.size(); ++t)
+        w_.line(regs[t] + "[q] = " + e_.eval(e_.storedForm(k_.body.outputs[size_t(tableOuts_[t])]), idx) + ";");
+      e_.closeScope();
+      e_.closeScope();
     }
-    w.line("#pragma unroll");
-    e.openScope("for (int q = 0; q < " + std::to_string(Q) + "; ++q)");
-    e.openScope("if (" + column("q") + ")");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope("if (" + column("q") + ")");
     const std::string o = outIndex(a, "wb");
-    for (int out : scatterOuts)
-      w.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result->type.dtype, "acc[q]") + ";");
-    for (size_t t = 0; t < tableOuts.size(); ++t)
-      w.line("out" + std::to_string(tableOuts[t]) + "[" + o + "] = " +
-             storeValue(k.body.outputs[size_t(tableOuts[t])]->type.dtype, regs[t] + "[q]") + ";");
-    e.closeScope();
-    e.closeScope();
-  };
-  if (ranged) {
-    const std::string sS = std::to_string(S), R = std::to_string(range), NW = std::to_string(kRangeWarps),
-                      ST = std::to_string(kRangeStage), SL = std::to_string(kRangeStage / kRangeWarps),
-                      J = std::to_string(kRangeStage / kRangeWarps / 32), H = std::to_string(listSize),
-                      sPasses = std::to_string(passes), U = std::to_string(kHitBatch), sQ = std::to_string(Q),
-                      SEG = std::to_string(segment);
-    w.line("const int warp = threadIdx.x / 32;");
-    w.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
-    if (packed) {
-      w.line("unsigned* hits = (unsigned*)fusec_smem;  // the listed positions in order (" + H + "), each position << 16 | row - row0");
+    for (int out : scatterOuts_)
+      w_.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result_->type.dtype, "acc[q]") + ";");
+    for (size_t t = 0; t < tableOuts_.size(); ++t)
+      w_.line("out" + std::to_string(tableOuts_[t]) + "[" + o + "] = " +
+              storeValue(k_.body.outputs[size_t(tableOuts_[t])]->type.dtype, regs[t] + "[q]") + ";");
+    e_.closeScope();
+    e_.closeScope();
+  }
+
+  // A block's range of rows: the shared-memory list's layout and the block's first row.
+  void writeRangeList() {
+    const std::string R = std::to_string(range_), H = std::to_string(listSize_), sPasses = std::to_string(passes_);
+    w_.line("const int warp = threadIdx.x / 32;");
+    w_.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
+    if (packed_) {
+      w_.line("unsigned* hits = (unsigned*)fusec_smem;  // the listed positions in order (" + H +
+              "), each position << 16 | row - row0");
     } else {
-      w.line("int* hitPos = (int*)fusec_smem;  // the listed positions, in order (" + H + ")");
-      w.line("unsigned short* hitRow = (unsigned short*)(hitPos + " + H + ");  // and their rows, from row0");
+      w_.line("int* hitPos = (int*)fusec_smem;  // the listed positions, in order (" + H + ")");
+      w_.line("unsigned short* hitRow = (unsigned short*)(hitPos + " + H + ");  // and their rows, from row0");
     }
-    if (csr) {
-      w.line("int* rowStart = (int*)(hits + " + H + ");  // each row's first position in `order` (" + R + " + 1)");
-      w.line("int* itemStart = rowStart + " + R + " + 1;  // each row's first item: the row, or its first segment");
-      w.line("int* slotStart = itemStart + " + R + " + 1;  // each row's first partial sum (rows in segments)");
-      w.line("int* cursor = slotStart + " + R + " + 1;  // the rows' counts while listing, then their next places in `order`");
-      w.line("unsigned short* order = (unsigned short*)(cursor + " + R + ");  // the listed positions by row, in position order within a row");
-      w.line("float* partial = (float*)fusec_smem;  // once `order` is complete: the segments' partial sums");
+    if (csr_) {
+      w_.line("int* rowStart = (int*)(hits + " + H + ");  // each row's first position in `order` (" + R + " + 1)");
+      w_.line("int* itemStart = rowStart + " + R + " + 1;  // each row's first item: the row, or its first segment");
+      w_.line("int* slotStart = itemStart + " + R + " + 1;  // each row's first partial sum (rows in segments)");
+      w_.line("int* cursor = slotStart + " + R + " + 1;  // the rows' counts while listing, then their next places in `order`");
+      w_.line("unsigned short* order = (unsigned short*)(cursor + " + R +
+              ");  // the listed positions by row, in position order within a row");
+      w_.line("float* partial = (float*)fusec_smem;  // once `order` is complete: the segments' partial sums");
     }
-    w.line("__shared__ int warpHits[" + NW + "];");
-    if (csr) {
-      w.line("const fusec_idx row0 = (fusec_idx)" + (passes > 1 ? "(blockIdx.x / " + sPasses + ")" : "blockIdx.x") + " * " + R + ";");
-      if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(blockIdx.x % " + sPasses + ") * " + sP + ";");
+    w_.line("__shared__ int warpHits[" + std::to_string(kRangeWarps) + "];");
+    if (csr_) {
+      w_.line("const fusec_idx row0 = (fusec_idx)" + (passes_ > 1 ? "(blockIdx.x / " + sPasses + ")" : "blockIdx.x") +
+              " * " + R + ";");
+      if (passes_ > 1) w_.line("const fusec_idx b0 = (fusec_idx)(blockIdx.x % " + sPasses + ") * " + sP_ + ";");
     } else {
-      w.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
+      w_.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
     }
-    w.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows) + " - row0);");
-    w.line("int listed = 0;  // the same in every thread");
-    auto rowAt = [&](const std::string& h) { return packed ? "(int)(hits[" + h + "] & 0xffffu)" : "(int)hitRow[" + h + "]"; };
-    auto posAt = [&](const std::string& h) {
-      return packed ? "(fusec_idx)(hits[" + h + "] >> 16)" : "(fusec_idx)hitPos[" + h + "]";
-    };
-    // Up to kHitBatch positions s[0..n) of the row (found by the lines `fill` writes): their
-    // loads together, their additions in order.
-    auto addBatch = [&](const std::function<void()>& fill) {
-      w.line("// up to " + U + " of the row's positions, in position order: their loads in flight together, added in order");
-      w.line("fusec_idx s[" + U + "];");
-      w.line("int n = 0;");
-      fill();
-      w.line(rt + " x[" + U + "][" + sQ + "];");
-      w.line("#pragma unroll");
-      e.openScope("for (int u = 0; u < " + U + "; ++u)");
-      w.line("#pragma unroll");
-      e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
-      const std::string in = column("q");
-      const Index bi = delinearize(w, "b", inner, "sb");
-      e.openScope("if (u < n && " + in + ")");
-      w.line("x[u][q] = " + e.eval(src, join({}, "s[u]", bi)) + ";");
-      e.closeScope();
-      e.closeScope();
-      e.closeScope();
-      w.line("#pragma unroll");
-      e.openScope("for (int u = 0; u < " + U + "; ++u)");
-      w.line("#pragma unroll");
-      w.line("for (int q = 0; q < " + sQ + "; ++q) if (u < n) acc[q] += x[u][q];");
-      e.closeScope();
-    };
-    // One stage of the listing: the positions t0 .. t0 + ST whose id falls in the block's
-    // rows, appended in position order (warp w ballots over its slice, the slices in order).
-    auto listStage = [&] {
-      w.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
-      w.line("int local[" + J + "];");
-      w.line("unsigned m[" + J + "];");
-      w.line("int count = 0;");
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + J + "; ++j)");
-      w.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
-      w.line("local[j] = -1;");
-      e.openScope("if (s < " + sS + ")");
-      // 64-bit: an id past 2^31 must not wrap into the block's rows.
-      w.line("const long long d = (long long)" + e.eval(index, join({}, "s", Index(inner.size(), "0"))) + " - row0;");
-      w.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
-      e.closeScope();
-      w.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
-      w.line("count += __popc(m[j]);");
-      e.closeScope();
-      w.line("if (lane == 0) warpHits[warp] = count;");
-      w.line("__syncthreads();");
-      w.line("int at = listed;");
-      w.line("#pragma unroll");
-      w.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
-      w.line("#pragma unroll");
-      w.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
-      w.line("#pragma unroll");
-      e.openScope("for (int j = 0; j < " + J + "; ++j)");
-      e.openScope("if (local[j] >= 0)");
-      w.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
-      if (packed) {
-        w.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
-      } else {
-        w.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
-        w.line("hitRow[h] = (unsigned short)local[j];");
-      }
-      if (csr) w.line("atomicAdd(&cursor[local[j]], 1);  // a count: the same whatever the order");
-      e.closeScope();
-      w.line("at += __popc(m[j]);");
-      e.closeScope();
-      w.line("__syncthreads();  // the list is complete, and warpHits read");
-    };
-    if (csr) {
-      w.line("for (int i = threadIdx.x; i < nrows; i += blockDim.x) cursor[i] = 0;");
-      w.line("__syncthreads();");
-      e.openScope("for (fusec_idx t0 = 0; t0 < " + sS + "; t0 += " + ST + ")");
-      listStage();
-      e.closeScope();
-      w.line("// each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
-      w.line("// of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
-      e.openScope("if (warp == 0)");
-      w.line("const int per = (nrows + 31) / 32, i0 = min(nrows, lane * per), i1 = min(nrows, i0 + per);");
-      w.line("int pn = 0, pi = 0, ps = 0;");
-      e.openScope("for (int i = i0; i < i1; ++i)");
-      w.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
-      w.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
-      e.closeScope();
-      w.line("const int n = pn, items = pi, slots = ps;");
-      w.line("#pragma unroll");
-      e.openScope("for (int d = 1; d < 32; d *= 2)");
-      w.line("const int a = __shfl_up_sync(0xffffffffu, pn, d), b = __shfl_up_sync(0xffffffffu, pi, d), c = __shfl_up_sync(0xffffffffu, ps, d);");
-      w.line("if (lane >= d) pn += a, pi += b, ps += c;");
-      e.closeScope();
-      w.line("pn -= n, pi -= items, ps -= slots;  // the lanes before this one's");
-      e.openScope("for (int i = i0; i < i1; ++i)");
-      w.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
-      w.line("rowStart[i] = pn, itemStart[i] = pi, slotStart[i] = ps, cursor[i] = pn;");
-      w.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
-      e.closeScope();
-      w.line("if (lane == 31) rowStart[nrows] = pn, itemStart[nrows] = pi, slotStart[nrows] = ps;");
-      e.closeScope();
-      w.line("__syncthreads();");
-      w.line("// the list sorted by row, stably (so each row's positions stay in position order): warp 0, 32 at a time");
-      e.openScope("if (warp == 0)");
-      e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
-      w.line("const bool valid = h0 + lane < listed;");
-      w.line("const unsigned x = valid ? hits[h0 + lane] : 0u;");
-      w.line("const int r = valid ? (int)(x & 0xffffu) : -1;");
-      w.line("const unsigned peers = __match_any_sync(0xffffffffu, r);");
-      w.line("const int leader = __ffs(peers) - 1;");
-      w.line("int at = valid && lane == leader ? cursor[r] : 0;");
-      w.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
-      w.line("if (valid) order[at] = (unsigned short)(x >> 16);");
-      w.line("if (valid && lane == leader) cursor[r] = at + __popc(peers);");
-      w.line("__syncwarp();");
-      e.closeScope();
-      e.closeScope();
-      w.line("__syncthreads();  // `order` is complete: the list's room takes the partial sums");
-      w.line("// items: a row (its sum, then its results), or a segment of a long row (a partial sum)");
-      e.openScope("for (int it = warp; it < itemStart[nrows]; it += " + NW + ")");
-      w.line("int r = 0, hi = nrows;  // the row whose items hold it");
-      w.line("while (hi - r > 1) { const int mid = (r + hi) / 2; if (itemStart[mid] <= it) r = mid; else hi = mid; }");
-      w.line("const fusec_idx v = row0 + r;");
-      w.line("const int first = rowStart[r], count = rowStart[r + 1] - first;");
-      w.line("const bool part = count > " + SEG + ";");
-      w.line("const int i0 = first + (part ? (it - itemStart[r]) * " + SEG + " : 0), i1 = part ? min(i0 + " + SEG +
-             ", first + count) : first + count;");
-      prefetch({}, "!part");
-      startRow({}, "part", [] { return std::string("0.0f"); });
-      e.openScope("for (int i = i0; i < i1; i += " + U + ")");
-      addBatch([&] {
-        w.line("#pragma unroll");
-        w.line("for (int u = 0; u < " + U + "; ++u) s[u] = i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i];");
-        w.line("n = min(" + U + ", i1 - i);");
-      });
-      e.closeScope();
-      // `line` for each of this lane's columns q that exist.
-      auto eachColumn = [&](const std::string& line) {
-        w.line("#pragma unroll");
-        e.openScope("for (int q = 0; q < " + sQ + "; ++q)");
-        e.openScope("if (" + column("q") + ")");
-        w.line(line);
-        e.closeScope();
-        e.closeScope();
-      };
-      e.openScope("if (part)");
-      eachColumn("partial[(slotStart[r] + it - itemStart[r]) * " + sP + " + lane + 32 * q] = acc[q];");
-      e.closeScope();
-      e.openScope("else");
-      storeRow({});
-      e.closeScope();
-      e.closeScope();
-      w.line("__syncthreads();  // every segment's partial sum is in");
-      w.line("// rows in segments: their partial sums added in segment order, then their results");
-      e.openScope("for (int r = warp; r < nrows; r += " + NW + ")");
-      w.line("const int s0 = slotStart[r], segs = slotStart[r + 1] - s0;");
-      w.line("if (segs == 0) continue;");
-      w.line("const fusec_idx v = row0 + r;");
-      prefetch({}, "");
-      startRow({}, "", nullptr);
-      e.openScope("for (int k = 0; k < segs; ++k)");
-      eachColumn("acc[q] += partial[(s0 + k) * " + sP + " + lane + 32 * q];");
-      e.closeScope();
-      storeRow({});
-      e.closeScope();
+    w_.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows_) + " - row0);");
+    w_.line("int listed = 0;  // the same in every thread");
+  }
+  std::string rowAt(const std::string& h) const {
+    return packed_ ? "(int)(hits[" + h + "] & 0xffffu)" : "(int)hitRow[" + h + "]";
+  }
+  std::string posAt(const std::string& h) const {
+    return packed_ ? "(fusec_idx)(hits[" + h + "] >> 16)" : "(fusec_idx)hitPos[" + h + "]";
+  }
+
+  // Up to kHitBatch positions s[0..n) of the row (found by the lines `fill` writes): their
+  // loads together, their additions in order.
+  void addBatch(const std::function<void()>& fill) {
+    const std::string U = std::to_string(kHitBatch);
+    w_.line("// up to " + U + " of the row's positions, in position order: their loads in flight together, added in order");
+    w_.line("fusec_idx s[" + U + "];");
+    w_.line("int n = 0;");
+    fill();
+    w_.line(rt_ + " x[" + U + "][" + sQ_ + "];");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int u = 0; u < " + U + "; ++u)");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    const std::string in = column("q");
+    const Index bi = delinearize(w_, "b", inner_, "sb");
+    e_.openScope("if (u < n && " + in + ")");
+    w_.line("x[u][q] = " + e_.eval(src_, join({}, "s[u]", bi)) + ";");
+    e_.closeScope();
+    e_.closeScope();
+    e_.closeScope();
+    w_.line("#pragma unroll");
+    e_.openScope("for (int u = 0; u < " + U + "; ++u)");
+    w_.line("#pragma unroll");
+    w_.line("for (int q = 0; q < " + sQ_ + "; ++q) if (u < n) acc[q] += x[u][q];");
+    e_.closeScope();
+  }
+
+  // One stage of the listing: the positions t0 .. t0 + kRangeStage whose id falls in the
+  // block's rows, appended in position order (warp w ballots over its slice, the slices in order).
+  void listStage() {
+    const std::string NW = std::to_string(kRangeWarps), SL = std::to_string(kRangeStage / kRangeWarps),
+                      J = std::to_string(kRangeStage / kRangeWarps / 32);
+    w_.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
+    w_.line("int local[" + J + "];");
+    w_.line("unsigned m[" + J + "];");
+    w_.line("int count = 0;");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int j = 0; j < " + J + "; ++j)");
+    w_.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
+    w_.line("local[j] = -1;");
+    e_.openScope("if (s < " + std::to_string(S_) + ")");
+    // 64-bit: an id past 2^31 must not wrap into the block's rows.
+    w_.line("const long long d = (long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), "0"))) + " - row0;");
+    w_.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
+    e_.closeScope();
+    w_.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
+    w_.line("count += __popc(m[j]);");
+    e_.closeScope();
+    w_.line("if (lane == 0) warpHits[warp] = count;");
+    w_.line("__syncthreads();");
+    w_.line("int at = listed;");
+    w_.line("#pragma unroll");
+    w_.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
+    w_.line("#pragma unroll");
+    w_.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int j = 0; j < " + J + "; ++j)");
+    e_.openScope("if (local[j] >= 0)");
+    w_.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
+    if (packed_) {
+      w_.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
     } else {
-      w.line("bool again = false;  // a later round: add to the rows written before");
-      e.openScope("for (fusec_idx t0 = 0;; t0 += " + ST + ")");
-      w.line("const bool end = t0 >= " + sS + ";");
-      e.openScope("if (end || listed > " + std::to_string(kListed) + ")");
-      w.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
-      e.openScope("for (int it = warp; it < nrows" + (passes > 1 ? " * " + sPasses : "") + "; it += " + NW + ")");
-      w.line("const int r = it" + (passes > 1 ? " / " + sPasses : "") + ";");
-      if (passes > 1) w.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP + ";");
-      w.line("const fusec_idx v = row0 + r;");
-      w.line("bool hit = !again;");
-      e.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
-      w.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
-      e.closeScope();
-      w.line("if (!hit) continue;  // a later round that does not touch this row");
-      startRow({}, "again", [&] { return loadExpr(result->type.dtype, "out" + std::to_string(scatterOuts.at(0)), outIndex({}, "rb")); });
-      e.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
-      w.line("const bool mine = h0 + lane < listed && " + rowAt("h0 + lane") + " == r;");
-      w.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
-      e.openScope("while (m != 0)");
-      addBatch([&] {
-        w.line("#pragma unroll");
-        e.openScope("for (int u = 0; u < " + U + "; ++u)");
-        e.openScope("if (m != 0)");
-        w.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
-        w.line("m &= m - 1;");
-        w.line("n = u + 1;");
-        e.closeScope();
-        w.line("else s[u] = s[0];");
-        e.closeScope();
-      });
-      e.closeScope();
-      e.closeScope();
-      storeRow({});
-      e.closeScope();
-      w.line("again = true;");
-      w.line("listed = 0;");
-      w.line("__syncthreads();  // the list's readers are done before it is refilled");
-      e.closeScope();
-      w.line("if (end) break;");
-      listStage();
-      e.closeScope();
+      w_.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
+      w_.line("hitRow[h] = (unsigned short)local[j];");
     }
-  } else {
-    e.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
-                std::to_string(rows) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
-    w.line("const fusec_idx v = row % " + std::to_string(D) + ";");
-    const Index a = delinearize(w, "(row / " + std::to_string(D) + ")", outer, "a");
-    if (passes > 1) e.openScope("for (fusec_idx b0 = 0; b0 < " + sB + "; b0 += " + sP + ")");
+    if (csr_) w_.line("atomicAdd(&cursor[local[j]], 1);  // a count: the same whatever the order");
+    e_.closeScope();
+    w_.line("at += __popc(m[j]);");
+    e_.closeScope();
+    w_.line("__syncthreads();  // the list is complete, and warpHits read");
+  }
+
+  // `csr`: every position listed at once with each row's count, then each row's first
+  // position, item and partial sum (prefix sums over the rows, warp 0).
+  void writeCsrListing() {
+    const std::string SEG = std::to_string(scatterRowSegment(B_));
+    w_.line("for (int i = threadIdx.x; i < nrows; i += blockDim.x) cursor[i] = 0;");
+    w_.line("__syncthreads();");
+    e_.openScope("for (fusec_idx t0 = 0; t0 < " + std::to_string(S_) + "; t0 += " + std::to_string(kRangeStage) + ")");
+    listStage();
+    e_.closeScope();
+    w_.line("// each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
+    w_.line("// of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
+    e_.openScope("if (warp == 0)");
+    w_.line("const int per = (nrows + 31) / 32, i0 = min(nrows, lane * per), i1 = min(nrows, i0 + per);");
+    w_.line("int pn = 0, pi = 0, ps = 0;");
+    e_.openScope("for (int i = i0; i < i1; ++i)");
+    w_.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
+    w_.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
+    e_.closeScope();
+    w_.line("const int n = pn, items = pi, slots = ps;");
+    w_.line("#pragma unroll");
+    e_.openScope("for (int d = 1; d < 32; d *= 2)");
+    w_.line("const int a = __shfl_up_sync(0xffffffffu, pn, d), b = __shfl_up_sync(0xffffffffu, pi, d), c = __shfl_up_sync(0xffffffffu, ps, d);");
+    w_.line("if (lane >= d) pn += a, pi += b, ps += c;");
+    e_.closeScope();
+    w_.line("pn -= n, pi -= items, ps -= slots;  // the lanes before this one's");
+    e_.openScope("for (int i = i0; i < i1; ++i)");
+    w_.line("const int c = cursor[i], segs = c > " + SEG + " ? (c + " + SEG + " - 1) / " + SEG + " : 1;");
+    w_.line("rowStart[i] = pn, itemStart[i] = pi, slotStart[i] = ps, cursor[i] = pn;");
+    w_.line("pn += c, pi += segs, ps += c > " + SEG + " ? segs : 0;");
+    e_.closeScope();
+    w_.line("if (lane == 31) rowStart[nrows] = pn, itemStart[nrows] = pi, slotStart[nrows] = ps;");
+    e_.closeScope();
+    w_.line("__syncthreads();");
+  }
+
+  // `csr`: the list sorted by row, stably, into `order`.
+  void writeCsrSort() {
+    w_.line("// the list sorted by row, stably (so each row's positions stay in position order): warp 0, 32 at a time");
+    e_.openScope("if (warp == 0)");
+    e_.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
+    w_.line("const bool valid = h0 + lane < listed;");
+    w_.line("const unsigned x = valid ? hits[h0 + lane] : 0u;");
+    w_.line("const int r = valid ? (int)(x & 0xffffu) : -1;");
+    w_.line("const unsigned peers = __match_any_sync(0xffffffffu, r);");
+    w_.line("const int leader = __ffs(peers) - 1;");
+    w_.line("int at = valid && lane == leader ? cursor[r] : 0;");
+    w_.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
+    w_.line("if (valid) order[at] = (unsigned short)(x >> 16);");
+    w_.line("if (valid && lane == leader) cursor[r] = at + __popc(peers);");
+    w_.line("__syncwarp();");
+    e_.closeScope();
+    e_.closeScope();
+    w_.line("__syncthreads();  // `order` is complete: the list's room takes the partial sums");
+  }
+
+  // `csr`: each warp's items, a whole row (summed and stored) or a segment of a long row (its
+  // partial sum kept in shared memory).
+  void writeCsrItems() {
+    const std::string SEG = std::to_string(scatterRowSegment(B_)), U = std::to_string(kHitBatch);
+    w_.line("// items: a row (its sum, then its results), or a segment of a long row (a partial sum)");
+    e_.openScope("for (int it = warp; it < itemStart[nrows]; it += " + std::to_string(kRangeWarps) + ")");
+    w_.line("int r = 0, hi = nrows;  // the row whose items hold it");
+    w_.line("while (hi - r > 1) { const int mid = (r + hi) / 2; if (itemStart[mid] <= it) r = mid; else hi = mid; }");
+    w_.line("const fusec_idx v = row0 + r;");
+    w_.line("const int first = rowStart[r], count = rowStart[r + 1] - first;");
+    w_.line("const bool part = count > " + SEG + ";");
+    w_.line("const int i0 = first + (part ? (it - itemStart[r]) * " + SEG + " : 0), i1 = part ? min(i0 + " + SEG +
+            ", first + count) : first + count;");
+    prefetch({}, "!part");
+    startRow({}, "part", [] { return std::string("0.0f"); });
+    e_.openScope("for (int i = i0; i < i1; i += " + U + ")");
+    addBatch([&] {
+      w_.line("#pragma unroll");
+      w_.line("for (int u = 0; u < " + U + "; ++u) s[u] = i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i];");
+      w_.line("n = min(" + U + ", i1 - i);");
+    });
+    e_.closeScope();
+    e_.openScope("if (part)");
+    eachColumn("partial[(slotStart[r] + it - itemStart[r]) * " + sP_ + " + lane + 32 * q] = acc[q];");
+    e_.closeScope();
+    e_.openScope("else");
+    storeRow({});
+    e_.closeScope();
+    e_.closeScope();
+    w_.line("__syncthreads();  // every segment's partial sum is in");
+  }
+
+  // `csr`: the rows summed in segments, their partial sums added in segment order.
+  void writeCsrSegmentedRows() {
+    w_.line("// rows in segments: their partial sums added in segment order, then their results");
+    e_.openScope("for (int r = warp; r < nrows; r += " + std::to_string(kRangeWarps) + ")");
+    w_.line("const int s0 = slotStart[r], segs = slotStart[r + 1] - s0;");
+    w_.line("if (segs == 0) continue;");
+    w_.line("const fusec_idx v = row0 + r;");
+    prefetch({}, "");
+    startRow({}, "", nullptr);
+    e_.openScope("for (int k = 0; k < segs; ++k)");
+    eachColumn("acc[q] += partial[(s0 + k) * " + sP_ + " + lane + 32 * q];");
+    e_.closeScope();
+    storeRow({});
+    e_.closeScope();
+  }
+
+  // Rounds: list until the list fills (or the ids end), then each warp adds its items' listed
+  // positions; a later round adds to what the rows hold.
+  void writeRounds() {
+    const std::string sPasses = std::to_string(passes_), U = std::to_string(kHitBatch);
+    w_.line("bool again = false;  // a later round: add to the rows written before");
+    e_.openScope("for (fusec_idx t0 = 0;; t0 += " + std::to_string(kRangeStage) + ")");
+    w_.line("const bool end = t0 >= " + std::to_string(S_) + ";");
+    e_.openScope("if (end || listed > " + std::to_string(kListed) + ")");
+    w_.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
+    e_.openScope("for (int it = warp; it < nrows" + (passes_ > 1 ? " * " + sPasses : "") + "; it += " +
+                 std::to_string(kRangeWarps) + ")");
+    w_.line("const int r = it" + (passes_ > 1 ? " / " + sPasses : "") + ";");
+    if (passes_ > 1) w_.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP_ + ";");
+    w_.line("const fusec_idx v = row0 + r;");
+    w_.line("bool hit = !again;");
+    e_.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
+    w_.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
+    e_.closeScope();
+    w_.line("if (!hit) continue;  // a later round that does not touch this row");
+    startRow({}, "again",
+             [&] { return loadExpr(result_->type.dtype, "out" + std::to_string(scatterOuts_.at(0)), outIndex({}, "rb")); });
+    e_.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
+    w_.line("const bool mine = h0 + lane < listed && " + rowAt("h0 + lane") + " == r;");
+    w_.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
+    e_.openScope("while (m != 0)");
+    addBatch([&] {
+      w_.line("#pragma unroll");
+      e_.openScope("for (int u = 0; u < " + U + "; ++u)");
+      e_.openScope("if (m != 0)");
+      w_.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
+      w_.line("m &= m - 1;");
+      w_.line("n = u + 1;");
+      e_.closeScope();
+      w_.line("else s[u] = s[0];");
+      e_.closeScope();
+    });
+    e_.closeScope();
+    e_.closeScope();
+    storeRow({});
+    e_.closeScope();
+    w_.line("again = true;");
+    w_.line("listed = 0;");
+    w_.line("__syncthreads();  // the list's readers are done before it is refilled");
+    e_.closeScope();
+    w_.line("if (end) break;");
+    listStage();
+    e_.closeScope();
+  }
+
+  // A warp per output row: its positions found by ballot over the ids, or column by column.
+  void writeRowLoop() {
+    e_.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
+                 std::to_string(rows_) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
+    w_.line("const fusec_idx v = row % " + std::to_string(D_) + ";");
+    const Index a = delinearize(w_, "(row / " + std::to_string(D_) + ")", outer_, "a");
+    if (passes_ > 1) e_.openScope("for (fusec_idx b0 = 0; b0 < " + sB_ + "; b0 += " + sP_ + ")");
     prefetch(a, "");
     startRow(a, "", nullptr);
-    if (ballot) {
-      e.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S) + "; s0 += 32)");
-      w.line("bool hit = false;");
-      e.openScope("if (s0 + lane < " + std::to_string(S) + ")");
-      w.line("const fusec_idx s = s0 + lane;");
-      w.line("hit = (fusec_idx)" + e.eval(index, join(a, "s", Index(inner.size(), "0"))) + " == v;");
-      e.closeScope();
-      w.line("// the matching positions in increasing order: a fixed order of the additions");
-      e.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
-      w.line("const fusec_idx s = s0 + __ffs(m) - 1;");
+    if (ballot_) {
+      e_.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S_) + "; s0 += 32)");
+      w_.line("bool hit = false;");
+      e_.openScope("if (s0 + lane < " + std::to_string(S_) + ")");
+      w_.line("const fusec_idx s = s0 + lane;");
+      w_.line("hit = (fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), "0"))) + " == v;");
+      e_.closeScope();
+      w_.line("// the matching positions in increasing order: a fixed order of the additions");
+      e_.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
+      w_.line("const fusec_idx s = s0 + __ffs(m) - 1;");
       addRow(a, "s");
-      e.closeScope();
-      e.closeScope();
+      e_.closeScope();
+      e_.closeScope();
     } else {
-      e.openScope("for (fusec_idx s = 0; s < " + std::to_string(S) + "; ++s)");
+      e_.openScope("for (fusec_idx s = 0; s < " + std::to_string(S_) + "; ++s)");
       addRow(a, "s");
-      e.closeScope();
+      e_.closeScope();
     }
     storeRow(a);
-    if (passes > 1) e.closeScope();
-    e.closeScope();
+    if (passes_ > 1) e_.closeScope();
+    e_.closeScope();
   }
-  for (const auto& [numel, outs] : otherOuts) {
-    w.line("// outputs not computed from the table (the source's producers), element by element");
-    e.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(numel) +
-                "; i += (fusec_idx)gridDim.x * blockDim.x)");
-    for (int o : outs) {
-      const Value* v = k.body.outputs[size_t(o)];
-      e.store(v, "out" + std::to_string(o), delinearize(w, "i", v->type.shape, "p" + std::to_string(o)));
+
+  void writeOtherOutputs() {
+    for (const auto& [numel, outs] : otherOuts_) {
+      w_.line("// outputs not computed from the table (the source's producers), element by element");
+      e_.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(numel) +
+                   "; i += (fusec_idx)gridDim.x * blockDim.x)");
+      for (int o : outs) {
+        const Value* v = k_.body.outputs[size_t(o)];
+        e_.store(v, "out" + std::to_string(o), delinearize(w_, "i", v->type.shape, "p" + std::to_string(o)));
+      }
+      e_.closeScope();
     }
-    e.closeScope();
   }
-  w.close();
-  return {Launch{k.name, {uint32_t(grid), 1, 1}, {uint32_t(block), 1, 1}, smem}};
-}
+
+  const FamilyInput& k_;
+  CodeWriter& w_;
+  BodyEmitter e_;
+  const Op* scatter_ = nullptr;
+  const Value *result_ = nullptr, *base_ = nullptr, *index_ = nullptr, *src_ = nullptr;
+  std::vector<int> scatterOuts_, tableOuts_;
+  std::map<int64_t, std::vector<int>> otherOuts_;  // by element count
+  bool epilogue_ = false;
+  std::vector<const Value*> prefetched_;
+  Shape outer_, inner_;  // the result's dims before and after the scatter axis
+  int64_t D_ = 0, S_ = 0, B_ = 0, rows_ = 0;  // rows along the axis, source positions, columns, output rows
+  bool ballot_ = false, ranged_ = false, csr_ = false, packed_ = false;
+  int64_t passes_ = 1, perPass_ = 0, Q_ = 0;  // column passes, columns a pass, columns a lane
+  std::string rt_, sB_, sP_, sQ_;
+  int block_ = kBlock;
+  int64_t grid_ = 1, range_ = 0, listSize_ = 0;
+  uint32_t smem_ = 0;
+};
+
+}  // namespace
+
+std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) { return ScatterEmitter(k, w).emit(); }
 
 }  // namespace fusec::codegen

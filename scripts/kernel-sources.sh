@@ -27,6 +27,13 @@ for model in tiny small medium; do
 done
 "$fusec" compile --model small --dtype bf16 --program train_step --batch 4 --ctx 128 --gpus 2 --shard-optimizer >"$out/dp.fir"
 emit dp "$out/dp.fir"
+# The embedding gradient's long paths: every position listed and sorted (16,384 positions),
+# listed in rounds with positions past 16 bits (81,920).
+for bt in 16:1024 80:1024; do
+  "$fusec" compile --model small --dtype fp32 --program train_step --batch ${bt%:*} --ctx ${bt#*:} --context-length 1024 \
+    >"$out/scatter-$bt.fir"
+  emit "scatter-${bt/:/x}" "$out/scatter-$bt.fir"
+done
 for f in tests/lit/codegen/*.fir; do
   n=$(basename "$f" .fir)
   if "$fusec" opt "$f" >/dev/null 2>&1; then
