@@ -106,8 +106,10 @@ shard() {
       --ctx 256 --steps 20 --seed 7 --out "$OUT/dp-shard-bf16${flag:+-on}.safetensors" >"$OUT/dp-shard-bf16${flag:+-on}.log" 2>&1
   done
   log "shard: $n GPUs, --shard-optimizer against the unsharded job (bf16 small, 20 steps):"
-  python3 scripts/compare_runs.py "$OUT/dp-shard-bf16.safetensors" "$OUT/dp-shard-bf16-on.safetensors" --loss-rtol 1e-3 \
-    --weight-rtol 1e-3 | tee -a "$RESULT/summary.txt"
+  # The bf16 bounds (the bf16 part's): the reduce_scatter and the all_reduce sum in different
+  # orders, and bf16 GEMMs carry those last-bit differences on.
+  python3 scripts/compare_runs.py "$OUT/dp-shard-bf16.safetensors" "$OUT/dp-shard-bf16-on.safetensors" --loss-rtol 1e-2 \
+    --weight-rtol 2e-2 | tee -a "$RESULT/summary.txt"
   # Step times: one GPU, then each GPU count unsharded and sharded, back to back.
   for mb in $SCALE; do
     local m=${mb%:*} b=${mb#*:}

@@ -43,8 +43,9 @@ TEST(DataParallelOnDevice, ShardedOptimizerTrainsAsTheUnshardedJob) {
     ASSERT_EQ(rcB, 0) << b;
     const Bindings plain = loadSafetensors(d.path + "/plain.safetensors");
     const Bindings sharded = loadSafetensors(d.path + "/sharded.safetensors");
-    // The collectives differ (reduce_scatter against all_reduce), so the sums may round apart.
-    const double bound = std::string(dtype) == "fp32" ? 1e-5 : 1e-3;
+    // The collectives differ (reduce_scatter against all_reduce), so the sums may round apart;
+    // in bf16 the GEMMs carry that on (the bf16 bounds of the other comparisons).
+    const double bound = std::string(dtype) == "fp32" ? 1e-5 : 2e-2;
     for (const auto& [name, t] : plain) {
       ASSERT_EQ(sharded.at(name).type, t.type) << name;
       EXPECT_LT(relL2(sharded.at(name), t), bound) << name;
