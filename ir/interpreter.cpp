@@ -937,13 +937,15 @@ class RankExchange {
         out.push_back(std::move(t));
       }
     } else if (op.kind == OpKind::AllGather) {
-      HostTensor t = HostTensor::zeros(op.result()->type);
-      size_t at = 0;
-      for (const auto& d : deposits_) {
-        std::copy(d[0]->f.begin(), d[0]->f.end(), t.f.begin() + std::ptrdiff_t(at));
-        at += d[0]->f.size();
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        HostTensor t = HostTensor::zeros(op.result(int(k))->type);
+        size_t at = 0;
+        for (const auto& d : deposits_) {
+          std::copy(d[k]->f.begin(), d[k]->f.end(), t.f.begin() + std::ptrdiff_t(at));
+          at += d[k]->f.size();
+        }
+        out.push_back(std::move(t));
       }
-      out.push_back(std::move(t));
     } else {
       internal(op, "not a collective");
     }

@@ -194,7 +194,8 @@ size_t resultCount(const OpInfo& info, size_t operands) {
     case TypeRule::Attention: return 2;          // o, lse
     case TypeRule::AttentionBackward: return 3;  // dq, dk, dv
     case TypeRule::AllReduce:
-    case TypeRule::ReduceScatter: return operands;  // one result per operand: a bucket
+    case TypeRule::ReduceScatter:
+    case TypeRule::AllGather: return operands;  // one result per operand: a bucket
     default: return 1;
   }
 }
@@ -465,11 +466,15 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
     }
     case TypeRule::AllGather: {
       const int64_t ranks = collectiveRanks(info, a, ops);
-      if (ops[0].rank() == 0) fail("all_gather operand must have at least one dimension, got " + ops[0].str());
-      Type t = ops[0];
-      if (t.shape[0] > std::numeric_limits<int64_t>::max() / ranks) fail("all_gather result is too large: " + t.str());
-      t.shape[0] *= ranks;
-      return {t};
+      std::vector<Type> out;
+      for (const Type& x : ops) {
+        if (x.rank() == 0) fail("all_gather operand must have at least one dimension, got " + x.str());
+        Type t = x;
+        if (t.shape[0] > std::numeric_limits<int64_t>::max() / ranks) fail("all_gather result is too large: " + t.str());
+        t.shape[0] *= ranks;
+        out.push_back(t);
+      }
+      return out;
     }
   }
   fail("internal: unhandled type rule for " + name);

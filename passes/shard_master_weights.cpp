@@ -11,9 +11,11 @@
 // whole), shard(W) becomes W, and
 //   W       <- rows                                            in place, no exchange
 //   W.bf16  <- all_gather(cast(rows -> bf16))                  2 bytes a parameter cross
+// with one all_gather for the copies of a layer's weights (a launch a layer, not a weight).
 // The values every rank computes are the same bits: a cast of gathered rows is the gather of
 // the cast rows. A weight anything else reads whole (an f32 program's, a norm weight the
 // forward reads in f32) is left as it was.
+#include <map>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -77,6 +79,13 @@ bool shardMasterWeights(Graph& g) {
 
   Builder b(g);
   PtrMap<const Value*, Value*> replaced;  // shard(W) -> W
+  struct Gathered {
+    Value* rows;  // this rank's rows of a copy
+    size_t slot;  // the copy's update output
+    std::string name;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Gathered>> byLayer;  // (layer, ranks) -> its copies
+  std::vector<std::pair<int64_t, int64_t>> layers;                        // in the order they come
   PtrSet<const Op*> dead;
   for (const Sharding& s : plan) {
     Value* w = s.weight->result();
@@ -93,9 +102,20 @@ bool shardMasterWeights(Graph& g) {
     g.outputs[s.slot] = s.rows;
     Value* low = b.cast(s.rows, oldCopy->type.dtype);
     low->name = copyName + ".shard.new";
-    Value* gathered = b.create1(OpKind::AllGather, {low}, {{"ranks", s.ranks}});
-    gathered->name = oldCopy->name;
-    g.outputs[s.copySlot] = gathered;
+    const std::pair<int64_t, int64_t> key{layerOf(*s.weight), s.ranks};
+    if (!byLayer.count(key)) layers.push_back(key);
+    byLayer[key].push_back({low, s.copySlot, oldCopy->name});
+  }
+  // A layer's copies cross in one all_gather (one NCCL launch, not one a weight).
+  for (const auto& key : layers) {
+    const std::vector<Gathered>& members = byLayer.at(key);
+    std::vector<Value*> lows;
+    for (const Gathered& m : members) lows.push_back(m.rows);
+    const std::vector<Value*> gathered = b.create(OpKind::AllGather, lows, {{"ranks", key.second}});
+    for (size_t i = 0; i < members.size(); ++i) {
+      gathered[i]->name = members[i].name;
+      g.outputs[members[i].slot] = gathered[i];
+    }
   }
   for (auto& op : g.ops)
     for (Value*& v : op->operands)

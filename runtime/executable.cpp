@@ -318,7 +318,7 @@ struct Executable::Impl {
       e.transfers.clear();
       for (size_t k = 0; k < op.operands.size(); ++k) {
         const Value* x = op.operands[k];
-        const Value* y = op.results.at(op.kind == OpKind::AllGather ? 0 : k).get();
+        const Value* y = op.results.at(k).get();
         e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
       }
     } else if (e.kernel) {

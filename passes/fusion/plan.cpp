@@ -471,7 +471,8 @@ class Planner {
       const std::string key = updateGroupKey(*params.at(g_.updateOf(i)));
       updateKey[g_.outputs[i]] = key;
       if (const Op* d = g_.outputs[i]->def; d && d->kind == OpKind::AllGather) {
-        updateKey[d->operands.at(0)] = key;
+        for (size_t k = 0; k < d->operands.size(); ++k)
+          if (d->result(int(k)) == g_.outputs[i]) updateKey[d->operands[k]] = key;
         gathers.insert(d);
       }
     }
