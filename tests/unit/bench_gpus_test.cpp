@@ -28,7 +28,13 @@ TEST(BenchGpus, ARowIsAJobOfFusecRun) {
   EXPECT_EQ(cli::dataParallelRunCommand("/x/fusec", "small", 256, 64, "bf16", 4, 16, 0, "fused", "/t/r.json", "/t/t.json"),
             "'/x/fusec' run --gpus 4 --program train_step --model 'small' --dtype bf16 --random-inputs --batch 64 "
             "--ctx 256 --steps 16 --seed 0 --attention fused --report '/t/r.json' --timeline '/t/t.json'");
-  // One GPU: no job, no collectives to trace.
+  EXPECT_EQ(cli::dataParallelRunCommand("fusec", "medium", 256, 16, "bf16", 2, 8, 0, "", "r.json", "t.json", true),
+            "'fusec' run --gpus 2 --shard-optimizer --program train_step --model 'medium' --dtype bf16 --random-inputs "
+            "--batch 16 --ctx 256 --steps 8 --seed 0 --report 'r.json' --timeline 't.json'");
+  // One GPU: no job, no collectives to trace, nothing to shard.
+  EXPECT_EQ(cli::dataParallelRunCommand("fusec", "medium", 256, 16, "bf16", 1, 8, 0, "", "r.json", "t.json", true),
+            "'fusec' run --program train_step --model 'medium' --dtype bf16 --random-inputs --batch 16 --ctx 256 "
+            "--steps 8 --seed 0 --report 'r.json'");
   EXPECT_EQ(cli::dataParallelRunCommand("fusec", "medium", 256, 16, "fp32", 1, 8, 3, "naive", "r.json", "t.json"),
             "'fusec' run --program train_step --model 'medium' --dtype fp32 --random-inputs --batch 16 --ctx 256 "
             "--steps 8 --seed 3 --attention naive --report 'r.json'");

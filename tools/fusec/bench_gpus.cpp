@@ -26,9 +26,9 @@ void checkGpuCounts(const std::vector<int64_t>& gpus, int available) {
 std::string dataParallelRunCommand(const std::string& fusec, const std::string& model, int64_t ctx, int64_t batch,
                                    const std::string& dtype, int64_t gpus, int steps, uint64_t seed,
                                    const std::string& attention, const std::string& report,
-                                   const std::string& timeline) {
+                                   const std::string& timeline, bool shardOptimizer) {
   std::string cmd = shellQuoted(fusec) + " run";
-  if (gpus > 1) cmd += " --gpus " + std::to_string(gpus);
+  if (gpus > 1) cmd += " --gpus " + std::to_string(gpus) + (shardOptimizer ? " --shard-optimizer" : "");
   cmd += " --program train_step --model " + shellQuoted(model) + " --dtype " + dtype + " --random-inputs --batch " +
          std::to_string(batch) + " --ctx " + std::to_string(ctx) + " --steps " + std::to_string(steps) + " --seed " +
          std::to_string(seed) + (attention.empty() ? "" : " --attention " + attention) + " --report " + shellQuoted(report);
@@ -123,7 +123,8 @@ std::vector<bench::BenchRow> dataParallelRows(const DataParallelSweep& s, std::o
             progress << "bench --gpus: " << m.name() << " ctx=" << ctx << " batch=" << batch << " " << dtype << " on "
                      << gpus << " GPU" << (gpus > 1 ? "s" : "") << std::endl;
             const std::string cmd = dataParallelRunCommand(fusec, m.name(), ctx, batch, dtype, gpus, steps, s.seed,
-                                                           s.attention, report.string(), timeline.string()) +
+                                                           s.attention, report.string(), timeline.string(),
+                                                           s.shardOptimizer) +
                                     " >/dev/null 2>" + shellQuoted(err.string());
             bench::BenchRow r;
             try {

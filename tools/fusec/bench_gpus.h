@@ -25,6 +25,7 @@ struct DataParallelSweep {
   int warmup = 5, iters = 10;
   uint64_t seed = 0;
   std::string attention;  // --attention for the runs ("": their default)
+  bool shardOptimizer = false;  // --shard-optimizer for the jobs of 2 GPUs or more
   double bf16Tflops = 0, f32Tflops = 0;  // this run's GEMM ceilings (MFU)
 };
 
@@ -35,7 +36,7 @@ void checkGpuCounts(const std::vector<int64_t>& gpus, int available);
 std::string dataParallelRunCommand(const std::string& fusec, const std::string& model, int64_t ctx, int64_t batch,
                                    const std::string& dtype, int64_t gpus, int steps, uint64_t seed,
                                    const std::string& attention, const std::string& report,
-                                   const std::string& timeline);
+                                   const std::string& timeline, bool shardOptimizer = false);
 
 // A row from a `run --report` JSON text: the steps [warmup, warmup + iters) of steps_ms.
 // Throws Error for a report that lacks them.

@@ -40,6 +40,7 @@ struct BenchArgs {
   uint64_t seed = 0;
   std::string format = "table", out = "-", torchScript, attention, fir;
   bool vsTorch = false;
+  bool shardOptimizer = false;  // --gpus: the jobs' ZeRO-1
 };
 
 std::vector<bench::BenchModel> zooModels(const std::vector<std::string>& names) {
@@ -164,6 +165,9 @@ Command addBenchCommand(CLI::App& app) {
                   "add the scaling efficiency against 1 GPU and the collectives' exposed time")
       ->delimiter(',')
       ->type_name("LIST");
+  cmd->add_flag("--shard-optimizer", a->shardOptimizer,
+                "With --gpus: the jobs of 2 GPUs or more shard AdamW's state (`fusec run --shard-optimizer`; the "
+                "1-GPU row, their baseline, has nothing to shard)");
   cmd->add_flag("--vs-torch", a->vsTorch,
                 "Add torch.compile rows from bench/torch_compile_ref.py (python3 with torch); with --gpus, PyTorch "
                 "DDP + torch.compile rows from bench/torch_ddp_ref.py");
@@ -177,6 +181,7 @@ Command addBenchCommand(CLI::App& app) {
   return [cmd, a, attention, oModel, oCtx, oBatch, oPasses, oImpl, oWarmup]() -> int {
     if (!cmd->parsed()) return -1;
     if (int rc = attention(); rc >= 0) return rc;
+    if (a->shardOptimizer && a->gpus.empty()) throw Error("bench: --shard-optimizer goes with --gpus LIST");
     if (!a->gpus.empty()) {
       // Data parallel: one pass (the training step), one implementation (compiled), the zoo.
       if (!a->fir.empty()) throw Error("--gpus runs the zoo's models (--model), not --fir");
@@ -195,6 +200,7 @@ Command addBenchCommand(CLI::App& app) {
       sweep.models = zooModels(a->models);
       sweep.ctxs = a->ctxs, sweep.batches = a->batches, sweep.gpus = a->gpus, sweep.dtypes = a->dtypes;
       sweep.warmup = a->warmups.at(0), sweep.iters = a->iters, sweep.seed = a->seed, sweep.attention = a->attention;
+      sweep.shardOptimizer = a->shardOptimizer;
       for (const auto& m : sweep.models)
         for (int64_t ctx : a->ctxs)
           if (ctx > m.contextLength())
