@@ -28,6 +28,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "frontend", "python"))
 import hf_corpus_test as corpus  # noqa: E402
 
 
+def number(text):
+    """An override's value: an int where it reads as one (a head count), else a float."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fusec", required=True)
@@ -45,7 +53,7 @@ def main():
     for fam in a.families.split(","):
         base, *overrides = fam.split("+")
         name, model_type, config = next(f for f in corpus.FAMILIES if f[0] == base)
-        config = dict(config, **{k: float(v) for k, v in (o.split("=", 1) for o in overrides)})
+        config = dict(config, **{k: number(v) for k, v in (o.split("=", 1) for o in overrides)})
         B, T = corpus.SHAPES["cuda"]
         V = corpus.V
         tmp = tempfile.mkdtemp()
