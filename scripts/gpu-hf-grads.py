@@ -7,7 +7,8 @@ export as the corpus makes it, then every parameter's gradient at the initial we
   * fusec bf16 with fused attention and with naive attention (read off one AdamW step),
 and one line a parameter: each one's norm-wise relative error against float64 (the entries
 exactly zero in float64 and those whose sign bf16 rounding decides left out, as the corpus
-test does), sorted by fusec's error over eager's, worst first (--top lines).
+test does), sorted by fusec's error over eager's, worst first (--top lines). Beside eager's own
+error, eager's with SDPA's math backend: how far another correct bf16 computation lands.
 
     python3 scripts/gpu-hf-grads.py --fusec build-gpu/fusec --families granite,starcoder2
 
@@ -81,7 +82,9 @@ def main():
         safetensors_io.save(inputs, {"ids": ids, "targets": targets})
         g64 = et.exact_gradients(model, ids, targets, V)
         zero = et.noise_only(g64)
-        g_eager = et.eager_bf16_gradients(model, ids, targets, V)
+        # Eager's own spread: the same bf16 gradients with SDPA's math backend instead of the
+        # one PyTorch picks, as far from float64 as another correct bf16 computation lands.
+        g_eager, g_math = et.eager_bf16_references(model, ids, targets, V)
         decided = et.rounding_decided(g64, g_eager)
         keep = {n: zero[n] | decided[n] for n in zero}
         params = {n: weights[n] for n in g64}
@@ -102,14 +105,17 @@ def main():
             e = et.rel_kept(g_eager[n], g64n, zero[n])
             cells = {k: et.rel_kept(v[n], g64n, zero[n]) for k, v in fusec_g.items()}
             also = {k: et.rel_kept(v[n], g64n, keep[n]) for k, v in fusec_g.items()}
-            rows.append((cells.get("fused", 0) / max(e, 1e-12), n, e, cells, also, et.rel_kept(g_eager[n], g64n, keep[n])))
+            rows.append((cells.get("fused", 0) / max(e, 1e-12), n, e, cells, also, et.rel_kept(g_eager[n], g64n, keep[n]),
+                         et.rel_kept(g_math[n], g64n, zero[n])))
         rows.sort(key=lambda r: -r[0])
         print(f"== {fam}: gradient error against float64 (zeros left out; in brackets: rounding-decided left out too)")
-        print(f"{'parameter':48s} {'eager bf16':>20s} {'fusec fused':>20s} {'fusec naive':>20s}  fused/eager")
-        for ratio, n, e, cells, also, e2 in rows[:a.top]:
+        print(f"{'parameter':48s} {'eager bf16':>20s} {'eager math':>10s} {'fusec fused':>20s} {'fusec naive':>20s}  "
+              f"fused/eager  math/eager")
+        for ratio, n, e, cells, also, e2, em in rows[:a.top]:
             def c(k):
                 return f"{cells[k]:.2e} [{also[k]:.2e}]" if k in cells else "-"
-            print(f"{n:48s} {e:.2e} [{e2:.2e}] {c('fused'):>20s} {c('naive'):>20s}  {ratio:.2f}")
+            print(f"{n:48s} {e:.2e} [{e2:.2e}] {em:10.2e} {c('fused'):>20s} {c('naive'):>20s}  {ratio:11.2f}  "
+                  f"{em / max(e, 1e-12):.2f}")
         if not a.no_steps:
             three_steps(fam, model, fusec, fir, wfile, inputs, ids, targets, V, keep, tmp, a.top)
     return 0
