@@ -94,6 +94,7 @@ class Merger {
       pos_[op] = reach_[op] = i;
       for (Value* v : op->operands) users_[v].push_back(op);
     }
+    for (size_t i = 0; i < g.outputs.size(); ++i) outputSlots_[g.outputs[i]].push_back(i);
   }
 
   bool run() {
@@ -190,8 +191,15 @@ class Merger {
       users_[to].push_back(u);
       raise(u, r);
     }
-    for (Value*& v : g_.outputs)
-      if (v == from) v = to;
+    // The outputs through their slots: a training step returns a few values a param, and a
+    // scan of them all per merged member was quadratic in the layers.
+    if (auto it = outputSlots_.find(from); it != outputSlots_.end()) {
+      std::vector<size_t> slots = std::move(it->second);
+      outputSlots_.erase(it);
+      for (size_t i : slots) g_.outputs[i] = to;
+      std::vector<size_t>& now = outputSlots_[to];
+      now.insert(now.end(), slots.begin(), slots.end());
+    }
   }
 
   // ---- N- and M-merges
@@ -436,6 +444,7 @@ class Merger {
   Graph& g_;
   PtrMap<const Op*, size_t> pos_, reach_;
   PtrMap<const Value*, std::vector<Op*>> users_;  // kept current through merges
+  PtrMap<const Value*, std::vector<size_t>> outputSlots_;  // value -> the outputs it is, kept current
   PtrMap<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
   std::map<Op*, std::unique_ptr<Graph>> pending_;
   PtrSet<const Op*> dead_;
