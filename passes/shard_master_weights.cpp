@@ -11,7 +11,8 @@
 // whole), shard(W) becomes W, and
 //   W       <- rows                                            in place, no exchange
 //   W.bf16  <- all_gather(cast(rows -> bf16))                  2 bytes a parameter cross
-// with one all_gather for the copies of a layer's weights (a launch a layer, not a weight).
+// with one all_gather for the copies of a layer's weights (a launch a layer, not a weight), which
+// the layer's weights still gathered in f32 (norms, read whole in the step) join.
 // The values every rank computes are the same bits: a cast of gathered rows is the gather of
 // the cast rows. A weight anything else reads whole (an f32 program's, a norm weight the
 // forward reads in f32) is left as it was.
@@ -40,6 +41,12 @@ bool shardMasterWeights(Graph& g) {
   for (auto& op : g.ops)
     for (Value* v : op->operands) readers[v].push_back(op.get());
   for (const Value* v : g.outputs) ++returned[v];
+  std::unordered_map<std::string, const Op*> paramNamed;  // once: a findParam per output is O(ops)
+  for (const Op* p : g.params()) paramNamed.emplace(p->attrStr("name"), p);
+  auto paramOf = [&](const std::string& name) -> const Op* {
+    auto it = paramNamed.find(name);
+    return it == paramNamed.end() ? nullptr : it->second;
+  };
   std::unordered_map<std::string, size_t> slotOf;  // update target -> its output
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (!g.updateOf(i).empty()) slotOf[g.updateOf(i)] = i;
@@ -71,7 +78,7 @@ bool shardMasterWeights(Graph& g) {
     size_t copySlot = g.outputs.size();
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (g.outputs[i] == copy) copySlot = i;
-    const Op* copyParam = g.findParam(g.updateOf(copySlot));
+    const Op* copyParam = paramOf(g.updateOf(copySlot));
     if (!copyParam || roleOf(*copyParam) != Role::WeightCopy || ownerOf(*copyParam) != name) continue;
     plan.push_back({p, slot->second, copySlot, gathered->def->operands[0], ranks});
   }
@@ -106,7 +113,21 @@ bool shardMasterWeights(Graph& g) {
     if (!byLayer.count(key)) layers.push_back(key);
     byLayer[key].push_back({low, s.copySlot, oldCopy->name});
   }
-  // A layer's copies cross in one all_gather (one NCCL launch, not one a weight).
+  // The weights still gathered in f32 (a norm's, which the step reads whole), where nothing
+  // in the step reads the gathered value, join their layer's gather.
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    Op* d = g.outputs[i]->def;
+    if (!d || d->kind != OpKind::AllGather || d->operands.size() != 1 || dead.count(d) || returned[g.outputs[i]] != 1 ||
+        !readersOf(g.outputs[i]).empty())
+      continue;
+    const Op* target = paramOf(g.updateOf(i));
+    if (!target || roleOf(*target) != Role::Weight) continue;
+    const std::pair<int64_t, int64_t> key{layerOf(*target), d->attrInt("ranks")};
+    if (!byLayer.count(key)) layers.push_back(key);
+    byLayer[key].push_back({d->operands[0], i, g.outputs[i]->name});
+    dead.insert(d);
+  }
+  // A layer's gathers cross in one all_gather (one NCCL launch, not one a weight).
   for (const auto& key : layers) {
     const std::vector<Gathered>& members = byLayer.at(key);
     std::vector<Value*> lows;

@@ -78,6 +78,7 @@ struct Executable::Impl {
       const void* send;
       void* recv;
       size_t count;
+      DType dtype;  // each its own: a layer's gather holds bf16 copies and f32 weights
     };
     std::vector<Transfer> transfers;
     cudaEvent_t ready = nullptr, done = nullptr;
@@ -319,7 +320,7 @@ struct Executable::Impl {
       for (size_t k = 0; k < op.operands.size(); ++k) {
         const Value* x = op.operands[k];
         const Value* y = op.results.at(k).get();
-        e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel())});
+        e.transfers.push_back({addressOf(x, true), addressOf(y, true), size_t(x->type.numel()), x->type.dtype});
       }
     } else if (e.kernel) {
       e.pointers.clear();
@@ -406,13 +407,12 @@ struct Executable::Impl {
     FUSEC_CUDA(cudaEventRecord(e.ready, stream), "ordering " + e.info.name);
     FUSEC_CUDA(cudaStreamWaitEvent(commStream, e.ready, 0), "ordering " + e.info.name);
     Communicator& c = *opts.communicator;
-    const DType dtype = op.operands.at(0)->type.dtype;
     c.groupStart();
     for (const Entry::Transfer& t : e.transfers) {
-      if (op.kind == OpKind::AllReduce) c.allReduce(t.send, t.recv, t.count, dtype, op.attrStr("reduce") == "mean", commStream);
+      if (op.kind == OpKind::AllReduce) c.allReduce(t.send, t.recv, t.count, t.dtype, op.attrStr("reduce") == "mean", commStream);
       else if (op.kind == OpKind::ReduceScatter)
-        c.reduceScatter(t.send, t.recv, t.count / size_t(c.ranks()), dtype, op.attrStr("reduce") == "mean", commStream);
-      else c.allGather(t.send, t.recv, t.count, dtype, commStream);
+        c.reduceScatter(t.send, t.recv, t.count / size_t(c.ranks()), t.dtype, op.attrStr("reduce") == "mean", commStream);
+      else c.allGather(t.send, t.recv, t.count, t.dtype, commStream);
     }
     c.groupEnd();
     FUSEC_CUDA(cudaEventRecord(e.done, commStream), "ordering " + e.info.name);

@@ -510,6 +510,7 @@ class Planner {
       claim[op] = key;
       byKey[key].push_back(op);
     }
+    PtrMap<const Op*, int64_t> gatherRank;  // the latest group each all_gather reads from
     for (auto& [key, ops] : byKey) {
       const int into = groupOf(ops.front());  // the last op in graph order
       Group& grp = groups_[size_t(into)];
@@ -522,13 +523,18 @@ class Planner {
         groupOf_[size_t(pos_[ops[k]])] = into;
         grp.members.push_back(ops[k]);
       }
-      // Its rows' all_gathers, nothing reads (in-place updates), move to the group's rank:
-      // finish() orders a top-level op after a kernel of the same rank.
       for (Op* m : grp.members)
         for (auto& r : m->results)
           for (Op* u : effectiveUsers(r.get()))
-            if (gathers.count(u)) groups_[size_t(groupOf(u))].rank = grp.rank;
+            if (gathers.count(u)) {
+              auto [it, fresh] = gatherRank.try_emplace(u, grp.rank);
+              if (!fresh) it->second = std::max(it->second, grp.rank);
+            }
     }
+    // Its rows' all_gathers, nothing reads (in-place updates), move to the rank of the last
+    // group they gather from (a layer's gather may read several: the bf16 copies' and a norm
+    // weight's rows): finish() orders a top-level op after a kernel of the same rank.
+    for (const auto& [u, rank] : gatherRank) groups_[size_t(groupOf(u))].rank = rank;
   }
 
   // ---- greedy merging -----------------------------------------------------------------------

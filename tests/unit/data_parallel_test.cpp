@@ -208,6 +208,10 @@ TEST_P(DataParallel, ShardedBf16KeepsARanksRowsOfTheMasterWeightsAndTrainsAsUnsh
   }
   EXPECT_GE(bf16Copies, int(rowsHeld.size()));
   EXPECT_LE(bf16Gathers, int(cfg.layers) + 1);  // the blocks', and lm_head's outside them
+  // The norm weights, read whole in f32 and still gathered in f32, join their layer's gather.
+  int gathers = 0;
+  for (auto& op : sharded.graph().ops) gathers += op->kind == OpKind::AllGather;
+  EXPECT_EQ(gathers, int(cfg.layers) + 1);
   EXPECT_LT(sharded.stats().residentBytes, whole.stats().residentBytes);
 
   Bindings w = initParameters(cfg, 3);
