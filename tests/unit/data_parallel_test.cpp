@@ -250,6 +250,39 @@ TEST_P(DataParallel, ShardedBf16KeepsARanksRowsOfTheMasterWeightsAndTrainsAsUnsh
   EXPECT_NE(errorOf([&] { bindProgramState(sharded.graph(), e); }).find("bind it with the rank"), std::string::npos);
 }
 
+// frontend/program_state.h: a param of one rank's rows is bound as that rank's block of the
+// whole weight (its bf16 copy from the whole weight), and a binding that does not fit is one line.
+TEST(DataParallelState, ARanksRowsAreBoundFromTheWholeWeight) {
+  Module m;
+  Graph& g = m.add("f");
+  Builder b(g);
+  Value* w = b.param("w", Type{DType::f32, {2, 3}});
+  w->def->setAttr("ranks", int64_t(3));
+  Value* copy = b.param("w.bf16", Type{DType::bf16, {6, 3}});
+  setRole(*copy->def, Role::WeightCopy, "w");
+  b.output(w);
+  b.output(copy);
+  HostTensor whole = HostTensor::zeros(Type{DType::f32, {6, 3}});
+  for (size_t k = 0; k < whole.size(); ++k) whole.f[k] = float(k) + 0.25f;
+  Bindings env = {{"w", whole}};
+  bindProgramState(g, env, 1);
+  EXPECT_EQ(env.at("w").type, (Type{DType::f32, {2, 3}}));
+  EXPECT_EQ(env.at("w").f, std::vector<float>({6.25f, 7.25f, 8.25f, 9.25f, 10.25f, 11.25f}));  // rows 2 and 3
+  EXPECT_EQ(env.at("w.bf16").type, (Type{DType::bf16, {6, 3}}));  // the copy is whole
+  EXPECT_EQ(env.at("w.bf16").f[17], 17.25f);
+  // Already this rank's rows: left as bound.
+  bindProgramState(g, env, 1);
+  EXPECT_EQ(env.at("w").f[0], 6.25f);
+  Bindings wrong = {{"w", HostTensor::zeros(Type{DType::f32, {5, 3}})}, {"w.bf16", HostTensor::zeros(copy->type)}};
+  EXPECT_EQ(errorOf([&] { bindProgramState(g, wrong, 0); }),
+            "internal: the program's param 'w' is one rank's rows f32[2,3] of a f32[6,3] weight, bound to f32[5,3]");
+  Bindings noRank = {{"w", whole}};
+  EXPECT_EQ(errorOf([&] { bindProgramState(g, noRank); }),
+            "internal: the program's param 'w' holds one rank's rows of 3; bind it with the rank");
+  Bindings pastTheRanks = {{"w", whole}};
+  EXPECT_NE(errorOf([&] { bindProgramState(g, pastTheRanks, 3); }).find("bind it with the rank"), std::string::npos);
+}
+
 // --grad-reduce-dtype bf16: the gradients cross in bf16 (half the bytes), the optimizer reads
 // f32 means; training stays within bf16's rounding of the f32-wire run, sharded or not.
 TEST(DataParallelWire, Bf16GradientsStayCloseToTheF32Run) {
