@@ -40,7 +40,11 @@ bool shardMasterWeights(Graph& g) {
   PtrMap<const Value*, int> returned;
   for (auto& op : g.ops)
     for (Value* v : op->operands) readers[v].push_back(op.get());
-  for (const Value* v : g.outputs) ++returned[v];
+  PtrMap<const Value*, size_t> slotOfValue;  // an output returned once -> its slot (a scan per weight was quadratic)
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    ++returned[g.outputs[i]];
+    slotOfValue[g.outputs[i]] = i;
+  }
   std::unordered_map<std::string, const Op*> paramNamed;  // once: a findParam per output is O(ops)
   for (const Op* p : g.params()) paramNamed.emplace(p->attrStr("name"), p);
   auto paramOf = [&](const std::string& name) -> const Op* {
@@ -75,9 +79,7 @@ bool shardMasterWeights(Graph& g) {
     if (gatheredBy.size() != 1 || gatheredBy[0]->kind != OpKind::Cast) continue;
     Value* copy = gatheredBy[0]->result();
     if (returned[copy] != 1 || !readersOf(copy).empty()) continue;
-    size_t copySlot = g.outputs.size();
-    for (size_t i = 0; i < g.outputs.size(); ++i)
-      if (g.outputs[i] == copy) copySlot = i;
+    const size_t copySlot = slotOfValue.at(copy);
     const Op* copyParam = paramOf(g.updateOf(copySlot));
     if (!copyParam || roleOf(*copyParam) != Role::WeightCopy || ownerOf(*copyParam) != name) continue;
     plan.push_back({p, slot->second, copySlot, gathered->def->operands[0], ranks});
@@ -87,11 +89,11 @@ bool shardMasterWeights(Graph& g) {
   Builder b(g);
   PtrMap<const Value*, Value*> replaced;  // shard(W) -> W
   struct Gathered {
-    Value* rows;  // this rank's rows of a copy
-    size_t slot;  // the copy's update output
+    Value* rows;  // this rank's rows of a bf16 copy, or of an f32 weight the step reads whole
+    size_t slot;  // the update output it gathers into
     std::string name;
   };
-  std::map<std::pair<int64_t, int64_t>, std::vector<Gathered>> byLayer;  // (layer, ranks) -> its copies
+  std::map<std::pair<int64_t, int64_t>, std::vector<Gathered>> byLayer;  // (layer, ranks) -> its gathers
   std::vector<std::pair<int64_t, int64_t>> layers;                        // in the order they come
   PtrSet<const Op*> dead;
   for (const Sharding& s : plan) {
