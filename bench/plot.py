@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plots of fusec's JSON benchmark output, as PNGs (matplotlib: Debian's python3-matplotlib).
 
-    python3 bench/plot.py [--bench FILE...] [--attention FILE...] [--profile FILE...] [--out-dir DIR]
+    python3 bench/plot.py [--bench FILE...] [--attention FILE...] [--profile FILE...]
+                          [--scaling [LABEL=]FILE...] [--out-dir DIR]
 
   --bench      `fusec bench --format json` (one row object per line, bench/report.cpp), with
                `--vs-torch`'s torch.compile rows where present -> bench_speedup.png: the speedup
@@ -13,6 +14,10 @@
   --profile    `fusec profile --format json` (one object: header and programs, bench/profile.cpp)
                -> profile_categories.png: launch time per category, stacked, one bar per file
                (e.g. an fp32 and a bf16 profile), one panel per program (forward, train_step).
+  --scaling    `fusec bench --gpus LIST --format json` rows ([LABEL=]FILE: a file's rows are one
+               series, named LABEL or the file's name; --vs-torch's PyTorch DDP rows a series of
+               their own) -> scaling.png: per model, batch and dtype, the step time and the
+               weak-scaling efficiency against the GPU count, the issue's 95% marked.
 
 Only the plots whose inputs are given are written; each PNG's path is printed. Several files of
 one kind are read as one list of rows. Bad input (a missing file, text that is not JSON, JSON
@@ -62,6 +67,8 @@ INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
 NUM_OR_NULL = (lambda v: v is None or is_number(v), "a number or null")
 BENCH_KEYS = {"model": STR, "ctx": INT, "batch": INT, "dtype": STR, "pass": STR, "impl": STR, "warmup": INT,
               "status": STR, "median_ms": NUM_OR_NULL, "speedup": NUM_OR_NULL}
+SCALING_KEYS = {"model": STR, "ctx": INT, "batch": INT, "dtype": STR, "impl": STR, "gpus": INT, "status": STR,
+                "median_ms": NUM_OR_NULL, "scaling_efficiency": NUM_OR_NULL}
 ATTENTION_KEYS = {"batch": INT, "d": INT, "seq": INT, "dtype": STR, "impl": STR, "status": STR,
                   "forward_ms": NUM_OR_NULL, "fwd_bwd_ms": NUM_OR_NULL, "peak_bytes": NUM_OR_NULL}
 
@@ -336,6 +343,56 @@ def plot_profile(plt, profiles):
     return fig
 
 
+def read_scaling(specs):
+    """[LABEL=]FILE specs -> rows, each with its series: the label (or the file's name) for fusec's
+    rows, and PyTorch's DDP rows (torch.compile on 1 GPU, torch.compile+DDP on more) apart."""
+    rows = []
+    for spec in specs:
+        label, path = spec.split("=", 1) if "=" in spec and not os.path.exists(spec) else (None, spec)
+        label = label or os.path.splitext(os.path.basename(path))[0]
+        for r in read_rows([path], SCALING_KEYS, "`fusec bench --gpus LIST --format json` output"):
+            torch = r["impl"].startswith("torch.compile")
+            rows.append(dict(r, series="PyTorch DDP + torch.compile" if torch else "fusec " + label))
+    return rows
+
+
+def plot_scaling(plt, rows):
+    ok = [r for r in rows if r["status"] == "OK" and r["median_ms"] is not None]
+    if not any(r["gpus"] > 1 for r in ok):
+        raise InputError("--scaling: no row of 2 GPUs or more ran (run fusec bench --gpus 1,2,...)")
+    panels = first_seen((r["model"], r["batch"], r["dtype"], r["ctx"]) for r in rows)
+    series = first_seen(r["series"] for r in rows)
+    colours = {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(series)}
+    gpus = sorted({r["gpus"] for r in rows})
+    fig, axes = plt.subplots(2, len(panels), figsize=(max(6, 4.2 * len(panels)), 7), squeeze=False)
+    for col, (model, batch, dtype, ctx) in enumerate(panels):
+        top, eff = axes[0, col], axes[1, col]
+        for k, name in enumerate(series):
+            mine = sorted((r for r in ok if r["series"] == name and (r["model"], r["batch"], r["dtype"], r["ctx"]) ==
+                           (model, batch, dtype, ctx)), key=lambda r: r["gpus"])
+            if not mine:
+                continue
+            ls, marker = LINE_STYLES[k % len(LINE_STYLES)]
+            top.plot([r["gpus"] for r in mine], [r["median_ms"] for r in mine], ls=ls, marker=marker,
+                     color=colours[name], label=name)
+            scaled = [r for r in mine if r["scaling_efficiency"] is not None]
+            eff.plot([1] + [r["gpus"] for r in scaled], [100] + [100 * r["scaling_efficiency"] for r in scaled], ls=ls,
+                     marker=marker, color=colours[name], label=name)
+        top.set_title("%s b%d %s ctx %d" % (model, batch, dtype, ctx), fontsize=10, loc="left")
+        top.set_ylabel("step (ms, median)")
+        top.set_ylim(bottom=0)
+        eff.axhline(95, color="black", lw=0.8, ls="--")
+        eff.set_ylabel("weak-scaling efficiency (%)")
+        eff.set_ylim(0, 105)
+        for ax in (top, eff):
+            ax.set_xticks(gpus)
+            ax.set_xlabel("GPUs (the same batch on each)")
+    axes[0, -1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.suptitle("Data parallel, weak scaling (1-GPU step / N-GPU step; dashed: 95%)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main(argv):
@@ -348,10 +405,12 @@ def main(argv):
                     help="fusec bench attention --format json output")
     ap.add_argument("--profile", nargs="+", action="extend", default=[], metavar="FILE",
                     help="fusec profile --format json output (one per file, e.g. fp32 and bf16)")
+    ap.add_argument("--scaling", nargs="+", action="extend", default=[], metavar="[LABEL=]FILE",
+                    help="fusec bench --gpus LIST --format json output, a series a file")
     ap.add_argument("--out-dir", default=".", metavar="DIR", help="where the PNGs go (default: .)")
     a = ap.parse_args(argv)
-    if not (a.bench or a.attention or a.profile):
-        ap.error("give at least one of --bench, --attention, --profile")
+    if not (a.bench or a.attention or a.profile or a.scaling):
+        ap.error("give at least one of --bench, --attention, --profile, --scaling")
 
     # Every input is read and checked before anything is drawn or written.
     jobs = []
@@ -363,6 +422,8 @@ def main(argv):
         jobs.append(("attention_sweep.png", plot_attention, rows))
     if a.profile:
         jobs.append(("profile_categories.png", plot_profile, [(p, read_profile(p)) for p in a.profile]))
+    if a.scaling:
+        jobs.append(("scaling.png", plot_scaling, read_scaling(a.scaling)))
 
     try:
         import matplotlib

@@ -1,5 +1,5 @@
 """bench/plot.py on fixtures, without a GPU: the JSON that `fusec bench --format json`, `fusec bench
-attention --format json` and `fusec profile --format json` write (fixtures/, in the writers'
+attention --format json`, `fusec bench --gpus --format json` and `fusec profile --format json` write (fixtures/, in the writers'
 exact formats: bench/report.cpp, bench/attention_bench.cpp, bench/profile.cpp) becomes PNGs:
   - each expected PNG exists, is a PNG, is over a few KB, and has sensible dimensions (read
     from the IHDR chunk: no PIL);
@@ -47,7 +47,7 @@ def fixture(name):
     return os.path.join(FIX, name)
 
 
-BENCH, ATTENTION = fixture("bench.jsonl"), fixture("attention.jsonl")
+BENCH, ATTENTION, SCALING = fixture("bench.jsonl"), fixture("attention.jsonl"), fixture("scaling.jsonl")
 PROFILES = [fixture("profile_small_fp32.json"), fixture("profile_small_bf16.json")]
 EXPECTED = ["bench_speedup.png", "attention_sweep.png", "profile_categories.png"]
 
@@ -81,6 +81,21 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0 and written == ["profile_categories.png"],
           "--profile alone writes only profile_categories.png: %s" % written)
 
+    # --scaling (bench --gpus rows, a series a file, LABEL=FILE naming it): only scaling.png.
+    out = os.path.join(tmp, "scaling")
+    r = plot("--scaling", "unsharded=" + SCALING, SCALING, "--out-dir", out)
+    written = sorted(os.listdir(out)) if os.path.isdir(out) else r.stderr
+    check(r.returncode == 0 and written == ["scaling.png"], "--scaling writes only scaling.png: %s" % written)
+    if r.returncode == 0:
+        dims = png_size(os.path.join(out, "scaling.png"))
+        check(dims is not None and os.path.getsize(os.path.join(out, "scaling.png")) > 8000,
+              "scaling.png is a non-trivial PNG: %s" % (dims,))
+    one_gpu = os.path.join(tmp, "one_gpu.jsonl")
+    with open(one_gpu, "w") as f, open(SCALING) as b:
+        for line in b:
+            if '"gpus":1,' in line:
+                f.write(line)
+
     # Bad input: one line on stderr, exit 1, nothing written.
     table = os.path.join(tmp, "table.txt")
     with open(table, "w") as f:
@@ -109,6 +124,8 @@ with tempfile.TemporaryDirectory() as tmp:
         ("a good file beside a bad one", ["--bench", BENCH, "--attention", table], "not JSON"),
         ("bench rows with no eager row (and a good profile)", ["--bench", no_eager, "--profile", PROFILES[0]],
          "no speedup"),
+        ("a bench file given as --scaling", ["--scaling", BENCH], 'lacks "gpus"'),
+        ("scaling rows of one GPU only", ["--scaling", one_gpu], "no row of 2 GPUs"),
     ]
     for what, args, says in cases:
         out = os.path.join(tmp, "bad")
