@@ -9,7 +9,8 @@
 #   shard    --shard-optimizer: 20 fp32 and 20 bf16 steps against the unsharded job's; bf16 step
 #            times on 1 GPU and on each count of GPUs, unsharded and sharded
 #   wire     --grad-reduce-dtype bf16: a 100-step loss curve on a token file against the fp32 wire
-#   bench    fusec bench --gpus 1,2,.. (bf16, per SCALE; BENCH_FLAGS adds e.g. --vs-torch): the scaling table
+#   bench    fusec bench --gpus 1,2,.. (bf16, per SCALE; BENCH_FLAGS adds e.g. --vs-torch): the scaling table,
+#            its rows in $OUT/scaling*.jsonl and their figure $OUT/scaling.png (bench/plot.py --scaling)
 #   profile  fusec profile --gpus GPUS on medium b16 bf16: the comm category and the exposed collectives
 #   bf16     20 bf16 steps of small on N GPUs against 1 GPU with the whole batch (bf16 bounds)
 # Every log goes to $OUT/logs; at the end they are packed into $OUT/logs.tgz beside summary.txt.
@@ -158,6 +159,10 @@ for l in open('$OUT/dp-bench-$m.jsonl'):
           '%.2f ms (%.1f%%)' % (exp, 100 * exp / med) if exp is not None and med else '-'))
 " | tee -a "$RESULT/summary.txt"
   done
+  # The rows as they came (every model) and their figure, beside summary.txt.
+  cat "$OUT"/dp-bench-*.jsonl >"$RESULT/scaling${BENCH_FLAGS:+$(echo "$BENCH_FLAGS" | tr -d ' -')}.jsonl"
+  python3 bench/plot.py --scaling "$RESULT"/scaling*.jsonl --out-dir "$RESULT" >/dev/null 2>&1 ||
+    log "bench: no scaling figure (bench/plot.py needs matplotlib)"
 }
 profile() {
   $F profile --gpus "$GPUS" --model medium --batch 16 --ctx 256 --dtype bf16 --iters 5 >"$OUT/dp-profile-medium.md" 2>"$OUT/dp-profile-medium.err"
