@@ -283,6 +283,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
       w.line("#define FA_ROWSTATS " + std::to_string(rows));
     }
   }
+  w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
 
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };

@@ -285,16 +285,6 @@ __device__ __forceinline__ bool needsMask(int q0, int k0) {
   return q0 + R > FA_TQ || k0 + C > FA_TK || (FA_CAUSAL && k0 + C - 1 > q0 + (FA_TK - FA_TQ));
 }
 
-// Key tiles a block of query rows [q0, q0 + BR) needs: causal stops after the diagonal.
-__device__ __forceinline__ int keyTiles(int q0) {
-  int keys = FA_TK;
-  if (FA_CAUSAL) {
-    const int last = min(q0 + BR, FA_TQ) - 1 + (FA_TK - FA_TQ) + 1;
-    keys = max(0, min(keys, last));
-  }
-  return (keys + BC - 1) / BC;
-}
-
 #if FA_BACKWARD
 // s + the dot product of two 16-byte vectors of the operand dtype (D = rowsum(dO o)).
 __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
@@ -392,7 +382,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
-  const int tiles = keyTiles(q0);
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
   if (tiles > 0) {
     loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
@@ -502,7 +492,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     rowStats<BR>(nullptr, nullptr, stats, o, dO, lse, q0);
     return;
   }
-  const int tiles = keyTiles(q0);
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
   loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
 #if FA_DQ_OTILE

@@ -133,16 +133,6 @@ __device__ __forceinline__ bool visible(int qi, int kj) {
   return qi < FA_TQ && kj < FA_TK && (!FA_CAUSAL || kj <= qi + (FA_TK - FA_TQ));
 }
 
-// Key tiles a block of query rows [q0, q0 + BR) needs: causal stops after the diagonal.
-__device__ __forceinline__ int keyTiles(int q0) {
-  int keys = FA_TK;
-  if (FA_CAUSAL) {
-    const int last = min(q0 + BR, FA_TQ) - 1 + (FA_TK - FA_TQ) + 1;
-    keys = max(0, min(keys, last));
-  }
-  return (keys + BC - 1) / BC;
-}
-
 #if FA_BACKWARD
 // D[r] = sum_d dO[r][d] o[r][d] and L2[r] = lse[r] * log2(e) for rows [q0, q0 + BR):
 // two threads per row, each half the columns.
@@ -187,7 +177,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
 #pragma unroll
     for (int c = 0; c < CHV * VECV; ++c) acc[i][c] = 0.f;
   }
-  const int tiles = keyTiles(q0);
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   for (int t = 0; t < tiles; ++t) {
     const int k0 = t * BC;
     __syncthreads();  // the previous tile's K, V, P are consumed
@@ -275,7 +265,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int c = 0; c < CH * VEC; ++c) acc[i][c] = 0.f;
-  const int tiles = keyTiles(q0);
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   for (int t = 0; t < tiles; ++t) {
     const int k0 = t * BC;
     __syncthreads();

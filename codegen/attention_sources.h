@@ -5,6 +5,9 @@
 
 namespace fusec::codegen {
 
+// What both templates read (codegen/attention_common.cuh), emitted before either.
+const char* attentionCommonSource();
+
 // fa_forward, fa_backward_dq, fa_backward_dkdv: SIMT (FFMA) flash attention for any element
 // type (codegen/attention_simt.cuh).
 const char* attentionSimtSource();
