@@ -27,31 +27,30 @@ void CodeWriter::insertLines(size_t at, const std::vector<std::string>& lines) {
   out_.insert(at, text);
 }
 
-std::string linearize(const Index& idx, const Shape& shape) {
-  std::string out;
+IndexExpr linearize(const Index& idx, const Shape& shape) {
+  std::vector<IndexExpr> terms;  // innermost first, reversed below
   int64_t stride = 1;
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
-    if (shape[size_t(d)] != 1 && idx[size_t(d)] != "0") {
-      std::string term = stride == 1 ? idx[size_t(d)] : idx[size_t(d)] + " * " + std::to_string(stride);
-      out = out.empty() ? term : term + " + " + out;
-    }
+    if (shape[size_t(d)] != 1 && !idx[size_t(d)].isZero())
+      terms.push_back(stride == 1 ? idx[size_t(d)] : idx[size_t(d)] * stride);
     stride *= shape[size_t(d)];
   }
-  return out.empty() ? "0" : "(" + out + ")";
+  return terms.empty() ? IndexExpr(0) : IndexExpr::sum({terms.rbegin(), terms.rend()});
 }
 
-Index delinearize(CodeWriter& w, const std::string& linear, const Shape& shape, const std::string& prefix) {
-  Index idx(shape.size(), "0");
+Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix) {
+  Index idx(shape.size(), IndexExpr(0));
   int64_t stride = 1;
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
     const int64_t n = shape[size_t(d)];
     if (n != 1) {
-      std::string e = stride == 1 ? linear : "(" + linear + " / " + std::to_string(stride) + ")";
+      IndexExpr e = stride == 1 ? linear : linear / stride;
       bool outermost = true;  // no dim above with size > 1: the quotient is already in range
       for (int u = 0; u < d; ++u) outermost &= shape[size_t(u)] == 1;
-      if (!outermost) e = e + " % " + std::to_string(n);
-      idx[size_t(d)] = prefix + "_" + std::to_string(d);
-      w.line("const fusec_idx " + idx[size_t(d)] + " = " + e + ";");
+      if (!outermost) e = e % n;
+      const std::string name = prefix + "_" + std::to_string(d);
+      w.line("const fusec_idx " + name + " = " + e.str() + ";");
+      idx[size_t(d)] = IndexExpr::var(name, 0, n - 1);
     }
     stride *= n;
   }
@@ -136,8 +135,8 @@ static std::string elementKey(const Value* input, const std::string& linear) {
   return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear;
 }
 
-void BodyEmitter::bindElement(const Value* input, const std::string& linear, const std::string& reg) {
-  memo_.back()[elementKey(input, linear)] = reg;
+void BodyEmitter::bindElement(const Value* input, const IndexExpr& linear, const std::string& reg) {
+  memo_.back()[elementKey(input, linear.str())] = reg;
 }
 
 const std::string* BodyEmitter::boundElement(const Value* input, const std::string& linear) const {
@@ -176,9 +175,9 @@ std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   // An element the family already holds (a row kernel's registers); inputs check this where
   // they are loaded, after their reshapes.
   if (v->def->kind != OpKind::Input)
-    if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
+    if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
-  for (const auto& d : idx) key += "|" + d;
+  for (const auto& d : idx) key += "|" + d.str();
   for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
     auto m = it->find(key);
     if (m != it->end()) return m->second;
@@ -196,7 +195,7 @@ const Value* BodyEmitter::storedForm(const Value* v) const {
 
 void BodyEmitter::store(const Value* v, const std::string& ptr, const Index& idx) {
   std::string reg = eval(storedForm(v), idx);
-  w_.line(ptr + "[" + linearize(idx, v->type.shape) + "] = " + storeValue(v->type.dtype, reg) + ";");
+  w_.line(ptr + "[" + linearize(idx, v->type.shape).str() + "] = " + storeValue(v->type.dtype, reg) + ";");
 }
 
 void BodyEmitter::beginLanes(int V, const std::string& laneVar) {
@@ -242,9 +241,7 @@ std::optional<BodyEmitter::LaneBase> BodyEmitter::laneBase() const {
 }
 
 namespace {
-std::string plus(const std::string& e, int64_t c) {
-  return c == 0 ? e : "(" + e + (c > 0 ? " + " : " - ") + std::to_string(c > 0 ? c : -c) + ")";
-}
+IndexExpr plus(const IndexExpr& e, int64_t c) { return c == 0 ? e : e + IndexExpr(c); }
 }  // namespace
 
 Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
@@ -260,7 +257,7 @@ Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
     }
     if (zero) continue;
     if (identity) {
-      out[d] = "(" + plus(base.idx[d], -int64_t(b)) + " + " + laneVar_ + ")";
+      out[d] = plus(base.idx[d], -int64_t(b)) + IndexExpr::var(laneVar_, 0, laneWidth_ - 1);
       continue;
     }
     std::string offsets;
@@ -268,7 +265,7 @@ Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
       offsets += (j ? ", " : "") + std::to_string(m.active[size_t(j)] ? m.off[d][size_t(j)] - m.off[d][b] : 0);
     const std::string a = fresh("lo");
     laneDecls_.push_back("const int " + a + "[" + std::to_string(laneWidth_) + "] = {" + offsets + "};  // lane -> offset");
-    out[d] = "(" + base.idx[d] + " + " + a + "[" + laneVar_ + "])";
+    out[d] = base.idx[d] + IndexExpr::var(a + "[" + laneVar_ + "]");
   }
   return out;
 }
@@ -277,7 +274,7 @@ std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOpera
   const LaneMap m = operandLanes(op, 0, lanes_.back(), laneWidth_);
   if (m.broken || !m.active[size_t(base.lane)]) return std::nullopt;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(&op)) + "@" + std::to_string(base.lane);
-  for (const auto& d : base.idx) key += "|" + d;
+  for (const auto& d : base.idx) key += "|" + d.str();
   auto it = hoisted_.find(key);
   if (it == hoisted_.end()) {
     // The base lane's operand index, before the lane loop: its lines go with the declarations.
@@ -310,7 +307,7 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
   const int64_t back = read->voff[size_t(read->firstActive)];
   w_.use(Helper::VectorIO);
   w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + V + ">(" + a + ", in" + std::to_string(inputNumber_.at(v->def)) +
-          " + " + linearize(idx, v->type.shape) + (back ? " - " + std::to_string(back) : "") + ");  // " +
+          " + " + linearize(idx, v->type.shape).str() + (back ? " - " + std::to_string(back) : "") + ");  // " +
           describe(*v->def));
   return a + "[" + o + "[" + laneVar_ + "]]";
 }
@@ -342,14 +339,14 @@ void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& i
     }
     case OpKind::Permute: {
       const auto& perm = op.attrInts("perm");
-      in.assign(inShape.size(), "0");
+      in.assign(inShape.size(), IndexExpr(0));
       for (size_t i = 0; i < perm.size(); ++i) in[size_t(perm[i])] = idx[i];
       break;
     }
     case OpKind::Broadcast: {
       const size_t off = outShape.size() - inShape.size();
-      in.assign(inShape.size(), "0");
-      for (size_t d = 0; d < inShape.size(); ++d) in[d] = inShape[d] == 1 ? "0" : idx[d + off];
+      in.assign(inShape.size(), IndexExpr(0));
+      for (size_t d = 0; d < inShape.size(); ++d) in[d] = inShape[d] == 1 ? IndexExpr(0) : idx[d + off];
       break;
     }
     case OpKind::Slice: {
@@ -358,8 +355,8 @@ void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& i
       // One element taken: index 0 only, whatever the step (which may be huge).
       const int64_t step = op.result()->type.shape[size_t(ax)] == 1 ? 1 : op.attrInt("step");
       in = idx;
-      std::string e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] + " * " + std::to_string(step);
-      if (start != 0) e = "(" + e + " + " + std::to_string(start) + ")";
+      IndexExpr e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] * step;
+      if (start != 0) e = e + IndexExpr(start);
       in[size_t(ax)] = e;
       break;
     }
@@ -374,23 +371,23 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   const std::string comment = "  // " + describe(op);
   switch (op.kind) {
     case OpKind::Input: {
-      if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
+      if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
       if (auto r = laneLoad(v, idx)) return *r;
       std::string reg = fresh("x");
       w_.line("const " + rt + " " + reg + " = " +
-              loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape)) + ";" + comment);
+              loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape).str()) + ";" + comment);
       return reg;
     }
     case OpKind::Constant: return literal(dt, op.attrFloat("value"));
     case OpKind::Iota: {
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "iota");
-      return "((" + rt + ")" + idx[size_t(ax)] + ")";
+      return "((" + rt + ")" + idx[size_t(ax)].str() + ")";
     }
     case OpKind::Reshape: {
       const Value* src = op.operands[0];
       while (src->def->kind == OpKind::Reshape) src = src->def->operands[0];
       if (src->def->kind == OpKind::Input)
-        if (const std::string* r = boundElement(src, linearize(idx, v->type.shape))) return *r;
+        if (const std::string* r = boundElement(src, linearize(idx, v->type.shape).str())) return *r;
       [[fallthrough]];
     }
     case OpKind::Permute:
@@ -435,12 +432,12 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
           continue;
         }
         const bool last = k + 1 == op.operands.size();
-        std::string cond = laneOperand.empty() ? idx[size_t(ax)] + " < " + std::to_string(end)
+        std::string cond = laneOperand.empty() ? idx[size_t(ax)].str() + " < " + std::to_string(end)
                                                : laneOperand + "[" + laneVar_ + "] == " + std::to_string(k);
         const bool branch = &op != pinned_;
         if (branch) openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
         Index in = idx;
-        if (start != 0) in[size_t(ax)] = "(" + idx[size_t(ax)] + " - " + std::to_string(start) + ")";
+        if (start != 0) in[size_t(ax)] = idx[size_t(ax)] - start;
         // The operand's base: the result's, moved to the first lane that reads this operand
         // when the result's base lane reads another one.
         std::optional<LaneBase> base = laneBase();
@@ -465,7 +462,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       const int ax = normalizeAxis(op.attrInt("axis"), v->type.rank(), "gather");
       std::string at = evalOperand(op, 1, idx);
       Index in = idx;
-      in[size_t(ax)] = "(fusec_idx)" + at;
+      in[size_t(ax)] = IndexExpr::var("(fusec_idx)" + at);
       return evalOperand(op, 0, in, std::nullopt);  // lanes read rows the data chose
     }
     case OpKind::Sum:
@@ -482,7 +479,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       for (size_t d = 0; d < in.size(); ++d) {
         if (in[d] != 1 && red[d]) throw Error("codegen: reduction '" + describe(op) + "' is not bound in kernel '" + body_.name + "'");
         const bool kept = !red[d] || op.attrBool("keepdim");
-        i.push_back(red[d] ? "0" : idx[next]);
+        i.push_back(red[d] ? IndexExpr(0) : idx[next]);
         if (kept) ++next;
       }
       return evalOperand(op, 0, i, std::nullopt);

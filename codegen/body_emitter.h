@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "codegen/helpers.h"
+#include "codegen/index_expr.h"
 #include "codegen/lanes.h"
 #include "ir/graph.h"
 
 namespace fusec::codegen {
 
-using Index = std::vector<std::string>;  // one `long long` C++ expression per dim
+using Index = std::vector<IndexExpr>;  // one coordinate per dim
 
 // Lines of generated source with indentation.
 class CodeWriter {
@@ -41,9 +42,12 @@ class CodeWriter {
   unsigned helpers_ = 0;
 };
 
-// Index arithmetic helpers (size-1 dims index 0; the emitted text stays readable).
-std::string linearize(const Index& idx, const Shape& shape);
-Index delinearize(CodeWriter& w, const std::string& linear, const Shape& shape, const std::string& prefix);
+// The row-major position of `idx` in `shape` (size-1 dims and zero coordinates add nothing).
+IndexExpr linearize(const Index& idx, const Shape& shape);
+// The coordinates of row-major position `linear` in `shape`: each one that is not a
+// constant is written to a register (`const fusec_idx <prefix>_<d> = ...;`) and is that
+// register, a variable ranging over its dim.
+Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix);
 
 class BodyEmitter {
  public:
@@ -70,7 +74,7 @@ class BodyEmitter {
   // register-array load, or a value an earlier pass computed. An input read directly or
   // through reshapes (which keep the position) comes from there instead of memory. Scoped
   // like the memo.
-  void bindElement(const Value* input, const std::string& linear, const std::string& reg);
+  void bindElement(const Value* input, const IndexExpr& linear, const std::string& reg);
 
   // Vector-loop mode (pointwise and multi_tensor kernels): `eval` runs inside an unrolled
   // `for (int j = 0; j < V; ++j)` over the lanes of a vector, at an index whose last

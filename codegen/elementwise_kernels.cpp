@@ -114,7 +114,7 @@ void scalarLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs,
   std::map<Shape, Index> idxOf;  // outputs of one shape share the index (and the values)
   for (int k : outs) {
     const Shape& s = body.outputs[size_t(k)]->type.shape;
-    if (!idxOf.count(s)) idxOf[s] = delinearize(e.writer(), "i", s, "o" + std::to_string(idxOf.size()));
+    if (!idxOf.count(s)) idxOf[s] = delinearize(e.writer(), IndexExpr::var("i", 0, n - 1), s, "o" + std::to_string(idxOf.size()));
     e.store(body.outputs[size_t(k)], "out" + std::to_string(k), idxOf[s]);
   }
   e.closeScope();
@@ -161,12 +161,12 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   e.beginLanes(plan.width, "j");
   e.openScope("for (int j = 0; j < " + V + "; ++j)");
   Index lane = first;
-  lane.back() = "(" + first.back() + " + j)";
+  lane.back() = first.back() + IndexExpr::var("j", 0, plan.width - 1);
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
     const std::string value = e.evalLanes(e.storedForm(o), lane, first);
     if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
-    else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape) + "] = " + storeValue(o->type.dtype, value) + ";");
+    else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape).str() + "] = " + storeValue(o->type.dtype, value) + ";");
   }
   e.closeScope();
   w.insertLines(declarations, e.declarations());
@@ -191,13 +191,13 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
   e.openScope(gridStride("v", n / plan.width, block, blocks));
   w.line("const fusec_idx i = v * " + V + ";");
-  const Index first = delinearize(w, "i", shape, "o");
+  const Index first = delinearize(w, IndexExpr::var("i", 0, n - 1), shape, "o");
   if (const Op* c = splittableConcat(body, outs, plan.width)) {
     const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
     int64_t end = 0;
     for (size_t k = 0; k < c->operands.size(); ++k) {
       end += c->operands[k]->type.shape[ax];
-      const std::string cond = first[ax] + " < " + std::to_string(end);
+      const std::string cond = first[ax].str() + " < " + std::to_string(end);
       e.openScope(k == 0 ? "if (" + cond + ")" : k + 1 == c->operands.size() ? "else" : "else if (" + cond + ")");
       e.pinConcat(c, k);
       laneLoop(e, body, outs, plan, first);

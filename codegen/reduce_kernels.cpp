@@ -57,7 +57,7 @@ Reduction analyse(const Op& op) {
 }
 
 // The full input index of element `inner` of the point whose kept index is `k`.
-Index fullIndex(CodeWriter& w, const Reduction& red, Index k, const std::string& inner, const std::string& prefix) {
+Index fullIndex(CodeWriter& w, const Reduction& red, Index k, const IndexExpr& inner, const std::string& prefix) {
   Index r = delinearize(w, inner, red.reduced, prefix + "r");
   for (size_t d = 0; d < k.size(); ++d)
     if (red.kept[d] == 1 && red.reduced[d] != 1) k[d] = r[d];
@@ -536,7 +536,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       e.bindReduction(op.result(), "a");
       for (int o : colOuts)
         if (body.outputs[size_t(o)] == op.result())
-          e.store(op.result(), "out" + std::to_string(o), delinearize(w, "i", op.result()->type.shape, e.fresh("c")));
+          e.store(op.result(), "out" + std::to_string(o), delinearize(w, IndexExpr::var("i"), op.result()->type.shape, e.fresh("c")));
     });
   }
   w.line("if (threadIdx.x == 0) fusec_cs_count[" + C + "] = 0;");
@@ -598,12 +598,12 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     w.line("float " + acc + "[" + CV + "];");
     w.line("#pragma unroll");
     w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + initValue(op.kind, DType::f32) + ";");
-    Index idx = delinearize(w, "outer", red.kept, e.fresh("k"));
+    Index idx = delinearize(w, IndexExpr::var("outer"), red.kept, e.fresh("k"));
     w.line("#pragma unroll 4");
     e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += " + RL + ")");
-    idx = fullIndex(w, red, idx, "inner", e.fresh("e"));
+    idx = fullIndex(w, red, idx, IndexExpr::var("inner"), e.fresh("e"));
     const Index lane0 = idx;
-    idx.back() = "(" + idx.back() + " + j)";
+    idx.back() = idx.back() + IndexExpr::var("j", 0, V - 1);
     const size_t declarations = w.mark();
     if (useLanes) e.beginLanes(V, "j");
     w.line("#pragma unroll");
@@ -630,7 +630,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     e.openScope("for (int j = 0; j < " + CV + "; ++j)");
     for (int o : rowOuts) {
       const Value* v = body.outputs[size_t(o)];
-      e.store(v, "out" + std::to_string(o), delinearize(w, "(outer + j)", v->type.shape, "q" + std::to_string(o)));
+      e.store(v, "out" + std::to_string(o), delinearize(w, IndexExpr::var("outer") + IndexExpr::var("j", 0, V - 1), v->type.shape, "q" + std::to_string(o)));
     }
     e.closeScope();
     e.closeScope();
@@ -753,7 +753,7 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
     for (int o : outs)
       if (body.outputs[size_t(o)] == t.result()) {
         e.openScope("if (threadIdx.x == 0)");
-        e.store(t.result(), "out" + std::to_string(o), Index(t.result()->type.rank(), "0"));
+        e.store(t.result(), "out" + std::to_string(o), Index(t.result()->type.rank(), IndexExpr(0)));
         e.closeScope();
       }
     e.closeScope();
@@ -1140,10 +1140,10 @@ class ReductionEmitter {
     const std::string acc = e_.fresh("acc"), at = e_.fresh("pick");
     w_.line("// " + e_.describe(*red.op) + ": the element " + e_.describe(*t->def) + " selects, read once");
     w_.line("float " + acc + " = 0.0f;");
-    Index idx = fullIndex(w_, red, delinearize(w_, "outer", red.kept, e_.fresh("k")), "0", e_.fresh("e"));
+    Index idx = fullIndex(w_, red, delinearize(w_, IndexExpr::var("outer"), red.kept, e_.fresh("k")), IndexExpr(0), e_.fresh("e"));
     w_.line("const long long " + at + " = (long long)" + e_.eval(t, idx) + ";");
     e_.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
-    idx.back() = "(fusec_idx)" + at;
+    idx.back() = IndexExpr::var("(fusec_idx)" + at, 0, red.r - 1);  // in range: the test above
     w_.line(acc + " = 0.0f + (float)" + e_.eval(x, idx) + ";");
     e_.closeScope();
     e_.bindReduction(red.op->result(), acc);
@@ -1165,7 +1165,7 @@ class ReductionEmitter {
       accs.push_back({e_.fresh("acc"), &op});
       w_.line("// " + e_.describe(op));
       w_.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
-      kept.push_back(delinearize(w_, "outer", reds_[i].kept, e_.fresh("k")));
+      kept.push_back(delinearize(w_, IndexExpr::var("outer"), reds_[i].kept, e_.fresh("k")));
     }
     if (summed.empty()) return;
     std::vector<const Value*> passRoots;
@@ -1175,7 +1175,7 @@ class ReductionEmitter {
     for (size_t a = 0; a < accs.size(); ++a) {
       const Reduction& red = reds_[summed[a]];
       const Op& op = *red.op;
-      const Index idx = fullIndex(w_, red, kept[a], "inner", e_.fresh("e"));
+      const Index idx = fullIndex(w_, red, kept[a], IndexExpr::var("inner"), e_.fresh("e"));
       if (!first) first = idx;
       if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
@@ -1202,13 +1202,13 @@ class ReductionEmitter {
     e_.openScope(columns_ ? "if (lane == 0 && live)" : "if (lane == 0)");
     for (int o : rowOuts_) {
       const Value* v = k_.body.outputs[size_t(o)];
-      e_.store(v, "out" + std::to_string(o), delinearize(w_, "outer", v->type.shape, "q" + std::to_string(o)));
+      e_.store(v, "out" + std::to_string(o), delinearize(w_, IndexExpr::var("outer"), v->type.shape, "q" + std::to_string(o)));
     }
     for (size_t q = 0; q < totals_.size(); ++q) {
       const Value* in = totals_[q]->operands[0];
       const std::string acc = "tot" + std::to_string(q);
       w_.line(acc + " = " + combiner(totals_[q]->kind) + "()(" + acc + ", (float)" +
-              e_.eval(in, delinearize(w_, "outer", in->type.shape, e_.fresh("t"))) + ");");
+              e_.eval(in, delinearize(w_, IndexExpr::var("outer"), in->type.shape, e_.fresh("t"))) + ");");
     }
     e_.closeScope();
   }
@@ -1217,7 +1217,7 @@ class ReductionEmitter {
   // in registers) and the column sums' accumulators.
   void writeOutputPass() {
     const Reduction& ref = reds_.at(0);
-    Index kept = delinearize(w_, "outer", ref.kept, e_.fresh("k"));
+    Index kept = delinearize(w_, IndexExpr::var("outer"), ref.kept, e_.fresh("k"));
     const size_t outputPass = levels_.size();
     for (int o : regs_.vectorOuts) w_.line("float s" + std::to_string(o) + "[" + V_ + "];");
     // With column sums and the row not in registers, the pass is unrolled over a thread's
@@ -1237,7 +1237,7 @@ class ReductionEmitter {
     }
     const std::string slot = colSums_.slotted ? "c" : "c * " + V_ + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;
-    Index full = fullIndex(w_, ref, kept, "inner", e_.fresh("f"));
+    Index full = fullIndex(w_, ref, kept, IndexExpr::var("inner"), e_.fresh("f"));
     if (regs_.chunks) bindRow(full, s, outputPass);
     for (size_t q = 0; q < cols_.size(); ++q) {
       const Value* x = cols_[q]->operands[0];

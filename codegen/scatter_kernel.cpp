@@ -67,7 +67,7 @@ int64_t product(const Shape& s, size_t from, size_t to) {
 // The full index of [A..., x, B...] from delinearized A and B parts and the axis entry.
 Index join(const Index& a, const std::string& x, const Index& b) {
   Index out = a;
-  out.push_back(x);
+  out.push_back(IndexExpr::var(x));
   out.insert(out.end(), b.begin(), b.end());
   return out;
 }
@@ -239,7 +239,7 @@ class ScatterEmitter {
     return "b < " + sB_ + (passes_ > 1 && Q_ * 32 > perPass_ ? " && lane + 32 * " + q + " < " + sP_ : "");
   }
   std::string outIndex(const Index& a, const std::string& prefix) {
-    return linearize(join(a, "v", delinearize(w_, "b", inner_, prefix)), result_->type.shape);
+    return linearize(join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, prefix)), result_->type.shape).str();
   }
   // `line` for each of this lane's columns q that exist.
   void eachColumn(const std::string& line) {
@@ -263,7 +263,7 @@ class ScatterEmitter {
       w_.line("if (" + unless + ") acc[q] = " + other() + ";");
       e_.openScope("else");
     }
-    w_.line("acc[q] = " + e_.eval(base_, join(a, "v", delinearize(w_, "b", inner_, "ob"))) + ";");
+    w_.line("acc[q] = " + e_.eval(base_, join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "ob"))) + ";");
     if (!unless.empty()) e_.closeScope();
     e_.closeScope();
     e_.closeScope();
@@ -272,7 +272,7 @@ class ScatterEmitter {
     w_.line("#pragma unroll");
     e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
     const std::string in = column("q");
-    const Index bi = delinearize(w_, "b", inner_, "sb");
+    const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
     e_.openScope("if (" + in + ")");
     if (!ballot_) e_.openScope("if ((fusec_idx)" + e_.eval(index_, join(a, s, bi)) + " == v)");
     w_.line("acc[q] += " + e_.eval(src_, join(a, s, bi)) + ";");
@@ -289,7 +289,7 @@ class ScatterEmitter {
     w_.line("#pragma unroll");
     e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
     e_.openScope("if (" + (when.empty() ? "" : when + " && ") + column("q") + ")");
-    const std::string at = linearize(join(a, "v", delinearize(w_, "b", inner_, "eb")), result_->type.shape);
+    const std::string at = linearize(join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "eb")), result_->type.shape).str();
     for (size_t i = 0; i < prefetched_.size(); ++i)
       w_.line(prefetchName(i) + "[q] = " + loadExpr(prefetched_[i]->type.dtype, inputPointer(k_.body, prefetched_[i]), at) +
               ";");
@@ -312,7 +312,7 @@ class ScatterEmitter {
       w_.line("#pragma unroll");
       e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
       e_.openScope("if (" + column("q") + ")");
-      const Index idx = join(a, "v", delinearize(w_, "b", inner_, "eb"));
+      const Index idx = join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "eb"));
       for (size_t i = 0; i < prefetched_.size(); ++i)
         e_.bindElement(prefetched_[i], linearize(idx, result_->type.shape), prefetchName(i) + "[q]");
       for (size_t t = 0; t < tableOuts_.size(); ++t)
@@ -386,7 +386,7 @@ class ScatterEmitter {
     w_.line("#pragma unroll");
     e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
     const std::string in = column("q");
-    const Index bi = delinearize(w_, "b", inner_, "sb");
+    const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
     e_.openScope("if (u < n && " + in + ")");
     w_.line("x[u][q] = " + e_.eval(src_, join({}, "s[u]", bi)) + ";");
     e_.closeScope();
@@ -414,7 +414,7 @@ class ScatterEmitter {
     w_.line("local[j] = -1;");
     e_.openScope("if (s < " + std::to_string(S_) + ")");
     // 64-bit: an id past 2^31 must not wrap into the block's rows.
-    w_.line("const long long d = (long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), "0"))) + " - row0;");
+    w_.line("const long long d = (long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), IndexExpr(0)))) + " - row0;");
     w_.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
     e_.closeScope();
     w_.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
@@ -601,7 +601,7 @@ class ScatterEmitter {
     e_.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
                  std::to_string(rows_) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
     w_.line("const fusec_idx v = row % " + std::to_string(D_) + ";");
-    const Index a = delinearize(w_, "(row / " + std::to_string(D_) + ")", outer_, "a");
+    const Index a = delinearize(w_, IndexExpr::var("row") / D_, outer_, "a");
     if (passes_ > 1) e_.openScope("for (fusec_idx b0 = 0; b0 < " + sB_ + "; b0 += " + sP_ + ")");
     prefetch(a, "");
     startRow(a, "", nullptr);
@@ -610,7 +610,7 @@ class ScatterEmitter {
       w_.line("bool hit = false;");
       e_.openScope("if (s0 + lane < " + std::to_string(S_) + ")");
       w_.line("const fusec_idx s = s0 + lane;");
-      w_.line("hit = (fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), "0"))) + " == v;");
+      w_.line("hit = (fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), IndexExpr(0)))) + " == v;");
       e_.closeScope();
       w_.line("// the matching positions in increasing order: a fixed order of the additions");
       e_.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
@@ -635,7 +635,7 @@ class ScatterEmitter {
                    "; i += (fusec_idx)gridDim.x * blockDim.x)");
       for (int o : outs) {
         const Value* v = k_.body.outputs[size_t(o)];
-        e_.store(v, "out" + std::to_string(o), delinearize(w_, "i", v->type.shape, "p" + std::to_string(o)));
+        e_.store(v, "out" + std::to_string(o), delinearize(w_, IndexExpr::var("i"), v->type.shape, "p" + std::to_string(o)));
       }
       e_.closeScope();
     }

@@ -1,0 +1,71 @@
+// Index arithmetic of generated kernels as typed expressions instead of text: integer
+// constants, named variables with the values codegen knows they take (a thread's position, a
+// loop counter, a coordinate split off a linear position), sums, products by constants, and
+// division and remainder by positive constants. A term codegen spells itself (a gather's
+// data-chosen index, a lane table's entry) is a variable with no known range: opaque to the
+// rules. Every index is a position in a tensor, so every expression is non-negative where it
+// is used; the rules rely on that.
+//
+// Expressions are immutable and printed once, as C++ (`str()`), when they are built; the
+// text is the key the body emitter memoises values by, so two equal expressions built the
+// same way print the same.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusec::codegen {
+
+// The values an expression can take: [lo, hi] when `known`.
+struct IndexRange {
+  bool known = false;
+  int64_t lo = 0, hi = 0;
+};
+
+class IndexExpr {
+ public:
+  enum class Kind { Const, Var, Add, Mul, Div, Mod };
+
+  IndexExpr() : IndexExpr(int64_t(0)) {}
+  IndexExpr(int64_t c);  // NOLINT(google-explicit-constructor): a constant index is its number
+  IndexExpr(int c) : IndexExpr(int64_t(c)) {}  // NOLINT(google-explicit-constructor)
+  // A variable taking the values lo..hi; or, without a range, any integer C++ expression
+  // codegen spells itself (the rules treat it as an unknown).
+  static IndexExpr var(const std::string& name, int64_t lo, int64_t hi);
+  static IndexExpr var(const std::string& name);
+
+  Kind kind() const;
+  std::optional<int64_t> constant() const;
+  bool isZero() const { return constant() == int64_t(0); }
+  const std::string& str() const;
+  IndexRange range() const;
+  // Add: the terms; Mul, Div, Mod: the one operand (`factor()` is the constant).
+  const std::vector<IndexExpr>& operands() const;
+  int64_t factor() const;
+  const std::string& name() const;  // Var
+
+  // The value at an assignment of the variables (tests; every variable must be assigned).
+  int64_t evaluate(const std::map<std::string, int64_t>& vars) const;
+
+  // Structural constructors: what the operators below build.
+  static IndexExpr sum(std::vector<IndexExpr> terms);
+  static IndexExpr product(const IndexExpr& x, int64_t c);
+  static IndexExpr quotient(const IndexExpr& x, int64_t c);
+  static IndexExpr remainder(const IndexExpr& x, int64_t c);
+
+ private:
+  struct Node;
+  explicit IndexExpr(std::shared_ptr<const Node> n) : n_(std::move(n)) {}
+  std::shared_ptr<const Node> n_;
+};
+
+IndexExpr operator+(const IndexExpr& a, const IndexExpr& b);
+IndexExpr operator-(const IndexExpr& a, int64_t c);
+IndexExpr operator*(const IndexExpr& a, int64_t c);
+IndexExpr operator/(const IndexExpr& a, int64_t c);
+IndexExpr operator%(const IndexExpr& a, int64_t c);
+
+}  // namespace fusec::codegen
