@@ -35,7 +35,9 @@ IndexExpr linearize(const Index& idx, const Shape& shape) {
       terms.push_back(stride == 1 ? idx[size_t(d)] : idx[size_t(d)] * stride);
     stride *= shape[size_t(d)];
   }
-  return terms.empty() ? IndexExpr(0) : IndexExpr::sum({terms.rbegin(), terms.rend()});
+  IndexExpr position = 0;
+  for (auto t = terms.rbegin(); t != terms.rend(); ++t) position = position + *t;
+  return position;
 }
 
 Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix) {
@@ -48,9 +50,14 @@ Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, co
       bool outermost = true;  // no dim above with size > 1: the quotient is already in range
       for (int u = 0; u < d; ++u) outermost &= shape[size_t(u)] == 1;
       if (!outermost) e = e % n;
-      const std::string name = prefix + "_" + std::to_string(d);
-      w.line("const fusec_idx " + name + " = " + e.str() + ";");
-      idx[size_t(d)] = IndexExpr::var(name, 0, n - 1);
+      // A coordinate that is already a variable or a constant needs no register of its own.
+      if (e.kind() == IndexExpr::Kind::Var || e.kind() == IndexExpr::Kind::Const) {
+        idx[size_t(d)] = e;
+      } else {
+        const std::string name = prefix + "_" + std::to_string(d);
+        w.line("const fusec_idx " + name + " = " + e.str() + ";");
+        idx[size_t(d)] = IndexExpr::reg(name, e, 0, n - 1);
+      }
     }
     stride *= n;
   }

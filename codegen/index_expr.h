@@ -36,18 +36,30 @@ class IndexExpr {
   // codegen spells itself (the rules treat it as an unknown).
   static IndexExpr var(const std::string& name, int64_t lo, int64_t hi);
   static IndexExpr var(const std::string& name);
+  // A register holding `definition` (a coordinate codegen computed once), taking the values
+  // lo..hi. It prints as its name; division and remainder look through it to the definition
+  // where that leaves less to compute.
+  static IndexExpr reg(const std::string& name, const IndexExpr& definition, int64_t lo, int64_t hi);
 
   Kind kind() const;
   std::optional<int64_t> constant() const;
   bool isZero() const { return constant() == int64_t(0); }
   const std::string& str() const;
   IndexRange range() const;
-  // Add: the terms; Mul, Div, Mod: the one operand (`factor()` is the constant).
+  // Add: the terms; Mul, Div, Mod: the one operand (`factor()` is the constant); a register
+  // (Var): its definition.
   const std::vector<IndexExpr>& operands() const;
   int64_t factor() const;
   const std::string& name() const;  // Var
 
-  // The value at an assignment of the variables (tests; every variable must be assigned).
+  // The divisions and remainders computing this takes (a register's are already done).
+  int divisions() const;
+  // The same value with each register replaced by its definition, `depth` registers deep,
+  // simplified again.
+  IndexExpr expanded(int depth) const;
+
+  // The value at an assignment of the variables (tests; every variable but a register must
+  // be assigned, a register is its definition's value).
   int64_t evaluate(const std::map<std::string, int64_t>& vars) const;
 
   // Structural constructors: what the operators below build.

@@ -256,12 +256,12 @@ TEST(CodegenTest, VectorWidthFillsSixteenBytes) {
   };
   auto f32 = kernels("func @f {\n %x = input() {name = \"x\"} : f32[4,8]\n %y = exp(%x) : f32[4,8]\n return %y\n}\n");
   ASSERT_EQ(f32.size(), 1u);
-  EXPECT_NE(f32[0].source.find("if (j == 0) fusec_vload<4>(a0, in0 + (o_0 * 8 + (o_1 + j)));"), std::string::npos)
+  EXPECT_NE(f32[0].source.find("if (j == 0) fusec_vload<4>(a0, in0 + (o_0 * 8 + o_1 + j));"), std::string::npos)
       << f32[0].source;
   EXPECT_NE(f32[0].source.find("const int vo1[4] = {0, 1, 2, 3};"), std::string::npos) << f32[0].source;
   EXPECT_EQ(f32[0].launches[0].grid[0], 1u);
   auto bf16 = kernels("func @f {\n %x = input() {name = \"x\"} : bf16[4,8]\n %y = exp(%x) : bf16[4,8]\n return %y\n}\n");
-  EXPECT_NE(bf16[0].source.find("if (j == 0) fusec_vload<8>(a0, in0 + (o_0 * 8 + (o_1 + j)));"), std::string::npos)
+  EXPECT_NE(bf16[0].source.find("if (j == 0) fusec_vload<8>(a0, in0 + (o_0 * 8 + o_1 + j));"), std::string::npos)
       << bf16[0].source;
   EXPECT_NE(bf16[0].source.find("fusec_vstore<8>(out0 + i, s0);"), std::string::npos);
   // An innermost extent the width does not divide: scalar only.
@@ -272,8 +272,8 @@ TEST(CodegenTest, VectorWidthFillsSixteenBytes) {
   auto bc = kernels(
       "func @f {\n %x = input() {name = \"x\"} : f32[4,8]\n %w = input() {name = \"w\"} : f32[8]\n"
       " %wb = broadcast(%w) : f32[4,8]\n %y = mul(%x, %wb) : f32[4,8]\n return %y\n}\n");
-  EXPECT_NE(bc[0].source.find("fusec_vload<4>(a0, in0 + (o_0 * 8 + (o_1 + j)));"), std::string::npos) << bc[0].source;
-  EXPECT_NE(bc[0].source.find("fusec_vload<4>(a2, in1 + ((o_1 + j)));"), std::string::npos) << bc[0].source;
+  EXPECT_NE(bc[0].source.find("fusec_vload<4>(a0, in0 + (o_0 * 8 + o_1 + j));"), std::string::npos) << bc[0].source;
+  EXPECT_NE(bc[0].source.find("fusec_vload<4>(a2, in1 + (o_1 + j));"), std::string::npos) << bc[0].source;
 }
 
 TEST(CodegenTest, CompileErrorIsOneLineWithTheLogAttached) {

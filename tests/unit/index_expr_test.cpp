@@ -2,6 +2,8 @@
 // derive, and that the simplifying operators keep every value the plain arithmetic gives.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <functional>
 #include <random>
 
 #include "codegen/body_emitter.h"
@@ -40,22 +42,146 @@ TEST(IndexExpr, RefusesNonPositiveFactors) {
   EXPECT_THROW(X::var("i") * 0 * -1, Error);
 }
 
+TEST(IndexExpr, OperatorsKeepAffineForms) {
+  const X i = X::var("i", 0, 99), j = X::var("j", 0, 3);
+  EXPECT_EQ(((i + 3) + j).str(), "(i + j + 3)");
+  EXPECT_EQ(((i + j) * 4 + i).str(), "(i * 5 + j * 4)");
+  EXPECT_EQ((i - 3 + 3).str(), "i");
+  EXPECT_EQ((i * 1).str(), "i");
+  EXPECT_EQ((X(7) * 6).str(), "42");
+}
+
+TEST(IndexExpr, DivisionAndRemainderUseTheRanges) {
+  const X a = X::var("a", 0, 9), b = X::var("b", 0, 63), t = X::var("(fusec_idx)t");
+  // A position that a reshape merged, split again: no division left.
+  EXPECT_EQ(((a * 64 + b) / 64).str(), "a");
+  EXPECT_EQ(((a * 64 + b) % 64).str(), "b");
+  EXPECT_EQ(((a * 128 + b * 2 + 1) / 2).str(), "(a * 64 + b)");
+  EXPECT_EQ((b / 64).str(), "0");
+  EXPECT_EQ((b % 64).str(), "b");
+  EXPECT_EQ((b / 4 / 2).str(), "(b / 8)");
+  EXPECT_EQ((b % 32 % 8).str(), "b % 8");
+  EXPECT_EQ(((a * 64 + b + 70) / 64).str(), "(a + ((b + 6) / 64) + 1)");
+  // Nothing is known of an opaque term's range, but a multiple of the divisor still splits
+  // off (the whole is an index, so not negative).
+  EXPECT_EQ(((t + b) % 64).str(), "((fusec_idx)t + b) % 64");
+  EXPECT_EQ(((t * 64 + b) / 64).str(), "(fusec_idx)t");
+}
+
+TEST(IndexExpr, DivisionLooksThroughRegistersWhenThatSavesWork) {
+  // RoPE's pairs: [.., 64] viewed as [.., 32, 2], the pair index then split by 32 again.
+  const X o3 = X::var("o_3", 0, 63), o2 = X::var("o_2", 0, 127);
+  const X pair = X::reg("r0_0", o2 * 32 + o3 / 2, 0, 4095);
+  EXPECT_EQ((pair / 32).str(), "o_2");
+  EXPECT_EQ((pair / 32 % 128).str(), "o_2");
+  EXPECT_EQ((pair % 32).str(), "r0_0 % 32");  // (o_3 / 2) is no less work
+  EXPECT_EQ(pair.divisions(), 0);
+  EXPECT_EQ(pair.expanded(1).divisions(), 1);
+}
+
 TEST(IndexExpr, LinearizeAndDelinearizeRoundTrip) {
   // [4, 1, 6, 8]: size-1 dims and zero coordinates add nothing to the position.
   CodeWriter w;
   const Shape shape{4, 1, 6, 8};
-  const Index idx = delinearize(w, X::var("p", 0, 191), shape, "c");
+  const X p = X::var("p", 0, 191);
+  const Index idx = delinearize(w, p, shape, "c");
   EXPECT_EQ(w.str(), "const fusec_idx c_3 = p % 8;\nconst fusec_idx c_2 = (p / 8) % 6;\nconst fusec_idx c_0 = (p / 48);\n");
   EXPECT_EQ(idx[1].str(), "0");
   EXPECT_EQ(linearize(idx, shape).str(), "(c_0 * 48 + c_2 * 8 + c_3)");
-  for (int64_t p = 0; p < 192; ++p) {
-    std::map<std::string, int64_t> at{{"p", p}};
-    at["c_3"] = (idx[3].kind() == X::Kind::Var) ? p % 8 : 0;
-    at["c_2"] = (p / 8) % 6;
-    at["c_0"] = p / 48;
-    EXPECT_EQ(linearize(idx, shape).evaluate(at), p);
-  }
+  for (int64_t at = 0; at < 192; ++at) EXPECT_EQ(linearize(idx, shape).evaluate({{"p", at}}), at);
+  // The same position split for another shape divides the original position, not the
+  // registers' sum again.
+  CodeWriter w2;
+  const Index again = delinearize(w2, linearize(idx, shape), {24, 8}, "d");
+  EXPECT_EQ(again[1].str(), "c_3");
+  EXPECT_EQ(w2.str(), "const fusec_idx d_0 = (c_0 * 6 + c_2);\n");
   EXPECT_EQ(linearize({X(0), X(0)}, {3, 5}).str(), "0");
+}
+
+// Random expressions built with the simplifying operators, against the same arithmetic done
+// on numbers, at every assignment of three small variables. Subtraction only of constants
+// the value is known to exceed (indices are never negative).
+struct Built {
+  X e;
+  std::function<int64_t(int64_t, int64_t, int64_t)> f;
+  int64_t lo, hi;  // the values it takes over the whole domain
+};
+
+class RandomExprs {
+ public:
+  explicit RandomExprs(uint32_t seed) : rng_(seed) {}
+  Built make(int depth) {
+    const int pick = depth == 0 ? int(rng_() % 2) : int(rng_() % 8);
+    static const int64_t factors[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
+    const int64_t k = factors[rng_() % 10];
+    switch (pick) {
+      case 0: {
+        static const char* names[] = {"a", "b", "c"};
+        const int v = int(rng_() % 3);
+        return finish(X::var(names[v], 0, kExtent[v] - 1), [v](int64_t a, int64_t b, int64_t c) { return v == 0 ? a : v == 1 ? b : c; });
+      }
+      case 1: {
+        const int64_t c = int64_t(rng_() % 70);
+        return finish(X(c), [c](int64_t, int64_t, int64_t) { return c; });
+      }
+      case 2: {
+        Built x = make(depth - 1), y = make(depth - 1);
+        return finish(x.e + y.e, [fx = x.f, fy = y.f](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) + fy(a, b, c); });
+      }
+      case 3: {
+        Built x = make(depth - 1);
+        return finish(x.e * k, [fx = x.f, k](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) * k; });
+      }
+      case 4: case 5: {
+        Built x = make(depth - 1);
+        return finish(x.e / k, [fx = x.f, k](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) / k; });
+      }
+      case 6: {
+        Built x = make(depth - 1);
+        return finish(x.e % k, [fx = x.f, k](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) % k; });
+      }
+      default: {
+        // A register of a sub-expression, with its true range, or minus its least value.
+        Built x = make(depth - 1);
+        if (rng_() % 2 && x.lo > 0) {
+          const int64_t m = x.lo;
+          return finish(x.e - m, [fx = x.f, m](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) - m; });
+        }
+        return finish(X::reg("r" + std::to_string(regs_++), x.e, x.lo, x.hi), x.f);
+      }
+    }
+  }
+  static constexpr int64_t kExtent[3] = {5, 12, 9};
+
+ private:
+  Built finish(X e, std::function<int64_t(int64_t, int64_t, int64_t)> f) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t a = 0; a < kExtent[0]; ++a)
+      for (int64_t b = 0; b < kExtent[1]; ++b)
+        for (int64_t c = 0; c < kExtent[2]; ++c) lo = std::min(lo, f(a, b, c)), hi = std::max(hi, f(a, b, c));
+    return {std::move(e), std::move(f), lo, hi};
+  }
+  std::mt19937 rng_;
+  int regs_ = 0;
+};
+
+TEST(IndexExpr, SimplifiedExpressionsKeepTheirValues) {
+  RandomExprs gen(2026);
+  int simplified = 0;
+  for (int n = 0; n < 3000; ++n) {
+    const Built x = gen.make(4);
+    const IndexRange r = x.e.range();
+    if (r.known) {
+      ASSERT_LE(r.lo, x.lo) << x.e.str();
+      ASSERT_GE(r.hi, x.hi) << x.e.str();
+    }
+    for (int64_t a = 0; a < RandomExprs::kExtent[0]; ++a)
+      for (int64_t b = 0; b < RandomExprs::kExtent[1]; ++b)
+        for (int64_t c = 0; c < RandomExprs::kExtent[2]; ++c)
+          ASSERT_EQ(x.e.evaluate({{"a", a}, {"b", b}, {"c", c}}), x.f(a, b, c)) << x.e.str() << " at " << a << "," << b << "," << c;
+    simplified += x.e.divisions() < 2;
+  }
+  EXPECT_GT(simplified, 0);
 }
 
 }  // namespace
