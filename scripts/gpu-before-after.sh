@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On a GPU machine: the step time of a codegen change, before and after, in one call. Builds
+# fusec from commit REV (git archive of this checkout's history into build-gpu-before/src) and
+# from the working tree (build-gpu), then runs the bf16 train step of each model and batch of
+# SCALE (default "small:64 medium:16", ctx 256, STEPS steps, median of steps 3..) ROUNDS times
+# (default 3), before and after alternating, so both see the same GPU state. Prints one line a
+# run and the median of each side's medians; logs in $OUT (default build-gpu/out).
+#   scripts/gpu-before-after.sh dbd7d73
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REV=${1:?usage: scripts/gpu-before-after.sh REV}
+OUT=${OUT:-$PWD/build-gpu/out}
+SCALE=${SCALE:-small:64 medium:16}
+STEPS=${STEPS:-30}
+ROUNDS=${ROUNDS:-3}
+mkdir -p "$OUT"
+git cat-file -e "$REV^{commit}" 2>/dev/null || { echo "error: commit $REV is not in this checkout's history" >&2; exit 1; }
+rm -rf build-gpu-before/src && mkdir -p build-gpu-before/src
+git archive "$REV" | tar -x -C build-gpu-before/src
+for side in before after; do
+  src=. dir=build-gpu
+  [[ $side == before ]] && src=build-gpu-before/src dir=build-gpu-before/build
+  cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$dir" -j"$(nproc)" --target fusec | tail -1 || { echo "error: the $side build failed" >&2; exit 1; }
+done
+declare -A meds
+for mb in $SCALE; do
+  m=${mb%:*} b=${mb#*:}
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    for side in before after; do
+      f=build-gpu/fusec
+      [[ $side == before ]] && f=build-gpu-before/build/fusec
+      log=$OUT/ba-$m-$side-$r.log
+      $f run --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 --steps "$STEPS" >"$log" 2>&1
+      t=$(grep -o 'median step [0-9.]*' "$log" | awk '{print $3}')
+      echo "$m b$b round $r $side: ${t:-failed ($(tail -1 "$log"))} ms"
+      meds[$m-$side]+="${t:-} "
+    done
+  done
+  for side in before after; do
+    printf '%s b%s %s: median of medians %s ms\n' "$m" "$b" "$side" \
+      "$(echo "${meds[$m-$side]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')"
+  done
+done
