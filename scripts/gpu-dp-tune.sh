@@ -8,6 +8,10 @@
 # One line a run in $OUT/tune.txt (and on stdout), with the last step's overlap of compute and
 # collectives (fusec run --timeline); every run's log and timeline (tl-*.json) in $OUT.
 set -uo pipefail
+# Stopped from outside (a `timeout` around this script): stop the run in flight too, or its
+# ranks go on holding the GPUs and slow whatever the same call runs next (a bench after an
+# interrupted tune once measured every step at twice its time).
+trap 'pkill -TERM -P $$; exit 143' TERM INT
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 BUILD=build-gpu
