@@ -11,12 +11,16 @@
 
 namespace fusec {
 
+// The default bucket (`--bucket-mb`). Measured on two H200 (bench/RESULTS.md, issue 38's sixth
+// slice): against 25 MB (PyTorch DDP's default), 100 MB took 0.5 ms off medium b16's and small
+// b64's step (fewer, longer NCCL launches beside the backward's kernels, which lose less time
+// to them), 200 MB no more, and the first bucket still starts in the last layers' backward.
+inline constexpr int kDefaultBucketMb = 100;
+
 struct DataParallelConfig {
   int64_t ranks = 1;  // 1: a single GPU, the pass changes nothing
-  // A bucket closes once its gradients hold at least this many bytes: one all_reduce of a few
-  // tens of MB runs near NCCL's bus bandwidth, while the first bucket still starts early in
-  // the backward. PyTorch DDP's default is 25 MB as well.
-  int64_t bucketBytes = int64_t(25) << 20;
+  // A bucket closes once its gradients hold at least this many bytes.
+  int64_t bucketBytes = int64_t(kDefaultBucketMb * 1e6);
   // ZeRO-1: each rank keeps the AdamW moments of its block of rows of each weight (a 1/ranks
   // share): a gradient whose first dim divides by ranks is reduce-scattered (its mean, this
   // rank's rows) instead of all-reduced, and adamw then updates the rank's rows and

@@ -46,7 +46,7 @@ struct CompileArgs {
   PassManagerOptions pm;
   EmitArgs emit;
   int64_t gpus = 1;
-  double bucketMb = 25;
+  double bucketMb = kDefaultBucketMb;
   bool shardOptimizer = false;
   std::string gradReduceDType = "fp32";
 };
@@ -182,7 +182,7 @@ Command addCompileCommand(CLI::App& app) {
                   "train_step: one rank's program of a data-parallel job on N GPUs (its gradients averaged over the "
                   "ranks by all_reduce buckets; what `fusec run --gpus N` runs on each GPU)")
       ->type_name("N");
-  cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")->type_name("MB");
+  cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default " + std::to_string(kDefaultBucketMb) + ")")->type_name("MB");
   cmd->add_option("--grad-reduce-dtype", a->gradReduceDType, "--gpus: the gradients' dtype on the wire, fp32 (default) or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--shard-optimizer", a->shardOptimizer,

@@ -55,7 +55,7 @@ struct ProfileArgs {
   uint64_t seed = 0;
   // --gpus N: rank 0's profile of a data-parallel step (tools/fusec/job.h starts the ranks).
   int64_t gpus = 0;
-  double bucketMb = 25;
+  double bucketMb = kDefaultBucketMb;
   bool shardOptimizer = false;
   std::string gradReduceDType = "fp32";
 };
@@ -203,7 +203,7 @@ Command addProfileCommand(CLI::App& app) {
                   "Profile rank 0 of a data-parallel training step on N GPUs (one process a GPU, started here; or "
                   "under torchrun): the collectives in a comm category, and how much of their time no compute hid")
       ->type_name("N");
-  CLI::Option* oBucket = cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default 25)")
+  CLI::Option* oBucket = cmd->add_option("--bucket-mb", a->bucketMb, "--gpus: gradients reduced together, in MB (default " + std::to_string(kDefaultBucketMb) + ")")
                              ->type_name("MB");
   CLI::Option* oWire = cmd->add_option("--grad-reduce-dtype", a->gradReduceDType,
                                        "--gpus: the gradients' dtype on the wire, fp32 (default) or bf16")

@@ -86,7 +86,7 @@ struct RunArgs {
   CLI::Option* oCheckpointEvery = nullptr;
   CLI::Option *oCheckpoint = nullptr, *oResume = nullptr;
   int64_t gpus = 0;  // 0: not given
-  double bucketMb = 25;
+  double bucketMb = kDefaultBucketMb;
   CLI::Option* oBucketMb = nullptr;
   bool shardOptimizer = false;
   std::string gradReduceDType = "fp32";
@@ -665,7 +665,7 @@ Command addRunCommand(CLI::App& app) {
                   "torchrun, WORLD_SIZE gives N)")
       ->type_name("N");
   a->oBucketMb = cmd->add_option("--bucket-mb", a->bucketMb,
-                                 "--gpus: gradients reduced together, in MB (default 25; a bucket's reduction overlaps "
+                                 "--gpus: gradients reduced together, in MB (default " + std::to_string(kDefaultBucketMb) + "; a bucket's reduction overlaps "
                                  "the backward of the next)")
                      ->type_name("MB");
   a->oGradReduce = cmd->add_option("--grad-reduce-dtype", a->gradReduceDType,
