@@ -144,6 +144,7 @@ static std::string elementKey(const Value* input, const std::string& linear) {
 
 void BodyEmitter::bindElement(const Value* input, const IndexExpr& linear, const std::string& reg) {
   memo_.back()[elementKey(input, linear.str())] = reg;
+  hasBoundElements_.insert(input);
 }
 
 const std::string* BodyEmitter::boundElement(const Value* input, const std::string& linear) const {
@@ -181,7 +182,7 @@ std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   if (b != bound_.end()) return b->second;
   // An element the family already holds (a row kernel's registers); inputs check this where
   // they are loaded, after their reshapes.
-  if (v->def->kind != OpKind::Input)
+  if (v->def->kind != OpKind::Input && hasBoundElements_.count(v))
     if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
   for (const auto& d : idx) key += "|" + d.str();
@@ -378,7 +379,8 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   const std::string comment = "  // " + describe(op);
   switch (op.kind) {
     case OpKind::Input: {
-      if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
+      if (hasBoundElements_.count(v))
+        if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
       if (auto r = laneLoad(v, idx)) return *r;
       std::string reg = fresh("x");
       w_.line("const " + rt + " " + reg + " = " +
@@ -393,7 +395,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
     case OpKind::Reshape: {
       const Value* src = op.operands[0];
       while (src->def->kind == OpKind::Reshape) src = src->def->operands[0];
-      if (src->def->kind == OpKind::Input)
+      if (src->def->kind == OpKind::Input && hasBoundElements_.count(src))
         if (const std::string* r = boundElement(src, linearize(idx, v->type.shape).str())) return *r;
       [[fallthrough]];
     }
@@ -444,7 +446,8 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
         const bool branch = &op != pinned_;
         if (branch) openScope(k == 0 ? "if (" + cond + ")" : last ? "else" : "else if (" + cond + ")");
         Index in = idx;
-        if (start != 0) in[size_t(ax)] = idx[size_t(ax)] - start;
+        // Inside this branch the coordinate lies in the operand's part of the axis.
+        in[size_t(ax)] = idx[size_t(ax)].within(start, end - 1) - start;
         // The operand's base: the result's, moved to the first lane that reads this operand
         // when the result's base lane reads another one.
         std::optional<LaneBase> base = laneBase();

@@ -140,6 +140,7 @@ class BodyEmitter {
   std::map<const Op*, int> inputNumber_, position_;
   std::vector<std::map<std::string, std::string>> memo_;  // per scope: key -> register
   std::map<const Value*, std::string> bound_;
+  std::set<const Value*> hasBoundElements_;  // values bindElement was called for (any scope)
   int counter_ = 0;
   int laneWidth_ = 0;  // 0: not in vector-loop mode
   std::string laneVar_;

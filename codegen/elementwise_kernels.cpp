@@ -196,11 +196,14 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
     const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
     int64_t end = 0;
     for (size_t k = 0; k < c->operands.size(); ++k) {
+      const int64_t start = end;
       end += c->operands[k]->type.shape[ax];
       const std::string cond = first[ax].str() + " < " + std::to_string(end);
       e.openScope(k == 0 ? "if (" + cond + ")" : k + 1 == c->operands.size() ? "else" : "else if (" + cond + ")");
       e.pinConcat(c, k);
-      laneLoop(e, body, outs, plan, first);
+      Index inBranch = first;  // lane 0's coordinate along the axis lies in operand k's part
+      inBranch[ax] = first[ax].within(start, end - 1);
+      laneLoop(e, body, outs, plan, inBranch);
       e.pinConcat(nullptr, 0);
       e.closeScope();
     }

@@ -10,7 +10,15 @@ struct IndexExpr::Node {
   std::string name;   // Var
   IndexRange range;   // Var: as given; others: derived when built
   std::vector<IndexExpr> operands;
-  std::string text;  // C++, printed once when built
+  // C++, printed when first asked for (most intermediate expressions never are). Nodes are
+  // built and read by one kernel's emitter, on one thread.
+  mutable std::string text;
+  mutable bool printed = false;
+  // expanded(depth) as computed so far (a kernel's coordinates are expanded again for every
+  // index they take part in), and whether this expression holds no register at all (then
+  // it is its own expansion, which is not stored: a node must not own itself).
+  mutable std::vector<std::optional<IndexExpr>> expansions;
+  mutable bool noRegisters = false;
 };
 
 namespace {
@@ -25,6 +33,7 @@ IndexExpr::IndexExpr(int64_t c) {
   n->value = c;
   n->range = exactly(c);
   n->text = std::to_string(c);
+  n->printed = true;
   n_ = std::move(n);
 }
 
@@ -32,6 +41,7 @@ IndexExpr IndexExpr::var(const std::string& name, int64_t lo, int64_t hi) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
   n->name = n->text = name;
+  n->printed = true;
   if (lo <= hi) n->range = {true, lo, hi};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -40,6 +50,7 @@ IndexExpr IndexExpr::reg(const std::string& name, const IndexExpr& definition, i
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
   n->name = n->text = name;
+  n->printed = true;
   n->range = {true, lo, hi};
   const IndexRange d = definition.range();
   if (d.known) n->range = {true, std::max(lo, d.lo), std::min(hi, d.hi)};
@@ -51,6 +62,22 @@ IndexExpr IndexExpr::var(const std::string& name) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
   n->name = n->text = name;
+  n->printed = true;
+  return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
+}
+
+IndexExpr IndexExpr::within(int64_t lo, int64_t hi) const {
+  if (n_->kind == Kind::Const) return *this;
+  const IndexRange r = range();
+  if (r.known) lo = std::max(lo, r.lo), hi = std::min(hi, r.hi);
+  if (r.known && r.lo == lo && r.hi == hi) return *this;
+  auto n = std::make_shared<Node>(*n_);
+  n->kind = Kind::Var;
+  n->name = n->text = str();
+  n->printed = true;
+  n->range = {true, lo, hi};
+  // A variable keeps its definition (if any); an expression becomes the definition.
+  if (n_->kind != Kind::Var) n->operands = {*this}, n->value = 0;
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
 
@@ -58,7 +85,35 @@ IndexExpr::Kind IndexExpr::kind() const { return n_->kind; }
 std::optional<int64_t> IndexExpr::constant() const {
   return n_->kind == Kind::Const ? std::optional<int64_t>(n_->value) : std::nullopt;
 }
-const std::string& IndexExpr::str() const { return n_->text; }
+namespace {
+
+// The printed forms: a sum in parentheses with a negative constant as a subtraction (a sum
+// of one term too, as linearised positions always were), a product bare (it binds tighter
+// than the sums it sits in), a quotient in parentheses, a remainder bare.
+std::string print(IndexExpr::Kind kind, const std::vector<IndexExpr>& operands, int64_t factor) {
+  switch (kind) {
+    case IndexExpr::Kind::Add: {
+      std::string text;
+      for (size_t i = 0; i < operands.size(); ++i) {
+        const auto c = operands[i].constant();
+        if (i && c && *c < 0) text += " - " + std::to_string(-*c);
+        else text += (i ? " + " : "") + operands[i].str();
+      }
+      return "(" + text + ")";
+    }
+    case IndexExpr::Kind::Mul: return operands[0].str() + " * " + std::to_string(factor);
+    case IndexExpr::Kind::Div: return "(" + operands[0].str() + " / " + std::to_string(factor) + ")";
+    case IndexExpr::Kind::Mod: return operands[0].str() + " % " + std::to_string(factor);
+    default: return "";
+  }
+}
+
+}  // namespace
+
+const std::string& IndexExpr::str() const {
+  if (!n_->printed) n_->text = print(n_->kind, n_->operands, n_->value), n_->printed = true;
+  return n_->text;
+}
 IndexRange IndexExpr::range() const { return n_->range; }
 const std::vector<IndexExpr>& IndexExpr::operands() const { return n_->operands; }
 int64_t IndexExpr::factor() const { return n_->value; }
@@ -93,39 +148,51 @@ int IndexExpr::divisions() const {
 }
 
 IndexExpr IndexExpr::expanded(int depth) const {
-  switch (n_->kind) {
-    case Kind::Const: return *this;
-    case Kind::Var: return n_->operands.empty() || depth == 0 ? *this : n_->operands[0].expanded(depth - 1);
-    case Kind::Add: {
-      IndexExpr s = 0;
-      for (const IndexExpr& t : n_->operands) s = s + t.expanded(depth);
-      return s;
-    }
-    case Kind::Mul: return n_->operands[0].expanded(depth) * n_->value;
-    case Kind::Div: return n_->operands[0].expanded(depth) / n_->value;
-    case Kind::Mod: return n_->operands[0].expanded(depth) % n_->value;
+  if (depth <= 0 || n_->kind == Kind::Const || n_->noRegisters) return *this;
+  auto& memo = n_->expansions;
+  if (size_t(depth) <= memo.size() && memo[size_t(depth) - 1]) return *memo[size_t(depth) - 1];
+  IndexExpr e = expandOnce(depth);
+  if (e.n_ == n_) {
+    n_->noRegisters = true;
+  } else {
+    if (memo.size() < size_t(depth)) memo.resize(size_t(depth));
+    memo[size_t(depth) - 1] = e;
   }
-  return *this;
+  return e;
 }
 
-// The printed forms: a sum in parentheses with a negative constant as a subtraction (a sum
-// of one term too, as linearised positions always were), a product bare (it binds tighter
-// than the sums it sits in), a quotient in parentheses, a remainder bare.
+IndexExpr IndexExpr::expandOnce(int depth) const {
+  if (n_->kind == Kind::Var) return n_->operands.empty() ? *this : n_->operands[0].expanded(depth - 1);
+  std::vector<IndexExpr> parts;
+  bool same = true;
+  for (const IndexExpr& t : n_->operands) {
+    parts.push_back(t.expanded(depth));
+    same = same && parts.back().n_ == t.n_;
+  }
+  if (same) return *this;  // nothing below holds a register
+  switch (n_->kind) {
+    case Kind::Add: {
+      IndexExpr s = 0;
+      for (const IndexExpr& t : parts) s = s + t;
+      return s;
+    }
+    case Kind::Mul: return parts[0] * n_->value;
+    case Kind::Div: return parts[0] / n_->value;
+    case Kind::Mod: return parts[0] % n_->value;
+    default: return *this;
+  }
+}
+
 IndexExpr IndexExpr::sum(std::vector<IndexExpr> terms) {
   if (terms.empty()) return IndexExpr(int64_t(0));
   auto n = std::make_shared<Node>();
   n->kind = Kind::Add;
   n->range = exactly(0);
-  std::string text;
   for (size_t i = 0; i < terms.size(); ++i) {
-    const auto c = terms[i].constant();
-    if (i && c && *c < 0) text += " - " + std::to_string(-*c);
-    else text += (i ? " + " : "") + terms[i].str();
     const IndexRange r = terms[i].range();
     if (n->range.known && r.known) n->range.lo += r.lo, n->range.hi += r.hi;
     else n->range = unknown();
   }
-  n->text = "(" + text + ")";
   n->operands = std::move(terms);
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -145,7 +212,6 @@ IndexExpr IndexExpr::product(const IndexExpr& x, int64_t c) {
   n->value = c;
   const IndexRange r = x.range();
   if (r.known) n->range = {true, r.lo * c, r.hi * c};
-  n->text = x.str() + " * " + std::to_string(c);
   n->operands = {x};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -157,7 +223,6 @@ IndexExpr IndexExpr::quotient(const IndexExpr& x, int64_t c) {
   n->value = c;
   const IndexRange r = x.range();
   if (r.known && r.lo >= 0) n->range = {true, r.lo / c, r.hi / c};
-  n->text = "(" + x.str() + " / " + std::to_string(c) + ")";
   n->operands = {x};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -169,7 +234,6 @@ IndexExpr IndexExpr::remainder(const IndexExpr& x, int64_t c) {
   n->value = c;
   const IndexRange r = x.range();
   if (r.known && r.lo >= 0) n->range = r.hi < c ? r : IndexRange{true, 0, c - 1};
-  n->text = x.str() + " % " + std::to_string(c);
   n->operands = {x};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -218,15 +282,17 @@ IndexExpr build(const std::vector<std::pair<IndexExpr, int64_t>>& terms, int64_t
   return parts.size() == 1 ? parts[0] : IndexExpr::sum(std::move(parts));
 }
 
-// x's affine form split by c: the part c divides (coefficients divided by c, the constant's
-// floor quotient) and the rest (with the constant's remainder, in [0, c)).
+// x's affine form split by c: the part c divides (coefficients divided by c) and the rest.
+// With a negative constant, two ways: its floor quotient moved to the first part (the rest
+// then has the remainder, in [0, c)), or the constant kept whole in the rest (a concat
+// operand's coordinate, x - start inside its branch, has no borrow to carry).
 struct Split {
   IndexExpr quotient, rest;
   bool dividesSomething = false;
 };
-std::optional<Split> split(const IndexExpr& x, int64_t c) {
+std::vector<Split> splits(const IndexExpr& x, int64_t c) {
   Affine a;
-  if (!collect(x, 1, a)) return std::nullopt;
+  if (!collect(x, 1, a)) return {};
   std::vector<std::pair<IndexExpr, int64_t>> q, r;
   bool divides = false;
   for (const auto& [t, k] : a.terms) {
@@ -235,12 +301,23 @@ std::optional<Split> split(const IndexExpr& x, int64_t c) {
   }
   int64_t q0 = a.constant / c, r0 = a.constant % c;
   if (r0 < 0) r0 += c, q0 -= 1;
-  divides |= q0 != 0;
-  return Split{build(q, q0), build(r, r0), divides};
+  std::vector<Split> out{{build(q, q0), build(r, r0), divides || q0 != 0}};
+  if (a.constant < 0 && divides) out.push_back({build(q, 0), build(r, a.constant), true});
+  return out;
+}
+
+// The cheaper of two equal values: fewer divisions, then the shorter text.
+IndexExpr cheaper(const IndexExpr& a, const IndexExpr& b) {
+  const int da = a.divisions(), db = b.divisions();
+  return db < da || (db == da && b.str().size() < a.str().size()) ? b : a;
 }
 
 bool nonNegative(const IndexExpr& x) { return x.range().known && x.range().lo >= 0; }
-bool below(const IndexExpr& x, int64_t c) { return nonNegative(x) && x.range().hi < c; }
+// The one quotient by c that every value of x has, if the ranges prove there is one.
+std::optional<int64_t> onlyQuotient(const IndexExpr& x, int64_t c) {
+  if (!nonNegative(x) || x.range().lo / c != x.range().hi / c) return std::nullopt;
+  return x.range().lo / c;
+}
 
 void checkPositive(int64_t c, const char* what) {
   if (c <= 0) throw Error(std::string("index expression: ") + what + " by " + std::to_string(c) + " (must be positive)");
@@ -249,6 +326,8 @@ void checkPositive(int64_t c, const char* what) {
 }  // namespace
 
 IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
+  if (a.isZero()) return b;
+  if (b.isZero()) return a;
   Affine f;
   if (!collect(a, 1, f) || !collect(b, 1, f)) return IndexExpr::sum({a, b});
   return build(f.terms, f.constant);
@@ -258,6 +337,7 @@ IndexExpr operator-(const IndexExpr& a, int64_t c) { return a + IndexExpr(-c); }
 
 IndexExpr operator*(const IndexExpr& a, int64_t c) {
   checkPositive(c, "product");
+  if (c == 1) return a;
   Affine f;
   if (!collect(a, c, f)) return IndexExpr::product(a, c);
   return build(f.terms, f.constant);
@@ -307,22 +387,24 @@ namespace {
 IndexExpr divide(const IndexExpr& a, int64_t c) {
   if (c == 1) return a;
   if (auto k = a.constant()) return IndexExpr(*k / c);
-  if (below(a, c)) return IndexExpr(0);
+  if (auto q = onlyQuotient(a, c)) return IndexExpr(*q);
   int64_t ac = 0;
   if (a.kind() == IndexExpr::Kind::Div && mul(a.factor(), c, ac)) return a.operands()[0] / ac;
-  if (auto s = split(a, c); s && s->dividesSomething && nonNegative(s->rest))
-    return s->quotient + s->rest / c;  // the rest has nothing c divides: no second split
-  return IndexExpr::quotient(a, c);
+  IndexExpr best = IndexExpr::quotient(a, c);
+  for (const Split& s : splits(a, c))
+    if (s.dividesSomething && nonNegative(s.rest)) best = cheaper(best, s.quotient + s.rest / c);
+  return best;
 }
 
 IndexExpr reduce(const IndexExpr& a, int64_t c) {
   if (c == 1) return IndexExpr(0);
   if (auto k = a.constant()) return IndexExpr(*k % c);
-  if (below(a, c)) return a;
+  if (auto q = onlyQuotient(a, c)) return *q == 0 ? a : a - *q * c;
   if (a.kind() == IndexExpr::Kind::Mod && a.factor() % c == 0) return a.operands()[0] % c;
-  if (auto s = split(a, c); s && s->dividesSomething && nonNegative(s->rest))
-    return s->rest % c;
-  return IndexExpr::remainder(a, c);
+  IndexExpr best = IndexExpr::remainder(a, c);
+  for (const Split& s : splits(a, c))
+    if (s.dividesSomething && nonNegative(s.rest)) best = cheaper(best, s.rest % c);
+  return best;
 }
 
 }  // namespace

@@ -41,6 +41,11 @@ class IndexExpr {
   // where that leaves less to compute.
   static IndexExpr reg(const std::string& name, const IndexExpr& definition, int64_t lo, int64_t hi);
 
+  // The same value where it is known to lie in [lo, hi] (inside a branch that tested it): a
+  // variable with the narrower range, printed as this expression and looked through like a
+  // register.
+  IndexExpr within(int64_t lo, int64_t hi) const;
+
   Kind kind() const;
   std::optional<int64_t> constant() const;
   bool isZero() const { return constant() == int64_t(0); }
@@ -71,6 +76,7 @@ class IndexExpr {
  private:
   struct Node;
   explicit IndexExpr(std::shared_ptr<const Node> n) : n_(std::move(n)) {}
+  IndexExpr expandOnce(int depth) const;  // expanded() without its memo
   std::shared_ptr<const Node> n_;
 };
 

@@ -61,7 +61,14 @@ TEST(IndexExpr, DivisionAndRemainderUseTheRanges) {
   EXPECT_EQ((b % 64).str(), "b");
   EXPECT_EQ((b / 4 / 2).str(), "(b / 8)");
   EXPECT_EQ((b % 32 % 8).str(), "b % 8");
-  EXPECT_EQ(((a * 64 + b + 70) / 64).str(), "(a + ((b + 6) / 64) + 1)");
+  EXPECT_EQ(((a * 64 + b + 64) / 64).str(), "(a + 1)");
+  EXPECT_EQ(((a * 64 + b + 70) / 64).divisions(), 1);  // b + 6 may reach 64
+  // A concat operand's coordinate inside its branch: the ranges say which quotient it has.
+  const X c = X::var("c", 0, 127).within(64, 127);
+  EXPECT_EQ((c / 64).str(), "1");
+  EXPECT_EQ((c % 64).str(), "(c - 64)");
+  EXPECT_EQ(((c - 64) / 16).str(), "((c / 16) - 4)");
+  EXPECT_EQ(((c - 64) % 16).str(), "c % 16");
   // Nothing is known of an opaque term's range, but a multiple of the divisor still splits
   // off (the whole is an index, so not negative).
   EXPECT_EQ(((t + b) % 64).str(), "((fusec_idx)t + b) % 64");
@@ -147,6 +154,8 @@ class RandomExprs {
           const int64_t m = x.lo;
           return finish(x.e - m, [fx = x.f, m](int64_t a, int64_t b, int64_t c) { return fx(a, b, c) - m; });
         }
+        // Or the same value known to lie in its true range (as inside a branch that tested it).
+        if (rng_() % 3 == 0) return finish(x.e.within(x.lo, x.hi), x.f);
         return finish(X::reg("r" + std::to_string(regs_++), x.e, x.lo, x.hi), x.f);
       }
     }
