@@ -15,11 +15,13 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ir/builder.h"
+#include "passes/vjp_rules.h"
 #include "ir/interpreter.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -788,3 +790,28 @@ TEST(AutodiffCoverage, EveryOpKindIsTested) {
 }
 
 }  // namespace
+
+namespace fusec {
+namespace {
+
+// The VJP table (passes/vjp_rules.h) answers for every op in ir/ops.def: an op of a
+// differentiable category either has a rule or carries no gradient at all, except the few
+// listed here, each with the reason it has none.
+TEST(AutodiffCoverage, EveryDifferentiableOpHasARule) {
+  const std::map<OpKind, const char*> without = {
+      {OpKind::AttentionBackward, "a gradient itself: no second derivatives"},
+  };
+  for (const OpInfo& info : allOps()) {
+    const OpCategory c = info.category;
+    if (c != OpCategory::Pointwise && c != OpCategory::Reduction && c != OpCategory::Layout &&
+        c != OpCategory::Matmul && c != OpCategory::Composite)
+      continue;
+    const VjpEntry& e = vjpEntry(info.kind);
+    EXPECT_TRUE(e.rule || e.slots == GradSlots::None || without.count(info.kind))
+        << "'" << info.name << "' has no VJP rule in passes/vjp_rules.cpp";
+    EXPECT_FALSE(e.rule && e.slots == GradSlots::None) << "'" << info.name << "' has a rule but carries no gradient";
+  }
+}
+
+}  // namespace
+}  // namespace fusec
