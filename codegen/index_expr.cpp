@@ -205,38 +205,22 @@ void checkFactor(int64_t c, const char* what) {
 
 }  // namespace
 
-IndexExpr IndexExpr::product(const IndexExpr& x, int64_t c) {
-  checkFactor(c, "product");
+IndexExpr IndexExpr::byConstant(Kind kind, const IndexExpr& x, int64_t c) {
+  checkFactor(c, kind == Kind::Mul ? "product" : kind == Kind::Div ? "division" : "remainder");
   auto n = std::make_shared<Node>();
-  n->kind = Kind::Mul;
+  n->kind = kind;
   n->value = c;
   const IndexRange r = x.range();
-  if (r.known) n->range = {true, r.lo * c, r.hi * c};
+  if (kind == Kind::Mul && r.known) n->range = {true, r.lo * c, r.hi * c};
+  if (kind == Kind::Div && r.known && r.lo >= 0) n->range = {true, r.lo / c, r.hi / c};
+  if (kind == Kind::Mod && r.known && r.lo >= 0) n->range = r.hi < c ? r : IndexRange{true, 0, c - 1};
   n->operands = {x};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
 
-IndexExpr IndexExpr::quotient(const IndexExpr& x, int64_t c) {
-  checkFactor(c, "division");
-  auto n = std::make_shared<Node>();
-  n->kind = Kind::Div;
-  n->value = c;
-  const IndexRange r = x.range();
-  if (r.known && r.lo >= 0) n->range = {true, r.lo / c, r.hi / c};
-  n->operands = {x};
-  return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
-}
-
-IndexExpr IndexExpr::remainder(const IndexExpr& x, int64_t c) {
-  checkFactor(c, "remainder");
-  auto n = std::make_shared<Node>();
-  n->kind = Kind::Mod;
-  n->value = c;
-  const IndexRange r = x.range();
-  if (r.known && r.lo >= 0) n->range = r.hi < c ? r : IndexRange{true, 0, c - 1};
-  n->operands = {x};
-  return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
-}
+IndexExpr IndexExpr::product(const IndexExpr& x, int64_t c) { return byConstant(Kind::Mul, x, c); }
+IndexExpr IndexExpr::quotient(const IndexExpr& x, int64_t c) { return byConstant(Kind::Div, x, c); }
+IndexExpr IndexExpr::remainder(const IndexExpr& x, int64_t c) { return byConstant(Kind::Mod, x, c); }
 
 // The simplifying operators. A sum is kept as an affine form, terms (a variable, quotient or
 // remainder) times positive coefficients plus a constant, in the order the terms first

@@ -77,6 +77,7 @@ class IndexExpr {
   struct Node;
   explicit IndexExpr(std::shared_ptr<const Node> n) : n_(std::move(n)) {}
   IndexExpr expandOnce(int depth) const;  // expanded() without its memo
+  static IndexExpr byConstant(Kind kind, const IndexExpr& x, int64_t c);  // Mul, Div or Mod
   std::shared_ptr<const Node> n_;
 };
 
