@@ -9,6 +9,7 @@ constexpr std::pair<Role, std::string_view> kNames[] = {
     {Role::Data, ""},           {Role::TokenIds, "ids"},      {Role::Targets, "targets"},
     {Role::StepCount, "step"},  {Role::DropoutKey, "dropout_key"}, {Role::Weight, "weight"}, {Role::ExpAvg, "exp_avg"},
     {Role::ExpAvgSq, "exp_avg_sq"}, {Role::WeightCopy, "bf16_copy"}, {Role::Buffer, "buffer"},
+    {Role::Cotangent, "cotangent"},
 };
 
 void requireSource(const Op& op) {

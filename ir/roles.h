@@ -12,7 +12,9 @@
 //           `layer`: the index of the transformer block the param belongs to, -1 (the
 //           default) outside the blocks. A state or copy has its weight's layer.
 //   input:  role "" (data: the default), "ids" (token ids), "targets" (the labels of the
-//           loss), "step" (AdamW's 1-based step counter, f32[]).
+//           loss), "step" (AdamW's 1-based step counter, f32[]), "cotangent" (the adjoint of
+//           the function's one output: autodiff then turns the function into its VJP with
+//           respect to its float data inputs, passes/train_passes.h).
 // This is what XLA's input_output_alias and MLIR's argument attributes carry.
 #pragma once
 #include <cstdint>
@@ -30,6 +32,7 @@ enum class Role {
   Targets,    // input: the loss's labels
   StepCount,  // input: AdamW's step counter
   DropoutKey, // input: the step's random key of its dropout ops (ir/step_inputs.h)
+  Cotangent,  // input: the adjoint of the function's output, for a VJP program
   Weight,     // param: a trainable weight
   ExpAvg,     // param: AdamW's first moment of `of`
   ExpAvgSq,   // param: AdamW's second moment of `of`

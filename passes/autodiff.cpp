@@ -33,7 +33,7 @@ class Autodiff : public Vjp {
       if (const OpInfo* info = findOp(name)) planted_ = info->kind;
   }
 
-  void seed(Value* loss) { adj_[loss] = b.constant(1.0, loss->type); }
+  void seed(Value* v, Value* adjoint) { adj_[v] = adjoint; }
 
   Value* adjoint(const Value* v) const {
     auto it = adj_.find(v);
@@ -75,10 +75,12 @@ class Autodiff : public Vjp {
 
 }  // namespace
 
-std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
-  if (!loss) throw Error("autodiff: the loss is null");
-  if (loss->type.rank() != 0 || !isFloat(loss->type.dtype))
-    throw Error("autodiff: the loss must be a float scalar, got " + loss->type.str());
+namespace {
+
+// The gradients of `loss` w.r.t. `wrt` with d(loss) = seed() (built only if some wrt value
+// depends on the loss).
+template <class Seed>
+std::vector<Value*> gradients(Graph& g, Value* loss, const std::vector<Value*>& wrt, Seed&& seed) {
   std::vector<Op*> ops;
   PtrSet<const Op*> inGraph;
   ops.reserve(g.ops.size());
@@ -115,7 +117,7 @@ std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Val
 
   Autodiff ad(g, needed);
   if (needed.count(loss)) {
-    ad.seed(loss);
+    ad.seed(loss, seed(ad.b));
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       const Op& op = **it;
       if (op.operands.empty()) continue;
@@ -136,6 +138,27 @@ std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Val
     grads.push_back(d ? d : ad.zeros(w->type));
   }
   return grads;
+}
+
+}  // namespace
+
+std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
+  if (!loss) throw Error("autodiff: the loss is null");
+  if (loss->type.rank() != 0 || !isFloat(loss->type.dtype))
+    throw Error("autodiff: the loss must be a float scalar, got " + loss->type.str());
+  return gradients(g, loss, wrt, [&](Builder& b) { return b.constant(1.0, loss->type); });
+}
+
+std::vector<Value*> appendVjp(Graph& g, Value* out, Value* cotangent, const std::vector<Value*>& wrt) {
+  if (!out || !cotangent) throw Error("autodiff: the output or its cotangent is null");
+  if (!isFloat(out->type.dtype)) throw Error("autodiff: the output must be a float tensor, got " + out->type.str());
+  if (cotangent->type.shape != out->type.shape || !isFloat(cotangent->type.dtype))
+    throw Error("autodiff: the cotangent " + cotangent->type.str() + " must have its output's shape, " + out->type.str());
+  // autocast may have narrowed the output (bf16 where the traced one was f32): the cotangent
+  // narrows with it, as the VJP of the cast back to the traced dtype would.
+  return gradients(g, out, wrt, [&](Builder& b) {
+    return cotangent->type.dtype == out->type.dtype ? cotangent : b.cast(cotangent, out->type.dtype);
+  });
 }
 
 }  // namespace fusec

@@ -12,4 +12,9 @@ namespace fusec {
 // some op on the path has no derivative (e.g. a kernel op, or an integer-valued path).
 std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt);
 
+// The same for a vector-Jacobian product: the gradient of sum(out * cotangent) with respect to
+// each value in `wrt`, seeding d(out) = cotangent (a float value of out's shape, cast to out's
+// dtype where they differ).
+std::vector<Value*> appendVjp(Graph& g, Value* out, Value* cotangent, const std::vector<Value*>& wrt);
+
 }  // namespace fusec

@@ -38,7 +38,8 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
   // fwd_bwd is train_step without the optimizer: loss and gradients as outputs (what eager's
   // loss.backward() computes). `fusec bench --passes fwd_bwd` builds it; it is not one of the
   // programs `fusec compile` traces.
-  const bool train = program == "train_step", grads = train || program == "fwd_bwd";
+  // attention_backward is the attention with a cotangent input: autodiff makes it the VJP.
+  const bool train = program == "train_step", grads = train || program == "fwd_bwd" || program == "attention_backward";
   if (program != "fwd_bwd" && std::find(programNames().begin(), programNames().end(), program) == programNames().end()) {
     std::string known;
     for (const std::string& n : programNames()) known += (known.empty() ? "" : ", ") + n;
@@ -48,12 +49,6 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
     throw Error("programs compute in f32 or bf16, not " + std::string(dtypeName(dtype)));
   // Callers resolve Default for their device (api::lowerProgram); left Default, it is the CPU's.
   const bool fused = resolveAttentionLowering(program, attention, false) == AttentionLowering::Fused;
-  // attention_backward's gradient is traced (frontend/models/attention.h), so autocast
-  // runs after differentiation: naive, it would not give autocast's backward dtypes (f32
-  // only); fused, the traced gradient is one attention_backward composite, which autocast
-  // casts like the forward.
-  if (program == "attention_backward" && dtype != DType::f32 && !fused)
-    throw Error("program attention_backward computes in fp32 only with --attention=naive");
   const bool bf16 = dtype == DType::bf16;
   // Attention first becomes matmuls around a softmax op: autocast must see those GEMMs (bf16)
   // apart from the softmax (f32). autocast reads the forward graph only, so the backward's

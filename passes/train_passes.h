@@ -12,6 +12,9 @@ namespace fusec {
 // "<param>.grad", and returns `loss, grads...`. Returns false (unchanged) for a function with
 // no float params; throws Error for one with float params that does not return one float
 // scalar.
+// When `g` has an input of role cotangent (ir/roles.h), it is a VJP program instead: the
+// cotangent is the adjoint of its one output, and `g` then returns the gradients w.r.t. its
+// float data inputs (named "d<input>", in input order) and its weights ("<param>.grad").
 bool appendLossGradients(Graph& g);
 
 // When `g` returns `loss, grads...` (as appendLossGradients leaves it): declares the f32[]

@@ -2,11 +2,9 @@
 
 #include <cmath>
 
-#include "frontend/tensor.h"
-#include "frontend/optim.h"
-#include "passes/autodiff.h"
-#include "passes/decompose.h"
 #include "api/compile.h"
+#include "frontend/tensor.h"
+#include "ir/roles.h"
 
 namespace fusec::models {
 
@@ -43,10 +41,9 @@ bool isAttentionProgram(const std::string& program) {
   return false;
 }
 
-Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d,
-                             AttentionLowering lowering) {
+Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d) {
   if (program == "attention") return buildAttention(m, batch, seq, d);
-  if (program == "attention_backward") return buildAttentionBackward(m, batch, seq, d, lowering);
+  if (program == "attention_backward") return buildAttentionBackward(m, batch, seq, d);
   throw Error("unknown attention program '" + program + "' (known: attention, attention_backward)");
 }
 
@@ -58,32 +55,21 @@ Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d) {
   return g;
 }
 
-// The gradient is traced here, w.r.t. the inputs q, k, v, rather than by the autodiff pass,
-// which differentiates a scalar loss w.r.t. params (a training step's weights). The loss
-// sum(out * grad_out) has d loss / d out = grad_out, so its gradient is the VJP at grad_out.
-// Naive, the attention is decomposed first, so the gradient recomputes S and P = softmax(S)
-// from q and k; fused, it is one attention_backward composite (see the header).
-Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d, AttentionLowering lowering) {
+// The forward with grad_out, the adjoint of its output: autodiff turns it into the VJP
+// (passes/train_passes.h), dq, dk, dv.
+Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d) {
   Graph& g = m.add("attention_backward");
   Builder b(g);
   Qkv x = declareQkv(b, batch, seq, d);
-  Tensor gradOut = fe::input(b, "grad_out", x.q.type()).named("grad_out");
-  Tensor prod = causalAttention(x) * gradOut;
-  if (resolveAttentionLowering("attention_backward", lowering, false) == AttentionLowering::Naive) decomposeAttention(g);
-  Tensor loss = prod.sum({0, 1, 2});
-  std::vector<Value*> grads = appendGradients(g, loss.value(), {x.q.value(), x.k.value(), x.v.value()});
-  const char* names[] = {"dq", "dk", "dv"};
-  for (size_t i = 0; i < grads.size(); ++i) {
-    grads[i]->name = names[i];
-    g.addOutput(grads[i]);
-  }
+  fe::input(b, "grad_out", x.q.type(), Role::Cotangent).named("grad_out");
+  b.output(causalAttention(x).named("out").value());
   return g;
 }
 
 std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d,
                                                 AttentionLowering lowering, DType dtype) {
   auto m = std::make_unique<Module>();
-  buildAttentionProgram(*m, program, batch, seq, d, lowering);
+  buildAttentionProgram(*m, program, batch, seq, d);
   api::CompileOptions o;  // verifies after every pass by default
   o.dtype = dtype;
   o.attention = lowering;

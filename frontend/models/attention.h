@@ -5,7 +5,9 @@
 //   @attention           inputs q, k, v              -> out = softmax(mask(q k^T / sqrt d)) v
 //   @attention_backward  inputs q, k, v, grad_out    -> dq, dk, dv: the vector-Jacobian product
 //                                                       of @attention at grad_out, i.e. what
-//                                                       torch's out.backward(grad_out) gives.
+//                                                       torch's out.backward(grad_out) gives
+//                                                       (traced as @attention with the cotangent
+//                                                       grad_out; autodiff makes the VJP).
 //
 // The backward program stands alone (the seeds time the backward apart from the forward,
 // and a program keeps no state between runs), so it recomputes the scores and P = softmax(S)
@@ -28,16 +30,15 @@ const std::vector<std::string>& attentionProgramNames();
 bool isAttentionProgram(const std::string& program);
 
 // Adds the function `program` (one of attentionProgramNames(), also the function's name) to
-// `m`. Throws Error for another name or a non-positive size.
-// `lowering` (resolved: fused or naive) matters to the backward only: naive, the gradient
-// is traced through decompose-attention's primitives (so the backward recomputes P with a
-// softmax and never needs o); fused, it is autodiff's attention_backward composite, which
-// reads the forward's o and lse.
-Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d,
-                             AttentionLowering lowering = AttentionLowering::Naive);
+// `m`: traced only, no pass runs here. Throws Error for another name or a non-positive size.
+// attention_backward is the causal attention of q, k, v with the input grad_out of role
+// cotangent (ir/roles.h): its program passes (passes/pipeline.h) make it the VJP, returning
+// dq, dk, dv. Naive, autodiff differentiates decompose-attention's primitives (the backward
+// computes P with a softmax and never needs o); fused, the VJP is the attention_backward
+// composite, which reads the forward's o and lse.
+Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d);
 Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d);
-Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d,
-                              AttentionLowering lowering = AttentionLowering::Naive);
+Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d);
 
 // `program` as `fusec compile --program <program>` gives it: traced, its program passes at
 // `dtype` with `lowering`, then the default optimisation pipeline (GEMMs and fused kernels

@@ -159,7 +159,7 @@ class AttentionModel final : public api::Model {
   std::vector<std::string> programs() const override { return attentionProgramNames(); }
 
   Graph& trace(Module& m, const api::Program& p, const api::CompileOptions& o) const override {
-    return buildAttentionProgram(m, p.name, p.batch, p.seq, d_, resolveAttentionLowering(p.name, o.attention, o.device == api::Device::Cuda));
+    return buildAttentionProgram(m, p.name, p.batch, p.seq, d_);
   }
 
   void validateInputs(const api::Program& p, const Bindings& inputs) const override {

@@ -51,15 +51,11 @@ void check(const std::string& program, DType dt, int64_t batch, int64_t n, int64
   for (const auto& op : g.ops) attentionKernels += op->kind == OpKind::Kernel && op->attrStr("name").find("attention_") == 0;
   // The backward program runs its forward (o, lse) too.
   ASSERT_EQ(attentionKernels, program == "attention" ? 1 : 2) << program;
-  // The reference: the traced program through its program passes only (autocast for bf16),
-  // attention composites evaluated by the interpreter.
+  // The reference: the traced program through its program passes only (autocast for bf16,
+  // autodiff for the backward), attention composites evaluated by the interpreter.
   Module ref;
-  Graph& rg = models::buildAttentionProgram(ref, program, batch, n, d, AttentionLowering::Fused);
-  if (dt == DType::bf16) {
-    PassManager pm;
-    pm.add(createPass("autocast"));
-    pm.run(ref);
-  }
+  Graph& rg = models::buildAttentionProgram(ref, program, batch, n, d);
+  api::lowerProgram(ref, program, {.dtype = dt, .attention = AttentionLowering::Fused, .passes = std::string()});
   rt::Executable exe(g);
   std::mt19937 rng(seed);
   for (int round = 0; round < (n >= 4096 ? 1 : 2); ++round) {
@@ -160,11 +156,14 @@ TEST_F(FusedAttention, DkDvWithoutDq) {
     const int64_t batch = 2, n = 200, d = 64;
     auto full = models::compileAttentionProgram("attention_backward", batch, n, d, AttentionLowering::Fused, dt);
     Module m;
-    Graph& g = models::buildAttentionProgram(m, "attention_backward", batch, n, d, AttentionLowering::Fused);
+    Graph& g = models::buildAttentionProgram(m, "attention_backward", batch, n, d);
+    // The program passes (autodiff makes the VJP), then dq dropped, then the optimisation.
+    api::lowerProgram(m, "attention_backward", {.dtype = dt, .attention = AttentionLowering::Fused, .passes = std::string()});
     ASSERT_EQ(g.outputs.size(), 3u);
     ASSERT_EQ(g.outputs[0]->name, "dq");
     g.outputs.erase(g.outputs.begin());
-    api::lowerProgram(m, "attention_backward", {.dtype = dt, .attention = AttentionLowering::Fused});
+    api::lowerProgram(m, "attention_backward",
+                      {.dtype = dt, .attention = AttentionLowering::Fused, .programPasses = false});
     rt::Executable a(*full->funcs.front()), b(*m.funcs.front());
     std::mt19937 rng(11);
     Bindings env;

@@ -12,6 +12,7 @@
 #include "frontend/models/toy.h"
 #include "frontend/models/transformer.h"
 #include "ir/interpreter.h"
+#include "ir/parser.h"
 #include "ir/roles.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -136,6 +137,68 @@ TEST(TrainPasses, AutodiffAndAdamWRejectOtherSignatures) {
   runPasses(loss, {"autodiff", "adamw"});
   EXPECT_NE(test::errorOf([&] { createPass("autodiff")->run(loss); }).find("must return exactly one float scalar"),
             std::string::npos);
+}
+
+// A function with a cotangent input becomes its VJP: the gradients w.r.t. its float data
+// inputs (d<name>) and weights (<name>.grad), seeded with the cotangent.
+TEST(TrainPasses, AutodiffMakesTheVjpOfAFunctionWithACotangent) {
+  auto m = parseModule(R"(func @f {
+  %x = input() {name = "x"} : f32[3]
+  %ids = input() {name = "ids", role = "ids"} : i64[3]
+  %c = input() {name = "c", role = "cotangent"} : f32[3]
+  %w = param() {name = "w"} : f32[3]
+  %y = mul(%x, %w) : f32[3]
+  %e = exp(%y) : f32[3]
+  return %e
+})");
+  createPass("autodiff")->run(*m);
+  const Graph& g = *m->funcs.at(0);
+  ASSERT_EQ(g.outputs.size(), 2u);
+  EXPECT_EQ(g.outputs[0]->name, "dx");
+  EXPECT_EQ(g.outputs[1]->name, "w.grad");
+  auto tensor = [](std::vector<float> v) {
+    HostTensor t = HostTensor::zeros(test::f32({3}));
+    t.f = std::move(v);
+    return t;
+  };
+  Bindings env;
+  env["x"] = tensor({0.5f, -1.f, 2.f});
+  env["w"] = tensor({1.5f, 0.25f, -0.5f});
+  env["c"] = tensor({2.f, -3.f, 0.5f});
+  env["ids"] = HostTensor::zeros(Type{DType::i64, {3}});
+  const std::vector<HostTensor> got = interpret(g, env);
+  for (size_t i = 0; i < 3; ++i) {
+    const double x = env["x"].get(i), w = env["w"].get(i), c = env["c"].get(i), e = std::exp(x * w);
+    EXPECT_NEAR(got[0].get(i), c * e * w, 1e-5 * std::abs(c * e * w) + 1e-6);
+    EXPECT_NEAR(got[1].get(i), c * e * x, 1e-5 * std::abs(c * e * x) + 1e-6);
+  }
+}
+
+TEST(TrainPasses, AutodiffRefusesAVjpItCannotMake) {
+  auto two = parseModule(R"(func @f {
+  %x = input() {name = "x"} : f32[3]
+  %c = input() {name = "c", role = "cotangent"} : f32[3]
+  %e = exp(%x) : f32[3]
+  return %e, %x
+})");
+  EXPECT_EQ(test::errorOf([&] { createPass("autodiff")->run(*two); }),
+            "autodiff: @f has the cotangent input 'c' and must return exactly one value, it returns 2");
+  auto shape = parseModule(R"(func @f {
+  %x = input() {name = "x"} : f32[3]
+  %c = input() {name = "c", role = "cotangent"} : f32[4]
+  %e = exp(%x) : f32[3]
+  return %e
+})");
+  EXPECT_EQ(test::errorOf([&] { createPass("autodiff")->run(*shape); }),
+            "autodiff: the cotangent f32[4] must have its output's shape, f32[3]");
+  auto nothing = parseModule(R"(func @f {
+  %ids = input() {name = "ids", role = "ids"} : i64[3]
+  %c = input() {name = "c", role = "cotangent"} : f32[3]
+  %x = cast(%ids) : f32[3]
+  return %x
+})");
+  EXPECT_EQ(test::errorOf([&] { createPass("autodiff")->run(*nothing); }),
+            "autodiff: @f has the cotangent input 'c' but no float data input or weight to differentiate");
 }
 
 // The tiny transformer's loss, decomposed and autocast (and differentiated when `grads`).
