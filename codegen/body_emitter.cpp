@@ -281,7 +281,10 @@ Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
 std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOperandIndex(const Op& op, const LaneBase& base) {
   const LaneMap m = operandLanes(op, 0, lanes_.back(), laneWidth_);
   if (m.broken || !m.active[size_t(base.lane)]) return std::nullopt;
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(&op)) + "@" + std::to_string(base.lane);
+  // The lanes that read the operand are part of the key: laneIndex writes offset 0 for the
+  // others, so a hoist made under a concat operand's lanes is no hoist for all of them.
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(&op)) + "@" + std::to_string(base.lane) + "/";
+  for (bool a : m.active) key += a ? '1' : '0';
   for (const auto& d : base.idx) key += "|" + d.str();
   auto it = hoisted_.find(key);
   if (it == hoisted_.end()) {

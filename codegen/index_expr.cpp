@@ -19,6 +19,9 @@ struct IndexExpr::Node {
   // it is its own expansion, which is not stored: a node must not own itself).
   mutable std::vector<std::optional<IndexExpr>> expansions;
   mutable bool noRegisters = false;
+  // A narrowed expression (within()): a variable printed as the expression itself, so its
+  // divisions are done again wherever it is used.
+  bool inlined = false;
 };
 
 namespace {
@@ -51,9 +54,9 @@ IndexExpr IndexExpr::reg(const std::string& name, const IndexExpr& definition, i
   n->kind = Kind::Var;
   n->name = n->text = name;
   n->printed = true;
-  n->range = {true, lo, hi};
   const IndexRange d = definition.range();
-  if (d.known) n->range = {true, std::max(lo, d.lo), std::min(hi, d.hi)};
+  if (d.known) lo = std::max(lo, d.lo), hi = std::min(hi, d.hi);
+  if (lo <= hi) n->range = {true, lo, hi};  // empty: a branch no value reaches; claim nothing
   n->operands = {definition};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -71,13 +74,14 @@ IndexExpr IndexExpr::within(int64_t lo, int64_t hi) const {
   const IndexRange r = range();
   if (r.known) lo = std::max(lo, r.lo), hi = std::min(hi, r.hi);
   if (r.known && r.lo == lo && r.hi == hi) return *this;
-  auto n = std::make_shared<Node>(*n_);
+  auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
   n->name = n->text = str();
   n->printed = true;
-  n->range = {true, lo, hi};
+  if (lo <= hi) n->range = {true, lo, hi};  // empty: a branch no value reaches; claim nothing
   // A variable keeps its definition (if any); an expression becomes the definition.
-  if (n_->kind != Kind::Var) n->operands = {*this}, n->value = 0;
+  n->inlined = n_->kind != Kind::Var || n_->inlined;
+  n->operands = n_->kind == Kind::Var ? n_->operands : std::vector<IndexExpr>{*this};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
 
@@ -142,7 +146,7 @@ int64_t IndexExpr::evaluate(const std::map<std::string, int64_t>& vars) const {
 
 int IndexExpr::divisions() const {
   int n = n_->kind == Kind::Div || n_->kind == Kind::Mod;
-  if (n_->kind != Kind::Var)
+  if (n_->kind != Kind::Var || n_->inlined)
     for (const IndexExpr& x : n_->operands) n += x.divisions();
   return n;
 }
@@ -190,8 +194,9 @@ IndexExpr IndexExpr::sum(std::vector<IndexExpr> terms) {
   n->range = exactly(0);
   for (size_t i = 0; i < terms.size(); ++i) {
     const IndexRange r = terms[i].range();
-    if (n->range.known && r.known) n->range.lo += r.lo, n->range.hi += r.hi;
-    else n->range = unknown();
+    if (!n->range.known || !r.known || __builtin_add_overflow(n->range.lo, r.lo, &n->range.lo) ||
+        __builtin_add_overflow(n->range.hi, r.hi, &n->range.hi))
+      n->range = unknown();
   }
   n->operands = std::move(terms);
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
@@ -211,7 +216,9 @@ IndexExpr IndexExpr::byConstant(Kind kind, const IndexExpr& x, int64_t c) {
   n->kind = kind;
   n->value = c;
   const IndexRange r = x.range();
-  if (kind == Kind::Mul && r.known) n->range = {true, r.lo * c, r.hi * c};
+  int64_t lo = 0, hi = 0;
+  if (kind == Kind::Mul && r.known && !__builtin_mul_overflow(r.lo, c, &lo) && !__builtin_mul_overflow(r.hi, c, &hi))
+    n->range = {true, lo, hi};
   if (kind == Kind::Div && r.known && r.lo >= 0) n->range = {true, r.lo / c, r.hi / c};
   if (kind == Kind::Mod && r.known && r.lo >= 0) n->range = r.hi < c ? r : IndexRange{true, 0, c - 1};
   n->operands = {x};

@@ -2,12 +2,13 @@
 // constants, named variables with the values codegen knows they take (a thread's position, a
 // loop counter, a coordinate split off a linear position), sums, products by constants, and
 // division and remainder by positive constants. A term codegen spells itself (a gather's
-// data-chosen index, a lane table's entry) is a variable with no known range: opaque to the
-// rules. Every index is a position in a tensor, so every expression is non-negative where it
-// is used; the rules rely on that.
+// data-chosen index, a lane table's entry) is a variable with no known range. The rules
+// assume that every expression is non-negative wherever its value is used (every index is a
+// position in a tensor), opaque terms included: (t * 64 + b) / 64 is t for b in [0, 64)
+// whatever is known of t.
 //
-// Expressions are immutable and printed once, as C++ (`str()`), when they are built; the
-// text is the key the body emitter memoises values by, so two equal expressions built the
+// Expressions are immutable; each prints as C++ (`str()`) when first asked and keeps the text,
+// which is the key the body emitter memoises values by, so two equal expressions built the
 // same way print the same.
 #pragma once
 #include <cstdint>

@@ -86,6 +86,24 @@ TEST(IndexExpr, DivisionLooksThroughRegistersWhenThatSavesWork) {
   EXPECT_EQ(pair.expanded(1).divisions(), 1);
 }
 
+TEST(IndexExpr, NarrowingIsAVariableOverTheExpression) {
+  const X b = X::var("b", 0, 63), j = X::var("j", 0, 3);
+  // Printed as the expression, so its divisions are done where it is used.
+  const X q = (b / 4).within(0, 15);
+  EXPECT_EQ(q.str(), "(b / 4)");
+  EXPECT_EQ(q.divisions(), 1);
+  // An empty range (a branch no value reaches) claims nothing.
+  EXPECT_FALSE(X::var("c", 0, 127).within(200, 300).range().known);
+  EXPECT_FALSE(X::reg("r", b, 100, 200).range().known);
+  // Its expansion starts from the expression, whatever was expanded before it was narrowed.
+  const X r = X::reg("r", b * 64 + j, 0, 4095);
+  const X s = r + j;
+  EXPECT_EQ(s.expanded(1).str(), "(b * 64 + j * 2)");
+  const X w = s.within(0, 4000);
+  EXPECT_EQ(w.expanded(1).str(), s.str());
+  EXPECT_EQ(w.expanded(2).str(), s.expanded(1).str());
+}
+
 TEST(IndexExpr, LinearizeAndDelinearizeRoundTrip) {
   // [4, 1, 6, 8]: size-1 dims and zero coordinates add nothing to the position.
   CodeWriter w;
