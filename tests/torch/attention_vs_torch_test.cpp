@@ -9,6 +9,7 @@
 #include <random>
 
 #include "bench/eager_attention.h"
+#include "api/compile.h"
 #include "frontend/models/attention.h"
 #include "test_util.h"
 
@@ -42,8 +43,11 @@ std::vector<HostTensor> runFusec(const std::string& program, const Case& c, bool
     auto m = models::compileAttentionProgram(program, c.B, c.N, c.d);
     return interpret(*m->funcs.at(0), c.env);
   }
+  // Traced, then its program passes only (autodiff makes the backward's VJP), unoptimised.
   Module m;
-  return interpret(models::buildAttentionProgram(m, program, c.B, c.N, c.d), c.env);
+  Graph& g = models::buildAttentionProgram(m, program, c.B, c.N, c.d);
+  api::lowerProgram(m, program, {.attention = AttentionLowering::Naive, .passes = std::string()});
+  return interpret(g, c.env);
 }
 
 TEST(AttentionVsTorch, ForwardAndBackwardMatchEager) {
