@@ -248,10 +248,6 @@ std::optional<BodyEmitter::LaneBase> BodyEmitter::laneBase() const {
   return bases_.back();
 }
 
-namespace {
-IndexExpr plus(const IndexExpr& e, int64_t c) { return c == 0 ? e : e + IndexExpr(c); }
-}  // namespace
-
 Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
   Index out = base.idx;
   const size_t b = size_t(base.lane);
@@ -265,7 +261,7 @@ Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
     }
     if (zero) continue;
     if (identity) {
-      out[d] = plus(base.idx[d], -int64_t(b)) + IndexExpr::var(laneVar_, 0, laneWidth_ - 1);
+      out[d] = (base.idx[d] - int64_t(b)) + IndexExpr::var(laneVar_, 0, laneWidth_ - 1);
       continue;
     }
     std::string offsets;
@@ -367,7 +363,7 @@ void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& i
       const int64_t step = op.result()->type.shape[size_t(ax)] == 1 ? 1 : op.attrInt("step");
       in = idx;
       IndexExpr e = step == 1 ? idx[size_t(ax)] : idx[size_t(ax)] * step;
-      if (start != 0) e = e + IndexExpr(start);
+      e = e + start;
       in[size_t(ax)] = e;
       break;
     }
@@ -461,9 +457,9 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
           for (int j = 0; !m.broken && !m.active[size_t(f)] && j < laneWidth_; ++j)
             if (m.active[size_t(j)]) f = j;
           for (size_t d = 0; d < base->idx.size(); ++d)
-            base->idx[d] = plus(base->idx[d], M.off[d][size_t(f)] - M.off[d][size_t(base->lane)]);
+            base->idx[d] = base->idx[d] + (M.off[d][size_t(f)] - M.off[d][size_t(base->lane)]);
           base->lane = f;
-          base->idx[size_t(ax)] = plus(base->idx[size_t(ax)], -start);
+          base->idx[size_t(ax)] = base->idx[size_t(ax)] - start;
         }
         w_.line(reg + " = " + evalOperand(op, k, in, base) + ";");
         if (branch) closeScope();

@@ -44,9 +44,9 @@ class CodeWriter {
 
 // The row-major position of `idx` in `shape` (size-1 dims and zero coordinates add nothing).
 IndexExpr linearize(const Index& idx, const Shape& shape);
-// The coordinates of row-major position `linear` in `shape`: each one that is not a
-// constant is written to a register (`const fusec_idx <prefix>_<d> = ...;`) and is that
-// register, a variable ranging over its dim.
+// The coordinates of row-major position `linear` in `shape`: each one that is not already a
+// constant or a variable is written to a register (`const fusec_idx <prefix>_<d> = ...;`) and
+// is that register, ranging over its dim and naming its definition (codegen/index_expr.h).
 Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix);
 
 class BodyEmitter {

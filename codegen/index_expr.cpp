@@ -7,7 +7,6 @@ namespace fusec::codegen {
 struct IndexExpr::Node {
   Kind kind = Kind::Const;
   int64_t value = 0;  // Const: the value; Mul, Div, Mod: the factor
-  std::string name;   // Var
   IndexRange range;   // Var: as given; others: derived when built
   std::vector<IndexExpr> operands;
   // C++, printed when first asked for (most intermediate expressions never are). Nodes are
@@ -29,6 +28,10 @@ namespace {
 IndexRange unknown() { return {}; }
 IndexRange exactly(int64_t c) { return {true, c, c}; }
 
+void checkFactor(int64_t c, const char* what) {
+  if (c <= 0) throw Error(std::string("index expression: ") + what + " by " + std::to_string(c) + " (must be positive)");
+}
+
 }  // namespace
 
 IndexExpr::IndexExpr(int64_t c) {
@@ -43,7 +46,7 @@ IndexExpr::IndexExpr(int64_t c) {
 IndexExpr IndexExpr::var(const std::string& name, int64_t lo, int64_t hi) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
-  n->name = n->text = name;
+  n->text = name;
   n->printed = true;
   if (lo <= hi) n->range = {true, lo, hi};
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
@@ -52,7 +55,7 @@ IndexExpr IndexExpr::var(const std::string& name, int64_t lo, int64_t hi) {
 IndexExpr IndexExpr::reg(const std::string& name, const IndexExpr& definition, int64_t lo, int64_t hi) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
-  n->name = n->text = name;
+  n->text = name;
   n->printed = true;
   const IndexRange d = definition.range();
   if (d.known) lo = std::max(lo, d.lo), hi = std::min(hi, d.hi);
@@ -64,7 +67,7 @@ IndexExpr IndexExpr::reg(const std::string& name, const IndexExpr& definition, i
 IndexExpr IndexExpr::var(const std::string& name) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
-  n->name = n->text = name;
+  n->text = name;
   n->printed = true;
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
@@ -76,7 +79,7 @@ IndexExpr IndexExpr::within(int64_t lo, int64_t hi) const {
   if (r.known && r.lo == lo && r.hi == hi) return *this;
   auto n = std::make_shared<Node>();
   n->kind = Kind::Var;
-  n->name = n->text = str();
+  n->text = str();
   n->printed = true;
   if (lo <= hi) n->range = {true, lo, hi};  // empty: a branch no value reaches; claim nothing
   // A variable keeps its definition (if any); an expression becomes the definition.
@@ -121,15 +124,14 @@ const std::string& IndexExpr::str() const {
 IndexRange IndexExpr::range() const { return n_->range; }
 const std::vector<IndexExpr>& IndexExpr::operands() const { return n_->operands; }
 int64_t IndexExpr::factor() const { return n_->value; }
-const std::string& IndexExpr::name() const { return n_->name; }
 
 int64_t IndexExpr::evaluate(const std::map<std::string, int64_t>& vars) const {
   switch (n_->kind) {
     case Kind::Const: return n_->value;
     case Kind::Var: {
       if (!n_->operands.empty()) return n_->operands[0].evaluate(vars);
-      auto it = vars.find(n_->name);
-      if (it == vars.end()) throw Error("index expression: variable '" + n_->name + "' has no value");
+      auto it = vars.find(n_->text);
+      if (it == vars.end()) throw Error("index expression: variable '" + n_->text + "' has no value");
       return it->second;
     }
     case Kind::Add: {
@@ -201,14 +203,6 @@ IndexExpr IndexExpr::sum(std::vector<IndexExpr> terms) {
   n->operands = std::move(terms);
   return IndexExpr(std::shared_ptr<const Node>(std::move(n)));
 }
-
-namespace {
-
-void checkFactor(int64_t c, const char* what) {
-  if (c <= 0) throw Error(std::string("index expression: ") + what + " by " + std::to_string(c) + " (must be positive)");
-}
-
-}  // namespace
 
 IndexExpr IndexExpr::byConstant(Kind kind, const IndexExpr& x, int64_t c) {
   checkFactor(c, kind == Kind::Mul ? "product" : kind == Kind::Div ? "division" : "remainder");
@@ -310,10 +304,6 @@ std::optional<int64_t> onlyQuotient(const IndexExpr& x, int64_t c) {
   return x.range().lo / c;
 }
 
-void checkPositive(int64_t c, const char* what) {
-  if (c <= 0) throw Error(std::string("index expression: ") + what + " by " + std::to_string(c) + " (must be positive)");
-}
-
 }  // namespace
 
 IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
@@ -327,7 +317,7 @@ IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
 IndexExpr operator-(const IndexExpr& a, int64_t c) { return a + IndexExpr(-c); }
 
 IndexExpr operator*(const IndexExpr& a, int64_t c) {
-  checkPositive(c, "product");
+  checkFactor(c, "product");
   if (c == 1) return a;
   Affine f;
   if (!collect(a, c, f)) return IndexExpr::product(a, c);
@@ -364,12 +354,12 @@ IndexExpr throughRegisters(const IndexExpr& a, int64_t c, IndexExpr (*op)(const 
 }  // namespace
 
 IndexExpr operator/(const IndexExpr& a, int64_t c) {
-  checkPositive(c, "division");
+  checkFactor(c, "division");
   return throughRegisters(a, c, divide);
 }
 
 IndexExpr operator%(const IndexExpr& a, int64_t c) {
-  checkPositive(c, "remainder");
+  checkFactor(c, "remainder");
   return throughRegisters(a, c, reduce);
 }
 

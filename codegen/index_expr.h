@@ -56,7 +56,6 @@ class IndexExpr {
   // (Var): its definition.
   const std::vector<IndexExpr>& operands() const;
   int64_t factor() const;
-  const std::string& name() const;  // Var
 
   // The divisions and remainders computing this takes (a register's are already done).
   int divisions() const;

@@ -73,10 +73,6 @@ class Autodiff : public Vjp {
   PtrMap<const Value*, Value*> adj_;
 };
 
-}  // namespace
-
-namespace {
-
 // The gradients of `loss` w.r.t. `wrt` with d(loss) = seed() (built only if some wrt value
 // depends on the loss).
 template <class Seed>
