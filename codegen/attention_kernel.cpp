@@ -245,18 +245,27 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
     if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   const bool mma = simtWhy.empty();
+  // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for the bf16 forward at d = dv of 64
+  // or 128, where the target has it.
+  const bool wgmma = mma && !tf32 && !backward && D == DV && (D == 64 || D == 128) && k.target.wgmma;
   // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
-  const MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
+  MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
+  if (wgmma) {
+    // Two warpgroups of 64 query rows share each key tile of 128 (one wgmma's n).
+    tiling.warps = 8;
+    tiling.bc = 128;
+  }
   const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
 
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
          (att->attrBool("causal") ? ", causal" : "") + (group > 1 ? ", " + std::to_string(group) + " query heads a key/value head" : ""));
-  w.line(!mma   ? "// path: SIMT (FFMA): " + simtWhy
-         : tf32 ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
-                : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
+  w.line(!mma    ? "// path: SIMT (FFMA): " + simtWhy
+         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation)")
+         : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
+                 : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
   w.line("typedef " + storageType(q.dtype) + " fa_t;");
   w.line("#define FA_D " + std::to_string(D));
@@ -285,6 +294,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   }
   w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
+  if (wgmma) w.line(attentionWgmmaSource());
 
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
   const uint32_t qTiles = uint32_t((Tq + rows - 1) / rows), kTiles = uint32_t((Tk + rows - 1) / rows);
@@ -294,7 +304,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   if (mma) {
     const int64_t es = int64_t(dtypeBytes(q.dtype)), pad = 16 / es;  // operand-dtype tiles, 16-byte pad
     const int64_t LD = D + pad, LDV = DV + pad, BR = rows, BC = tiling.bc, BQ = tiling.bq;
-    fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * es;
+    fwdBytes = wgmma ? 1024 + (BR * D + 2 * BC * (D + DV)) * es  // unpadded swizzled tiles, 1 KB aligned
+                     : (BR * LD + 2 * BC * (LD + LDV)) * es;
     dqBytes = tiling.dqOTile ? (BR * (LD + 2 * LDV) + 2 * BC * (LD + LDV)) * es  // q, dO and o tiles
                              : (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;  // q, dO, D, L2
     dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * es + 2 * BQ * 8;  // q, dO and {D, L2} tiles
@@ -318,7 +329,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
                               {uint32_t(threads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
-    launch(k.name, qTiles, fwdBytes, "fa_forward(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");");
+    launch(k.name, qTiles, fwdBytes,
+           std::string(wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) +
+               ", " + out(1) + ");",
+           wgmma ? 1 : 0);
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);

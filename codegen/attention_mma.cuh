@@ -367,6 +367,74 @@ __device__ __forceinline__ void loadRowStats(float2* dst, const float2* src, int
 }  // namespace fa
 
 #if !FA_BACKWARD
+namespace fa {
+
+// One key tile's online softmax, for the thread's rows g and g + 8 of a warp's 16 (query rows
+// r0 + g, r0 + g + 8) against keys [k0, k0 + C) in accumulator layout: masks s where `mask`
+// says a tile needs it, turns s into P = exp(s scale - running max) in place, updates the
+// running max m and this thread's partial sum l, and rescales the output accumulator acc.
+// The mma forward and the wgmma forward (attention_wgmma.cuh) share it: an m64nN wgmma
+// accumulator is, per warp, the m16n8 accumulators of mma.sync side by side.
+template <int C>
+__device__ __forceinline__ void softmaxTile(float (&s)[C / 8][4], float (&m)[2], float (&l)[2],
+                                            float (&acc)[FA_DV / 8][4], bool mask, int r0, int k0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (mask && !visible(r0 + g + 8 * (e >> 1), k0 + 8 * j + 2 * t4 + (e & 1))) s[j][e] = FA_NEG_INF;
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = FA_NEG_INF;
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // The max of the raw scores (the scale is positive: the generator's condition), so that
+    // each exponent is one FFMA: s scale log2(e) - base.
+    const float mNew = fmaxf(m[h], mx);
+    const float base = mNew == FA_NEG_INF ? 0.f : mNew * FA_SCALE_LOG2;  // nothing visible yet: 0
+    const float alpha = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
+    m[h] = mNew;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+      s[j][2 * h] = ex2(fmaf(s[j][2 * h], FA_SCALE_LOG2, -base));
+      s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], FA_SCALE_LOG2, -base));
+      sum += s[j][2 * h] + s[j][2 * h + 1];
+    }
+    l[h] = l[h] * alpha + sum;
+#pragma unroll
+    for (int j = 0; j < FA_DV / 8; ++j) acc[j][2 * h] *= alpha, acc[j][2 * h + 1] *= alpha;
+  }
+}
+
+// The forward's results for the thread's rows (query rows r0 + g, r0 + g + 8 of batch index
+// z): O = acc / rowsum into o (unless null), and the log-sum-exp into lse (unless null).
+__device__ __forceinline__ void storeForward(const float (&acc)[FA_DV / 8][4], const float (&m)[2], const float (&l)[2],
+                                             fa_t* o, float* lse, int z, int r0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const long long ob = (long long)z * FA_TQ;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int qi = r0 + g + 8 * h;
+    if (qi >= FA_TQ) continue;
+    const float inv = 1.f / sum;  // sum = 0 (nothing visible) gives NaN, as softmax over -inf
+    if (o)
+#pragma unroll
+      for (int j = 0; j < FA_DV / 8; ++j)
+        store2(o + fa_out_batch(z) + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+    if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
+  }
+}
+
+}  // namespace fa
+
 // ---- forward: o = softmax(q k^T scale) v, lse ----
 __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                            const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
@@ -375,7 +443,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
   fa_t* Ks = Qs + BR * LD;                        // [2][BC][LD]
   fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int warp = threadIdx.x >> 5;
   // Blocks start in order of blockIdx.x (the batch index) fastest, so taking query tile
   // (tiles - 1 - y) starts the longest causal rows of every head first.
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;
@@ -414,56 +482,12 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     float s[BC / 8][4];
     zero(s);
     gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD);
-    const bool mask = needsMask<BR, BC>(q0, k0);
-#pragma unroll
-    for (int j = 0; j < BC / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (mask && !visible(q0 + warp * 16 + g + 8 * (e >> 1), k0 + 8 * j + 2 * t4 + (e & 1))) s[j][e] = FA_NEG_INF;
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = FA_NEG_INF;
-#pragma unroll
-      for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // The max of the raw scores (the scale is positive: the generator's condition), so that
-      // each exponent is one FFMA: s scale log2(e) - base.
-      const float mNew = fmaxf(m[h], mx);
-      const float base = mNew == FA_NEG_INF ? 0.f : mNew * FA_SCALE_LOG2;  // nothing visible yet: 0
-      const float alpha = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
-      m[h] = mNew;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BC / 8; ++j) {
-        s[j][2 * h] = ex2(fmaf(s[j][2 * h], FA_SCALE_LOG2, -base));
-        s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], FA_SCALE_LOG2, -base));
-        sum += s[j][2 * h] + s[j][2 * h + 1];
-      }
-      l[h] = l[h] * alpha + sum;
-#pragma unroll
-      for (int j = 0; j < FA_DV / 8; ++j) acc[j][2 * h] *= alpha, acc[j][2 * h + 1] *= alpha;
-    }
+    softmaxTile<BC>(s, m, l, acc, needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
     gemmPB<BC, FA_DV, LDV>(acc, s, Vs + buf * BC * LDV);
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();  // no copy in flight at exit (no key tile: the Q tile's)
-  const long long ob = (long long)z * FA_TQ;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = l[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int qi = q0 + warp * 16 + g + 8 * h;
-    if (qi >= FA_TQ) continue;
-    const float inv = 1.f / sum;  // sum = 0 (nothing visible) gives NaN, as softmax over -inf
-    if (o)
-#pragma unroll
-      for (int j = 0; j < FA_DV / 8; ++j)
-        store2(o + fa_out_batch(z) + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
-    if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
-  }
+  storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
 }
 
 #else  // FA_BACKWARD

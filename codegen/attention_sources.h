@@ -17,4 +17,8 @@ const char* attentionSimtSource();
 // are 16-byte aligned (codegen/attention_mma.cuh).
 const char* attentionMmaSource();
 
+// fa_forward_wgmma: the bf16 forward on Hopper's warpgroup MMA, appended after the mma text
+// whose helpers it uses (codegen/attention_wgmma.cuh).
+const char* attentionWgmmaSource();
+
 }  // namespace fusec::codegen

@@ -21,9 +21,14 @@ struct Target {
   int64_t smemPerSm = 228 * 1024;       // shared memory a multiprocessor holds
   int64_t smemPerBlock = 227 * 1024;    // the most one block may opt into
   int64_t smemReservedPerBlock = 1024;  // what the driver keeps of each resident block's share
+  // Hopper's warpgroup MMA (wgmma), which only the architecture-specific target sm_90a has:
+  // the bf16 attention forward uses it (codegen/attention_wgmma.cuh). The runtime clears it on
+  // any other device, and with FUSEC_WGMMA=0 to measure the mma.sync kernels on a Hopper.
+  bool wgmma = true;
 
-  // NVRTC's -arch: "sm_90".
-  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
+  // NVRTC's -arch: "sm_90a" with wgmma (its cubins run on compute capability 9.0 only, the
+  // device they are built for), else "sm_<major><minor>".
+  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor) + (wgmma ? "a" : ""); }
   bool operator==(const Target&) const = default;
 };
 

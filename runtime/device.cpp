@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace fusec::rt {
 
@@ -64,6 +65,8 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.smemPerSm = int64_t(prop.sharedMemPerMultiprocessor);
   t.smemPerBlock = int64_t(prop.sharedMemPerBlockOptin);
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
+  const char* wgmma = std::getenv("FUSEC_WGMMA");
+  t.wgmma = prop.major == 9 && prop.minor == 0 && !(wgmma && std::string(wgmma) == "0");
   return t;
 }
 

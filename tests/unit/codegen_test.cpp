@@ -126,8 +126,11 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   auto m = compiled("tiny", "train_step", DType::bf16, 2, 8, AttentionLowering::Fused);
   Target h100;
-  EXPECT_EQ(h100.arch(), "sm_90");
-  EXPECT_EQ(NvrtcOptions().arch, "sm_90");
+  EXPECT_EQ(h100.arch(), "sm_90a");
+  EXPECT_EQ(NvrtcOptions().arch, "sm_90a");
+  Target plain = h100;
+  plain.wgmma = false;
+  EXPECT_EQ(plain.arch(), "sm_90");
   Target small = h100;
   small.sms = 4;
   small.threadsPerSm = 1024;
@@ -142,7 +145,7 @@ TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   } catch (const Error& e) {
     what = e.what();
   }
-  EXPECT_NE(what.find("bytes of shared memory a block; sm_90 allows 4096"), std::string::npos) << what;
+  EXPECT_NE(what.find("bytes of shared memory a block; sm_90a allows 4096"), std::string::npos) << what;
   EXPECT_NO_THROW(generateModule(*m, h100));
 }
 
@@ -408,7 +411,7 @@ TEST(CubinCacheTest, ParallelProcessesShareOneCache) {
     for (auto& [name, bytes] : first) EXPECT_EQ(slurp(dir.path + "/out" + i + "/" + name), bytes) << name;
   }
   CubinCache cache(dir.path + "/xdg/fusec");
-  const std::string stamp = CubinCache::stamp(nvrtcVersion(), "sm_90");
+  const std::string stamp = CubinCache::stamp(nvrtcVersion(), Target().arch());
   int entries = 0;
   for (auto& e : std::filesystem::directory_iterator(cache.dir())) {
     const std::string name = e.path().filename();

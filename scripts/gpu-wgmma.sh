@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# On an H100 or H200: the bf16 attention forward on wgmma (codegen/attention_wgmma.cuh)
+# against the mma.sync forward (FUSEC_WGMMA=0) in the same call. Builds fusec and the GPU
+# tests into build-gpu/, runs the fused attention tests and every model kernel against the
+# interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
+# WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
+# leaves them out), and the bf16 train step of WG_MODELS (model:batch) alternating the two,
+# WG_ROUNDS times. A probe of the wgmma wrappers runs first when .probe/wgmma_probe.cu is
+# carried. Logs in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-gpu
+OUT=${OUT:-$PWD/$BUILD/out}
+mkdir -p "$OUT" "$BUILD"
+if [[ -f .probe/wgmma_probe.cu ]]; then
+  echo "== wgmma probe"
+  nvcc -gencode arch=compute_90a,code=sm_90a -o "$BUILD/wgmma_probe" .probe/wgmma_probe.cu >"$OUT/probe-build.log" 2>&1 &&
+    "$BUILD/wgmma_probe" || tail -20 "$OUT/probe-build.log"
+fi
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >"$OUT/cmake.log" 2>&1
+if ! cmake --build "$BUILD" -j"$(nproc)" --target fusec fusec_gpu_tests >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  exit 1
+fi
+fusec=$BUILD/fusec
+if [[ ${WG_TESTS:-FusedAttention.*:*KernelRun*} != none ]]; then
+  echo "== GPU tests (${WG_TESTS:-FusedAttention.*:*KernelRun*})"
+  timeout 300 "$BUILD/tests/gpu/fusec_gpu_tests" --gtest_filter="${WG_TESTS:-FusedAttention.*:*KernelRun*}" >"$OUT/gtest.log" 2>&1
+  grep -E "^\[  (PASSED|FAILED) |Failure|rel err [1-9]e-0[0-2]|rel err (nan|inf)" "$OUT/gtest.log" | head -40
+fi
+bench() {  # FUSEC_WGMMA value, extra flags
+  FUSEC_WGMMA=$1 timeout 240 "$fusec" bench attention --impl fused --dtype bf16 --d "${WG_D:-64,128}" \
+    --seq "${WG_SEQ:-4096,8192}" --batch "${WG_BATCH:-8}" --warmup 5 --iters 20 "${@:2}" >"$OUT/attention-wgmma$1.txt" \
+    2>"$OUT/attention-wgmma$1.err"
+  echo "== bench attention, FUSEC_WGMMA=$1"
+  cat "$OUT/attention-wgmma$1.txt"
+  tail -3 "$OUT/attention-wgmma$1.err"
+}
+bench 0
+torch_flag=--vs-torch
+[[ ${WG_TORCH:-1} == 0 ]] && torch_flag=
+bench 1 $torch_flag
+for round in $(seq "${WG_ROUNDS:-2}"); do
+  for mb in ${WG_MODELS:-small:64 medium:16}; do
+    for w in 0 1; do
+      FUSEC_WGMMA=$w timeout 120 "$fusec" run --program train_step --model "${mb%:*}" --dtype bf16 --random-inputs \
+        --batch "${mb#*:}" --ctx 256 --steps 30 >"$OUT/step.log" 2>&1
+      echo "step ${mb%:*} b${mb#*:} FUSEC_WGMMA=$w round $round: $(grep 'median step' "$OUT/step.log" || tail -2 "$OUT/step.log")"
+    done
+  done
+done
