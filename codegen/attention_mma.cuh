@@ -372,12 +372,14 @@ namespace fa {
 // One key tile's online softmax, for the thread's rows g and g + 8 of a warp's 16 (query rows
 // r0 + g, r0 + g + 8) against keys [k0, k0 + C) in accumulator layout: masks s where `mask`
 // says a tile needs it, turns s into P = exp(s scale - running max) in place, updates the
-// running max m and this thread's partial sum l, and rescales the output accumulator acc.
-// The mma forward and the wgmma forward (attention_wgmma.cuh) share it: an m64nN wgmma
-// accumulator is, per warp, the m16n8 accumulators of mma.sync side by side.
+// running max m and this thread's partial sum l, and returns in alpha the factor by which the
+// output accumulator must be rescaled (rescale below; the wgmma forward applies it only once
+// the product that still writes the accumulator has finished). The mma forward and the wgmma
+// forward (attention_wgmma.cuh) share it: an m64nN wgmma accumulator is, per warp, the m16n8
+// accumulators of mma.sync side by side.
 template <int C>
-__device__ __forceinline__ void softmaxTile(float (&s)[C / 8][4], float (&m)[2], float (&l)[2],
-                                            float (&acc)[FA_DV / 8][4], bool mask, int r0, int k0) {
+__device__ __forceinline__ void softmaxTile(float (&s)[C / 8][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                            bool mask, int r0, int k0) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int j = 0; j < C / 8; ++j)
@@ -396,7 +398,7 @@ __device__ __forceinline__ void softmaxTile(float (&s)[C / 8][4], float (&m)[2],
     // each exponent is one FFMA: s scale log2(e) - base.
     const float mNew = fmaxf(m[h], mx);
     const float base = mNew == FA_NEG_INF ? 0.f : mNew * FA_SCALE_LOG2;  // nothing visible yet: 0
-    const float alpha = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
+    alpha[h] = ex2(fmaf(m[h], FA_SCALE_LOG2, -base));
     m[h] = mNew;
     float sum = 0.f;
 #pragma unroll
@@ -405,9 +407,16 @@ __device__ __forceinline__ void softmaxTile(float (&s)[C / 8][4], float (&m)[2],
       s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], FA_SCALE_LOG2, -base));
       sum += s[j][2 * h] + s[j][2 * h + 1];
     }
-    l[h] = l[h] * alpha + sum;
+    l[h] = l[h] * alpha[h] + sum;
+  }
+}
+
+// acc's rows g and g + 8 times alpha[0] and alpha[1].
+__device__ __forceinline__ void rescale(float (&acc)[FA_DV / 8][4], const float (&alpha)[2]) {
 #pragma unroll
-    for (int j = 0; j < FA_DV / 8; ++j) acc[j][2 * h] *= alpha, acc[j][2 * h + 1] *= alpha;
+  for (int j = 0; j < FA_DV / 8; ++j) {
+    acc[j][0] *= alpha[0], acc[j][1] *= alpha[0];
+    acc[j][2] *= alpha[1], acc[j][3] *= alpha[1];
   }
 }
 
@@ -482,7 +491,9 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     float s[BC / 8][4];
     zero(s);
     gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD);
-    softmaxTile<BC>(s, m, l, acc, needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
+    float alpha[2];
+    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
+    rescale(acc, alpha);
     gemmPB<BC, FA_DV, LDV>(acc, s, Vs + buf * BC * LDV);
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }

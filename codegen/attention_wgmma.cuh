@@ -5,13 +5,15 @@
 // device with wgmma (Target::hasWgmma).
 //
 // A block is FA_WARPS / 4 warpgroups of 64 query rows each (BR rows) and walks the key tiles
-// (BC keys) through shared memory, double-buffered with cp.async as the mma forward does.
-// Per tile each warpgroup issues S = Q K^T as d / 16 wgmma steps with both operands read from
-// shared memory by the tensor cores (no ldmatrix, no operand registers), runs the online
-// softmax on S in registers (an m64nN wgmma accumulator is, per warp, mma.sync's m16n8
-// accumulators side by side, so the mma forward's softmaxTile serves as it is), and issues
-// O += P V with P packed to bf16 A fragments in registers (mma.sync's m16k16 layout again)
-// and V read from shared memory transposed.
+// (BC keys) through shared memory, double-buffered with cp.async. Per tile each warpgroup
+// issues S = Q K^T as d / 16 wgmma steps with both operands read from shared memory by the
+// tensor cores (no ldmatrix, no operand registers), runs the online softmax on S in registers
+// (an m64nN wgmma accumulator is, per warp, mma.sync's m16n8 accumulators side by side, so
+// the mma forward's softmaxTile serves as it is), and issues O += P V with P packed to bf16 A
+// fragments in registers (mma.sync's m16k16 layout again) and V read from shared memory
+// transposed. The product with V lags a tile behind (FlashAttention-3's intra-warpgroup
+// pipelining): iteration t issues S_t = Q K_t^T and then O += P_t-1 V_t-1, and the softmax
+// of S_t runs on the CUDA cores while the tensor cores still do the second product.
 //
 // Shared tiles are stored the way wgmma reads them without bank conflicts, the 128-byte
 // swizzle: a tile of R rows x W bf16 is W / 64 column blocks of R rows x 128 bytes, each row's
@@ -129,6 +131,33 @@ __device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long r
   }
 }
 
+#if !FA_BACKWARD
+// S (the warpgroup's 64 rows x BC keys) = Q K^T over d, from the Q tile at q (rows from wr)
+// and the K tile at k: issued and committed as one group.
+__device__ __forceinline__ void scores(float (&s)[BC / 8][4], unsigned q, unsigned k, int wr) {
+#pragma unroll
+  for (int kc = 0; kc < FA_D / 16; ++kc) mmaSS(s, kMajor<BR>(q, wr, kc), kMajor<BC>(k, 0, kc), kc);
+  commit();
+}
+// acc += P V, P as A fragments (keys 16 kk .. 16 kk + 15), V the tile at v: one group.
+__device__ __forceinline__ void product(float (&acc)[FA_DV / 8][4], const unsigned (&p)[BC / 16][4], unsigned v) {
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; ++kk) mmaRS(acc, p[kk], mnMajor(v, kk));
+  commit();
+}
+// P (the softmax's accumulator-layout tile) as bf16 A fragments: mma.sync's m16k16 layout,
+// which an m16n8 accumulator pair is once packed.
+__device__ __forceinline__ void packP(unsigned (&p)[BC / 16][4], const float (&s)[BC / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; ++kk) {
+    p[kk][0] = pack(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = pack(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+#endif  // !FA_BACKWARD
+
 }  // namespace wg
 }  // namespace fa
 
@@ -153,51 +182,62 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   k += fa_k_batch(z);
   v += fa_v_batch(z);
   const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
+  // Copy groups: {Q, K_0}, then {V_t, K_t+1} before the product of tile t: V lags K by one
+  // tile, because iteration t multiplies Q K_t^T while the product with V_t-1 runs (below).
   wg::loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
-  if (tiles > 0) {
-    wg::loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
-    wg::loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
-  }
+  if (tiles > 0) wg::loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
   cpCommit();
-  float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
+  float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
   float acc[FA_DV / 8][4];
   zero(acc);
-  for (int t = 0; t < tiles; ++t) {
-    const int k0 = t * BC, buf = t & 1;
-    if (t + 1 < tiles) {
-      wg::loadTile<BC, FA_D>(Ks + (buf ^ 1) * BC * FA_D, k, FA_K_RS, k0 + BC, FA_TK);
-      wg::loadTile<BC, FA_DV>(Vs + (buf ^ 1) * BC * FA_DV, v, FA_V_RS, k0 + BC, FA_TK);
-    }
-    cpCommit();  // possibly empty, so that wait_group 1 always means "tile t is in"
+  float s[BC / 8][4];
+  unsigned p[BC / 16][4];  // P of the previous tile as A fragments
+  // V_t into buffer t & 1 (V_t-2's, whose product finished an iteration ago) and K_t+1 into
+  // buffer (t + 1) & 1 (K_t-1's); then wait for K_t and V_t-1.
+  auto copies = [&](int t) {
+    wg::loadTile<BC, FA_DV>(Vs + (t & 1) * BC * FA_DV, v, FA_V_RS, t * BC, FA_TK);
+    if (t + 1 < tiles) wg::loadTile<BC, FA_D>(Ks + ((t + 1) & 1) * BC * FA_D, k, FA_K_RS, (t + 1) * BC, FA_TK);
+    cpCommit();
     cpWait<1>();
     wg::proxyFence();
     __syncthreads();
-    const unsigned kt = kAddr + buf * BC * FA_D * 2, vt = vAddr + buf * BC * FA_DV * 2;
-    float s[BC / 8][4];
+  };
+  if (tiles > 0) {  // tile 0: S and its softmax only
+    copies(0);
     wg::fence();
-#pragma unroll
-    for (int kc = 0; kc < FA_D / 16; ++kc) wg::mmaSS(s, wg::kMajor<BR>(qAddr, wr, kc), wg::kMajor<BC>(kt, 0, kc), kc);
-    wg::commit();
+    wg::scores(s, qAddr, kAddr, wr);
     wg::wait<0>();
     wg::pin(s);
-    softmaxTile<BC>(s, m, l, acc, needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
-    unsigned p[BC / 16][4];  // P as A fragments: keys 16 kk .. 16 kk + 15
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk) {
-      p[kk][0] = pack(s[2 * kk][0], s[2 * kk][1]);
-      p[kk][1] = pack(s[2 * kk][2], s[2 * kk][3]);
-      p[kk][2] = pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      p[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    wg::pin(acc);
+    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, 0), q0 + warp * 16, 0);
+    wg::packP(p, s);
+    __syncthreads();  // both warpgroups are done with K_0: the next copies refill its buffer
+  }
+  for (int t = 1; t < tiles; ++t) {
+    copies(t);
+    // Two groups on the tensor cores: S = Q K_t^T, then O += P_t-1 V_t-1. The softmax of S
+    // runs once S is done, while the second product still runs.
     wg::fence();
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk) wg::mmaRS(acc, p[kk], wg::mnMajor(vt, kk));
-    wg::commit();
+    wg::scores(s, qAddr, kAddr + (t & 1) * BC * FA_D * 2, wr);
+    wg::product(acc, p, vAddr + ((t - 1) & 1) * BC * FA_DV * 2);
+    wg::wait<1>();
+    wg::pin(s);
+    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, t * BC), q0 + warp * 16, t * BC);
     wg::wait<0>();
     wg::pin(acc);
     wg::pin(p);
-    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+    rescale(acc, alpha);
+    wg::packP(p, s);
+    __syncthreads();  // both warpgroups are done with K_t and V_t-1: the next copies refill them
+  }
+  if (tiles > 0) {  // the last tile's P V
+    cpWait<0>();
+    wg::proxyFence();
+    __syncthreads();
+    wg::fence();
+    wg::product(acc, p, vAddr + ((tiles - 1) & 1) * BC * FA_DV * 2);
+    wg::wait<0>();
+    wg::pin(acc);
+    wg::pin(p);
   }
   cpWait<0>();  // no copy in flight at exit (no key tile: the Q tile's)
   storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
