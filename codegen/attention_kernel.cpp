@@ -18,11 +18,13 @@
 // block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics. On
 // tensor cores the dq launch also leaves each query row's softmax statistics in a module-scope
 // array for the dk, dv launch (attention_mma.cuh).
-// Two templates behind the same entry points: tensor cores for bf16 (mma m16n8k16) and f32
-// (3xTF32 mma m16n8k8, f32-accurate) at head dims 16..128 (multiples of 16;
-// codegen/attention_mma.cuh, 16 rows per warp, tiling per head dim and precision below),
-// SIMT for the rest (attention_simt.cuh, 64 rows per block); the choice and its reason open
-// the source (`// path: ...`).
+// Three templates behind the same arguments: Hopper's warpgroup MMA for bf16 at d = dv of 64
+// or 128 (codegen/attention_wgmma.cuh: the forward always, the backward from 1024 queries;
+// entry points fa_forward_wgmma, fa_backward_dq_wgmma, fa_backward_dkdv_wgmma), tensor cores
+// by mma.sync for the rest of bf16 (m16n8k16) and for f32 (3xTF32 m16n8k8, f32-accurate) at
+// head dims 16..128 (multiples of 16; codegen/attention_mma.cuh, 16 rows per warp, tiling per
+// head dim and precision below), SIMT for the rest (attention_simt.cuh, 64 rows per block);
+// the choice and its reason open the source (`// path: ...`).
 #include <cctype>
 #include <cmath>
 #include <algorithm>
@@ -245,16 +247,24 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
     if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   const bool mma = simtWhy.empty();
-  // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for the bf16 forward at d = dv of 64
-  // or 128, where the target has it.
-  const bool wgmma = mma && !tf32 && !backward && D == DV && (D == 64 || D == 128) && k.target.wgmma;
+  // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for bf16 at d = dv of 64 or 128,
+  // where the target has it: the forward at every length; the backward from 1024 queries. Its
+  // blocks are 128 rows on one SM each, and on short sequences their few tiles leave the
+  // prologue and the stores exposed where four 64-row mma blocks an SM overlap them: small's
+  // bf16 train step at ctx 256, batch 64 (H200) took 27.44 ms with the mma backward and 27.81
+  // with wgmma's, while at N 4096 the backward on wgmma is 1.5x faster (bench/RESULTS.md).
+  const bool wgmma = mma && !tf32 && D == DV && (D == 64 || D == 128) && k.target.wgmma && (!backward || Tq >= 1024);
   // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
   MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
   if (wgmma) {
-    // Two warpgroups of 64 query rows share each key tile of 128 (one wgmma's n).
+    // Two warpgroups of 64 rows a block. The forward's key tile is 128 (one wgmma's n); the
+    // backward's key (dQ) and query (dK/dV) tiles are 64, so that dK and dV (or dQ) and the
+    // two score tiles of d 128 fit a thread's registers.
     tiling.warps = 8;
-    tiling.bc = 128;
+    tiling.bc = backward ? 64 : 128;
+    tiling.bq = 64;
+    tiling.dqOTile = false;
   }
   const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
 
@@ -304,11 +314,16 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   if (mma) {
     const int64_t es = int64_t(dtypeBytes(q.dtype)), pad = 16 / es;  // operand-dtype tiles, 16-byte pad
     const int64_t LD = D + pad, LDV = DV + pad, BR = rows, BC = tiling.bc, BQ = tiling.bq;
-    fwdBytes = wgmma ? 1024 + (BR * D + 2 * BC * (D + DV)) * es  // unpadded swizzled tiles, 1 KB aligned
-                     : (BR * LD + 2 * BC * (LD + LDV)) * es;
-    dqBytes = tiling.dqOTile ? (BR * (LD + 2 * LDV) + 2 * BC * (LD + LDV)) * es  // q, dO and o tiles
-                             : (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;  // q, dO, D, L2
-    dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * es + 2 * BQ * 8;  // q, dO and {D, L2} tiles
+    if (wgmma) {  // unpadded swizzled tiles, 1 KB aligned (attention_wgmma.cuh)
+      fwdBytes = 1024 + (BR * D + 2 * BC * (D + DV)) * es;                      // q, k, v
+      dqBytes = 1024 + (BR * (D + DV) + 2 * BC * (D + DV)) * es + 2 * BR * 4;   // q, dO, k, v, D, L2
+      dkdvBytes = 1024 + (BR * (D + DV) + 2 * BQ * (D + DV)) * es + 2 * BQ * 8;  // k, v, q, dO, {D, L2}
+    } else {
+      fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * es;
+      dqBytes = tiling.dqOTile ? (BR * (LD + 2 * LDV) + 2 * BC * (LD + LDV)) * es  // q, dO and o tiles
+                               : (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;  // q, dO, D, L2
+      dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * es + 2 * BQ * 8;  // q, dO and {D, L2} tiles
+    }
   } else {
     const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
     fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
@@ -339,10 +354,12 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
   // dq is unused (a null dq: statistics only).
   if (outOf.count(0) || (mma && (outOf.count(1) || outOf.count(2))))
-    launch(k.name + "_dq", qTiles, dqBytes, "fa_backward_dq(" + common + ", " + out(0) + ");");
+    launch(k.name + "_dq", qTiles, dqBytes,
+           std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " + out(0) + ");", wgmma ? 1 : 0);
   if (outOf.count(1) || outOf.count(2))
-    launch(k.name + "_dkdv", kTiles, dkdvBytes, "fa_backward_dkdv(" + common + ", " + out(1) + ", " + out(2) + ");",
-           mma ? tiling.dkdvMinBlocks : 0, kvZs);
+    launch(k.name + "_dkdv", kTiles, dkdvBytes,
+           std::string(wgmma ? "fa_backward_dkdv_wgmma(" : "fa_backward_dkdv(") + common + ", " + out(1) + ", " + out(2) + ");",
+           wgmma ? 1 : mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;
 }
 

@@ -352,6 +352,21 @@ __device__ __forceinline__ void warpRowStats(float (&D)[2], float (&L2)[2], cons
   }
 }
 
+// Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
+// `scale`, into dst (row-major, W columns): dQ, dK and dV of both backward templates.
+template <int W>
+__device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + g + 8 * h;
+    if (r >= limit) continue;
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j)
+      store2(dst + (long long)r * W + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
+  }
+}
+
 // Row statistics [r0, r0 + R) of `src` into shared memory, asynchronously (8-byte copies);
 // rows at or past FA_TQ are zeros.
 template <int R>
@@ -591,15 +606,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     __syncthreads();
   }
   cpWait<0>();
-  const long long ob = (long long)z * FA_TQ;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int qi = q0 + warp * 16 + g + 8 * h;
-    if (qi >= FA_TQ) continue;
-#pragma unroll
-    for (int j = 0; j < FA_D / 8; ++j)
-      store2(dq + (ob + qi) * FA_D + 8 * j + 2 * t4, acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
-  }
+  storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
 }
 
 // ---- backward, pass 2: dk, dv for a block of BR key rows ----
@@ -673,19 +680,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     __syncthreads();
   }
   cpWait<0>();
-  const long long ob = (long long)z * FA_TK;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int kj = kw + 8 * h;
-    if (kj >= FA_TK) continue;
-    if (dk)
-#pragma unroll
-      for (int j = 0; j < FA_D / 8; ++j)
-        store2(dk + (ob + kj) * FA_D + 8 * j + 2 * t4, gk[j][2 * h] * FA_SCALE, gk[j][2 * h + 1] * FA_SCALE);
-    if (dv)
-#pragma unroll
-      for (int j = 0; j < FA_DV / 8; ++j)
-        store2(dv + (ob + kj) * FA_DV + 8 * j + 2 * t4, gv[j][2 * h], gv[j][2 * h + 1]);
-  }
+  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
+  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
 }
 #endif  // FA_BACKWARD

@@ -27,8 +27,8 @@
 //     starts at column block kc / 4, 32 (kc % 4) bytes in.
 //   * V, the B operand of P V, is MN-major (contiguous along dv, the product's n): step kk
 //     (keys 16 kk .. 16 kk + 15) starts 16 kk rows in; its 8-row groups are 1024 bytes apart
-//     and its 64-wide column blocks BC x 128 bytes apart (which field holds which:
-//     FA_WG_V_LBO and FA_WG_V_SBO below, measured by scripts/gpu-wgmma-probe.sh).
+//     and its 64-wide column blocks BC x 128 bytes apart (mnMajor says which field holds
+//     which; a probe on an H200 found the other assignment faulting).
 // ---- the text below is what the kernels' sources embed (cmake/embed_cuh.cmake) ----
 
 namespace fa {
@@ -48,13 +48,12 @@ template <int R>
 __device__ __forceinline__ unsigned long long kMajor(unsigned tile, int r0, int kc) {
   return desc(tile + (kc >> 2) * R * 128 + r0 * 128 + (kc & 3) * 32, 16, 1024);
 }
-// Step kk (16 keys) of the MN-major V tile of BC keys: which descriptor field holds the
-// 8-row stride and which the column-block stride, FA_WG_V_SWAP (scripts/gpu-wgmma-probe.sh).
-#ifndef FA_WG_V_SWAP
-#define FA_WG_V_SWAP 0
-#endif
+// Step kk (rows 16 kk .. 16 kk + 15 of the reduction dim) of an MN-major tile of R rows: its
+// 8-row groups 1024 bytes apart (the stride field), its 64-wide column blocks R x 128 bytes
+// apart (the leading field; the other way round faults).
+template <int R>
 __device__ __forceinline__ unsigned long long mnMajor(unsigned tile, int kk) {
-  return FA_WG_V_SWAP ? desc(tile + kk * 16 * 128, 1024, BC * 128) : desc(tile + kk * 16 * 128, BC * 128, 1024);
+  return desc(tile + kk * 16 * 128, R * 128, 1024);
 }
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -131,32 +130,39 @@ __device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long r
   }
 }
 
-#if !FA_BACKWARD
-// S (the warpgroup's 64 rows x BC keys) = Q K^T over d, from the Q tile at q (rows from wr)
-// and the K tile at k: issued and committed as one group.
-__device__ __forceinline__ void scores(float (&s)[BC / 8][4], unsigned q, unsigned k, int wr) {
+// d = A B^T over W columns: A the 64 rows from r0 of a K-major tile of RA rows, B a K-major
+// tile of N rows (S = Q K^T, dP = dO V^T, and the backward's S^T = K Q^T, dP^T = V dO^T).
+template <int RA, int N, int W>
+__device__ __forceinline__ void mmaABt(float (&d)[N / 8][4], unsigned a, int r0, unsigned b) {
 #pragma unroll
-  for (int kc = 0; kc < FA_D / 16; ++kc) mmaSS(s, kMajor<BR>(q, wr, kc), kMajor<BC>(k, 0, kc), kc);
-  commit();
+  for (int kc = 0; kc < W / 16; ++kc) mmaSS(d, kMajor<RA>(a, r0, kc), kMajor<N>(b, 0, kc), kc);
 }
-// acc += P V, P as A fragments (keys 16 kk .. 16 kk + 15), V the tile at v: one group.
-__device__ __forceinline__ void product(float (&acc)[FA_DV / 8][4], const unsigned (&p)[BC / 16][4], unsigned v) {
+// d += P B: P (64 x K) as A fragments, B an MN-major tile of K rows (O += P V, dQ += dS K,
+// dV += P^T dO, dK += dS^T Q).
+template <int K, int N>
+__device__ __forceinline__ void mmaPB(float (&d)[N / 8][4], const unsigned (&p)[K / 16][4], unsigned b) {
 #pragma unroll
-  for (int kk = 0; kk < BC / 16; ++kk) mmaRS(acc, p[kk], mnMajor(v, kk));
-  commit();
+  for (int kk = 0; kk < K / 16; ++kk) mmaRS(d, p[kk], mnMajor<K>(b, kk));
 }
-// P (the softmax's accumulator-layout tile) as bf16 A fragments: mma.sync's m16k16 layout,
-// which an m16n8 accumulator pair is once packed.
-__device__ __forceinline__ void packP(unsigned (&p)[BC / 16][4], const float (&s)[BC / 8][4]) {
+// An accumulator-layout tile (64 x K) as bf16 A fragments: mma.sync's m16k16 layout, which
+// an m16n8 accumulator pair is once packed (kk: columns 16 kk .. 16 kk + 15).
+template <int K>
+__device__ __forceinline__ void packA(unsigned (&p)[K / 16][4], const float (&s)[K / 8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < BC / 16; ++kk) {
+  for (int kk = 0; kk < K / 16; ++kk) {
     p[kk][0] = pack(s[2 * kk][0], s[2 * kk][1]);
     p[kk][1] = pack(s[2 * kk][2], s[2 * kk][3]);
     p[kk][2] = pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
     p[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
 }
-#endif  // !FA_BACKWARD
+// The 1024-byte aligned start of the dynamic shared memory (the generator asks for 1 KB more
+// than the tiles take): the swizzle's descriptors assume tiles that start on its repeat.
+__device__ __forceinline__ char* alignedSmem() {
+  extern __shared__ float4 fa_smem4[];
+  const unsigned raw = smemAddr(fa_smem4);
+  return reinterpret_cast<char*>(fa_smem4) + ((1024u - (raw & 1023u)) & 1023u);
+}
 
 }  // namespace wg
 }  // namespace fa
@@ -169,10 +175,7 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   using namespace fa;
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BC == 64 || BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
-  extern __shared__ float4 fa_smem4[];
-  // Tiles on 1024-byte boundaries (the generator asks for 1 KB more than the tiles take).
-  const unsigned raw = smemAddr(fa_smem4), pad = (1024u - (raw & 1023u)) & 1023u;
-  fa_t* Qs = reinterpret_cast<fa_t*>(reinterpret_cast<char*>(fa_smem4) + pad);  // [BR][D] swizzled
+  fa_t* Qs = reinterpret_cast<fa_t*>(wg::alignedSmem());                        // [BR][D] swizzled
   fa_t* Ks = Qs + BR * FA_D;                                                     // [2][BC][D]
   fa_t* Vs = Ks + 2 * BC * FA_D;                                                 // [2][BC][DV]
   const unsigned qAddr = smemAddr(Qs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
@@ -205,11 +208,12 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   if (tiles > 0) {  // tile 0: S and its softmax only
     copies(0);
     wg::fence();
-    wg::scores(s, qAddr, kAddr, wr);
+    wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kAddr);
+    wg::commit();
     wg::wait<0>();
     wg::pin(s);
     softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, 0), q0 + warp * 16, 0);
-    wg::packP(p, s);
+    wg::packA<BC>(p, s);
     __syncthreads();  // both warpgroups are done with K_0: the next copies refill its buffer
   }
   for (int t = 1; t < tiles; ++t) {
@@ -217,8 +221,10 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
     // Two groups on the tensor cores: S = Q K_t^T, then O += P_t-1 V_t-1. The softmax of S
     // runs once S is done, while the second product still runs.
     wg::fence();
-    wg::scores(s, qAddr, kAddr + (t & 1) * BC * FA_D * 2, wr);
-    wg::product(acc, p, vAddr + ((t - 1) & 1) * BC * FA_DV * 2);
+    wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kAddr + (t & 1) * BC * FA_D * 2);
+    wg::commit();
+    wg::mmaPB<BC, FA_DV>(acc, p, vAddr + ((t - 1) & 1) * BC * FA_DV * 2);
+    wg::commit();
     wg::wait<1>();
     wg::pin(s);
     softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, t * BC), q0 + warp * 16, t * BC);
@@ -226,7 +232,7 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
     wg::pin(acc);
     wg::pin(p);
     rescale(acc, alpha);
-    wg::packP(p, s);
+    wg::packA<BC>(p, s);
     __syncthreads();  // both warpgroups are done with K_t and V_t-1: the next copies refill them
   }
   if (tiles > 0) {  // the last tile's P V
@@ -234,7 +240,8 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
     wg::proxyFence();
     __syncthreads();
     wg::fence();
-    wg::product(acc, p, vAddr + ((tiles - 1) & 1) * BC * FA_DV * 2);
+    wg::mmaPB<BC, FA_DV>(acc, p, vAddr + ((tiles - 1) & 1) * BC * FA_DV * 2);
+    wg::commit();
     wg::wait<0>();
     wg::pin(acc);
     wg::pin(p);
@@ -243,3 +250,180 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
 }
 #endif  // !FA_BACKWARD
+
+#if FA_BACKWARD
+// ---- backward on wgmma, pass 1: dq for a block of BR query rows ----
+// attention_mma.cuh's fa_backward_dq with the row statistics from global memory (rowStats):
+// per key tile S = Q K^T and dP = dO V^T in one group from swizzled shared tiles, dS in
+// registers, then dQ += dS K with K read transposed.
+__device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                     const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                     const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                     fa_t* __restrict__ dq) {
+  using namespace fa;
+  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
+  static_assert(BR % 64 == 0 && (BC == 64 || BC == 128) && NT % BR == 0, "warpgroups of 64 rows");
+  fa_t* Qs = reinterpret_cast<fa_t*>(wg::alignedSmem());      // [BR][D] swizzled
+  fa_t* Gs = Qs + BR * FA_D;                                   // dO: [BR][DV]
+  fa_t* Ks = Gs + BR * FA_DV;                                  // [2][BC][D]
+  fa_t* Vs = Ks + 2 * BC * FA_D;                               // [2][BC][DV]
+  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * FA_DV);  // [BR]
+  float* L2sm = Dsm + BR;                                      // [BR]
+  const unsigned qAddr = smemAddr(Qs), gAddr = smemAddr(Gs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, wr = (warp >> 2) * 64;
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  o += fa_o_batch(z);
+  dO += fa_do_batch(z);
+  lse += fa_lse_batch(z);
+  float2* stats = fa_rowstats + (long long)z * FA_TQ;
+  if (!dq) {  // dq unused: the dK/dV pass still needs the statistics
+    rowStats<BR>(nullptr, nullptr, stats, o, dO, lse, q0);
+    return;
+  }
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
+  wg::loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
+  wg::loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
+  if (tiles > 0) {
+    wg::loadTile<BC, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
+    wg::loadTile<BC, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
+  }
+  cpCommit();
+  rowStats<BR>(Dsm, L2sm, stats, o, dO, lse, q0);  // overlaps the tiles' copies
+  __syncthreads();
+  float Dr[2], L2r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) Dr[h] = Dsm[warp * 16 + g + 8 * h], L2r[h] = L2sm[warp * 16 + g + 8 * h];
+  float acc[FA_D / 8][4];
+  zero(acc);
+  for (int t = 0; t < tiles; ++t) {
+    const int k0 = t * BC, buf = t & 1;
+    if (t + 1 < tiles) {
+      wg::loadTile<BC, FA_D>(Ks + (buf ^ 1) * BC * FA_D, k, FA_K_RS, k0 + BC, FA_TK);
+      wg::loadTile<BC, FA_DV>(Vs + (buf ^ 1) * BC * FA_DV, v, FA_V_RS, k0 + BC, FA_TK);
+    }
+    cpCommit();  // possibly empty, so that wait_group 1 always means "tile t is in"
+    cpWait<1>();
+    wg::proxyFence();
+    __syncthreads();
+    const unsigned kt = kAddr + buf * BC * FA_D * 2, vt = vAddr + buf * BC * FA_DV * 2;
+    float s[BC / 8][4], dp[BC / 8][4];
+    wg::fence();
+    wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kt);
+    wg::mmaABt<BR, BC, FA_DV>(dp, gAddr, wr, vt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(s);
+    wg::pin(dp);
+    const bool mask = needsMask<BR, BC>(q0, k0);
+#pragma unroll
+    for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - L2r[h]);
+        if (mask && !visible(q0 + warp * 16 + g + 8 * h, k0 + 8 * j + 2 * t4 + (e & 1))) p = 0.f;
+        s[j][e] = p * (dp[j][e] - Dr[h]);  // dS / scale: the scale is applied once, to dQ
+      }
+    unsigned ds[BC / 16][4];
+    wg::packA<BC>(ds, s);
+    wg::fence();
+    wg::mmaPB<BC, FA_D>(acc, ds, kt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(acc);
+    wg::pin(ds);
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+  }
+  cpWait<0>();
+  storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
+}
+
+// ---- backward on wgmma, pass 2: dk, dv for a block of BR key rows ----
+// attention_mma.cuh's fa_backward_dkdv: per query tile S^T = K Q^T and dP^T = V dO^T in one
+// group, P^T and dS^T in registers, then dV += P^T dO and dK += dS^T Q with dO and Q read
+// transposed; the group's query heads in a fixed order (no atomics).
+__device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                       const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                       const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                       fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+  using namespace fa;
+  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
+  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
+  fa_t* Ks = reinterpret_cast<fa_t*>(wg::alignedSmem());        // [BR][D] swizzled
+  fa_t* Vs = Ks + BR * FA_D;                                     // [BR][DV]
+  fa_t* Qs = Vs + BR * FA_DV;                                    // [2][BQ][D]
+  fa_t* Gs = Qs + 2 * BQ * FA_D;                                 // dO: [2][BQ][DV]
+  float2* RS = reinterpret_cast<float2*>(Gs + 2 * BQ * FA_DV);  // {D, L2}: [2][BQ]
+  const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, wr = (warp >> 2) * 64;
+  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
+  k += fa_k_batch(z * FA_GROUP);
+  v += fa_v_batch(z * FA_GROUP);
+  // Causal: query rows before k0 - (TK - TQ) see none of these keys.
+  const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
+  const int tiles = (FA_TQ + BQ - 1) / BQ, span = tiles - first, steps = FA_GROUP * span;
+  auto loadQueryTile = [&](int b, int it) {
+    const int zq = z * FA_GROUP + it / span, q0 = (first + it % span) * BQ;
+    wg::loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
+    wg::loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
+    loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
+  };
+  wg::loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
+  wg::loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
+  if (steps > 0) loadQueryTile(0, 0);
+  cpCommit();
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  zero(gk);
+  zero(gv);
+  const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
+  for (int it = 0; it < steps; ++it) {
+    const int q0 = (first + it % span) * BQ, buf = it & 1;
+    if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
+    cpCommit();
+    cpWait<1>();
+    wg::proxyFence();
+    __syncthreads();
+    const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
+    float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
+    wg::fence();
+    wg::mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
+    wg::mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(s);
+    wg::pin(dp);
+    const bool mask = needsMask<BQ, BR>(q0, k0);
+    const float2* Rb = RS + buf * BQ;
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * t4 + (e & 1);
+        const float2 st = Rb[c];  // {D, L2} of query q0 + c
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
+        if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
+        s[j][e] = p;                       // P^T
+        dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale (applied to dK)
+      }
+    unsigned pa[BQ / 16][4], da[BQ / 16][4];
+    wg::packA<BQ>(pa, s);
+    wg::packA<BQ>(da, dp);
+    wg::fence();
+    wg::mmaPB<BQ, FA_DV>(gv, pa, gt);
+    wg::mmaPB<BQ, FA_D>(gk, da, qt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(gk);
+    wg::pin(gv);
+    wg::pin(pa);
+    wg::pin(da);
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+  }
+  cpWait<0>();
+  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
+  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+}
+#endif  // FA_BACKWARD

@@ -4,8 +4,8 @@
 # tests into build-gpu/, runs the fused attention tests and every model kernel against the
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
-# leaves them out), and the bf16 train step of WG_MODELS (model:batch) alternating the two,
-# WG_ROUNDS times. A probe of the wgmma wrappers runs first when .probe/wgmma_probe.cu is
+# leaves them out; WG_BASELINE=0 the mma.sync rows), and the bf16 train step of WG_MODELS
+# (model:batch) alternating the two, WG_ROUNDS times. A probe of the wgmma wrappers runs first when .probe/wgmma_probe.cu is
 # carried. Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ bench() {  # FUSEC_WGMMA value, extra flags
   cat "$OUT/attention-wgmma$1.txt"
   tail -3 "$OUT/attention-wgmma$1.err"
 }
-bench 0
+[[ ${WG_BASELINE:-1} == 0 ]] || bench 0
 torch_flag=--vs-torch
 [[ ${WG_TORCH:-1} == 0 ]] && torch_flag=
 bench 1 $torch_flag
