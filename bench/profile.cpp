@@ -14,7 +14,7 @@
 #include "ir/strided_view.h"
 #include "passes/fusion/kernel_family.h"
 #include "passes/launch_stats.h"
-#include "passes/step_invariant.h"
+#include "ir/step_invariant.h"
 #include "runtime/gemm_plan.h"
 #include "support/ptr_hash.h"
 
@@ -92,7 +92,6 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
   }
 
   const std::vector<LaunchPlace> places = launchPlaces(g);
-  const PtrSet<const Op*> invariant = stepInvariantOps(g);
   std::vector<LaunchClass> out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];
@@ -136,7 +135,7 @@ std::vector<LaunchClass> classifyLaunches(const Graph& g) {
       else c.category = LaunchCategory::Other;
     }
     // Computed at the first call only (passes/step_invariant.h): no time and no bytes a step.
-    if (invariant.count(op.get())) {
+    if (isStepInvariant(*op)) {
       c.group += " (once)";
       c.traffic = LaunchTraffic{};
     }

@@ -22,7 +22,7 @@
 //                cross-entropy's total instead) and scatter (an embedding gradient not fused into
 //                its update, e.g. a table that is returned, or above 16,384 positions).
 //
-// Launches of step-invariant values (passes/step_invariant.h: RoPE's tables) run at the first
+// Launches of step-invariant values (ir/step_invariant.h: RoPE's tables) run at the first
 // call only: their group ends in " (once)", and they count no time and no bytes.
 //
 // Kernel groups: launches with the same kernel across layers, i.e. the kernel's name without

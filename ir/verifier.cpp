@@ -8,6 +8,7 @@
 
 #include "ir/printer.h"
 #include "ir/roles.h"
+#include "ir/step_invariant.h"
 #include "ir/type_rules.h"
 
 namespace fusec {
@@ -122,6 +123,11 @@ class Verifier {
       if (op.kind == OpKind::Param && !params.emplace(op.attrStr("name"), &op).second)
         fail("duplicate param name \"" + op.attrStr("name") + "\"");
       if (op.kind == OpKind::Input || op.kind == OpKind::Param) role(op, fail, roleInputs);
+      if (op.kind == OpKind::Kernel && op.attrBool("step_invariant"))
+        for (size_t i = 0; i < op.operands.size(); ++i)
+          if (!isStepInvariantValue(op.operands[i]))
+            fail("kernel \"" + op.attrStr("name") + "\" is recorded step_invariant but its operand " + std::to_string(i) +
+                 " changes from step to step");
       if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) r->verifiedIn = walk;
     }

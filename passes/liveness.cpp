@@ -4,7 +4,7 @@
 
 #include "ir/collectives.h"
 #include "ir/strided_view.h"
-#include "passes/step_invariant.h"
+#include "ir/step_invariant.h"
 #include "support/ptr_hash.h"
 
 namespace fusec {
@@ -84,9 +84,8 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   }
   // Step-invariant buffers hold their values from one call to the next: nothing else may
   // ever share their bytes.
-  const PtrSet<const Op*> invariant = stepInvariantOps(g);
   for (Buffer& b : l.buffers)
-    if (invariant.count(b.value->def)) b.def = 0, b.lastUse = end;
+    if (b.value->def && isStepInvariant(*b.value->def)) b.def = 0, b.lastUse = end;
 
   // Sweep of +bytes at def and -bytes after last use.
   std::vector<int64_t> delta(size_t(end) + 2, 0);

@@ -21,7 +21,7 @@
 // A buffer is live from its defining op to its last use (positions in g.ops, inclusive, so an
 // op's operands and results coexist); a use through any chain of aliases counts as a use of
 // the root; ordinary graph outputs (and roots of aliased outputs) live to g.ops.size(). A
-// step-invariant buffer (passes/step_invariant.h) lives from 0 to g.ops.size(): computed at a
+// step-invariant buffer (ir/step_invariant.h) lives from 0 to g.ops.size(): computed at a
 // program's first call only, it must keep its bytes through every later call.
 // Buffer bytes are numel x dtype bytes rounded up to 256.
 #pragma once

@@ -73,6 +73,7 @@ std::unique_ptr<Pass> createCacheWeightCastsPass();
 std::unique_ptr<Pass> createShardMasterWeightsPass();
 std::unique_ptr<Pass> createFusePass();
 std::unique_ptr<Pass> createSchedulePass();
+std::unique_ptr<Pass> createStepInvariantPass();
 std::unique_ptr<Pass> createMemoryPlanPass();
 std::unique_ptr<Pass> createGemmLayoutPass();
 std::unique_ptr<Pass> createMergeGemmsPass();

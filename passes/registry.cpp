@@ -25,6 +25,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"shard-master-weights", &createShardMasterWeightsPass},
       {"fuse", &createFusePass},
       {"schedule", &createSchedulePass},
+      {"step-invariant", &createStepInvariantPass},
       {"memory-plan", &createMemoryPlanPass},
       {"gemm-layout", &createGemmLayoutPass},
       {"merge-gemms", &createMergeGemmsPass},

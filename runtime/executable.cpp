@@ -9,7 +9,7 @@
 #include "codegen/generate.h"
 #include "ir/collectives.h"
 #include "ir/strided_view.h"
-#include "passes/step_invariant.h"
+#include "ir/step_invariant.h"
 #include "runtime/output_placement.h"
 #include "runtime/cublaslt_gemm.h"
 #include "runtime/device.h"
@@ -136,7 +136,6 @@ struct Executable::Impl {
     }
   }
 
-  PtrSet<const Op*> invariant;  // step-invariant ops (their launches run once)
   // Sources that must stay in their resident slot (bindAddress copies them): params an
   // in-place update writes, and params a resident concat reads as part of adjacent params.
   PtrSet<const Value*> pinned;
@@ -253,7 +252,6 @@ struct Executable::Impl {
         if (op->kind == OpKind::Kernel) genOf[op.get()] = &generated.at(k++);
     }
     int gemmCount = 0;
-    invariant = stepInvariantOps(g);
     for (const auto& op : g.ops) {
       const size_t before = list.size();
       if (op->kind == OpKind::Kernel) {
@@ -291,7 +289,7 @@ struct Executable::Impl {
         collectiveBefore = true;
       }
       if (list.size() > before) {
-        if (invariant.count(op.get())) list.back().info.once = true;
+        if (isStepInvariant(*op)) list.back().info.once = true;
         list.back().waits = collectivesReadBy(*op);
       }
     }
@@ -550,7 +548,7 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, dev.target);
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache, dev.target));
   m.buildLaunchList(generated, dev.target.sms);
-  m.placeTargets = outputPlacements(g, m.invariant);
+  m.placeTargets = outputPlacements(g);
 }
 
 Executable::~Executable() = default;

@@ -67,7 +67,7 @@ struct LaunchInfo {
   int64_t gemmCalls = 0;                       // GEMMs: cuBLASLt calls per launch (the plan's launches)
   // GEMMs, after the first run (or timeLaunches): the algorithm chosen and how.
   std::optional<GemmTuning> gemmTuning;
-  // Computes a step-invariant value (passes/step_invariant.h): it runs at the first call only,
+  // Computes a step-invariant value (ir/step_invariant.h): it runs at the first call only,
   // and is neither in the CUDA graph nor timed after that (0 ms).
   bool once = false;
   int64_t bytes = 0;  // collectives: the bytes each rank contributes (its operands)

@@ -2,12 +2,13 @@
 
 #include <set>
 
+#include "ir/step_invariant.h"
 #include "ir/strided_view.h"
 #include "support/ptr_hash.h"
 
 namespace fusec::rt {
 
-std::vector<const Value*> outputPlacements(const Graph& g, const PtrSet<const Op*>& invariant) {
+std::vector<const Value*> outputPlacements(const Graph& g) {
   std::vector<const Value*> placed(g.outputs.size(), nullptr);
   std::set<const Value*> taken;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
@@ -22,7 +23,7 @@ std::vector<const Value*> outputPlacements(const Graph& g, const PtrSet<const Op
     // (A param's in-place update has no offset of its own: its storage is the param's.)
     const Op* d = base->def;
     const bool movable = d && base->offset >= 0 && d->kind != OpKind::Input && d->kind != OpKind::Param &&
-                         d->kind != OpKind::Concat && d->kind != OpKind::Shard && !invariant.count(d) &&
+                         d->kind != OpKind::Concat && d->kind != OpKind::Shard && !isStepInvariant(*d) &&
                          g.updateOf(i).empty();
     if (!taken.insert(base).second) continue;  // an earlier output owns it (or copies from it)
     if (wholeInOrder && movable) placed[i] = base;

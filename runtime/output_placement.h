@@ -15,7 +15,7 @@
 namespace fusec::rt {
 
 // One entry per output of `g`: the value whose storage moves to place it, or nullptr where
-// the output is copied out after each call. `invariant`: the graph's step-invariant ops.
-std::vector<const Value*> outputPlacements(const Graph& g, const PtrSet<const Op*>& invariant);
+// the output is copied out after each call.
+std::vector<const Value*> outputPlacements(const Graph& g);
 
 }  // namespace fusec::rt

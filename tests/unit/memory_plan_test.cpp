@@ -22,7 +22,7 @@
 #include "passes/pass_manager.h"
 #include "api/compile.h"
 #include "passes/pipeline.h"
-#include "passes/step_invariant.h"
+#include "ir/step_invariant.h"
 #include "random_graph.h"
 #include "support/ptr_hash.h"
 
@@ -63,16 +63,13 @@ int64_t checkPlan(const Graph& g) {
   };
   std::map<const Value*, Range> ranges;
   const int end = int(g.ops.size());
-  // Values made from constants alone (no input or param below them) are computed at a
-  // program's first call only, so they keep their bytes from start to end.
+  // Values of step-invariant ops (kernels the step-invariant pass recorded, which the verifier
+  // checked, and constants) are computed at a program's first call only, so they keep their
+  // bytes from start to end.
   std::set<const Value*> invariant;
-  for (int i = 0; i < end; ++i) {
-    const Op& op = *g.ops[size_t(i)];
-    bool all = op.kind != OpKind::Input && op.kind != OpKind::Param;
-    for (const Value* v : op.operands) all = all && invariant.count(v);
-    if (all)
-      for (auto& r : op.results) invariant.insert(r.get());
-  }
+  for (const auto& op : g.ops)
+    if (isStepInvariant(*op))
+      for (auto& r : op->results) invariant.insert(r.get());
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
     const bool isView = (isLayout(op.kind) || op.kind == OpKind::Shard) && op.result()->offset < 0;
@@ -223,25 +220,44 @@ TEST(Liveness, ViewsExtendTheirBaseAndUpdatesLiveInPlace) {
   EXPECT_EQ(l.lowerBound, 3 * 256);
 }
 
-// A value made from constants alone is computed at the first call only (passes/step_invariant.h):
-// its buffer lives through the whole program, so no buffer dead before it is made (here %a)
-// lends it its bytes, which a later call would overwrite before reading the table.
+// A value made from constants alone is computed at the first call only (ir/step_invariant.h):
+// the step-invariant pass records its kernel, and its buffer lives through the whole program,
+// so no buffer dead before it is made (here %a) lends it its bytes, which a later call would
+// overwrite before reading the table. A kernel reading a view of it is recorded too; one
+// reading the step's input is not.
 TEST(Liveness, StepInvariantValuesLiveThroughTheWholeProgram) {
   auto m = parse(R"(func @f {
     %x = input() {name = "x"} : f32[64]
     %a = exp(%x) : f32[64]
     %b = neg(%a) : f32[64]
-    %i = iota() {axis = 0} : f32[64]
-    %s = sin(%i) : f32[64]
+    %s = kernel() {name = "table"} : f32[64] {
+      %i = iota() {axis = 0} : f32[64]
+      %t = sin(%i) : f32[64]
+      return %t
+    }
     %v = reshape(%s) : f32[8,8]
+    %w = kernel(%v) {name = "table2"} : f32[8,8] {
+      %k0 = input() {name = "in0"} : f32[8,8]
+      %c = cos(%k0) : f32[8,8]
+      return %c
+    }
+    %u = kernel(%v, %x) {name = "mixed"} : f32[64] {
+      %k0 = input() {name = "in0"} : f32[8,8]
+      %k1 = input() {name = "in1"} : f32[64]
+      %r = reshape(%k0) : f32[64]
+      %p = add(%r, %k1) : f32[64]
+      return %p
+    }
     %y = add(%b, %s) : f32[64]
-    return %y, %v
+    return %y, %w, %u
   })");
-  const Graph& g = *m->funcs[0];
-  const PtrSet<const Op*> inv = stepInvariantOps(g);
+  Graph& g = *m->funcs[0];
+  EXPECT_TRUE(createPass("step-invariant")->run(*m));
+  EXPECT_FALSE(createPass("step-invariant")->run(*m)) << "recording twice changes nothing";
   std::set<std::string> names;
-  for (const Op* op : inv) names.insert(op->result()->name);
-  EXPECT_EQ(names, (std::set<std::string>{"i", "s", "v"}));
+  for (const auto& op : g.ops)
+    if (isStepInvariant(*op)) names.insert(op->result()->name);
+  EXPECT_EQ(names, (std::set<std::string>{"s", "w"}));
   Liveness l = computeLiveness(g, StorageMap(g));
   for (const Buffer& b : l.buffers) {
     if (b.value->name != "s") continue;
@@ -249,7 +265,25 @@ TEST(Liveness, StepInvariantValuesLiveThroughTheWholeProgram) {
     EXPECT_EQ(b.lastUse, int(g.ops.size()));
   }
   planAndCheck(*m);
-  EXPECT_NE(g.ops[4]->result()->offset, g.ops[1]->result()->offset);  // %s is not in %a's bytes
+  EXPECT_NE(g.ops[3]->result()->offset, g.ops[1]->result()->offset);  // %s is not in %a's bytes
+  // Planned by that record, the graph keeps it: changing it now is refused.
+  g.ops[3]->setAttr("step_invariant", false);
+  EXPECT_THROW(createPass("step-invariant")->run(*m), Error);
+}
+
+// The verifier checks a record read from text: a kernel recorded step-invariant may read only
+// invariant values (through views), or the runtime would skip it while its inputs change.
+TEST(Liveness, AFalseStepInvariantRecordIsRefused) {
+  EXPECT_THROW(parse(R"(func @f {
+    %x = input() {name = "x"} : f32[64]
+    %s = kernel(%x) {name = "k", step_invariant = true} : f32[64] {
+      %k0 = input() {name = "in0"} : f32[64]
+      %t = sin(%k0) : f32[64]
+      return %t
+    }
+    return %s
+  })"),
+               Error);
 }
 
 TEST(MemoryPlan, ReusesDeadBuffersAndPlacesResidentConcats) {

@@ -71,7 +71,9 @@ class Gen {
   AttrValue randomAttr(const AttrSpec& s, const Type& first) {
     switch (s.kind) {
       case AttrKind::Int: return smallInt(-first.rank(), std::max(first.rank(), 1) + 1);
-      case AttrKind::Bool: return bool(rng_() % 2);
+      // step_invariant is the step-invariant pass's record, which the verifier checks against
+      // the kernel's operands: a random one would be refused.
+      case AttrKind::Bool: return s.name != "step_invariant" && bool(rng_() % 2);
       case AttrKind::Float: return randomFloat();
       case AttrKind::Str:  // a dtype attribute takes a dtype's name (or none), else any text
         if (s.name == "out_dtype") return rng_() % 2 ? std::string() : std::string(dtypeName(randomDType()));
