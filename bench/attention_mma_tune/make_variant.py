@@ -1,29 +1,47 @@
 #!/usr/bin/env python3
-# Writes one standalone tuning variant of the tensor-core attention kernels: the template text
-# of codegen/attention_mma.cuh instantiated twice (forward, backward) with the given tiling,
-# plus harness.cu.inc's timing main. Dense [16, N, d] bf16 operands, causal, N = -DNSEQ.
-# Usage: make_variant.py ATTENTION_MMA_CUH D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC]
-# writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ[_BC].cu in the working directory (BC: the
-# forward's and dQ's key tile, default 64).
+# Writes one standalone tuning variant of the tensor-core attention kernels: the templates'
+# text (codegen/attention_common.cuh, attention_mma.cuh and, with --wgmma, attention_wgmma.cuh,
+# as cmake/embed_cuh.cmake embeds them) instantiated twice (forward, backward) with the given
+# tiling, plus harness.cu.inc's timing main. Dense [16, N, d] bf16 operands, causal, N = -DNSEQ.
+# Usage: make_variant.py [--wgmma] CODEGEN_DIR D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC [BWD_BC]]
+# writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ[_BC[_BWDBC]].cu in the working directory (BC: the
+# forward's key tile, default 64 (128 with --wgmma); BWD_BC: dQ's, default BC (64 with --wgmma)).
+# --wgmma times fa_forward_wgmma, fa_backward_dq_wgmma and fa_backward_dkdv_wgmma (warps in
+# warpgroups of 4: FWD_WARPS 8 is two warpgroups of 64 rows); build those variants for sm_90a.
 import os
 import sys
 
-src = open(sys.argv[1]).read()
-marker = src.index("// ---- the text below is what the kernels' sources embed")
-body = src[src.index("\n", marker) + 1:]  # what cmake/embed_cuh.cmake embeds
-D, FW, FQ, BW, BQ = map(int, sys.argv[2:7])
-prefix = sys.argv[7]
-BC = int(sys.argv[8]) if len(sys.argv) > 8 else 64
-OT = 1 if D <= 64 else 0  # dQ's o tile, as codegen/attention_kernel.cpp's mmaTiling
+args = sys.argv[1:]
+wgmma = args[0] == '--wgmma'
+if wgmma:
+    args = args[1:]
+codegen = args[0]
+
+
+def embedded(name):
+    src = open(os.path.join(codegen, name)).read()
+    marker = src.index("// ---- the text below is what the kernels' sources embed")
+    return src[src.index("\n", marker) + 1:]
+
+
+body = embedded('attention_common.cuh') + embedded('attention_mma.cuh')
+if wgmma:
+    body += embedded('attention_wgmma.cuh')
+D, FW, FQ, BW, BQ = map(int, args[1:6])
+prefix = args[6]
+BC = int(args[7]) if len(args) > 7 else (128 if wgmma else 64)
+BBC = int(args[8]) if len(args) > 8 else (64 if wgmma else BC)
+OT = 0 if wgmma else 1 if D <= 64 else 0  # dQ's o tile, as codegen/attention_kernel.cpp's mmaTiling
 here = os.path.dirname(os.path.abspath(__file__))
 
 
-def header(backward, warps, qreg):
+def header(backward, warps, qreg, bc):
     h = (f'#define FA_BACKWARD {backward}\n#define FA_D {D}\n#define FA_DV {D}\n#define FA_TQ NSEQ\n'
          f'#define FA_TK NSEQ\n#define FA_CAUSAL true\n#define FA_SCALE {1 / D**0.5:.9e}f\n'
          f'#define FA_SCALE_LOG2 {1.4426950408889634 / D**0.5:.9e}f\n#define FA_WARPS {warps}\n'
-         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n#define FA_TF32 0\n#define FA_BC {BC}\n'
-         f'#define FA_ROWSTATS (NBATCH * NSEQ)\n#define FA_DQ_OTILE {OT}\n')
+         f'#define FA_BQ {BQ}\n#define FA_QREG {qreg}\n#define FA_TF32 0\n#define FA_BC {bc}\n#define FA_GROUP 1\n'
+         f'#define FA_ROWSTATS (NBATCH * NSEQ)\n#define FA_DQ_OTILE {OT}\n#define FA_OUT_RS {D}LL\n'
+         f'__device__ __forceinline__ long long fa_out_batch(int z) {{ return (long long)z * NSEQ * {D}; }}\n')
     for n in ['q', 'k', 'v', 'o', 'do', 'lse']:
         w = 1 if n == 'lse' else D
         h += (f'#define FA_{n.upper()}_RS {w}LL\n__device__ __forceinline__ long long fa_{n}_batch(int z) '
@@ -33,10 +51,13 @@ def header(backward, warps, qreg):
 
 undef = ''.join(f'#undef {m}\n' for m in ['FA_BACKWARD', 'FA_D', 'FA_DV', 'FA_TQ', 'FA_TK', 'FA_CAUSAL', 'FA_SCALE',
                                           'FA_SCALE_LOG2', 'FA_WARPS', 'FA_BQ', 'FA_QREG', 'FA_TF32', 'FA_BC', 'FA_NEG_INF',
-                                          'FA_ROWSTATS', 'FA_DQ_OTILE'])
+                                          'FA_ROWSTATS', 'FA_DQ_OTILE', 'FA_GROUP', 'FA_OUT_RS'])
 out = '#include <cuda_bf16.h>\ntypedef __nv_bfloat16 fa_t;\n#ifndef NBATCH\n#define NBATCH 16\n#endif\n'
-out += 'namespace F {\n' + header(0, FW, FQ) + body + '}\n' + undef
-out += 'namespace B {\n' + header(1, BW, 1) + body + '}\n' + undef
-out += f'constexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, BCV = {BC}, OT = {OT};\n'
+out += 'namespace F {\n' + header(0, FW, FQ, BC) + body + '}\n' + undef
+out += 'namespace B {\n' + header(1, BW, 1, BBC) + body + '}\n' + undef
+out += (f'#define WGMMA {int(wgmma)}\nconstexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, '
+        f'BCV = {BC}, BBCV = {BBC}, OT = {OT};\n')
 out += open(os.path.join(here, 'harness.cu.inc')).read()
-open(f'{prefix}_{D}_{FW}_{FQ}_{BW}_{BQ}' + (f'_{BC}' if BC != 64 else '') + '.cu', 'w').write(out)
+suffix = (f'_{BC}' if BC != (128 if wgmma else 64) or BBC != (64 if wgmma else BC) else '') + \
+         (f'_{BBC}' if BBC != (64 if wgmma else BC) else '')
+open(f'{prefix}_{D}_{FW}_{FQ}_{BW}_{BQ}{suffix}.cu', 'w').write(out)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# On an H100 or H200: the wgmma attention kernels' tiles, kernel only (bench/attention_mma_tune:
+# dense [NBATCH, N, d] bf16, causal, CUDA-event medians), one line a variant and length, beside
+# the mma.sync kernels the generator picks at that head dim. A variant is
+# "D FWD_WARPS FWD_QREG BWD_WARPS BQ [BC [BWD_BC]]" (make_variant.py); WG_VARIANTS and
+# MMA_VARIANTS replace the lists below, SEQS (default 1024 4096 8192) and NBATCH (default 16)
+# the shapes. The generator's wgmma choice today: forward 8 warps, BC 128; backward 8 warps,
+# BQ 64, dQ's BC 64. Logs in $OUT.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$root/build-gpu/out}
+mkdir -p "$OUT" /tmp/wgmma-tune
+cd /tmp/wgmma-tune && rm -f ./*.cu
+IFS=';' read -ra wg <<<"${WG_VARIANTS:-64 8 0 8 64 128 64;64 12 0 8 64 128 64;64 8 0 8 128 64 128;64 8 0 8 64 64 64;128 8 0 8 64 128 64;128 8 0 8 64 64 64;128 12 0 8 64 64 64}"
+IFS=';' read -ra mma <<<"${MMA_VARIANTS:-64 4 0 4 64;128 4 1 4 32}"
+for c in "${wg[@]}"; do python3 "$root/bench/attention_mma_tune/make_variant.py" --wgmma "$root/codegen" $c w; done
+for c in "${mma[@]}"; do python3 "$root/bench/attention_mma_tune/make_variant.py" "$root/codegen" $c m; done
+SEQS=${SEQS:-1024 4096 8192} "$root/bench/attention_mma_tune/run.sh" 2>&1 | tee "$OUT/wgmma-tune.txt"
