@@ -352,6 +352,40 @@ __device__ __forceinline__ void warpRowStats(float (&D)[2], float (&L2)[2], cons
   }
 }
 
+// The dQ pass's start, both tensor-core templates: its operands moved to batch index z, and
+// when dq is unused (a null dq) the row statistics only, which the dK/dV pass reads. Returns
+// false when that was all.
+using cptr = const fa_t* __restrict__;  // the entry points' operand pointers, by reference below
+template <int R>
+__device__ __forceinline__ bool dqOperands(int z, int q0, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
+                                           const float* __restrict__& lse, float2*& stats, const fa_t* dq) {
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  o += fa_o_batch(z);
+  dO += fa_do_batch(z);
+  lse += fa_lse_batch(z);
+  stats = fa_rowstats + (long long)z * FA_TQ;
+  if (dq) return true;
+  rowStats<R>(nullptr, nullptr, stats, o, dO, lse, q0);
+  return false;
+}
+
+// The dK/dV pass's walk, both tensor-core templates: for the key rows from k0, step `it` is
+// query tile `first + it % span` (causal: query rows before k0 - (TK - TQ) see none of these
+// keys, so the walk starts at `first`) of the group's query head `it / span`
+// (grouped-query attention's FA_GROUP heads z * FA_GROUP .. read key/value head z).
+struct QueryWalk {
+  int first, span, steps;
+  __device__ __forceinline__ explicit QueryWalk(int k0) {
+    first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
+    span = (FA_TQ + BQ - 1) / BQ - first;
+    steps = FA_GROUP * span;
+  }
+  __device__ __forceinline__ int head(int z, int it) const { return z * FA_GROUP + it / span; }
+  __device__ __forceinline__ int q0(int it) const { return (first + it % span) * BQ; }
+};
+
 // Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
 // `scale`, into dst (row-major, W columns): dQ, dK and dV of both backward templates.
 template <int W>
@@ -531,17 +565,8 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
   fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
-  q += fa_q_batch(z);
-  k += fa_k_batch(z);
-  v += fa_v_batch(z);
-  o += fa_o_batch(z);
-  dO += fa_do_batch(z);
-  lse += fa_lse_batch(z);
-  float2* stats = fa_rowstats + (long long)z * FA_TQ;
-  if (!dq) {  // dq unused: the dK/dV pass still needs the statistics
-    rowStats<BR>(nullptr, nullptr, stats, o, dO, lse, q0);
-    return;
-  }
+  float2* stats;
+  if (!dqOperands<BR>(z, q0, q, k, v, o, dO, lse, stats, dq)) return;
   const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
   loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
@@ -631,14 +656,12 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
-  // Causal: query rows before k0 - (TK - TQ) see none of these keys.
-  const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
-  const int tiles = (FA_TQ + BQ - 1) / BQ, span = tiles - first, steps = FA_GROUP * span;
-  // Step `it`: query tile first + it % span of the group's query head it / span. Its
-  // operands: q, dO and the row statistics (the dQ pass's), all asynchronous so the loop
-  // never waits on a global load of its own.
+  // Step `it`'s operands: q, dO and the row statistics (the dQ pass's), all asynchronous so the
+  // loop never waits on a global load of its own.
+  const QueryWalk walk(k0);
+  const int steps = walk.steps;
   auto loadQueryTile = [&](int b, int it) {
-    const int zq = z * FA_GROUP + it / span, q0 = (first + it % span) * BQ;
+    const int zq = walk.head(z, it), q0 = walk.q0(it);
     loadTile<BQ, FA_D>(Qs + b * BQ * LD, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
     loadTile<BQ, FA_DV>(Gs + b * BQ * LDV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
     loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
@@ -652,7 +675,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   zero(gv);
   const int kw = k0 + warp * 16 + g;  // this thread's key rows: kw, kw + 8
   for (int it = 0; it < steps; ++it) {
-    const int q0 = (first + it % span) * BQ, buf = it & 1;
+    const int q0 = walk.q0(it), buf = it & 1;
     if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
     cpCommit();
     cpWait<1>();

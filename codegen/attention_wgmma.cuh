@@ -272,17 +272,8 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
   const unsigned qAddr = smemAddr(Qs), gAddr = smemAddr(Gs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, wr = (warp >> 2) * 64;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
-  q += fa_q_batch(z);
-  k += fa_k_batch(z);
-  v += fa_v_batch(z);
-  o += fa_o_batch(z);
-  dO += fa_do_batch(z);
-  lse += fa_lse_batch(z);
-  float2* stats = fa_rowstats + (long long)z * FA_TQ;
-  if (!dq) {  // dq unused: the dK/dV pass still needs the statistics
-    rowStats<BR>(nullptr, nullptr, stats, o, dO, lse, q0);
-    return;
-  }
+  float2* stats;
+  if (!dqOperands<BR>(z, q0, q, k, v, o, dO, lse, stats, dq)) return;
   const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
   wg::loadTile<BR, FA_D>(Qs, q, FA_Q_RS, q0, FA_TQ);
   wg::loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, q0, FA_TQ);
@@ -362,11 +353,10 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
-  // Causal: query rows before k0 - (TK - TQ) see none of these keys.
-  const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ : 0;
-  const int tiles = (FA_TQ + BQ - 1) / BQ, span = tiles - first, steps = FA_GROUP * span;
+  const QueryWalk walk(k0);  // attention_mma.cuh
+  const int steps = walk.steps;
   auto loadQueryTile = [&](int b, int it) {
-    const int zq = z * FA_GROUP + it / span, q0 = (first + it % span) * BQ;
+    const int zq = walk.head(z, it), q0 = walk.q0(it);
     wg::loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
     wg::loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
     loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
@@ -380,7 +370,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   zero(gv);
   const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
   for (int it = 0; it < steps; ++it) {
-    const int q0 = (first + it % span) * BQ, buf = it & 1;
+    const int q0 = walk.q0(it), buf = it & 1;
     if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
     cpCommit();
     cpWait<1>();
