@@ -2,8 +2,9 @@
 // interpreter's reference of the attention composites (double accumulation): the
 // @attention and @attention_backward programs compiled with --attention=fused, fp32 and
 // bf16, causal, d 16, 32, 64, 128, N 1, 17, 256, 1000 (and 4096 at d 64 and 128), batch 2:
-// the tensor-core template (bf16, and f32 as 3xTF32), also at d 80 (2.7B's heads); d 24 at
-// N 17 and 256 runs the SIMT template (FFMA) in both dtypes.
+// the tensor-core templates (bf16 at d 64 and 128 on wgmma, from 1024 queries for the backward,
+// and on mma.sync with FUSEC_WGMMA=0; the other bf16, and f32 as 3xTF32, on mma.sync), also at
+// d 80 (2.7B's heads); d 24 at N 17 and 256 runs the SIMT template (FFMA) in both dtypes.
 // Tolerances, norm-wise relative: fp32 1e-4, bf16 2e-2 (the reference is the bf16 program:
 // q, k, v rounded to bf16 as autocast does). Each program runs twice on different random
 // inputs, so an element a kernel never writes shows the first run's value and fails the
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 
@@ -94,6 +96,21 @@ TEST_F(FusedAttention, MatchesTheInterpreter) {
       }
 }
 
+// On a Hopper the bf16 kernels at d 64 and 128 run on wgmma (attention_wgmma.cuh); with
+// FUSEC_WGMMA=0 the same shapes take the mma.sync template, which is what every other GPU
+// runs: both stay tested.
+TEST_F(FusedAttention, MmaSyncKernelsWhereWgmmaIsOff) {
+  const char* old = std::getenv("FUSEC_WGMMA");
+  const std::string saved = old ? old : "";
+  setenv("FUSEC_WGMMA", "0", 1);
+  uint32_t seed = 500;
+  for (int64_t d : {64, 128})
+    for (int64_t n : {17, 1000, 4096})
+      for (const char* program : {"attention", "attention_backward"}) check(program, DType::bf16, n >= 4096 ? 1 : 2, n, d, seed++);
+  if (old) setenv("FUSEC_WGMMA", saved.c_str(), 1);
+  else unsetenv("FUSEC_WGMMA");
+}
+
 // Grouped-query attention (k, v with fewer heads than q): the forward reads kv head h / group,
 // the dQ pass likewise, and the dK/dV pass sums the group's query heads in registers (one
 // block per key tile of a kv head). Forward and backward, the tensor-core template in bf16
@@ -105,8 +122,10 @@ TEST_F(FusedAttention, GroupedQueryHeadsMatchTheInterpreter) {
     int64_t heads, kvHeads, n, d;
     bool causal;
   };
+  // From 1024 queries the bf16 backward at d 64 and 128 runs on wgmma (attention_wgmma.cuh).
   const std::vector<Case> cases = {{"bf16", 4, 2, 100, 64, true},  {"bf16", 8, 1, 300, 64, true},
                                    {"bf16", 6, 2, 1, 128, true},   {"bf16", 4, 2, 77, 32, false},
+                                   {"bf16", 4, 2, 1100, 64, true}, {"bf16", 4, 1, 1024, 128, false},
                                    {"f32", 4, 2, 130, 64, true},   {"f32", 6, 3, 40, 24, true},
                                    {"f32", 4, 1, 65, 24, false}};
   uint32_t seed = 70;
