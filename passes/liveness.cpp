@@ -30,9 +30,11 @@ StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
     for (auto& r : op->results) {
       cls_[r.get()] = (s == Storage::Arena && inPlace.count(r.get())) ? Storage::InPlace : s;
       // An all_reduce reduces in place an operand that owns an arena buffer and that nothing
-      // else reads (a gradient): the result is that buffer. Else it writes a buffer of its own.
+      // else reads (a gradient): the result is that buffer. Else it writes a buffer of its own;
+      // so too over a step-invariant value, which is computed at the first call only and would
+      // be reduced again, in place, every step.
       if (const Value* x = inPlaceOperandOf(r.get()); x && cls_.at(x) == Storage::Arena && uses[x] == 1 &&
-                                                      !inPlace.count(r.get()))
+                                                      !inPlace.count(r.get()) && !isStepInvariant(*x->def))
         cls_[r.get()] = Storage::Alias;
     }
   }

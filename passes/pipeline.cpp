@@ -88,7 +88,7 @@ std::string defaultOptimizationPipeline() {
   // Clean up what the program passes left (stop_gradient, dead forward values, duplicate
   // casts), fold layouts into GEMMs and merge them, clean up again, split the long column
   // reductions in two (so they fill the GPU), then fuse, order and plan.
-  return "canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,schedule,step-invariant,memory-plan";
+  return "canonicalize,cse,dce,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,step-invariant,schedule,memory-plan";
 }
 
 }  // namespace fusec

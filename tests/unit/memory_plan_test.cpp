@@ -82,6 +82,8 @@ int64_t checkPlan(const Graph& g) {
       if (reducedInPlace) {  // over its operand's own arena buffer, which nothing else reads
         const Value* x = op.operands[size_t(r->index)];
         EXPECT_TRUE(x->offset >= 0 && !isSource(*x->def) && uses[x] == 1) << "all_reduce in place over %" << x->name;
+        // never over a value computed at the first call only: it would be reduced again each step
+        EXPECT_FALSE(invariant.count(x)) << "all_reduce in place over the step-invariant %" << x->name;
       }
       const bool shard = op.kind == OpKind::Shard;  // a block of its operand's rows
       const bool mustOwn = !isSource(op) && !isView && !shard && !residentConcat && !reducedInPlace && !inPlace.count(r.get());
@@ -269,6 +271,25 @@ TEST(Liveness, StepInvariantValuesLiveThroughTheWholeProgram) {
   // Planned by that record, the graph keeps it: changing it now is refused.
   g.ops[3]->setAttr("step_invariant", false);
   EXPECT_THROW(createPass("step-invariant")->run(*m), Error);
+}
+
+// An all_reduce of a value computed at the first call only writes a buffer of its own: reduced
+// in place, the table would be summed over the ranks again at every step.
+TEST(Liveness, AStepInvariantValueIsNotReducedInPlace) {
+  auto m = parse(R"(func @f {
+    %s = kernel() {name = "table"} : f32[64] {
+      %i = iota() {axis = 0} : f32[64]
+      return %i
+    }
+    %r = all_reduce(%s) {ranks = 2} : f32[64]
+    return %r
+  })");
+  Graph& g = *m->funcs[0];
+  createPass("step-invariant")->run(*m);
+  ASSERT_TRUE(isStepInvariant(*g.ops[0]));
+  StorageMap storage(g);
+  EXPECT_EQ(storage.of(g.ops[1]->result()), Storage::Arena) << "not an alias of the table's buffer";
+  planAndCheck(*m);
 }
 
 // The verifier checks a record read from text: a kernel recorded step-invariant may read only
