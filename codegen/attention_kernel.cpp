@@ -253,7 +253,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // prologue and the stores exposed where four 64-row mma blocks an SM overlap them: small's
   // bf16 train step at ctx 256, batch 64 (H200) took 27.44 ms with the mma backward and 27.81
   // with wgmma's, while at N 4096 the backward on wgmma is 1.5x faster (bench/RESULTS.md).
-  const bool wgmma = mma && !tf32 && D == DV && (D == 64 || D == 128) && k.target.wgmma && (!backward || Tq >= 1024);
+  const bool wgmma = mma && !tf32 && D == DV && (D == 64 || D == 128) && k.target.hasWgmma() && (!backward || Tq >= 1024);
   // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
   MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);

@@ -63,8 +63,10 @@ __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.ali
 // Shared memory written by the generic proxy (cp.async, ordinary stores) and read next by the
 // tensor cores' async proxy needs this in each writing thread before the barrier.
 __device__ __forceinline__ void proxyFence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Keeps the compiler from moving reads or writes of an accumulator across a wgmma issue or
-// wait: the asm below "writes" every register, so nothing moves past it.
+// Keeps the compiler from moving reads or writes of an accumulator across a wgmma fence, issue
+// or wait: the asm below "writes" every register, so nothing moves past it. Pinned before each
+// wgmma.fence (the registers the products read are final) and after each wait (their results
+// are not read before).
 template <int N>
 __device__ __forceinline__ void pin(float (&d)[N][4]) {
 #pragma unroll
@@ -220,6 +222,8 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
     copies(t);
     // Two groups on the tensor cores: S = Q K_t^T, then O += P_t-1 V_t-1. The softmax of S
     // runs once S is done, while the second product still runs.
+    wg::pin(acc);  // the rescale and the packing are done before the fence
+    wg::pin(p);
     wg::fence();
     wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kAddr + (t & 1) * BC * FA_D * 2);
     wg::commit();
@@ -239,6 +243,8 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
     cpWait<0>();
     wg::proxyFence();
     __syncthreads();
+    wg::pin(acc);
+    wg::pin(p);
     wg::fence();
     wg::mmaPB<BC, FA_DV>(acc, p, vAddr + ((tiles - 1) & 1) * BC * FA_DV * 2);
     wg::commit();
@@ -320,6 +326,8 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
       }
     unsigned ds[BC / 16][4];
     wg::packA<BC>(ds, s);
+    wg::pin(ds);
+    wg::pin(acc);
     wg::fence();
     wg::mmaPB<BC, FA_D>(acc, ds, kt);
     wg::commit();
@@ -401,6 +409,10 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     unsigned pa[BQ / 16][4], da[BQ / 16][4];
     wg::packA<BQ>(pa, s);
     wg::packA<BQ>(da, dp);
+    wg::pin(pa);
+    wg::pin(da);
+    wg::pin(gk);
+    wg::pin(gv);
     wg::fence();
     wg::mmaPB<BQ, FA_DV>(gv, pa, gt);
     wg::mmaPB<BQ, FA_D>(gk, da, qt);

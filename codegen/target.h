@@ -26,9 +26,11 @@ struct Target {
   // any other device, and with FUSEC_WGMMA=0 to measure the mma.sync kernels on a Hopper.
   bool wgmma = true;
 
+  // Whether kernels may use wgmma: the flag, on the one architecture that has it.
+  bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
   // NVRTC's -arch: "sm_90a" with wgmma (its cubins run on compute capability 9.0 only, the
   // device they are built for), else "sm_<major><minor>".
-  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor) + (wgmma ? "a" : ""); }
+  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor) + (hasWgmma() ? "a" : ""); }
   bool operator==(const Target&) const = default;
 };
 

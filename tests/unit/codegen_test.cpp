@@ -132,6 +132,10 @@ TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   Target plain = h100;
   plain.wgmma = false;
   EXPECT_EQ(plain.arch(), "sm_90");
+  Target ampere = h100;  // the flag alone does not make an sm_80a
+  ampere.major = 8;
+  EXPECT_FALSE(ampere.hasWgmma());
+  EXPECT_EQ(ampere.arch(), "sm_80");
   Target small = h100;
   small.sms = 4;
   small.threadsPerSm = 1024;
