@@ -41,7 +41,8 @@ void writeFile(const std::string& path, const void* data, size_t n) {
 }
 }  // namespace
 
-void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, const std::string& dir) {
+void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, const std::string& dir,
+                      const std::string& arch) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("cannot create directory '" + dir + "': " + ec.message());
@@ -55,7 +56,7 @@ void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, co
     std::vector<CompileJob> jobs;
     for (const auto* k : images) jobs.push_back({k->name, k->source});
     CubinCache cache(CubinCache::defaultDir());
-    std::vector<Bytes> cubins = compileCubins(jobs, &cache);
+    std::vector<Bytes> cubins = compileCubins(jobs, &cache, 0, NvrtcOptions{arch});
     for (size_t i = 0; i < images.size(); ++i)
       writeFile(dir + "/" + images[i]->name + ".cubin", cubins[i].data(), cubins[i].size());
   }

@@ -12,8 +12,10 @@ namespace fusec::codegen {
 
 enum class Emit { Cuda, Cubin };
 
-// Throws Error when DIR cannot be written or a kernel does not compile.
-void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, const std::string& dir);
+// Throws Error when DIR cannot be written or a kernel does not compile. Cubins are built for
+// `arch` (the target the kernels were generated for: Target::arch()).
+void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, const std::string& dir,
+                      const std::string& arch);
 
 std::string kernelsJson(const std::vector<GeneratedKernel>& kernels);
 

@@ -34,4 +34,11 @@ struct Target {
   bool operator==(const Target&) const = default;
 };
 
+// False when FUSEC_WGMMA=0: the mma.sync kernels instead of wgmma's, on a device or off it.
+bool wgmmaAllowedByEnv();
+
+// The target of sources and cubins made without a device (`fusec codegen`, `fusec compile
+// --emit`): the default, an H100/H200's, with wgmma as FUSEC_WGMMA says.
+Target offlineTarget();
+
 }  // namespace fusec::codegen

@@ -65,8 +65,7 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.smemPerSm = int64_t(prop.sharedMemPerMultiprocessor);
   t.smemPerBlock = int64_t(prop.sharedMemPerBlockOptin);
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
-  const char* wgmma = std::getenv("FUSEC_WGMMA");
-  t.wgmma = prop.major == 9 && prop.minor == 0 && !(wgmma && std::string(wgmma) == "0");
+  t.wgmma = prop.major == 9 && prop.minor == 0 && codegen::wgmmaAllowedByEnv();
   return t;
 }
 

@@ -34,7 +34,7 @@ Command addCodegenCommand(CLI::App& app) {
     if (a->emit.emit == "ir") throw Error("codegen: --emit=ir is what `fusec opt` prints");
     if (!a->emit.outDir.empty()) return emitKernels(a->emit, *module), 0;
     if (a->emit.emit != "cuda") throw Error("--emit=" + a->emit.emit + " needs --out-dir");
-    const auto kernels = codegen::generateModule(*module);
+    const auto kernels = codegen::generateModule(*module, codegen::offlineTarget());
     // Nothing to print is not success: unfused IR has no kernel ops (silence looked like one).
     if (kernels.empty())
       throw Error("codegen: " + a->input + " has no kernel ops" + (a->passes.empty() ? "" : " after --passes=" + a->passes) +

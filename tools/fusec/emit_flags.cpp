@@ -18,8 +18,9 @@ void addEmitFlags(CLI::App& cmd, EmitArgs& a, const std::string& defaultEmit) {
 bool emitKernels(const EmitArgs& a, const Module& m) {
   if (a.emit == "ir") return false;
   if (a.outDir.empty()) throw Error("--emit=" + a.emit + " needs --out-dir");
-  codegen::writeKernelFiles(codegen::generateModule(m), a.emit == "cuda" ? codegen::Emit::Cuda : codegen::Emit::Cubin,
-                            a.outDir);
+  const codegen::Target target = codegen::offlineTarget();
+  codegen::writeKernelFiles(codegen::generateModule(m, target),
+                            a.emit == "cuda" ? codegen::Emit::Cuda : codegen::Emit::Cubin, a.outDir, target.arch());
   return true;
 }
 
