@@ -1,22 +1,16 @@
 #!/usr/bin/env bash
-# On an H100 or H200: the bf16 attention forward on wgmma (codegen/attention_wgmma.cuh)
-# against the mma.sync forward (FUSEC_WGMMA=0) in the same call. Builds fusec and the GPU
+# On an H100 or H200: the bf16 attention kernels on wgmma (codegen/attention_wgmma.cuh)
+# against the mma.sync ones (FUSEC_WGMMA=0) in the same call. Builds fusec and the GPU
 # tests into build-gpu/, runs the fused attention tests and every model kernel against the
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
 # leaves them out; WG_BASELINE=0 the mma.sync rows), and the bf16 train step of WG_MODELS
-# (model:batch) alternating the two, WG_ROUNDS times. A probe of the wgmma wrappers runs first when .probe/wgmma_probe.cu is
-# carried. Logs in $OUT.
+# (model:batch) alternating the two, WG_ROUNDS times. Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 OUT=${OUT:-$PWD/$BUILD/out}
 mkdir -p "$OUT" "$BUILD"
-if [[ -f .probe/wgmma_probe.cu ]]; then
-  echo "== wgmma probe"
-  nvcc -gencode arch=compute_90a,code=sm_90a -o "$BUILD/wgmma_probe" .probe/wgmma_probe.cu >"$OUT/probe-build.log" 2>&1 &&
-    "$BUILD/wgmma_probe" || tail -20 "$OUT/probe-build.log"
-fi
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" >"$OUT/cmake.log" 2>&1
 if ! cmake --build "$BUILD" -j"$(nproc)" --target fusec fusec_gpu_tests >"$OUT/build.log" 2>&1; then
