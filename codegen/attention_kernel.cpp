@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 
+#include "codegen/attention_smem.h"
 #include "codegen/attention_sources.h"
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
@@ -43,7 +44,7 @@ namespace fusec::codegen {
 
 namespace {
 
-constexpr int kThreads = 128, kRows = 64, kPad = 4;
+constexpr int kThreads = 128, kRows = 64;  // the SIMT template's block
 
 std::string ll(int64_t v) { return std::to_string(v) + "LL"; }
 
@@ -185,6 +186,57 @@ void writeTilingMacros(CodeWriter& w, const MmaTiling& t, bool tf32) {
   w.line(std::string("#define FA_DQ_OTILE ") + (t.dqOTile ? "1" : "0"));
 }
 
+// Which template runs a kernel, and its tiling. Tensor cores (codegen/attention_mma.cuh)
+// where their fragments fit: bf16 or f32 (3xTF32), equal head dims that are multiples of 16
+// up to 128, rows cp.async can copy (16-byte aligned). The SIMT template covers the rest (fp16,
+// d 8/24/..., strides off by a few elements).
+struct AttentionPath {
+  bool tf32 = false, mma = false, wgmma = false;
+  std::string simtWhy;  // why not tensor cores ("" when mma)
+  MmaTiling tiling;
+  int threads = kThreads, rows = kRows;
+};
+
+AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vector<OperandAccess>& acc,
+                         const Target& target) {
+  const bool backward = att.kind == OpKind::AttentionBackward;
+  const Type& q = att.operands[0]->type;
+  const int64_t D = q.shape.back(), DV = att.operands[2]->type.shape.back();
+  const char* names[] = {"q", "k", "v", "o", "do", "lse"};
+  AttentionPath p;
+  p.tf32 = q.dtype == DType::f32;
+  std::string& simtWhy = p.simtWhy;
+  if (q.dtype != DType::bf16 && !p.tf32) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16 or f32";
+  else if (D != DV) simtWhy = "d != dv";
+  else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
+  else if (!(att.attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
+  else if ((std::max(Tq, Tk) + 63) / 64 > 65535) simtWhy = "more than 65535 row tiles (the mma grid's y)";
+  for (size_t i = 0; simtWhy.empty() && i < std::min<size_t>(acc.size(), 5); ++i)
+    if (!acc[i].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
+  p.mma = simtWhy.empty();
+  // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for bf16 at d = dv of 64 or 128,
+  // where the target has it: the forward at every length; the backward from 1024 queries. Its
+  // blocks are 128 rows on one SM each, and on short sequences their few tiles leave the
+  // prologue and the stores exposed where four 64-row mma blocks an SM overlap them: small's
+  // bf16 train step at ctx 256, batch 64 (H200) took 27.44 ms with the mma backward and 27.81
+  // with wgmma's, while at N 4096 the backward on wgmma is 1.5x faster (bench/RESULTS.md).
+  p.wgmma = p.mma && !p.tf32 && D == DV && (D == 64 || D == 128) && target.hasWgmma() && (!backward || Tq >= 1024);
+  // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
+  // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
+  p.tiling = mmaTiling(D, Tq, backward, p.tf32);
+  if (p.wgmma) {
+    // Two warpgroups of 64 rows a block. The forward's key tile is 128 (one wgmma's n); the
+    // backward's key (dQ) and query (dK/dV) tiles are 64, so that dK and dV (or dQ) and the
+    // two score tiles of d 128 fit a thread's registers.
+    p.tiling.warps = 8;
+    p.tiling.bc = backward ? 64 : 128;
+    p.tiling.bq = 64;
+    p.tiling.dqOTile = false;
+  }
+  if (p.mma) p.threads = 32 * p.tiling.warps, p.rows = 16 * p.tiling.warps;
+  return p;
+}
+
 }  // namespace
 
 std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
@@ -233,40 +285,11 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; i < operands; ++i)
     acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5, i == 1 || i == 2 ? group : 1));
 
-  // Tensor cores (codegen/attention_mma.cuh) where their fragments fit: bf16 or f32 (3xTF32),
-  // equal head dims that are multiples of 16 up to 128, rows cp.async can copy (16-byte
-  // aligned). The SIMT template covers the rest (fp16, d 8/24/..., strides off by a few
-  // elements).
-  const bool tf32 = q.dtype == DType::f32;
-  std::string simtWhy;
-  if (q.dtype != DType::bf16 && !tf32) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16 or f32";
-  else if (D != DV) simtWhy = "d != dv";
-  else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
-  else if (!(att->attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
-  else if ((std::max(Tq, Tk) + 63) / 64 > 65535) simtWhy = "more than 65535 row tiles (the mma grid's y)";
-  for (int i = 0; simtWhy.empty() && i < std::min(operands, 5); ++i)
-    if (!acc[size_t(i)].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
-  const bool mma = simtWhy.empty();
-  // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for bf16 at d = dv of 64 or 128,
-  // where the target has it: the forward at every length; the backward from 1024 queries. Its
-  // blocks are 128 rows on one SM each, and on short sequences their few tiles leave the
-  // prologue and the stores exposed where four 64-row mma blocks an SM overlap them: small's
-  // bf16 train step at ctx 256, batch 64 (H200) took 27.44 ms with the mma backward and 27.81
-  // with wgmma's, while at N 4096 the backward on wgmma is 1.5x faster (bench/RESULTS.md).
-  const bool wgmma = mma && !tf32 && D == DV && (D == 64 || D == 128) && k.target.hasWgmma() && (!backward || Tq >= 1024);
-  // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
-  // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
-  MmaTiling tiling = mmaTiling(D, Tq, backward, tf32);
-  if (wgmma) {
-    // Two warpgroups of 64 rows a block. The forward's key tile is 128 (one wgmma's n); the
-    // backward's key (dQ) and query (dK/dV) tiles are 64, so that dK and dV (or dQ) and the
-    // two score tiles of d 128 fit a thread's registers.
-    tiling.warps = 8;
-    tiling.bc = backward ? 64 : 128;
-    tiling.bq = 64;
-    tiling.dqOTile = false;
-  }
-  const int threads = mma ? 32 * tiling.warps : kThreads, rows = mma ? 16 * tiling.warps : kRows;
+  const AttentionPath path = choosePath(*att, Tq, Tk, acc, k.target);
+  const bool tf32 = path.tf32, mma = path.mma, wgmma = path.wgmma;
+  const std::string& simtWhy = path.simtWhy;
+  const MmaTiling& tiling = path.tiling;
+  const int threads = path.threads, rows = path.rows;
 
   const double scale = att->attrFloat("scale");
   w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
@@ -302,6 +325,20 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
       w.line("#define FA_ROWSTATS " + std::to_string(rows));
     }
   }
+  // The launches' shared memory, laid out once (attention_smem.h): every included template's
+  // layouts are written (a wgmma source holds the mma text too, compiled though not launched),
+  // and the launch takes its size from the same layout.
+  std::vector<SmemLayout> layouts;
+  if (mma) {
+    const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile};
+    layouts = mmaSmemLayouts(tiles);
+    if (wgmma) layouts = wgmmaSmemLayouts(tiles);
+    if (wgmma) for (const SmemLayout& l : mmaSmemLayouts(tiles)) writeSmemMacros(w, l);
+  } else {
+    layouts = simtSmemLayouts(D, DV);
+  }
+  for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
+  const int64_t fwdBytes = layouts[0].bytes(), dqBytes = layouts[1].bytes(), dkdvBytes = layouts[2].bytes();
   w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
   if (wgmma) w.line(attentionWgmmaSource());
@@ -309,27 +346,6 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   auto in = [&](int i) { return "in" + std::to_string(acc[size_t(i)].input); };
   const uint32_t qTiles = uint32_t((Tq + rows - 1) / rows), kTiles = uint32_t((Tk + rows - 1) / rows);
   const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1)), kvZs = uint32_t(std::max<int64_t>(kvBatch, 1));
-  // Dynamic shared memory (bytes) of each launch, as the templates lay it out.
-  int64_t fwdBytes, dqBytes, dkdvBytes;
-  if (mma) {
-    const int64_t es = int64_t(dtypeBytes(q.dtype)), pad = 16 / es;  // operand-dtype tiles, 16-byte pad
-    const int64_t LD = D + pad, LDV = DV + pad, BR = rows, BC = tiling.bc, BQ = tiling.bq;
-    if (wgmma) {  // unpadded swizzled tiles, 1 KB aligned (attention_wgmma.cuh)
-      fwdBytes = 1024 + (BR * D + 2 * BC * (D + DV)) * es;                      // q, k, v
-      dqBytes = 1024 + (BR * (D + DV) + 2 * BC * (D + DV)) * es + 2 * BR * 4;   // q, dO, k, v, D, L2
-      dkdvBytes = 1024 + (BR * (D + DV) + 2 * BQ * (D + DV)) * es + 2 * BQ * 8;  // k, v, q, dO, {D, L2}
-    } else {
-      fwdBytes = (BR * LD + 2 * BC * (LD + LDV)) * es;
-      dqBytes = tiling.dqOTile ? (BR * (LD + 2 * LDV) + 2 * BC * (LD + LDV)) * es  // q, dO and o tiles
-                               : (BR * (LD + LDV) + 2 * BC * (LD + LDV)) * es + 2 * BR * 4;  // q, dO, D, L2
-      dkdvBytes = (BR * (LD + LDV) + 2 * BQ * (LD + LDV)) * es + 2 * BQ * 8;  // q, dO and {D, L2} tiles
-    }
-  } else {
-    const int64_t LD = D + kPad, LDV = DV + kPad, LDT = kRows + kPad;  // f32 tiles
-    fwdBytes = (kRows * LD * 2 + kRows * LDV + kRows * LDT) * 4;
-    dqBytes = (kRows * (LD + LDV) * 2 + kRows * LDT + 2 * kRows) * 4;
-    dkdvBytes = (kRows * (LD + LDV) * 2 + 2 * kRows * LDT + 2 * kRows) * 4;
-  }
   std::vector<Launch> launches;
   // `batches`: the query's batch indices, or the key/value's for the dK/dV pass.
   auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call, int minBlocks = 0,

@@ -498,9 +498,10 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
                                            const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
-  fa_t* Ks = Qs + BR * LD;                        // [2][BC][LD]
-  fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_FWD_Q);  // [BR][LD]
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_FWD_K);  // [2][BC][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_FWD_V);  // [2][BC][LDV]
   const int warp = threadIdx.x >> 5;
   // Blocks start in order of blockIdx.x (the batch index) fastest, so taking query tile
   // (tiles - 1 - y) starts the longest causal rows of every head first.
@@ -558,11 +559,14 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
                                                fa_t* __restrict__ dq) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  fa_t* Qs = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
-  fa_t* Gs = Qs + BR * LD;                        // dO: [BR][LDV]
-  fa_t* Os = Gs + BR * LDV;                       // o: [BR][LDV] (FA_DQ_OTILE)
-  fa_t* Ks = Os + FA_DQ_OTILE * BR * LDV;         // [2][BC][LD]
-  fa_t* Vs = Ks + 2 * BC * LD;                    // [2][BC][LDV]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_Q);  // [BR][LD]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_G);  // dO: [BR][LDV]
+#if FA_DQ_OTILE
+  fa_t* Os = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_O);  // o: [BR][LDV]
+#endif
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_K);  // [2][BC][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_V);  // [2][BC][LDV]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
   float2* stats;
@@ -591,8 +595,8 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     warpRowStats(Dr, L2r, Os + warp * 16 * LDV, Gs + warp * 16 * LDV, l2, stats, rw);
   }
 #else
-  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * LDV);  // [BR]
-  float* L2sm = Dsm + BR;                                    // [BR]
+  float* Dsm = reinterpret_cast<float*>(smem + FA_SMEM_DQ_D);    // [BR]
+  float* L2sm = reinterpret_cast<float*>(smem + FA_SMEM_DQ_L2);  // [BR]
   rowStats<BR>(Dsm, L2sm, stats, o, dO, lse, q0);  // overlaps the tiles' copies
   __syncthreads();
 #pragma unroll
@@ -644,11 +648,12 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
                                                  fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  fa_t* Ks = reinterpret_cast<fa_t*>(fa_smem4);  // [BR][LD]
-  fa_t* Vs = Ks + BR * LD;                        // [BR][LDV]
-  fa_t* Qs = Vs + BR * LDV;                       // [2][BQ][LD]
-  fa_t* Gs = Qs + 2 * BQ * LD;                    // dO: [2][BQ][LDV]
-  float2* RS = reinterpret_cast<float2*>(Gs + 2 * BQ * LDV);  // {D, L2}: [2][BQ]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_K);      // [BR][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_V);      // [BR][LDV]
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_Q);      // [2][BQ][LD]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_G);      // dO: [2][BQ][LDV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_DKDV_RS);  // {D, L2}: [2][BQ]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   // z is the key/value batch index; grouped-query attention's FA_GROUP query heads
   // z * FA_GROUP .. + FA_GROUP - 1 read it, and their contributions to dK, dV add up here, in

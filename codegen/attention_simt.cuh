@@ -158,11 +158,11 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
                                            const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  float* smem = reinterpret_cast<float*>(fa_smem4);
-  float* Qs = smem;              // [BR][LD]
-  float* Ks = Qs + BR * LD;      // [BC][LD]
-  float* Vs = Ks + BC * LD;      // [BC][LDV]
-  float* Ps = Vs + BC * LDV;     // [BR][LDT]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  float* Qs = reinterpret_cast<float*>(smem + FA_SMEM_FWD_Q);  // [BR][LD]
+  float* Ks = reinterpret_cast<float*>(smem + FA_SMEM_FWD_K);  // [BC][LD]
+  float* Vs = reinterpret_cast<float*>(smem + FA_SMEM_FWD_V);  // [BC][LDV]
+  float* Ps = reinterpret_cast<float*>(smem + FA_SMEM_FWD_P);  // [BR][LDT]
   const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
   // The longest causal rows first: block x takes query tile (tiles - 1 - x).
   const int z = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BR;
@@ -241,14 +241,14 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
                                                fa_t* __restrict__ dq) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  float* smem = reinterpret_cast<float*>(fa_smem4);
-  float* Qs = smem;             // [BR][LD]
-  float* Gs = Qs + BR * LD;     // dO: [BR][LDV]
-  float* Ks = Gs + BR * LDV;    // [BC][LD]
-  float* Vs = Ks + BC * LD;     // [BC][LDV]
-  float* Ss = Vs + BC * LDV;    // dS: [BR][LDT]
-  float* D = Ss + BR * LDT;     // [BR]
-  float* L2 = D + BR;           // [BR]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  float* Qs = reinterpret_cast<float*>(smem + FA_SMEM_DQ_Q);  // [BR][LD]
+  float* Gs = reinterpret_cast<float*>(smem + FA_SMEM_DQ_G);  // dO: [BR][LDV]
+  float* Ks = reinterpret_cast<float*>(smem + FA_SMEM_DQ_K);  // [BC][LD]
+  float* Vs = reinterpret_cast<float*>(smem + FA_SMEM_DQ_V);  // [BC][LDV]
+  float* Ss = reinterpret_cast<float*>(smem + FA_SMEM_DQ_S);  // dS: [BR][LDT]
+  float* D = reinterpret_cast<float*>(smem + FA_SMEM_DQ_D);   // [BR]
+  float* L2 = reinterpret_cast<float*>(smem + FA_SMEM_DQ_L2);  // [BR]
   const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
   const int z = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BR;
   q += fa_q_batch(z);
@@ -310,15 +310,15 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
                                                  fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
-  float* smem = reinterpret_cast<float*>(fa_smem4);
-  float* Ks = smem;             // [BC][LD]
-  float* Vs = Ks + BC * LD;     // [BC][LDV]
-  float* Qs = Vs + BC * LDV;    // [BR][LD]
-  float* Gs = Qs + BR * LD;     // dO: [BR][LDV]
-  float* Ps = Gs + BR * LDV;    // P^T: [BC][LDT]
-  float* Ss = Ps + BC * LDT;    // dS^T: [BC][LDT]
-  float* D = Ss + BC * LDT;     // [BR]
-  float* L2 = D + BR;           // [BR]
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  float* Ks = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_K);   // [BC][LD]
+  float* Vs = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_V);   // [BC][LDV]
+  float* Qs = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_Q);   // [BR][LD]
+  float* Gs = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_G);   // dO: [BR][LDV]
+  float* Ps = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_P);   // P^T: [BC][LDT]
+  float* Ss = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_S);   // dS^T: [BC][LDT]
+  float* D = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_D);    // [BR]
+  float* L2 = reinterpret_cast<float*>(smem + FA_SMEM_DKDV_L2);  // [BR]
   const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
   // z is the key/value batch index; grouped-query attention's FA_GROUP query heads read it
   // and add their contributions to dK, dV in registers, one head after the other.

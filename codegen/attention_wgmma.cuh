@@ -177,9 +177,10 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   using namespace fa;
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BC == 64 || BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
-  fa_t* Qs = reinterpret_cast<fa_t*>(wg::alignedSmem());                        // [BR][D] swizzled
-  fa_t* Ks = Qs + BR * FA_D;                                                     // [2][BC][D]
-  fa_t* Vs = Ks + 2 * BC * FA_D;                                                 // [2][BC][DV]
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWD_Q);  // [BR][D] swizzled
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWD_K);  // [2][BC][D]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWD_V);  // [2][BC][DV]
   const unsigned qAddr = smemAddr(Qs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
   const int warp = threadIdx.x >> 5, wr = (warp >> 2) * 64;  // the warpgroup's first row of BR
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest causal rows first
@@ -269,12 +270,13 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
   using namespace fa;
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BC == 64 || BC == 128) && NT % BR == 0, "warpgroups of 64 rows");
-  fa_t* Qs = reinterpret_cast<fa_t*>(wg::alignedSmem());      // [BR][D] swizzled
-  fa_t* Gs = Qs + BR * FA_D;                                   // dO: [BR][DV]
-  fa_t* Ks = Gs + BR * FA_DV;                                  // [2][BC][D]
-  fa_t* Vs = Ks + 2 * BC * FA_D;                               // [2][BC][DV]
-  float* Dsm = reinterpret_cast<float*>(Vs + 2 * BC * FA_DV);  // [BR]
-  float* L2sm = Dsm + BR;                                      // [BR]
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DQ_Q);     // [BR][D] swizzled
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DQ_G);     // dO: [BR][DV]
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DQ_K);     // [2][BC][D]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DQ_V);     // [2][BC][DV]
+  float* Dsm = reinterpret_cast<float*>(smem + FA_SMEM_WG_DQ_D);    // [BR]
+  float* L2sm = reinterpret_cast<float*>(smem + FA_SMEM_WG_DQ_L2);  // [BR]
   const unsigned qAddr = smemAddr(Qs), gAddr = smemAddr(Gs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, wr = (warp >> 2) * 64;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
@@ -351,11 +353,12 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   using namespace fa;
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
-  fa_t* Ks = reinterpret_cast<fa_t*>(wg::alignedSmem());        // [BR][D] swizzled
-  fa_t* Vs = Ks + BR * FA_D;                                     // [BR][DV]
-  fa_t* Qs = Vs + BR * FA_DV;                                    // [2][BQ][D]
-  fa_t* Gs = Qs + 2 * BQ * FA_D;                                 // dO: [2][BQ][DV]
-  float2* RS = reinterpret_cast<float2*>(Gs + 2 * BQ * FA_DV);  // {D, L2}: [2][BQ]
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_Q);      // [2][BQ][D]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_G);      // dO: [2][BQ][DV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, wr = (warp >> 2) * 64;
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work

@@ -1,0 +1,85 @@
+#include "codegen/attention_smem.h"
+
+#include "codegen/body_emitter.h"
+#include "ir/error.h"
+
+namespace fusec::codegen {
+
+SmemLayout& SmemLayout::add(const std::string& name, int64_t bytes, int64_t align) {
+  const int64_t offset = arrays.empty() ? 0 : arrays.back().offset + arrays.back().bytes;
+  if (offset % align != 0)
+    throw Error("codegen: attention shared memory: " + launch + "'s array " + name + " would start at byte " +
+                std::to_string(offset) + ", not a multiple of " + std::to_string(align));
+  arrays.push_back({name, offset, bytes});
+  return *this;
+}
+
+int64_t SmemLayout::bytes() const {
+  const int64_t end = arrays.empty() ? 0 : arrays.back().offset + arrays.back().bytes;
+  return end + (baseAlign > 16 ? baseAlign : 0);
+}
+
+namespace {
+SmemLayout named(std::string launch, int64_t baseAlign = 16) {
+  SmemLayout l;
+  l.launch = std::move(launch);
+  l.baseAlign = baseAlign;
+  return l;
+}
+}  // namespace
+
+// attention_simt.cuh: f32 tiles of BR = BC = 64 rows, rows padded by 4 floats (PAD), the
+// score tile's rows by the same (LDT).
+std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv) {
+  constexpr int64_t kRows = 64, kPad = 4, f = 4;
+  const int64_t ld = (d + kPad) * f, ldv = (dv + kPad) * f, ldt = (kRows + kPad) * f;
+  SmemLayout fwd = named("FWD"), dq = named("DQ"), dkdv = named("DKDV");
+  fwd.add("Q", kRows * ld).add("K", kRows * ld).add("V", kRows * ldv).add("P", kRows * ldt);
+  dq.add("Q", kRows * ld).add("G", kRows * ldv).add("K", kRows * ld).add("V", kRows * ldv).add("S", kRows * ldt);
+  dq.add("D", kRows * f).add("L2", kRows * f);
+  dkdv.add("K", kRows * ld).add("V", kRows * ldv).add("Q", kRows * ld).add("G", kRows * ldv);
+  dkdv.add("P", kRows * ldt).add("S", kRows * ldt).add("D", kRows * f).add("L2", kRows * f);
+  return {fwd, dq, dkdv};
+}
+
+// attention_mma.cuh: operand-dtype tiles whose rows are padded by 16 bytes (ldmatrix reads
+// them without bank conflicts); the forward and dQ double-buffer their key tiles, dK/dV its
+// query tiles.
+std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t) {
+  const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es;
+  const int64_t br = t.rows, bc = t.bc, bq = t.bq;
+  SmemLayout fwd = named("FWD"), dq = named("DQ"), dkdv = named("DKDV");
+  fwd.add("Q", br * ld).add("K", 2 * bc * ld).add("V", 2 * bc * ldv);
+  dq.add("Q", br * ld).add("G", br * ldv);
+  if (t.dqOTile) dq.add("O", br * ldv);
+  dq.add("K", 2 * bc * ld).add("V", 2 * bc * ldv);
+  if (!t.dqOTile) dq.add("D", br * 4).add("L2", br * 4);  // the row statistics, f32
+  dkdv.add("K", br * ld).add("V", br * ldv).add("Q", 2 * bq * ld).add("G", 2 * bq * ldv);
+  dkdv.add("RS", 2 * bq * 8);  // {D, L2} of each query row of both buffers, float2
+  return {fwd, dq, dkdv};
+}
+
+// attention_wgmma.cuh: unpadded tiles in the 128-byte swizzle, every one on a 1024-byte
+// boundary (the swizzle repeats every 8 rows of 128 bytes; the descriptors' base offset is 0),
+// after a base the template aligns up to 1 KB.
+std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
+  constexpr int64_t kTile = 1024;
+  const int64_t es = t.elementBytes, br = t.rows, bc = t.bc, bq = t.bq;
+  SmemLayout fwd = named("WG_FWD", kTile), dq = named("WG_DQ", kTile), dkdv = named("WG_DKDV", kTile);
+  fwd.add("Q", br * t.d * es, kTile).add("K", 2 * bc * t.d * es, kTile).add("V", 2 * bc * t.dv * es, kTile);
+  dq.add("Q", br * t.d * es, kTile).add("G", br * t.dv * es, kTile);
+  dq.add("K", 2 * bc * t.d * es, kTile).add("V", 2 * bc * t.dv * es, kTile);
+  dq.add("D", br * 4).add("L2", br * 4);  // the row statistics, f32
+  dkdv.add("K", br * t.d * es, kTile).add("V", br * t.dv * es, kTile);
+  dkdv.add("Q", 2 * bq * t.d * es, kTile).add("G", 2 * bq * t.dv * es, kTile);
+  dkdv.add("RS", 2 * bq * 8);  // {D, L2} of each query row of both buffers, float2
+  return {fwd, dq, dkdv};
+}
+
+void writeSmemMacros(CodeWriter& w, const SmemLayout& l) {
+  for (const auto& a : l.arrays)
+    w.line("#define FA_SMEM_" + l.launch + "_" + a.name + " " + std::to_string(a.offset) + "  // " +
+           std::to_string(a.bytes) + " bytes");
+}
+
+}  // namespace fusec::codegen

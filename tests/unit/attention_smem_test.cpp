@@ -1,0 +1,49 @@
+// codegen/attention_smem.h: the attention launches' shared memory, laid out once.
+#include <gtest/gtest.h>
+
+#include "codegen/attention_smem.h"
+#include "codegen/body_emitter.h"
+#include "ir/error.h"
+
+namespace fusec::codegen {
+namespace {
+
+TEST(AttentionSmem, ArraysFollowEachOtherAndTheLaunchAsksForTheBaseSlack) {
+  // wgmma, d 128, two warpgroups (128 rows), key tile 128: q, then two buffers of k and of v.
+  const auto wg = wgmmaSmemLayouts({128, 128, 2, 128, 128, 64, false});
+  ASSERT_EQ(wg.size(), 3u);
+  EXPECT_EQ(wg[0].launch, "WG_FWD");
+  ASSERT_EQ(wg[0].arrays.size(), 3u);
+  EXPECT_EQ(wg[0].arrays[1].offset, 128 * 128 * 2);
+  EXPECT_EQ(wg[0].arrays[2].offset, 128 * 128 * 2 + 2 * 128 * 128 * 2);
+  EXPECT_EQ(wg[0].bytes(), 1024 + 128 * 128 * 2 * 5);  // the lit test's 164864
+  // mma.sync, d 64 bf16: rows padded by 16 bytes; dQ with an o tile has no statistics arrays.
+  const auto mma = mmaSmemLayouts({64, 64, 2, 64, 64, 64, true});
+  EXPECT_EQ(mma[1].arrays.size(), 5u);
+  EXPECT_EQ(mma[1].arrays[2].name, "O");
+  EXPECT_EQ(mma[0].bytes(), (64 * 72 + 2 * 64 * 72 * 2) * 2);
+  EXPECT_EQ(mmaSmemLayouts({64, 64, 2, 64, 64, 64, false})[1].arrays.back().name, "L2");
+}
+
+TEST(AttentionSmem, AMisalignedArrayIsRefused) {
+  SmemLayout l;
+  l.launch = "WG_FWD";
+  l.add("Q", 1000, 1024);
+  EXPECT_THROW(l.add("K", 2048, 1024), Error);  // would start at byte 1000
+  SmemLayout ok;
+  ok.add("A", 48).add("B", 16);
+  EXPECT_EQ(ok.arrays[1].offset, 48);
+  EXPECT_EQ(ok.bytes(), 64);
+}
+
+TEST(AttentionSmem, MacrosNameEveryArray) {
+  CodeWriter w;
+  for (const SmemLayout& l : simtSmemLayouts(24, 24)) writeSmemMacros(w, l);
+  const std::string s = w.str();
+  EXPECT_NE(s.find("#define FA_SMEM_FWD_P "), std::string::npos);
+  EXPECT_NE(s.find("#define FA_SMEM_DKDV_L2 "), std::string::npos);
+  EXPECT_EQ(s.find("FA_SMEM_WG_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusec::codegen
