@@ -536,7 +536,8 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       e.bindReduction(op.result(), "a");
       for (int o : colOuts)
         if (body.outputs[size_t(o)] == op.result())
-          e.store(op.result(), "out" + std::to_string(o), delinearize(w, IndexExpr::var("i"), op.result()->type.shape, e.fresh("c")));
+          e.store(op.result(), "out" + std::to_string(o),
+                  delinearize(w, IndexExpr::var("i", 0, cs.width - 1), op.result()->type.shape, e.fresh("c")));  // i < W
     });
   }
   w.line("if (threadIdx.x == 0) fusec_cs_count[" + C + "] = 0;");
@@ -601,7 +602,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     Index idx = delinearize(w, IndexExpr::var("outer"), red.kept, e.fresh("k"));
     w.line("#pragma unroll 4");
     e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += " + RL + ")");
-    idx = fullIndex(w, red, idx, IndexExpr::var("inner"), e.fresh("e"));
+    idx = fullIndex(w, red, idx, IndexExpr::var("inner", 0, r - 1), e.fresh("e"));  // the loop tests inner < r
     const Index lane0 = idx;
     idx.back() = idx.back() + IndexExpr::var("j", 0, V - 1);
     const size_t declarations = w.mark();
@@ -985,6 +986,15 @@ class ReductionEmitter {
     e_.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
   }
 
+  // The loop counters as index expressions with the values their loops give them, so that
+  // the simplifier can fold what a body's reshapes divide them by (codegen/index_expr.h).
+  // `outer` lies in [0, n) where its loop bounds it; a column tile's runs past the last
+  // column (those threads only skip their memory accesses), so it claims no range there.
+  // `inner` lies in [0, r) in every pass: its loop tests it, or (a row in registers) it is
+  // base + j with base < r a multiple of the width, which divides r.
+  IndexExpr outerVar() const { return columns_ ? IndexExpr::var("outer") : IndexExpr::var("outer", 0, n_ - 1); }
+  IndexExpr innerVar() const { return IndexExpr::var("inner", 0, r_ - 1); }
+
   // Whether a pass evaluating `roots` reads body value `v` (reductions are registers by then).
   static bool reads(std::vector<const Value*> stack, const Value* v) {
     std::set<const Value*> seen;
@@ -1140,7 +1150,7 @@ class ReductionEmitter {
     const std::string acc = e_.fresh("acc"), at = e_.fresh("pick");
     w_.line("// " + e_.describe(*red.op) + ": the element " + e_.describe(*t->def) + " selects, read once");
     w_.line("float " + acc + " = 0.0f;");
-    Index idx = fullIndex(w_, red, delinearize(w_, IndexExpr::var("outer"), red.kept, e_.fresh("k")), IndexExpr(0), e_.fresh("e"));
+    Index idx = fullIndex(w_, red, delinearize(w_, outerVar(), red.kept, e_.fresh("k")), IndexExpr(0), e_.fresh("e"));
     w_.line("const long long " + at + " = (long long)" + e_.eval(t, idx) + ";");
     e_.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
     idx.back() = IndexExpr::var("(fusec_idx)" + at, 0, red.r - 1);  // in range: the test above
@@ -1165,7 +1175,7 @@ class ReductionEmitter {
       accs.push_back({e_.fresh("acc"), &op});
       w_.line("// " + e_.describe(op));
       w_.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
-      kept.push_back(delinearize(w_, IndexExpr::var("outer"), reds_[i].kept, e_.fresh("k")));
+      kept.push_back(delinearize(w_, outerVar(), reds_[i].kept, e_.fresh("k")));
     }
     if (summed.empty()) return;
     std::vector<const Value*> passRoots;
@@ -1175,7 +1185,7 @@ class ReductionEmitter {
     for (size_t a = 0; a < accs.size(); ++a) {
       const Reduction& red = reds_[summed[a]];
       const Op& op = *red.op;
-      const Index idx = fullIndex(w_, red, kept[a], IndexExpr::var("inner"), e_.fresh("e"));
+      const Index idx = fullIndex(w_, red, kept[a], innerVar(), e_.fresh("e"));
       if (!first) first = idx;
       if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
@@ -1202,13 +1212,13 @@ class ReductionEmitter {
     e_.openScope(columns_ ? "if (lane == 0 && live)" : "if (lane == 0)");
     for (int o : rowOuts_) {
       const Value* v = k_.body.outputs[size_t(o)];
-      e_.store(v, "out" + std::to_string(o), delinearize(w_, IndexExpr::var("outer"), v->type.shape, "q" + std::to_string(o)));
+      e_.store(v, "out" + std::to_string(o), delinearize(w_, outerVar(), v->type.shape, "q" + std::to_string(o)));
     }
     for (size_t q = 0; q < totals_.size(); ++q) {
       const Value* in = totals_[q]->operands[0];
       const std::string acc = "tot" + std::to_string(q);
       w_.line(acc + " = " + combiner(totals_[q]->kind) + "()(" + acc + ", (float)" +
-              e_.eval(in, delinearize(w_, IndexExpr::var("outer"), in->type.shape, e_.fresh("t"))) + ");");
+              e_.eval(in, delinearize(w_, outerVar(), in->type.shape, e_.fresh("t"))) + ");");
     }
     e_.closeScope();
   }
@@ -1217,7 +1227,7 @@ class ReductionEmitter {
   // in registers) and the column sums' accumulators.
   void writeOutputPass() {
     const Reduction& ref = reds_.at(0);
-    Index kept = delinearize(w_, IndexExpr::var("outer"), ref.kept, e_.fresh("k"));
+    Index kept = delinearize(w_, outerVar(), ref.kept, e_.fresh("k"));
     const size_t outputPass = levels_.size();
     for (int o : regs_.vectorOuts) w_.line("float s" + std::to_string(o) + "[" + V_ + "];");
     // With column sums and the row not in registers, the pass is unrolled over a thread's
@@ -1237,7 +1247,7 @@ class ReductionEmitter {
     }
     const std::string slot = colSums_.slotted ? "c" : "c * " + V_ + " + j";
     const Shape& s = ref.op->operands[0]->type.shape;
-    Index full = fullIndex(w_, ref, kept, IndexExpr::var("inner"), e_.fresh("f"));
+    Index full = fullIndex(w_, ref, kept, innerVar(), e_.fresh("f"));
     if (regs_.chunks) bindRow(full, s, outputPass);
     for (size_t q = 0; q < cols_.size(); ++q) {
       const Value* x = cols_[q]->operands[0];
