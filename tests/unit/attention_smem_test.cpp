@@ -36,6 +36,17 @@ TEST(AttentionSmem, AMisalignedArrayIsRefused) {
   EXPECT_EQ(ok.bytes(), 64);
 }
 
+TEST(AttentionSmem, SimtAndTf32LaunchesKeepTheirSizes) {
+  // The sizes the generator computed before the layouts were listed (f32 tiles of 64 rows,
+  // padded by 4 floats): d 24 forward, dQ, dK/dV.
+  const auto simt = simtSmemLayouts(24, 24);
+  EXPECT_EQ(simt[0].bytes(), (64 * 28 * 2 + 64 * 28 + 64 * 68) * 4);
+  EXPECT_EQ(simt[1].bytes(), (64 * 56 * 2 + 64 * 68 + 2 * 64) * 4);
+  EXPECT_EQ(simt[2].bytes(), (64 * 56 * 2 + 2 * 64 * 68 + 2 * 64) * 4);
+  // 3xTF32 at d 64 (f32 tiles padded by 4 floats), 64 rows, key tile 64: the lit test's 87040.
+  EXPECT_EQ(mmaSmemLayouts({64, 64, 4, 64, 64, 64, true})[0].bytes(), 87040);
+}
+
 TEST(AttentionSmem, MacrosNameEveryArray) {
   CodeWriter w;
   for (const SmemLayout& l : simtSmemLayouts(24, 24)) writeSmemMacros(w, l);

@@ -8,8 +8,8 @@ namespace fusec::cli {
 void addEmitFlags(CLI::App& cmd, EmitArgs& a, const std::string& defaultEmit) {
   a.emit = defaultEmit;
   cmd.add_option("--emit", a.emit,
-                 "What to write: ir (the module), cuda (one .cu per kernel and kernels.json), cubin (sm_90 cubins "
-                 "and kernels.json); cuda and cubin need --out-dir (default: " + defaultEmit + ")")
+                 "What to write: ir (the module), cuda (one .cu per kernel and kernels.json), cubin (cubins for "
+                 "an H100/H200, sm_90a, or sm_90 with FUSEC_WGMMA=0, and kernels.json); cuda and cubin need --out-dir (default: " + defaultEmit + ")")
       ->check(CLI::IsMember({"ir", "cuda", "cubin"}))
       ->type_name("KIND");
   cmd.add_option("--out-dir", a.outDir, "Directory for --emit=cuda|cubin")->type_name("DIR");
