@@ -13,6 +13,13 @@ mkdir -p "$OUT" /tmp/wgmma-tune
 cd /tmp/wgmma-tune && rm -f ./*.cu
 IFS=';' read -ra wg <<<"${WG_VARIANTS:-64 8 0 8 64 128 64;64 12 0 8 64 128 64;64 8 0 8 128 64 128;64 8 0 8 64 64 64;128 8 0 8 64 128 64;128 8 0 8 64 64 64;128 12 0 8 64 64 64}"
 IFS=';' read -ra mma <<<"${MMA_VARIANTS:-64 4 0 4 64;128 4 1 4 32}"
-for c in "${wg[@]}"; do python3 "$root/bench/attention_mma_tune/make_variant.py" --wgmma "$root/codegen" $c w; done
-for c in "${mma[@]}"; do python3 "$root/bench/attention_mma_tune/make_variant.py" "$root/codegen" $c m; done
+# make_variant.py takes the prefix after the fifth field: D FW FQ BW BQ PREFIX [BC [BWD_BC]].
+variant() {  # PREFIX [--wgmma] FIELDS...
+  local prefix=$1 flag=()
+  shift
+  if [[ $1 == --wgmma ]]; then flag=(--wgmma); shift; fi
+  python3 "$root/bench/attention_mma_tune/make_variant.py" "${flag[@]}" "$root/codegen" "${@:1:5}" "$prefix" "${@:6}"
+}
+for c in "${wg[@]}"; do variant w --wgmma $c || exit 1; done
+for c in "${mma[@]}"; do variant m $c || exit 1; done
 SEQS=${SEQS:-1024 4096 8192} "$root/bench/attention_mma_tune/run.sh" 2>&1 | tee "$OUT/wgmma-tune.txt"
