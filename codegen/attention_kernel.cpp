@@ -328,14 +328,14 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // The launches' shared memory, laid out once (attention_smem.h): every included template's
   // layouts are written (a wgmma source holds the mma text too, compiled though not launched),
   // and the launch takes its size from the same layout.
-  std::vector<SmemLayout> layouts;
+  std::vector<SmemLayout> layouts = simtSmemLayouts(D, DV, kRows);
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile};
     layouts = mmaSmemLayouts(tiles);
-    if (wgmma) layouts = wgmmaSmemLayouts(tiles);
-    if (wgmma) for (const SmemLayout& l : mmaSmemLayouts(tiles)) writeSmemMacros(w, l);
-  } else {
-    layouts = simtSmemLayouts(D, DV);
+    if (wgmma) {
+      for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
+      layouts = wgmmaSmemLayouts(tiles);
+    }
   }
   for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
   const int64_t fwdBytes = layouts[0].bytes(), dqBytes = layouts[1].bytes(), dkdvBytes = layouts[2].bytes();

@@ -28,17 +28,17 @@ SmemLayout named(std::string launch, int64_t baseAlign = 16) {
 }
 }  // namespace
 
-// attention_simt.cuh: f32 tiles of BR = BC = 64 rows, rows padded by 4 floats (PAD), the
+// attention_simt.cuh: f32 tiles of BR = BC = `rows` rows, rows padded by 4 floats (PAD), the
 // score tile's rows by the same (LDT).
-std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv) {
-  constexpr int64_t kRows = 64, kPad = 4, f = 4;
-  const int64_t ld = (d + kPad) * f, ldv = (dv + kPad) * f, ldt = (kRows + kPad) * f;
+std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows) {
+  constexpr int64_t kPad = 4, f = 4;
+  const int64_t ld = (d + kPad) * f, ldv = (dv + kPad) * f, ldt = (rows + kPad) * f;
   SmemLayout fwd = named("FWD"), dq = named("DQ"), dkdv = named("DKDV");
-  fwd.add("Q", kRows * ld).add("K", kRows * ld).add("V", kRows * ldv).add("P", kRows * ldt);
-  dq.add("Q", kRows * ld).add("G", kRows * ldv).add("K", kRows * ld).add("V", kRows * ldv).add("S", kRows * ldt);
-  dq.add("D", kRows * f).add("L2", kRows * f);
-  dkdv.add("K", kRows * ld).add("V", kRows * ldv).add("Q", kRows * ld).add("G", kRows * ldv);
-  dkdv.add("P", kRows * ldt).add("S", kRows * ldt).add("D", kRows * f).add("L2", kRows * f);
+  fwd.add("Q", rows * ld).add("K", rows * ld).add("V", rows * ldv).add("P", rows * ldt);
+  dq.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("S", rows * ldt);
+  dq.add("D", rows * f).add("L2", rows * f);
+  dkdv.add("K", rows * ld).add("V", rows * ldv).add("Q", rows * ld).add("G", rows * ldv);
+  dkdv.add("P", rows * ldt).add("S", rows * ldt).add("D", rows * f).add("L2", rows * f);
   return {fwd, dq, dkdv};
 }
 

@@ -39,7 +39,8 @@ struct AttentionTiles {
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order.
-std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv);  // f32 tiles, 64 rows, padded
+// SIMT: f32 tiles of `rows` rows (the template's BR = BC), padded by 4 floats.
+std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
 

@@ -39,7 +39,7 @@ TEST(AttentionSmem, AMisalignedArrayIsRefused) {
 TEST(AttentionSmem, SimtAndTf32LaunchesKeepTheirSizes) {
   // The sizes the generator computed before the layouts were listed (f32 tiles of 64 rows,
   // padded by 4 floats): d 24 forward, dQ, dK/dV.
-  const auto simt = simtSmemLayouts(24, 24);
+  const auto simt = simtSmemLayouts(24, 24, 64);
   EXPECT_EQ(simt[0].bytes(), (64 * 28 * 2 + 64 * 28 + 64 * 68) * 4);
   EXPECT_EQ(simt[1].bytes(), (64 * 56 * 2 + 64 * 68 + 2 * 64) * 4);
   EXPECT_EQ(simt[2].bytes(), (64 * 56 * 2 + 2 * 64 * 68 + 2 * 64) * 4);
@@ -49,7 +49,7 @@ TEST(AttentionSmem, SimtAndTf32LaunchesKeepTheirSizes) {
 
 TEST(AttentionSmem, MacrosNameEveryArray) {
   CodeWriter w;
-  for (const SmemLayout& l : simtSmemLayouts(24, 24)) writeSmemMacros(w, l);
+  for (const SmemLayout& l : simtSmemLayouts(24, 24, 64)) writeSmemMacros(w, l);
   const std::string s = w.str();
   EXPECT_NE(s.find("#define FA_SMEM_FWD_P "), std::string::npos);
   EXPECT_NE(s.find("#define FA_SMEM_DKDV_L2 "), std::string::npos);
