@@ -158,6 +158,74 @@ __device__ __forceinline__ void packA(unsigned (&p)[K / 16][4], const float (&s)
     p[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
 }
+// Rows [first, first + ROWS) of a swizzled tile of R rows (global rows r0 + first ...) copied
+// by THREADS threads, `tid` this thread's number among them: a warpgroup's own Q rows, or a
+// producer warpgroup's K and V tiles. Rows at or past `limit` are zeros.
+template <int R, int W, int ROWS, int THREADS>
+__device__ __forceinline__ void loadRows(fa_t* dst, const fa_t* src, long long rs, int r0, int first, int limit,
+                                         int tid) {
+  constexpr int CPR = W / 8, N = ROWS * CPR;
+  char* d = reinterpret_cast<char*>(dst);
+#pragma unroll
+  for (int i = 0; i < (N + THREADS - 1) / THREADS; ++i) {
+    const int e = tid + i * THREADS;
+    if (N % THREADS != 0 && e >= N) break;
+    const int r = first + e / CPR, c = e % CPR, row = r0 + r;
+    const bool ok = row < limit;
+    cpAsync16(d + swizzled<R>(r, c), src + (long long)(ok ? row : 0) * rs + c * 8, ok);
+  }
+}
+
+// A whole swizzled tile of R rows copied by a producer of THREADS threads with few registers:
+// each thread copies one 16-byte column c of every STEP-th row, and STEP is a multiple of the
+// swizzle's 8 rows, so the thread's destination moves by a constant and its swizzle never
+// changes. (loadRows, unrolled, kept every address in registers: the producer spilled under
+// its setmaxnreg budget.) Rows at or past `limit` are zeros.
+template <int R, int W, int THREADS>
+__device__ __forceinline__ void produceTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit, int tid) {
+  constexpr int CPR = W / 8, STEP = THREADS / CPR;
+  static_assert(THREADS % CPR == 0 && STEP % 8 == 0 && R % STEP == 0, "whole swizzle repeats per step");
+  const int c = tid % CPR, first = tid / CPR;
+  char* d = reinterpret_cast<char*>(dst) + swizzled<R>(first, c);
+  const fa_t* from = src + (long long)(r0 + first) * rs + c * 8;
+#pragma unroll 4
+  for (int i = 0; i < R / STEP; ++i) {
+    const bool ok = r0 + first + i * STEP < limit;
+    cpAsync16(d + i * STEP * 128, ok ? from : src, ok);
+    from += STEP * rs;
+  }
+}
+
+// mbarriers (PTX ISA, "mbarrier"): a count of arrivals per phase; a waiter names the phase by
+// its parity (the n-th completion of a barrier, from 0, has parity n & 1).
+__device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarArrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrives once every cp.async this thread has issued so far has landed (the copies complete
+// the arrival, not the thread: it goes on issuing).
+__device__ __forceinline__ void mbarArriveOnCopies(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// Named barriers of `count` threads (0 is __syncthreads'): sync waits for the count, arrive
+// counts this thread in without waiting.
+__device__ __forceinline__ void namedSync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void namedArrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 // The 1024-byte aligned start of the dynamic shared memory (the generator asks for 1 KB more
 // than the tiles take): the swizzle's descriptors assume tiles that start on its repeat.
 __device__ __forceinline__ char* alignedSmem() {
@@ -257,6 +325,161 @@ __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, con
   storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
 }
 #endif  // !FA_BACKWARD
+
+#if !FA_BACKWARD && FA_WG_PRODUCER
+// ---- forward on wgmma with a producer warpgroup: the same results as fa_forward_wgmma ----
+// FlashAttention-3's structure with cp.async in place of TMA (TMA needs a tensor map built on
+// the host for each operand address; cp.async needs nothing): the block is FA_WARPS / 4
+// consumer warpgroups of 64 query rows, as in fa_forward_wgmma, plus one producer warpgroup
+// (the last 128 threads) that only copies K and V tiles into a ring of FA_WG_STAGES buffers
+// each. Full and empty mbarriers per buffer replace the block barriers: a consumer waits
+// only for the tile it needs and frees a buffer as soon as its own product has read it, so
+// the consumer warpgroups no longer meet at every tile. With two consumers, named barriers
+// make them issue their products in turn (pingpong): one warpgroup's softmax runs while the
+// other's products occupy the tensor cores. With FA_WG_MAXNREG, setmaxnreg hands the
+// producer's registers to the consumers (the producer keeps 40 of them).
+__device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                    const fa_t* __restrict__ v, fa_t* __restrict__ o,
+                                                    float* __restrict__ lse) {
+  using namespace fa;
+  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
+  static_assert(BR % 64 == 0 && (BC == 64 || BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
+  constexpr int S = FA_WG_STAGES, CONSUMERS = FA_WARPS / 4;
+  static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_FWS_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWS_Q);  // [BR][D] swizzled
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWS_K);  // [S][BC][D]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWS_V);  // [S][BC][DV]
+  // Barriers: fullK[S], fullV[S] (the producer's 128 threads arrive as their copies land),
+  // emptyK[S], emptyV[S] (each consumer warp arrives once its products have read the buffer).
+  const unsigned bars = smemAddr(smem + FA_SMEM_WG_FWS_BAR);
+  auto fullK = [&](int s) { return bars + 8 * s; };
+  auto fullV = [&](int s) { return bars + 8 * (S + s); };
+  auto emptyK = [&](int s) { return bars + 8 * (2 * S + s); };
+  auto emptyV = [&](int s) { return bars + 8 * (3 * S + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      wg::mbarInit(fullK(s), 128);
+      wg::mbarInit(fullV(s), 128);
+      wg::mbarInit(emptyK(s), FA_WARPS);
+      wg::mbarInit(emptyV(s), FA_WARPS);
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest causal rows first
+  const int tiles = keyTiles<BR, BC>(q0);  // attention_common.cuh
+  if (threadIdx.x >= NT) {
+    // The producer: K_j and V_j into buffer j % S once the consumers have freed it (the
+    // n-th refill of a buffer waits for its n-th release).
+#if FA_WG_MAXNREG
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
+    const int p = threadIdx.x - NT;
+    k += fa_k_batch(z);
+    v += fa_v_batch(z);
+    for (int j = 0; j < tiles; ++j) {
+      const int s = j % S;
+      if (j >= S) wg::mbarWait(emptyK(s), ((j / S) - 1) & 1);
+      wg::produceTile<BC, FA_D, 128>(Ks + s * BC * FA_D, k, FA_K_RS, j * BC, FA_TK, p);
+      wg::mbarArriveOnCopies(fullK(s));
+      if (j >= S) wg::mbarWait(emptyV(s), ((j / S) - 1) & 1);
+      wg::produceTile<BC, FA_DV, 128>(Vs + s * BC * FA_DV, v, FA_V_RS, j * BC, FA_TK, p);
+      wg::mbarArriveOnCopies(fullV(s));
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy in flight at exit
+    return;
+  }
+#if FA_WG_MAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+#endif
+  const int warp = threadIdx.x >> 5, c = warp >> 2, wr = c * 64;  // the warpgroup and its first row of BR
+  const bool lead = (threadIdx.x & 31) == 0;                      // a warp's arrivals on the empty barriers
+  q += fa_q_batch(z);
+  // Each consumer copies its own 64 rows of Q and waits for them alone.
+  wg::loadRows<BR, FA_D, 64, 128>(Qs, q, FA_Q_RS, q0, wr, FA_TQ, threadIdx.x & 127);
+  cpCommit();
+  cpWait<0>();
+  wg::proxyFence();
+  wg::namedSync(1 + c, 128);
+  const unsigned qAddr = smemAddr(Qs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
+  // Pingpong: consumer c issues its products after barrier 3 + c, and then lets the other
+  // one issue (its barrier 3 + (1 - c)). Consumer 1 starts by letting consumer 0 go first;
+  // every issue point but consumer 1's last is followed by an arrival, so each barrier sees
+  // as many arrivals as waits.
+  constexpr bool PINGPONG = FA_WG_PINGPONG && CONSUMERS == 2;
+  const int issues = tiles + 1;  // tile 0's S, tiles 1 .. tiles - 1's S and P V, the last P V
+  int issued = 0;
+  auto myTurn = [&] {
+    if (PINGPONG) wg::namedSync(3 + c, 256);
+  };
+  auto yourTurn = [&] {
+    ++issued;
+    if (PINGPONG && !(c == 1 && issued == issues)) wg::namedArrive(3 + (1 - c), 256);
+  };
+  if (PINGPONG && c == 1 && tiles > 0) wg::namedArrive(3, 256);
+  auto waitFull = [&](unsigned bar, int t) {
+    wg::mbarWait(bar, (t / S) & 1);
+    wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
+  };
+  float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
+  float acc[FA_DV / 8][4];
+  zero(acc);
+  float s[BC / 8][4];
+  unsigned p[BC / 16][4];  // P of the previous tile as A fragments
+  if (tiles > 0) {  // tile 0: S and its softmax only
+    waitFull(fullK(0), 0);
+    myTurn();
+    wg::fence();
+    wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kAddr);
+    wg::commit();
+    yourTurn();
+    wg::wait<0>();
+    wg::pin(s);
+    if (lead) wg::mbarArrive(emptyK(0));
+    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, 0), q0 + warp * 16, 0);
+    wg::packA<BC>(p, s);
+  }
+  for (int t = 1; t < tiles; ++t) {
+    const int sk = t % S, sv = (t - 1) % S;
+    waitFull(fullK(sk), t);
+    waitFull(fullV(sv), t - 1);
+    myTurn();
+    wg::pin(acc);  // the rescale and the packing are done before the fence
+    wg::pin(p);
+    wg::fence();
+    wg::mmaABt<BR, BC, FA_D>(s, qAddr, wr, kAddr + sk * BC * FA_D * 2);
+    wg::commit();
+    wg::mmaPB<BC, FA_DV>(acc, p, vAddr + sv * BC * FA_DV * 2);
+    wg::commit();
+    yourTurn();
+    wg::wait<1>();
+    wg::pin(s);
+    if (lead) wg::mbarArrive(emptyK(sk));
+    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, t * BC), q0 + warp * 16, t * BC);
+    wg::wait<0>();
+    wg::pin(acc);
+    wg::pin(p);
+    if (lead) wg::mbarArrive(emptyV(sv));
+    rescale(acc, alpha);
+    wg::packA<BC>(p, s);
+  }
+  if (tiles > 0) {  // the last tile's P V
+    const int sv = (tiles - 1) % S;
+    waitFull(fullV(sv), tiles - 1);
+    myTurn();
+    wg::pin(acc);
+    wg::pin(p);
+    wg::fence();
+    wg::mmaPB<BC, FA_DV>(acc, p, vAddr + sv * BC * FA_DV * 2);
+    wg::commit();
+    yourTurn();
+    wg::wait<0>();
+    wg::pin(acc);
+    wg::pin(p);
+  }
+  storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
+}
+#endif  // !FA_BACKWARD && FA_WG_PRODUCER
 
 #if FA_BACKWARD
 // ---- backward on wgmma, pass 1: dq for a block of BR query rows ----

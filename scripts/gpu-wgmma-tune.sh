@@ -2,7 +2,8 @@
 # On an H100 or H200: the wgmma attention kernels' tiles, kernel only (bench/attention_mma_tune:
 # dense [NBATCH, N, d] bf16, causal, CUDA-event medians), one line a variant and length, beside
 # the mma.sync kernels the generator picks at that head dim. A variant is
-# "D FWD_WARPS FWD_QREG BWD_WARPS BQ [BC [BWD_BC]]" (make_variant.py); WG_VARIANTS and
+# "[ws=S.P.M] D FWD_WARPS FWD_QREG BWD_WARPS BQ [BC [BWD_BC]]" (make_variant.py; ws=: the forward
+# with a producer warpgroup, S buffers, pingpong P, setmaxnreg M); WG_VARIANTS and
 # MMA_VARIANTS replace the lists below, SEQS (default 1024 4096 8192) and NBATCH (default 16)
 # the shapes. The generator's wgmma choice today: forward 8 warps, BC 128; backward 8 warps,
 # BQ 64, dQ's BC 64. Logs in $OUT.
@@ -18,6 +19,7 @@ variant() {  # PREFIX [--wgmma] FIELDS...
   local prefix=$1 flag=()
   shift
   if [[ $1 == --wgmma ]]; then flag=(--wgmma); shift; fi
+  if [[ $1 == ws=* ]]; then flag+=("--$1"); shift; fi
   python3 "$root/bench/attention_mma_tune/make_variant.py" "${flag[@]}" "$root/codegen" "${@:1:5}" "$prefix" "${@:6}"
 }
 for c in "${wg[@]}"; do variant w --wgmma $c || exit 1; done

@@ -3,17 +3,20 @@
 # text (codegen/attention_common.cuh, attention_mma.cuh and, with --wgmma, attention_wgmma.cuh,
 # as cmake/embed_cuh.cmake embeds them) instantiated twice (forward, backward) with the given
 # tiling, plus harness.cu.inc's timing main. Dense [16, N, d] bf16 operands, causal, N = -DNSEQ.
-# Usage: make_variant.py [--wgmma] CODEGEN_DIR D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC [BWD_BC]]
+# Usage: make_variant.py [--wgmma [--ws=S.P.M]] CODEGEN_DIR D FWD_WARPS FWD_QREG BWD_WARPS BQ PREFIX [BC [BWD_BC]]
 # writes PREFIX_D_FWDWARPS_FWDQREG_BWDWARPS_BQ[_BC[_BWDBC]].cu in the working directory (BC: the
 # forward's key tile, default 64 (128 with --wgmma); BWD_BC: dQ's, default BC (64 with --wgmma)).
 # --wgmma times fa_forward_wgmma, fa_backward_dq_wgmma and fa_backward_dkdv_wgmma (warps in
 # warpgroups of 4: FWD_WARPS 8 is two warpgroups of 64 rows); build those variants for sm_90a.
+# --ws=S.P.M times fa_forward_wgmma_ws instead (a producer warpgroup beside FWD_WARPS / 4
+# consumers): S buffers a K and V ring, P 1 for pingpong between two consumers, M 1 for
+# setmaxnreg; the file name gains _wsSPM.
 import os
 import sys
 
 
 
-def smem_layouts(wgmma, d, rows, bc, bq, dq_otile):
+def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=2):
     """The bf16 kernels' shared-memory layouts as codegen/attention_smem.cpp lays them out:
     [(launch, [(array, offset)], bytes)] for the forward, dQ and dK/dV of the mma template and,
     with wgmma, of the wgmma template too. tests/python/attention_smem_test.py checks this copy
@@ -35,6 +38,8 @@ def smem_layouts(wgmma, d, rows, bc, bq, dq_otile):
                 lay('WG_DQ', [('Q', rows * t), ('G', rows * t), ('K', 2 * bc * t), ('V', 2 * bc * t), ('D', rows * 4),
                               ('L2', rows * 4)], 1024),
                 lay('WG_DKDV', [('K', rows * t), ('V', rows * t), ('Q', 2 * bq * t), ('G', 2 * bq * t), ('RS', 2 * bq * 8)],
+                    1024),
+                lay('WG_FWS', [('Q', rows * t), ('K', stages * bc * t), ('V', stages * bc * t), ('BAR', 4 * stages * 8)],
                     1024)]
     return out
 
@@ -52,6 +57,11 @@ def main():
     wgmma = args[0] == '--wgmma'
     if wgmma:
         args = args[1:]
+    ws = None
+    if args[0].startswith('--ws='):
+        ws = [int(x) for x in args[0][5:].split('.')]
+        args = args[1:]
+    stages = ws[0] if ws else 2
     codegen = args[0]
 
 
@@ -71,7 +81,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
 
     def layouts(warps, bc):
-        return smem_layouts(wgmma, D, 16 * warps, bc, BQ, OT)
+        return smem_layouts(wgmma, D, 16 * warps, bc, BQ, OT, stages)
 
     def launch_bytes(warps, bc, launch):
         return next(b for name, _, b in layouts(warps, bc) if name == ('WG_' if wgmma else '') + launch)
@@ -87,22 +97,25 @@ def main():
             w = 1 if n == 'lse' else D
             h += (f'#define FA_{n.upper()}_RS {w}LL\n__device__ __forceinline__ long long fa_{n}_batch(int z) '
                   f'{{ return (long long)z * NSEQ * {w}; }}\n')
+        if ws and not backward:
+            h += f'#define FA_WG_PRODUCER 1\n#define FA_WG_STAGES {ws[0]}\n#define FA_WG_PINGPONG {ws[1]}\n#define FA_WG_MAXNREG {ws[2]}\n'
         return h + smem_macros(layouts(warps, bc))
 
     undef = ''.join(f'#undef {m}\n' for m in ['FA_BACKWARD', 'FA_D', 'FA_DV', 'FA_TQ', 'FA_TK', 'FA_CAUSAL', 'FA_SCALE',
                                               'FA_SCALE_LOG2', 'FA_WARPS', 'FA_BQ', 'FA_QREG', 'FA_TF32', 'FA_BC', 'FA_NEG_INF',
-                                              'FA_ROWSTATS', 'FA_DQ_OTILE', 'FA_GROUP', 'FA_OUT_RS'] +
+                                              'FA_ROWSTATS', 'FA_DQ_OTILE', 'FA_GROUP', 'FA_OUT_RS', 'FA_WG_PRODUCER',
+                                              'FA_WG_STAGES', 'FA_WG_PINGPONG', 'FA_WG_MAXNREG'] +
                     smem_macro_names(layouts(FW, BC)))
     out = '#include <cuda_bf16.h>\ntypedef __nv_bfloat16 fa_t;\n#ifndef NBATCH\n#define NBATCH 16\n#endif\n'
     out += 'namespace F {\n' + header(0, FW, FQ, BC) + body + '}\n' + undef
     out += 'namespace B {\n' + header(1, BW, 1, BBC) + body + '}\n' + undef
-    out += (f'#define WGMMA {int(wgmma)}\nconstexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, '
+    out += (f'#define WGMMA {int(wgmma)}\n#define WS {int(bool(ws))}\nconstexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, '
             f'OT = {OT};\n'
-            f'constexpr int SF = {launch_bytes(FW, BC, "FWD")}, SQ = {launch_bytes(BW, BBC, "DQ")}, '
+            f'constexpr int SF = {launch_bytes(FW, BC, "FWS" if ws else "FWD")}, SQ = {launch_bytes(BW, BBC, "DQ")}, '
             f'SK = {launch_bytes(BW, BBC, "DKDV")};  // shared memory bytes of each launch\n')
     out += open(os.path.join(here, 'harness.cu.inc')).read()
     suffix = (f'_{BC}' if BC != (128 if wgmma else 64) or BBC != (64 if wgmma else BC) else '') + \
-             (f'_{BBC}' if BBC != (64 if wgmma else BC) else '')
+             (f'_{BBC}' if BBC != (64 if wgmma else BC) else '') + ('_ws' + ''.join(map(str, ws)) if ws else '')
     open(f'{prefix}_{D}_{FW}_{FQ}_{BW}_{BQ}{suffix}.cu', 'w').write(out)
 
 
