@@ -192,6 +192,10 @@ void writeTilingMacros(CodeWriter& w, const MmaTiling& t, bool tf32) {
 // d 8/24/..., strides off by a few elements).
 struct AttentionPath {
   bool tf32 = false, mma = false, wgmma = false;
+  // The wgmma forward with a producer warpgroup (fa_forward_wgmma_ws): one warpgroup more than
+  // the tiling's warps, copying K and V into a ring of `stages` buffers.
+  bool producer = false;
+  int stages = 0;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -234,6 +238,11 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
     p.tiling.dqOTile = false;
   }
   if (p.mma) p.threads = 32 * p.tiling.warps, p.rows = 16 * p.tiling.warps;
+  if (p.wgmma && !backward && target.wgmmaProducer) {
+    p.producer = true;
+    p.stages = 2;
+    p.threads += 128;
+  }
   return p;
 }
 
@@ -296,7 +305,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
          std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
          (att->attrBool("causal") ? ", causal" : "") + (group > 1 ? ", " + std::to_string(group) + " query heads a key/value head" : ""));
   w.line(!mma    ? "// path: SIMT (FFMA): " + simtWhy
-         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation)")
+         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
+                       (path.producer ? ", a producer warpgroup)" : ")")
          : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
                  : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
@@ -316,6 +326,14 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   for (int i = 0; i < operands; ++i) writeOperandMacros(w, names[i], acc[size_t(i)]);
   if (mma) {
     writeTilingMacros(w, tiling, tf32);
+    if (path.producer) {
+      // attention_wgmma.cuh fa_forward_wgmma_ws: its ring's buffers, the two consumers' turns
+      // (pingpong), and registers moved from the producer to the consumers (setmaxnreg).
+      w.line("#define FA_WG_PRODUCER 1");
+      w.line("#define FA_WG_STAGES " + std::to_string(path.stages));
+      w.line("#define FA_WG_PINGPONG 1");
+      w.line("#define FA_WG_MAXNREG 1");
+    }
     // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
     // at most (d 16 bf16), so a shape whose q fits has room for them.
     if (backward) {
@@ -330,7 +348,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // and the launch takes its size from the same layout.
   std::vector<SmemLayout> layouts = simtSmemLayouts(D, DV, kRows);
   if (mma) {
-    const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile};
+    const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
+                               path.stages};
     layouts = mmaSmemLayouts(tiles);
     if (wgmma) {
       for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
@@ -338,7 +357,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     }
   }
   for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
-  const int64_t fwdBytes = layouts[0].bytes(), dqBytes = layouts[1].bytes(), dkdvBytes = layouts[2].bytes();
+  const int64_t fwdBytes = (path.producer ? layouts.at(3) : layouts[0]).bytes(), dqBytes = layouts[1].bytes(), dkdvBytes = layouts[2].bytes();
   w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
   if (wgmma) w.line(attentionWgmmaSource());
@@ -361,7 +380,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   };
   if (!backward) {
     launch(k.name, qTiles, fwdBytes,
-           std::string(wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) +
+           std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) +
                ", " + out(1) + ");",
            wgmma ? 1 : 0);
     return launches;

@@ -73,7 +73,13 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
   dkdv.add("K", br * t.d * es, kTile).add("V", br * t.dv * es, kTile);
   dkdv.add("Q", 2 * bq * t.d * es, kTile).add("G", 2 * bq * t.dv * es, kTile);
   dkdv.add("RS", 2 * bq * 8);  // {D, L2} of each query row of both buffers, float2
-  return {fwd, dq, dkdv};
+  if (t.producerStages <= 0) return {fwd, dq, dkdv};
+  // The producer's ring: `stages` K and V buffers, then their full and empty mbarriers.
+  SmemLayout fws = named("WG_FWS", kTile);
+  const int64_t s = t.producerStages;
+  fws.add("Q", br * t.d * es, kTile).add("K", s * bc * t.d * es, kTile).add("V", s * bc * t.dv * es, kTile);
+  fws.add("BAR", 4 * s * 8, 8);
+  return {fwd, dq, dkdv, fws};
 }
 
 void writeSmemMacros(CodeWriter& w, const SmemLayout& l) {

@@ -36,9 +36,12 @@ struct SmemLayout {
 struct AttentionTiles {
   int64_t d = 0, dv = 0, elementBytes = 2, rows = 64, bc = 64, bq = 64;
   bool dqOTile = false;
+  int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
 };
 
-// The three launches (forward, dQ, dK/dV) of each template, in that order.
+// The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma
+// template's list has a fourth, WG_FWS (the forward with a producer warpgroup), when
+// t.producerStages > 0.
 // SIMT: f32 tiles of `rows` rows (the template's BR = BC), padded by 4 floats.
 std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes

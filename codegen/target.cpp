@@ -9,9 +9,15 @@ bool wgmmaAllowedByEnv() {
   return !(v && std::string(v) == "0");
 }
 
+bool wgmmaProducerByEnv(bool fallback) {
+  const char* v = std::getenv("FUSEC_WGMMA_PRODUCER");
+  return v && std::string(v) == "1" ? true : v && std::string(v) == "0" ? false : fallback;
+}
+
 Target offlineTarget() {
   Target t;
   t.wgmma = wgmmaAllowedByEnv();
+  t.wgmmaProducer = wgmmaProducerByEnv(t.wgmmaProducer);
   return t;
 }
 

@@ -25,6 +25,9 @@ struct Target {
   // the bf16 attention forward uses it (codegen/attention_wgmma.cuh). The runtime clears it on
   // any other device, and with FUSEC_WGMMA=0 to measure the mma.sync kernels on a Hopper.
   bool wgmma = true;
+  // With wgmma, the bf16 attention forward with a producer warpgroup (attention_wgmma.cuh
+  // fa_forward_wgmma_ws): FUSEC_WGMMA_PRODUCER=0 or 1 chooses, default off until measured.
+  bool wgmmaProducer = false;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
@@ -36,6 +39,9 @@ struct Target {
 
 // False when FUSEC_WGMMA=0: the mma.sync kernels instead of wgmma's, on a device or off it.
 bool wgmmaAllowedByEnv();
+
+// FUSEC_WGMMA_PRODUCER: "1" on, "0" off, unset the default.
+bool wgmmaProducerByEnv(bool fallback);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile
 // --emit`): the default, an H100/H200's, with wgmma as FUSEC_WGMMA says.

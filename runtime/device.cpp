@@ -65,6 +65,7 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.smemPerBlock = int64_t(prop.sharedMemPerBlockOptin);
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
   t.wgmma = prop.major == 9 && prop.minor == 0 && codegen::wgmmaAllowedByEnv();
+  t.wgmmaProducer = codegen::wgmmaProducerByEnv(t.wgmmaProducer);
   return t;
 }
 

@@ -16,11 +16,12 @@ import sys
 
 
 
-def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=2):
+def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0):
     """The bf16 kernels' shared-memory layouts as codegen/attention_smem.cpp lays them out:
     [(launch, [(array, offset)], bytes)] for the forward, dQ and dK/dV of the mma template and,
-    with wgmma, of the wgmma template too. tests/python/attention_smem_test.py checks this copy
-    against the generator's FA_SMEM_* lines."""
+    with wgmma, of the wgmma template too (with stages > 0, also of its producer-warpgroup
+    forward). tests/python/attention_smem_test.py checks this copy against the generator's
+    FA_SMEM_* lines."""
     def lay(launch, arrays, base=16):
         placed, off = [], 0
         for name, size in arrays:
@@ -38,8 +39,9 @@ def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=2):
                 lay('WG_DQ', [('Q', rows * t), ('G', rows * t), ('K', 2 * bc * t), ('V', 2 * bc * t), ('D', rows * 4),
                               ('L2', rows * 4)], 1024),
                 lay('WG_DKDV', [('K', rows * t), ('V', rows * t), ('Q', 2 * bq * t), ('G', 2 * bq * t), ('RS', 2 * bq * 8)],
-                    1024),
-                lay('WG_FWS', [('Q', rows * t), ('K', stages * bc * t), ('V', stages * bc * t), ('BAR', 4 * stages * 8)],
+                    1024)]
+        if stages > 0:
+            out += [lay('WG_FWS', [('Q', rows * t), ('K', stages * bc * t), ('V', stages * bc * t), ('BAR', 4 * stages * 8)],
                     1024)]
     return out
 
@@ -61,7 +63,7 @@ def main():
     if args[0].startswith('--ws='):
         ws = [int(x) for x in args[0][5:].split('.')]
         args = args[1:]
-    stages = ws[0] if ws else 2
+    stages = ws[0] if ws else 0
     codegen = args[0]
 
 

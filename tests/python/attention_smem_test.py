@@ -26,9 +26,9 @@ def macros(src):
     return {m.group(1): m.group(2) for m in re.finditer(r"^#define (FA_\w+) (\S+)", src, re.M)}
 
 
-def check(fusec, work, d, ctx, program, wgmma):
-    name = f"d{d}-{program}-{ctx}-wg{wgmma}"
-    env = dict(os.environ, FUSEC_WGMMA=str(wgmma))
+def check(fusec, work, d, ctx, program, wgmma, producer):
+    name = f"d{d}-{program}-{ctx}-wg{wgmma}-p{producer}"
+    env = dict(os.environ, FUSEC_WGMMA=str(wgmma), FUSEC_WGMMA_PRODUCER=str(producer))
     fir = os.path.join(work, name + ".fir")
     with open(fir, "w") as f:
         subprocess.run([fusec, "compile", "--model", "small", "--program", program, "--d-head", str(d), "--ctx", str(ctx),
@@ -46,7 +46,7 @@ def check(fusec, work, d, ctx, program, wgmma):
         m = macros(src)
         uses_wgmma = "FA_SMEM_WG_FWD_Q" in m
         layouts = make_variant.smem_layouts(uses_wgmma, int(m["FA_D"]), 16 * int(m["FA_WARPS"]), int(m["FA_BC"]),
-                                            int(m["FA_BQ"]), int(m["FA_DQ_OTILE"]))
+                                            int(m["FA_BQ"]), int(m["FA_DQ_OTILE"]), int(m.get("FA_WG_STAGES", 0)))
         expected = {f"FA_SMEM_{launch}_{a}": str(off) for launch, arrays, _ in layouts for a, off in arrays}
         generated = {key: value for key, value in m.items() if key.startswith("FA_SMEM_")}
         if generated != expected:
@@ -56,7 +56,10 @@ def check(fusec, work, d, ctx, program, wgmma):
         for launch in k["launches"]:
             fn = launch["function"]
             kind = "DKDV" if fn.endswith("_dkdv") else "DQ" if fn.endswith("_dq") else "FWD"
-            want = by_launch[("WG_" if "wgmma(" in src.split(fn + "(", 1)[1].split(";")[0] else "") + kind]
+            call = src.split(fn + "(", 1)[1].split(";")[0]
+            if "wgmma_ws(" in call:
+                kind = "FWS"
+            want = by_launch[("WG_" if "wgmma(" in call or "wgmma_ws(" in call else "") + kind]
             if launch["smem"] != want:
                 raise SystemExit(f"FAIL {name} {fn}: launched with {launch['smem']} bytes, make_variant.py's layout "
                                  f"gives {want}")
@@ -74,8 +77,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for d in (64, 128):
             for program in ("attention", "attention_backward"):
-                for ctx, wgmma in ((256, 0), (256, 1), (2048, 1)):
-                    total += check(args.fusec, work, d, ctx, program, wgmma)
+                for ctx, wgmma, producer in ((256, 0, 0), (256, 1, 0), (2048, 1, 0), (2048, 1, 1)):
+                    total += check(args.fusec, work, d, ctx, program, wgmma, producer)
     print(f"attention shared-memory layouts: {total} launches agree")
 
 

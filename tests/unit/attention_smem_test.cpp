@@ -25,6 +25,23 @@ TEST(AttentionSmem, ArraysFollowEachOtherAndTheLaunchAsksForTheBaseSlack) {
   EXPECT_EQ(mmaSmemLayouts({64, 64, 2, 64, 64, 64, false})[1].arrays.back().name, "L2");
 }
 
+TEST(AttentionSmem, TheProducerForwardHasItsRingAndBarriers) {
+  // d 128, key tile 128, three buffers: q, three k and three v tiles, then 4 x 3 mbarriers,
+  // within the 227 KB a block may opt into (the generator's producer takes two today).
+  AttentionTiles t{128, 128, 2, 128, 128, 64, false, 3};
+  const auto wg = wgmmaSmemLayouts(t);
+  ASSERT_EQ(wg.size(), 4u);
+  EXPECT_EQ(wg[3].launch, "WG_FWS");
+  ASSERT_EQ(wg[3].arrays.size(), 4u);
+  EXPECT_EQ(wg[3].arrays[2].offset, 4 * 128 * 128 * 2);
+  EXPECT_EQ(wg[3].arrays[3].name, "BAR");
+  EXPECT_EQ(wg[3].arrays[3].offset, 7 * 128 * 128 * 2);
+  EXPECT_EQ(wg[3].bytes(), 1024 + 7 * 128 * 128 * 2 + 96);
+  EXPECT_LE(wg[3].bytes(), 227 * 1024);
+  t.producerStages = 0;  // no producer: the three launches alone
+  EXPECT_EQ(wgmmaSmemLayouts(t).size(), 3u);
+}
+
 TEST(AttentionSmem, AMisalignedArrayIsRefused) {
   SmemLayout l;
   l.launch = "WG_FWD";

@@ -458,15 +458,18 @@ TEST(CodegenTest, DropoutKernelsCarryTheirRandomNumbersAndCompile) {
 }
 
 // The attention templates the models at ctx 256 do not reach: the bf16 backward on wgmma
-// (from 1024 queries) at d 64 and 128, beside the forward, and the same programs for a target
-// without wgmma (mma.sync). Each path says so in its source, and NVRTC compiles it.
+// (from 1024 queries) at d 64 and 128, beside the forward (also the forward with a producer
+// warpgroup), and the same programs for a target without wgmma (mma.sync). Each path says so
+// in its source, and NVRTC compiles it.
 TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
   std::vector<CompileJob> jobs;
-  for (bool wgmma : {true, false})
+  for (auto [wgmma, producer] : {std::pair{true, false}, std::pair{true, true}, std::pair{false, false}})
     for (int64_t d : {64, 128}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : ""));
       auto m = models::compileAttentionProgram("attention_backward", 2, 1024, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
+      t.wgmmaProducer = producer;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -477,7 +480,10 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
         EXPECT_EQ(hasWgmma, wgmma);
         if (wgmma) {
           const bool bwd = k.image.find("bwd") != std::string::npos;
-          EXPECT_NE(k.source.find(bwd ? "fa_backward_dkdv_wgmma(" : "fa_forward_wgmma("), std::string::npos);
+          EXPECT_NE(k.source.find(bwd ? "fa_backward_dkdv_wgmma(" : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("),
+                    std::string::npos);
+          // The producer's launch: one warpgroup more than the consumers' two.
+          if (!bwd) EXPECT_EQ(k.launches.at(0).block[0], producer ? 384u : 256u);
         }
         jobs.push_back({k.image, k.source});
       }
