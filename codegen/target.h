@@ -26,8 +26,9 @@ struct Target {
   // any other device, and with FUSEC_WGMMA=0 to measure the mma.sync kernels on a Hopper.
   bool wgmma = true;
   // With wgmma, the bf16 attention forward with a producer warpgroup (attention_wgmma.cuh
-  // fa_forward_wgmma_ws): FUSEC_WGMMA_PRODUCER=0 or 1 chooses, default off until measured.
-  bool wgmmaProducer = false;
+  // fa_forward_wgmma_ws), 1.2-1.3x the forward without it at d 64 and 128, N 4k-16k on an
+  // H200 (bench/RESULTS.md); FUSEC_WGMMA_PRODUCER=0 measures the one without.
+  bool wgmmaProducer = true;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }

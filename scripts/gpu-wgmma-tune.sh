@@ -22,6 +22,7 @@ variant() {  # PREFIX [--wgmma] FIELDS...
   if [[ $1 == ws=* ]]; then flag+=("--$1"); shift; fi
   python3 "$root/bench/attention_mma_tune/make_variant.py" "${flag[@]}" "$root/codegen" "${@:1:5}" "$prefix" "${@:6}"
 }
-for c in "${wg[@]}"; do variant w --wgmma $c || exit 1; done
-for c in "${mma[@]}"; do variant m $c || exit 1; done
+# A blank list entry (MMA_VARIANTS=" ": none) is skipped.
+for c in "${wg[@]}"; do [[ -n ${c// /} ]] || continue; variant w --wgmma $c || exit 1; done
+for c in "${mma[@]}"; do [[ -n ${c// /} ]] || continue; variant m $c || exit 1; done
 SEQS=${SEQS:-1024 4096 8192} "$root/bench/attention_mma_tune/run.sh" 2>&1 | tee "$OUT/wgmma-tune.txt"
