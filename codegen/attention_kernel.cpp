@@ -192,8 +192,9 @@ void writeTilingMacros(CodeWriter& w, const MmaTiling& t, bool tf32) {
 // d 8/24/..., strides off by a few elements).
 struct AttentionPath {
   bool tf32 = false, mma = false, wgmma = false;
-  // The wgmma forward with a producer warpgroup (fa_forward_wgmma_ws): one warpgroup more than
-  // the tiling's warps, copying K and V into a ring of `stages` buffers.
+  // The wgmma forward or dK/dV pass with a producer warpgroup (fa_forward_wgmma_ws,
+  // fa_backward_dkdv_wgmma_ws): one warpgroup more than the tiling's warps in that launch,
+  // copying the walked tiles into a ring of `stages` buffers.
   bool producer = false;
   int stages = 0;
   std::string simtWhy;  // why not tensor cores ("" when mma)
@@ -238,10 +239,9 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
     p.tiling.dqOTile = false;
   }
   if (p.mma) p.threads = 32 * p.tiling.warps, p.rows = 16 * p.tiling.warps;
-  if (p.wgmma && !backward && target.wgmmaProducer) {
+  if (p.wgmma && (backward ? target.wgmmaProducerBackward : target.wgmmaProducer)) {
     p.producer = true;
     p.stages = 2;
-    p.threads += 128;
   }
   return p;
 }
@@ -306,7 +306,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
          (att->attrBool("causal") ? ", causal" : "") + (group > 1 ? ", " + std::to_string(group) + " query heads a key/value head" : ""));
   w.line(!mma    ? "// path: SIMT (FFMA): " + simtWhy
          : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
-                       (path.producer ? ", a producer warpgroup)" : ")")
+                       (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
          : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
                  : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
@@ -357,7 +357,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
     }
   }
   for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
-  const int64_t fwdBytes = (path.producer ? layouts.at(3) : layouts[0]).bytes(), dqBytes = layouts[1].bytes(), dkdvBytes = layouts[2].bytes();
+  const int64_t fwdBytes = (path.producer ? layouts.at(3) : layouts[0]).bytes(), dqBytes = layouts[1].bytes(),
+                dkdvBytes = (path.producer ? layouts.at(4) : layouts[2]).bytes();
+  const int producerThreads = threads + (path.producer ? 128 : 0);  // the launch that has the producer
   w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
   if (wgmma) w.line(attentionWgmmaSource());
@@ -367,21 +369,21 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   const uint32_t zs = uint32_t(std::max<int64_t>(batch, 1)), kvZs = uint32_t(std::max<int64_t>(kvBatch, 1));
   std::vector<Launch> launches;
   // `batches`: the query's batch indices, or the key/value's for the dK/dV pass.
-  auto launch = [&](const std::string& fn, uint32_t tiles, int64_t bytes, const std::string& call, int minBlocks = 0,
-                    uint32_t batches = 0) {
-    k.signature(w, fn, threads, minBlocks);
+  auto launch = [&](const std::string& fn, int blockThreads, uint32_t tiles, int64_t bytes, const std::string& call,
+                    int minBlocks = 0, uint32_t batches = 0) {
+    k.signature(w, fn, blockThreads, minBlocks);
     w.line(call);
     w.close();
     // The mma template takes the batch index from x (so blocks start longest tile first across
     // every head), the SIMT one from y.
     const uint32_t t = std::max<uint32_t>(tiles, 1), z = batches ? batches : zs;
     launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{z, t, 1} : std::array<uint32_t, 3>{t, z, 1},
-                              {uint32_t(threads), 1, 1}, uint32_t(bytes)});
+                              {uint32_t(blockThreads), 1, 1}, uint32_t(bytes)});
   };
   if (!backward) {
-    launch(k.name, qTiles, fwdBytes,
-           std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) +
-               ", " + out(1) + ");",
+    launch(k.name, producerThreads, qTiles, fwdBytes,
+           std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) +
+               ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");",
            wgmma ? 1 : 0);
     return launches;
   }
@@ -389,11 +391,12 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
   // dq is unused (a null dq: statistics only).
   if (outOf.count(0) || (mma && (outOf.count(1) || outOf.count(2))))
-    launch(k.name + "_dq", qTiles, dqBytes,
+    launch(k.name + "_dq", threads, qTiles, dqBytes,
            std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " + out(0) + ");", wgmma ? 1 : 0);
   if (outOf.count(1) || outOf.count(2))
-    launch(k.name + "_dkdv", kTiles, dkdvBytes,
-           std::string(wgmma ? "fa_backward_dkdv_wgmma(" : "fa_backward_dkdv(") + common + ", " + out(1) + ", " + out(2) + ");",
+    launch(k.name + "_dkdv", producerThreads, kTiles, dkdvBytes,
+           std::string(path.producer ? "fa_backward_dkdv_wgmma_ws(" : wgmma ? "fa_backward_dkdv_wgmma(" : "fa_backward_dkdv(") +
+               common + ", " + out(1) + ", " + out(2) + ");",
            wgmma ? 1 : mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;
 }

@@ -79,7 +79,13 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
   const int64_t s = t.producerStages;
   fws.add("Q", br * t.d * es, kTile).add("K", s * bc * t.d * es, kTile).add("V", s * bc * t.dv * es, kTile);
   fws.add("BAR", 4 * s * 8, 8);
-  return {fwd, dq, dkdv, fws};
+  // dK/dV with a producer: its own K and V rows, the ring of Q, dO and row statistics, and
+  // the ring's full and empty mbarriers.
+  SmemLayout dks = named("WG_DKS", kTile);
+  dks.add("K", br * t.d * es, kTile).add("V", br * t.dv * es, kTile);
+  dks.add("Q", s * bq * t.d * es, kTile).add("G", s * bq * t.dv * es, kTile);
+  dks.add("RS", s * bq * 8).add("BAR", 2 * s * 8, 8);
+  return {fwd, dq, dkdv, fws, dks};
 }
 
 void writeSmemMacros(CodeWriter& w, const SmemLayout& l) {

@@ -40,8 +40,8 @@ struct AttentionTiles {
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma
-// template's list has a fourth, WG_FWS (the forward with a producer warpgroup), when
-// t.producerStages > 0.
+// template's list has two more when t.producerStages > 0: WG_FWS and WG_DKS, the forward and
+// dK/dV with a producer warpgroup.
 // SIMT: f32 tiles of `rows` rows (the template's BR = BC), padded by 4 floats.
 std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes

@@ -655,3 +655,129 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
 }
 #endif  // FA_BACKWARD
+
+#if FA_BACKWARD && FA_WG_PRODUCER
+// ---- backward on wgmma, pass 2 with a producer warpgroup: the same dk, dv ----
+// fa_backward_dkdv_wgmma's arithmetic in the same order, with the copies of the query-side
+// tiles (Q, dO and their row statistics) moved to a producer warpgroup (the last 128
+// threads) and a ring of FA_WG_STAGES buffers behind full and empty mbarriers, as in
+// fa_forward_wgmma_ws: the two consumer warpgroups (64 key rows each) no longer meet at a
+// block barrier twice a query tile, and setmaxnreg gives them the producer's registers.
+__device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                          const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                          const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                          fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+  using namespace fa;
+  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
+  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
+  constexpr int S = FA_WG_STAGES;
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_DKS_*)
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKS_K);      // [BR][D] swizzled
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKS_V);      // [BR][DV]
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKS_Q);      // [S][BQ][D]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKS_G);      // dO: [S][BQ][DV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKS_RS);  // {D, L2}: [S][BQ]
+  // full[S]: the producer's 128 threads arrive as their copies land; empty[S]: each consumer
+  // warp arrives once its products have read the buffer.
+  const unsigned bars = smemAddr(smem + FA_SMEM_WG_DKS_BAR);
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (S + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      wg::mbarInit(full(s), 128);
+      wg::mbarInit(empty(s), FA_WARPS);
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
+  const QueryWalk walk(k0);                        // attention_mma.cuh
+  const int steps = walk.steps;
+  if (threadIdx.x >= NT) {  // the producer
+#if FA_WG_MAXNREG
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
+    const int p = threadIdx.x - NT;
+    for (int it = 0; it < steps; ++it) {
+      const int s = it % S, zq = walk.head(z, it), q0 = walk.q0(it);
+      if (it >= S) wg::mbarWait(empty(s), ((it / S) - 1) & 1);
+      wg::produceTile<BQ, FA_D, 128>(Qs + s * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ, p);
+      wg::produceTile<BQ, FA_DV, 128>(Gs + s * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ, p);
+      // The row statistics, 8 bytes a row (loadRowStats's copies; rows at or past FA_TQ zeros).
+      const float2* src = fa_rowstats + (long long)zq * FA_TQ;
+      for (int r = p; r < BQ; r += 128) {
+        const bool ok = q0 + r < FA_TQ;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smemAddr(RS + s * BQ + r)),
+                     "l"(src + (ok ? q0 + r : 0)), "r"(ok ? 8 : 0));
+      }
+      wg::mbarArriveOnCopies(full(s));
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy in flight at exit
+    return;
+  }
+#if FA_WG_MAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+#endif
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, c = warp >> 2, wr = c * 64;
+  const bool lead = lane == 0;  // a warp's arrival on the empty barriers
+  k += fa_k_batch(z * FA_GROUP);
+  v += fa_v_batch(z * FA_GROUP);
+  // Each consumer copies its own 64 key rows of K and V and waits for them alone.
+  wg::loadRows<BR, FA_D, 64, 128>(Ks, k, FA_K_RS, k0, wr, FA_TK, threadIdx.x & 127);
+  wg::loadRows<BR, FA_DV, 64, 128>(Vs, v, FA_V_RS, k0, wr, FA_TK, threadIdx.x & 127);
+  cpCommit();
+  cpWait<0>();
+  wg::proxyFence();
+  wg::namedSync(1 + c, 128);
+  const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  zero(gk);
+  zero(gv);
+  const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
+  for (int it = 0; it < steps; ++it) {
+    const int q0 = walk.q0(it), buf = it % S;
+    wg::mbarWait(full(buf), (it / S) & 1);
+    wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
+    const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
+    float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
+    wg::fence();
+    wg::mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
+    wg::mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(s);
+    wg::pin(dp);
+    const bool mask = needsMask<BQ, BR>(q0, k0);
+    const float2* Rb = RS + buf * BQ;
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * j + 2 * t4 + (e & 1);
+        const float2 st = Rb[col];  // {D, L2} of query q0 + col
+        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
+        if (mask && !visible(q0 + col, kw + 8 * (e >> 1))) p = 0.f;
+        s[j][e] = p;                       // P^T
+        dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale (applied to dK)
+      }
+    unsigned pa[BQ / 16][4], da[BQ / 16][4];
+    wg::packA<BQ>(pa, s);
+    wg::packA<BQ>(da, dp);
+    wg::pin(pa);
+    wg::pin(da);
+    wg::pin(gk);
+    wg::pin(gv);
+    wg::fence();
+    wg::mmaPB<BQ, FA_DV>(gv, pa, gt);
+    wg::mmaPB<BQ, FA_D>(gk, da, qt);
+    wg::commit();
+    wg::wait<0>();
+    wg::pin(gk);
+    wg::pin(gv);
+    wg::pin(pa);
+    wg::pin(da);
+    if (lead) wg::mbarArrive(empty(buf));  // this warp's products have read the buffer
+  }
+  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
+  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+}
+#endif  // FA_BACKWARD && FA_WG_PRODUCER

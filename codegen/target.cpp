@@ -9,8 +9,8 @@ bool wgmmaAllowedByEnv() {
   return !(v && std::string(v) == "0");
 }
 
-bool wgmmaProducerByEnv(bool fallback) {
-  const char* v = std::getenv("FUSEC_WGMMA_PRODUCER");
+bool wgmmaProducerByEnv(bool fallback, bool backward) {
+  const char* v = std::getenv(backward ? "FUSEC_WGMMA_PRODUCER_BWD" : "FUSEC_WGMMA_PRODUCER");
   return v && std::string(v) == "1" ? true : v && std::string(v) == "0" ? false : fallback;
 }
 
@@ -18,6 +18,7 @@ Target offlineTarget() {
   Target t;
   t.wgmma = wgmmaAllowedByEnv();
   t.wgmmaProducer = wgmmaProducerByEnv(t.wgmmaProducer);
+  t.wgmmaProducerBackward = wgmmaProducerByEnv(t.wgmmaProducerBackward, true);
   return t;
 }
 

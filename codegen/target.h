@@ -29,6 +29,9 @@ struct Target {
   // fa_forward_wgmma_ws), 1.2-1.3x the forward without it at d 64 and 128, N 4k-16k on an
   // H200 (bench/RESULTS.md); FUSEC_WGMMA_PRODUCER=0 measures the one without.
   bool wgmmaProducer = true;
+  // The same for the bf16 backward's dK/dV pass on wgmma (fa_backward_dkdv_wgmma_ws):
+  // FUSEC_WGMMA_PRODUCER_BWD=0 or 1, default off until measured.
+  bool wgmmaProducerBackward = false;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
@@ -41,8 +44,9 @@ struct Target {
 // False when FUSEC_WGMMA=0: the mma.sync kernels instead of wgmma's, on a device or off it.
 bool wgmmaAllowedByEnv();
 
-// FUSEC_WGMMA_PRODUCER: "1" on, "0" off, unset the default.
-bool wgmmaProducerByEnv(bool fallback);
+// FUSEC_WGMMA_PRODUCER (the forward) and FUSEC_WGMMA_PRODUCER_BWD (dK/dV): "1" on, "0" off,
+// unset the default.
+bool wgmmaProducerByEnv(bool fallback, bool backward = false);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile
 // --emit`): the default, an H100/H200's, with wgmma as FUSEC_WGMMA says.

@@ -66,6 +66,7 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
   t.wgmma = prop.major == 9 && prop.minor == 0 && codegen::wgmmaAllowedByEnv();
   t.wgmmaProducer = codegen::wgmmaProducerByEnv(t.wgmmaProducer);
+  t.wgmmaProducerBackward = codegen::wgmmaProducerByEnv(t.wgmmaProducerBackward, true);
   return t;
 }
 

@@ -4,8 +4,8 @@
 # tests into build-gpu/, runs the fused attention tests and every model kernel against the
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
-# leaves them out; WG_BASELINE=0 the mma.sync rows; WG_NOPRODUCER=1 adds the wgmma forward
-# without its producer warpgroup), and the bf16 train step of WG_MODELS (model:batch) with WG_STEP_ENV
+# leaves them out; WG_BASELINE=0 the mma.sync rows; WG_NOPRODUCER=1 and WG_PRODUCER_BWD=1 add
+# rows below), and the bf16 train step of WG_MODELS (model:batch) with WG_STEP_ENV
 # (default FUSEC_WGMMA) 0 and 1 alternating, WG_ROUNDS times. Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,20 +24,25 @@ if [[ ${WG_TESTS:-FusedAttention.*:*KernelRun*} != none ]]; then
   timeout 300 "$BUILD/tests/gpu/fusec_gpu_tests" --gtest_filter="${WG_TESTS:-FusedAttention.*:*KernelRun*}" >"$OUT/gtest.log" 2>&1
   grep -E "^\[  (PASSED|FAILED) |Failure|rel err [1-9]e-0[0-2]|rel err (nan|inf)" "$OUT/gtest.log" | head -40
 fi
-bench() {  # FUSEC_WGMMA value (1n: wgmma without the producer warpgroup), extra flags
-  FUSEC_WGMMA=${1%n} FUSEC_WGMMA_PRODUCER=$([[ $1 == *n ]] && echo 0 || echo "${FUSEC_WGMMA_PRODUCER:-}") timeout 240 "$fusec" bench attention --impl fused --dtype bf16 --d "${WG_D:-64,128}" \
-    --seq "${WG_SEQ:-4096,8192}" --batch "${WG_BATCH:-8}" --warmup 5 --iters 20 "${@:2}" >"$OUT/attention-wgmma$1.txt" \
-    2>"$OUT/attention-wgmma$1.err"
-  echo "== bench attention, FUSEC_WGMMA=$1"  # 1n: and FUSEC_WGMMA_PRODUCER=0
-  cat "$OUT/attention-wgmma$1.txt"
-  tail -3 "$OUT/attention-wgmma$1.err"
+bench() {  # LABEL [VAR=VALUE ...] [extra flags]: the bench under those variables, into attention-LABEL.txt
+  local label=$1 envs=()
+  shift
+  while [[ $# -gt 0 && $1 == *=* ]]; do envs+=("$1"); shift; done
+  env "${envs[@]}" timeout 240 "$fusec" bench attention --impl fused --dtype bf16 --d "${WG_D:-64,128}" \
+    --seq "${WG_SEQ:-4096,8192}" --batch "${WG_BATCH:-8}" --warmup 5 --iters 20 "$@" >"$OUT/attention-$label.txt" \
+    2>"$OUT/attention-$label.err"
+  echo "== bench attention, $label: ${envs[*]}"
+  cat "$OUT/attention-$label.txt"
+  tail -3 "$OUT/attention-$label.err"
 }
-[[ ${WG_BASELINE:-1} == 0 ]] || bench 0
+[[ ${WG_BASELINE:-1} == 0 ]] || bench mma FUSEC_WGMMA=0
 torch_flag=--vs-torch
 [[ ${WG_TORCH:-1} == 0 ]] && torch_flag=
-bench 1 $torch_flag
-# WG_NOPRODUCER=1: the wgmma forward without its producer warpgroup (FUSEC_WGMMA_PRODUCER=0) too.
-[[ ${WG_NOPRODUCER:-0} == 1 ]] && bench 1n
+bench wgmma FUSEC_WGMMA=1 $torch_flag
+# WG_NOPRODUCER=1: the wgmma forward without its producer warpgroup too; WG_PRODUCER_BWD=1 the
+# backward's dK/dV with one (FUSEC_WGMMA_PRODUCER_BWD=1).
+[[ ${WG_NOPRODUCER:-0} == 1 ]] && bench noproducer FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER=0
+[[ ${WG_PRODUCER_BWD:-0} == 1 ]] && bench producer-bwd FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER_BWD=1
 for round in $(seq "${WG_ROUNDS:-2}"); do
   for mb in ${WG_MODELS:-small:64 medium:16}; do
     for w in 0 1; do

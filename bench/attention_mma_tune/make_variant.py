@@ -8,9 +8,9 @@
 # forward's key tile, default 64 (128 with --wgmma); BWD_BC: dQ's, default BC (64 with --wgmma)).
 # --wgmma times fa_forward_wgmma, fa_backward_dq_wgmma and fa_backward_dkdv_wgmma (warps in
 # warpgroups of 4: FWD_WARPS 8 is two warpgroups of 64 rows); build those variants for sm_90a.
-# --ws=S.P.M times fa_forward_wgmma_ws instead (a producer warpgroup beside FWD_WARPS / 4
-# consumers): S buffers a K and V ring, P 1 for pingpong between two consumers, M 1 for
-# setmaxnreg; the file name gains _wsSPM.
+# --ws=S.P.M times fa_forward_wgmma_ws and fa_backward_dkdv_wgmma_ws instead (a producer
+# warpgroup beside the consumer warpgroups): S buffers a ring, P 1 for the forward's pingpong
+# between two consumers, M 1 for setmaxnreg; the file name gains _wsSPM.
 import os
 import sys
 
@@ -42,7 +42,9 @@ def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0):
                     1024)]
         if stages > 0:
             out += [lay('WG_FWS', [('Q', rows * t), ('K', stages * bc * t), ('V', stages * bc * t), ('BAR', 4 * stages * 8)],
-                    1024)]
+                        1024),
+                    lay('WG_DKS', [('K', rows * t), ('V', rows * t), ('Q', stages * bq * t), ('G', stages * bq * t),
+                                   ('RS', stages * bq * 8), ('BAR', 2 * stages * 8)], 1024)]
     return out
 
 
@@ -99,7 +101,7 @@ def main():
             w = 1 if n == 'lse' else D
             h += (f'#define FA_{n.upper()}_RS {w}LL\n__device__ __forceinline__ long long fa_{n}_batch(int z) '
                   f'{{ return (long long)z * NSEQ * {w}; }}\n')
-        if ws and not backward:
+        if ws:
             h += f'#define FA_WG_PRODUCER 1\n#define FA_WG_STAGES {ws[0]}\n#define FA_WG_PINGPONG {ws[1]}\n#define FA_WG_MAXNREG {ws[2]}\n'
         return h + smem_macros(layouts(warps, bc))
 
@@ -114,7 +116,7 @@ def main():
     out += (f'#define WGMMA {int(wgmma)}\n#define WS {int(bool(ws))}\nconstexpr int D = {D}, FW = {FW}, BW = {BW}, BQV = {BQ}, FQREG = {FQ}, '
             f'OT = {OT};\n'
             f'constexpr int SF = {launch_bytes(FW, BC, "FWS" if ws else "FWD")}, SQ = {launch_bytes(BW, BBC, "DQ")}, '
-            f'SK = {launch_bytes(BW, BBC, "DKDV")};  // shared memory bytes of each launch\n')
+            f'SK = {launch_bytes(BW, BBC, "DKS" if ws else "DKDV")};  // shared memory bytes of each launch\n')
     out += open(os.path.join(here, 'harness.cu.inc')).read()
     suffix = (f'_{BC}' if BC != (128 if wgmma else 64) or BBC != (64 if wgmma else BC) else '') + \
              (f'_{BBC}' if BBC != (64 if wgmma else BC) else '') + ('_ws' + ''.join(map(str, ws)) if ws else '')

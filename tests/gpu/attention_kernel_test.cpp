@@ -131,36 +131,41 @@ class ScopedEnv {
   std::string old_;
 };
 
-// The bf16 forward on wgmma with a producer warpgroup (attention_wgmma.cuh
-// fa_forward_wgmma_ws; FUSEC_WGMMA_PRODUCER=1): against the interpreter, and bit for bit
-// against the forward without it, whose arithmetic it does in the same order (only who copies
-// the tiles and how the warpgroups wait differ). Lengths that leave a partial last tile, one
-// tile, and many (the ring wraps several times).
-TEST_F(FusedAttention, ProducerWarpgroupForwardMatchesBitForBit) {
+// The bf16 forward and dK/dV pass on wgmma with a producer warpgroup (attention_wgmma.cuh
+// fa_forward_wgmma_ws, fa_backward_dkdv_wgmma_ws; FUSEC_WGMMA_PRODUCER and
+// FUSEC_WGMMA_PRODUCER_BWD): against the interpreter, and bit for bit against the kernels
+// without it, whose arithmetic they do in the same order (only who copies the tiles and how
+// the warpgroups wait differ). Lengths that leave a partial last tile, one tile, and many (the
+// ring wraps several times); the backward takes wgmma from 1024 queries.
+TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
   uint32_t seed = 700;
-  for (int64_t d : {64, 128})
-    for (int64_t n : {17, 200, 1000, 4096}) {
-      ScopedEnv on("FUSEC_WGMMA_PRODUCER", "1");
-      check("attention", DType::bf16, n >= 4096 ? 1 : 2, n, d, seed);
-      // The same inputs through both forwards.
-      Module ref;
-      Graph& rg = models::buildAttentionProgram(ref, "attention", 2, n, d);
-      std::mt19937 rng(seed++);
-      Bindings env;
-      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      std::vector<std::vector<HostTensor>> outs;
-      for (const char* producer : {"1", "0"}) {
-        ScopedEnv choice("FUSEC_WGMMA_PRODUCER", producer);
-        auto fused = models::compileAttentionProgram("attention", 2, n, d, AttentionLowering::Fused, DType::bf16);
-        rt::Executable exe(*fused->funcs.front());
-        exe.bind(env);
-        exe.run();
-        outs.emplace_back();
-        for (size_t i = 0; i < rg.outputs.size(); ++i) outs.back().push_back(exe.output(i));
+  for (const char* program : {"attention", "attention_backward"})
+    for (int64_t d : {64, 128})
+      for (int64_t n : {17, 200, 1000, 1100, 4096}) {
+        const bool backward = std::string(program) == "attention_backward";
+        if (backward && n < 1024) continue;
+        const char* var = backward ? "FUSEC_WGMMA_PRODUCER_BWD" : "FUSEC_WGMMA_PRODUCER";
+        ScopedEnv on(var, "1");
+        check(program, DType::bf16, n >= 4096 ? 1 : 2, n, d, seed);
+        // The same inputs through both kernels.
+        Module ref;
+        Graph& rg = models::buildAttentionProgram(ref, program, 2, n, d);
+        std::mt19937 rng(seed++);
+        Bindings env;
+        for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+        std::vector<std::vector<HostTensor>> outs;
+        for (const char* producer : {"1", "0"}) {
+          ScopedEnv choice(var, producer);
+          auto fused = models::compileAttentionProgram(program, 2, n, d, AttentionLowering::Fused, DType::bf16);
+          rt::Executable exe(*fused->funcs.front());
+          exe.bind(env);
+          exe.run();
+          outs.emplace_back();
+          for (size_t i = 0; i < rg.outputs.size(); ++i) outs.back().push_back(exe.output(i));
+        }
+        for (size_t i = 0; i < outs[0].size(); ++i)
+          EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << program << " d=" << d << " N=" << n << " output " << i;
       }
-      for (size_t i = 0; i < outs[0].size(); ++i)
-        EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "d=" << d << " N=" << n << " output " << i;
-    }
 }
 
 // Grouped-query attention (k, v with fewer heads than q): the forward reads kv head h / group,

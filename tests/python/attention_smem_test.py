@@ -28,7 +28,8 @@ def macros(src):
 
 def check(fusec, work, d, ctx, program, wgmma, producer):
     name = f"d{d}-{program}-{ctx}-wg{wgmma}-p{producer}"
-    env = dict(os.environ, FUSEC_WGMMA=str(wgmma), FUSEC_WGMMA_PRODUCER=str(producer))
+    env = dict(os.environ, FUSEC_WGMMA=str(wgmma), FUSEC_WGMMA_PRODUCER=str(producer),
+               FUSEC_WGMMA_PRODUCER_BWD=str(producer))
     fir = os.path.join(work, name + ".fir")
     with open(fir, "w") as f:
         subprocess.run([fusec, "compile", "--model", "small", "--program", program, "--d-head", str(d), "--ctx", str(ctx),
@@ -58,7 +59,7 @@ def check(fusec, work, d, ctx, program, wgmma, producer):
             kind = "DKDV" if fn.endswith("_dkdv") else "DQ" if fn.endswith("_dq") else "FWD"
             call = src.split(fn + "(", 1)[1].split(";")[0]
             if "wgmma_ws(" in call:
-                kind = "FWS"
+                kind = "DKS" if kind == "DKDV" else "FWS"
             want = by_launch[("WG_" if "wgmma(" in call or "wgmma_ws(" in call else "") + kind]
             if launch["smem"] != want:
                 raise SystemExit(f"FAIL {name} {fn}: launched with {launch['smem']} bytes, make_variant.py's layout "

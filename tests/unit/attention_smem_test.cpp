@@ -25,12 +25,12 @@ TEST(AttentionSmem, ArraysFollowEachOtherAndTheLaunchAsksForTheBaseSlack) {
   EXPECT_EQ(mmaSmemLayouts({64, 64, 2, 64, 64, 64, false})[1].arrays.back().name, "L2");
 }
 
-TEST(AttentionSmem, TheProducerForwardHasItsRingAndBarriers) {
+TEST(AttentionSmem, TheProducerKernelsHaveTheirRingsAndBarriers) {
   // d 128, key tile 128, three buffers: q, three k and three v tiles, then 4 x 3 mbarriers,
   // within the 227 KB a block may opt into (the generator's producer takes two today).
   AttentionTiles t{128, 128, 2, 128, 128, 64, false, 3};
   const auto wg = wgmmaSmemLayouts(t);
-  ASSERT_EQ(wg.size(), 4u);
+  ASSERT_EQ(wg.size(), 5u);
   EXPECT_EQ(wg[3].launch, "WG_FWS");
   ASSERT_EQ(wg[3].arrays.size(), 4u);
   EXPECT_EQ(wg[3].arrays[2].offset, 4 * 128 * 128 * 2);
@@ -38,6 +38,14 @@ TEST(AttentionSmem, TheProducerForwardHasItsRingAndBarriers) {
   EXPECT_EQ(wg[3].arrays[3].offset, 7 * 128 * 128 * 2);
   EXPECT_EQ(wg[3].bytes(), 1024 + 7 * 128 * 128 * 2 + 96);
   EXPECT_LE(wg[3].bytes(), 227 * 1024);
+  // dK/dV: its k and v rows, three q and three dO tiles of 64 queries, their row statistics
+  // (a float2 a query), then 2 x 3 mbarriers.
+  EXPECT_EQ(wg[4].launch, "WG_DKS");
+  ASSERT_EQ(wg[4].arrays.size(), 6u);
+  EXPECT_EQ(wg[4].arrays[4].name, "RS");
+  EXPECT_EQ(wg[4].arrays[4].offset, 2 * 128 * 128 * 2 + 6 * 64 * 128 * 2);
+  EXPECT_EQ(wg[4].arrays[5].offset, wg[4].arrays[4].offset + 3 * 64 * 8);
+  EXPECT_EQ(wg[4].bytes(), 1024 + wg[4].arrays[5].offset + 48);
   t.producerStages = 0;  // no producer: the three launches alone
   EXPECT_EQ(wgmmaSmemLayouts(t).size(), 3u);
 }

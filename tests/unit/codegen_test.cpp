@@ -470,6 +470,7 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
       Target t;
       t.wgmma = wgmma;
       t.wgmmaProducer = producer;
+      t.wgmmaProducerBackward = producer;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -480,10 +481,12 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
         EXPECT_EQ(hasWgmma, wgmma);
         if (wgmma) {
           const bool bwd = k.image.find("bwd") != std::string::npos;
-          EXPECT_NE(k.source.find(bwd ? "fa_backward_dkdv_wgmma(" : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("),
+          EXPECT_NE(k.source.find(bwd ? (producer ? "fa_backward_dkdv_wgmma_ws(" : "fa_backward_dkdv_wgmma(")
+                                      : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("),
                     std::string::npos);
-          // The producer's launch: one warpgroup more than the consumers' two.
-          if (!bwd) EXPECT_EQ(k.launches.at(0).block[0], producer ? 384u : 256u);
+          // The producer's launch (the forward, dK/dV): one warpgroup more than the consumers' two.
+          EXPECT_EQ(k.launches.back().block[0], producer ? 384u : 256u);
+          if (bwd) EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
         }
         jobs.push_back({k.image, k.source});
       }
