@@ -29,8 +29,10 @@ struct Target {
   // fa_forward_wgmma_ws), 1.2-1.3x the forward without it at d 64 and 128, N 4k-16k on an
   // H200 (bench/RESULTS.md); FUSEC_WGMMA_PRODUCER=0 measures the one without.
   bool wgmmaProducer = true;
-  // The same for the bf16 backward's dK/dV pass on wgmma (fa_backward_dkdv_wgmma_ws):
-  // FUSEC_WGMMA_PRODUCER_BWD=0 or 1, default off until measured.
+  // The same for the bf16 backward's dK/dV pass on wgmma (fa_backward_dkdv_wgmma_ws),
+  // FUSEC_WGMMA_PRODUCER_BWD=1. Off: measured on an H200 it is slower at d 64 (dK/dV 0.78 ->
+  // 0.88 ms, [16, 8192, 64]) and within 4% either way at d 128 (bench/RESULTS.md); what limits
+  // this pass is not its copies.
   bool wgmmaProducerBackward = false;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
