@@ -401,6 +401,28 @@ __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4
   }
 }
 
+// dK/dV's elementwise step on one query tile in accumulator layout (this thread's key rows kw
+// and kw + 8, query columns q0 + 8 j + 2 t4 + (e & 1)): S^T becomes P^T = exp(S^T scale - L2),
+// 0 where the causal mask hides the pair, and dP^T becomes dS^T / scale = P^T (dP^T - D) (the
+// scale is applied once, to dK), from each query's {D, L2} in Rb. The mma.sync and the wgmma
+// dK/dV passes share it (an m64nN wgmma accumulator is mma.sync's layout per warp).
+template <int C>
+__device__ __forceinline__ void dsTransposed(float (&s)[C / 8][4], float (&dp)[C / 8][4], const float2* Rb, int q0, int kw,
+                                             bool mask) {
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = 8 * j + 2 * t4 + (e & 1);
+      const float2 st = Rb[c];  // {D, L2} of query q0 + c
+      float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
+      if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
+      s[j][e] = p;                       // P^T
+      dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale
+    }
+}
+
 // Row statistics [r0, r0 + R) of `src` into shared memory, asynchronously (8-byte copies);
 // rows at or past FA_TQ are zeros.
 template <int R>
@@ -654,7 +676,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_Q);      // [2][BQ][LD]
   fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DKDV_G);      // dO: [2][BQ][LDV]
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_DKDV_RS);  // {D, L2}: [2][BQ]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   // z is the key/value batch index; grouped-query attention's FA_GROUP query heads
   // z * FA_GROUP .. + FA_GROUP - 1 read it, and their contributions to dK, dV add up here, in
   // registers, in a fixed order (no atomics).
@@ -690,19 +712,7 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     zero(dp);
     gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + warp * 16 * LD, Qs + buf * BQ * LD);
     gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + warp * 16 * LDV, Gs + buf * BQ * LDV);
-    const bool mask = needsMask<BQ, BR>(q0, k0);
-    const float2* Rb = RS + buf * BQ;
-#pragma unroll
-    for (int j = 0; j < BQ / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = 8 * j + 2 * t4 + (e & 1);
-        const float2 st = Rb[c];  // {D, L2} of query q0 + c
-        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
-        if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
-        s[j][e] = p;                                     // P^T
-        dp[j][e] = p * (dp[j][e] - st.x);                // dS^T / scale (applied to dK)
-      }
+    dsTransposed<BQ>(s, dp, RS + buf * BQ, q0, kw, needsMask<BQ, BR>(q0, k0));
     gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + buf * BQ * LDV);
     gemmPB<BQ, FA_D, LD>(gk, dp, Qs + buf * BQ * LD);
     __syncthreads();

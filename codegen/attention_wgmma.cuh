@@ -226,6 +226,29 @@ __device__ __forceinline__ void namedArrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// A producer-warpgroup kernel's roles (fa_forward_wgmma_ws, fa_backward_dkdv_wgmma_ws): with
+// FA_WG_MAXNREG the producer gives up registers (40 left) that the consumers take (232 each:
+// 2 x 128 x 232 + 128 x 40 is the 384-thread block's 168 a thread); the producer ends with no
+// copy in flight; a consumer's own tile rows (copied by its 128 threads) are in and visible to
+// the tensor cores once ownRowsLanded returns (named barrier 1 + consumer).
+__device__ __forceinline__ void producerRegisters() {
+#if FA_WG_MAXNREG
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
+}
+__device__ __forceinline__ void consumerRegisters() {
+#if FA_WG_MAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+#endif
+}
+__device__ __forceinline__ void producerDone() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void ownRowsLanded(int consumer) {
+  cpCommit();
+  cpWait<0>();
+  proxyFence();
+  namedSync(1 + consumer, 128);
+}
+
 // The 1024-byte aligned start of the dynamic shared memory (the generator asks for 1 KB more
 // than the tiles take): the swizzle's descriptors assume tiles that start on its repeat.
 __device__ __forceinline__ char* alignedSmem() {
@@ -238,13 +261,15 @@ __device__ __forceinline__ char* alignedSmem() {
 }  // namespace fa
 
 #if !FA_BACKWARD
+// The shapes both wgmma forwards take (the generator picks wgmma only for these).
+static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
+static_assert(fa::BR % 64 == 0 && (fa::BC == 64 || fa::BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
+
 // ---- forward on wgmma: o = softmax(q k^T scale) v, lse ----
 __device__ __forceinline__ void fa_forward_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                  const fa_t* __restrict__ v, fa_t* __restrict__ o,
                                                  float* __restrict__ lse) {
   using namespace fa;
-  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
-  static_assert(BR % 64 == 0 && (BC == 64 || BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
   fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWD_Q);  // [BR][D] swizzled
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_FWD_K);  // [2][BC][D]
@@ -342,8 +367,6 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
                                                     const fa_t* __restrict__ v, fa_t* __restrict__ o,
                                                     float* __restrict__ lse) {
   using namespace fa;
-  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma forward takes d = dv of 64 or 128");
-  static_assert(BR % 64 == 0 && (BC == 64 || BC == 128), "warpgroups of 64 rows, key tiles of one wgmma's n");
   constexpr int S = FA_WG_STAGES, CONSUMERS = FA_WARPS / 4;
   static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_FWS_*)
@@ -371,9 +394,7 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
   if (threadIdx.x >= NT) {
     // The producer: K_j and V_j into buffer j % S once the consumers have freed it (the
     // n-th refill of a buffer waits for its n-th release).
-#if FA_WG_MAXNREG
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-#endif
+    wg::producerRegisters();
     const int p = threadIdx.x - NT;
     k += fa_k_batch(z);
     v += fa_v_batch(z);
@@ -386,21 +407,16 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
       wg::produceTile<BC, FA_DV, 128>(Vs + s * BC * FA_DV, v, FA_V_RS, j * BC, FA_TK, p);
       wg::mbarArriveOnCopies(fullV(s));
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy in flight at exit
+    wg::producerDone();
     return;
   }
-#if FA_WG_MAXNREG
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-#endif
+  wg::consumerRegisters();
   const int warp = threadIdx.x >> 5, c = warp >> 2, wr = c * 64;  // the warpgroup and its first row of BR
   const bool lead = (threadIdx.x & 31) == 0;                      // a warp's arrivals on the empty barriers
   q += fa_q_batch(z);
   // Each consumer copies its own 64 rows of Q and waits for them alone.
   wg::loadRows<BR, FA_D, 64, 128>(Qs, q, FA_Q_RS, q0, wr, FA_TQ, threadIdx.x & 127);
-  cpCommit();
-  cpWait<0>();
-  wg::proxyFence();
-  wg::namedSync(1 + c, 128);
+  wg::ownRowsLanded(c);
   const unsigned qAddr = smemAddr(Qs), kAddr = smemAddr(Ks), vAddr = smemAddr(Vs);
   // Pingpong: consumer c issues its products after barrier 3 + c, and then lets the other
   // one issue (its barrier 3 + (1 - c)). Consumer 1 starts by letting consumer 0 go first;
@@ -482,6 +498,47 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
 #endif  // !FA_BACKWARD && FA_WG_PRODUCER
 
 #if FA_BACKWARD
+namespace fa {
+namespace wg {
+// One query tile of dK/dV on wgmma, for this warpgroup's 64 key rows (from wr of the K and V
+// tiles at kAddr, vAddr): S^T = K Q^T and dP^T = V dO^T in one group (Q, dO: the swizzled
+// tiles at qt, gt), P^T and dS^T in registers (dsTransposed, from the query rows' {D, L2} in
+// Rb), then dV += P^T dO and dK += dS^T Q with dO and Q read transposed. Returns once the
+// products are done: the caller may then free the query tile's buffer.
+__device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], unsigned kAddr,
+                                         unsigned vAddr, unsigned qt, unsigned gt, int wr, const float2* Rb, int q0,
+                                         int k0, int kw) {
+  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
+  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
+  float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
+  fence();
+  mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
+  mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
+  commit();
+  wait<0>();
+  pin(s);
+  pin(dp);
+  dsTransposed<BQ>(s, dp, Rb, q0, kw, needsMask<BQ, BR>(q0, k0));
+  unsigned pa[BQ / 16][4], da[BQ / 16][4];
+  packA<BQ>(pa, s);
+  packA<BQ>(da, dp);
+  pin(pa);
+  pin(da);
+  pin(gk);
+  pin(gv);
+  fence();
+  mmaPB<BQ, FA_DV>(gv, pa, gt);
+  mmaPB<BQ, FA_D>(gk, da, qt);
+  commit();
+  wait<0>();
+  pin(gk);
+  pin(gv);
+  pin(pa);
+  pin(da);
+}
+}  // namespace wg
+}  // namespace fa
+
 // ---- backward on wgmma, pass 1: dq for a block of BR query rows ----
 // attention_mma.cuh's fa_backward_dq with the row statistics from global memory (rowStats):
 // per key tile S = Q K^T and dP = dO V^T in one group from swizzled shared tiles, dS in
@@ -574,8 +631,6 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
                                                        const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                        fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
   using namespace fa;
-  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
-  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
   fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
@@ -583,7 +638,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_G);      // dO: [2][BQ][DV]
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, wr = (warp >> 2) * 64;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
@@ -611,43 +666,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     wg::proxyFence();
     __syncthreads();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
-    wg::fence();
-    wg::mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
-    wg::mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
-    wg::commit();
-    wg::wait<0>();
-    wg::pin(s);
-    wg::pin(dp);
-    const bool mask = needsMask<BQ, BR>(q0, k0);
-    const float2* Rb = RS + buf * BQ;
-#pragma unroll
-    for (int j = 0; j < BQ / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = 8 * j + 2 * t4 + (e & 1);
-        const float2 st = Rb[c];  // {D, L2} of query q0 + c
-        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
-        if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
-        s[j][e] = p;                       // P^T
-        dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale (applied to dK)
-      }
-    unsigned pa[BQ / 16][4], da[BQ / 16][4];
-    wg::packA<BQ>(pa, s);
-    wg::packA<BQ>(da, dp);
-    wg::pin(pa);
-    wg::pin(da);
-    wg::pin(gk);
-    wg::pin(gv);
-    wg::fence();
-    wg::mmaPB<BQ, FA_DV>(gv, pa, gt);
-    wg::mmaPB<BQ, FA_D>(gk, da, qt);
-    wg::commit();
-    wg::wait<0>();
-    wg::pin(gk);
-    wg::pin(gv);
-    wg::pin(pa);
-    wg::pin(da);
+    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw);
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
@@ -668,8 +687,6 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
                                                           const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                           fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
   using namespace fa;
-  static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
-  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
   constexpr int S = FA_WG_STAGES;
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_DKS_*)
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKS_K);      // [BR][D] swizzled
@@ -693,9 +710,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
   const QueryWalk walk(k0);                        // attention_mma.cuh
   const int steps = walk.steps;
   if (threadIdx.x >= NT) {  // the producer
-#if FA_WG_MAXNREG
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-#endif
+    wg::producerRegisters();
     const int p = threadIdx.x - NT;
     for (int it = 0; it < steps; ++it) {
       const int s = it % S, zq = walk.head(z, it), q0 = walk.q0(it);
@@ -711,23 +726,18 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
       }
       wg::mbarArriveOnCopies(full(s));
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy in flight at exit
+    wg::producerDone();
     return;
   }
-#if FA_WG_MAXNREG
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-#endif
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, c = warp >> 2, wr = c * 64;
+  wg::consumerRegisters();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = warp >> 2, wr = c * 64;
   const bool lead = lane == 0;  // a warp's arrival on the empty barriers
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
   // Each consumer copies its own 64 key rows of K and V and waits for them alone.
   wg::loadRows<BR, FA_D, 64, 128>(Ks, k, FA_K_RS, k0, wr, FA_TK, threadIdx.x & 127);
   wg::loadRows<BR, FA_DV, 64, 128>(Vs, v, FA_V_RS, k0, wr, FA_TK, threadIdx.x & 127);
-  cpCommit();
-  cpWait<0>();
-  wg::proxyFence();
-  wg::namedSync(1 + c, 128);
+  wg::ownRowsLanded(c);
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   zero(gk);
@@ -738,43 +748,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::mbarWait(full(buf), (it / S) & 1);
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
-    wg::fence();
-    wg::mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
-    wg::mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
-    wg::commit();
-    wg::wait<0>();
-    wg::pin(s);
-    wg::pin(dp);
-    const bool mask = needsMask<BQ, BR>(q0, k0);
-    const float2* Rb = RS + buf * BQ;
-#pragma unroll
-    for (int j = 0; j < BQ / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * j + 2 * t4 + (e & 1);
-        const float2 st = Rb[col];  // {D, L2} of query q0 + col
-        float p = ex2(s[j][e] * FA_SCALE_LOG2 - st.y);
-        if (mask && !visible(q0 + col, kw + 8 * (e >> 1))) p = 0.f;
-        s[j][e] = p;                       // P^T
-        dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale (applied to dK)
-      }
-    unsigned pa[BQ / 16][4], da[BQ / 16][4];
-    wg::packA<BQ>(pa, s);
-    wg::packA<BQ>(da, dp);
-    wg::pin(pa);
-    wg::pin(da);
-    wg::pin(gk);
-    wg::pin(gv);
-    wg::fence();
-    wg::mmaPB<BQ, FA_DV>(gv, pa, gt);
-    wg::mmaPB<BQ, FA_D>(gk, da, qt);
-    wg::commit();
-    wg::wait<0>();
-    wg::pin(gk);
-    wg::pin(gv);
-    wg::pin(pa);
-    wg::pin(da);
+    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw);
     if (lead) wg::mbarArrive(empty(buf));  // this warp's products have read the buffer
   }
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);

@@ -486,7 +486,9 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
                     std::string::npos);
           // The producer's launch (the forward, dK/dV): one warpgroup more than the consumers' two.
           EXPECT_EQ(k.launches.back().block[0], producer ? 384u : 256u);
-          if (bwd) EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
+          if (bwd) {
+            EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
+          }
         }
         jobs.push_back({k.image, k.source});
       }
