@@ -5,14 +5,15 @@
 # "[ws=S.P.M] D FWD_WARPS FWD_QREG BWD_WARPS BQ [BC [BWD_BC]]" (make_variant.py; ws=: the forward
 # with a producer warpgroup, S buffers, pingpong P, setmaxnreg M); WG_VARIANTS and
 # MMA_VARIANTS replace the lists below, SEQS (default 1024 4096 8192) and NBATCH (default 16)
-# the shapes. The generator's wgmma choice today: forward 8 warps, BC 128; backward 8 warps,
-# BQ 64, dQ's BC 64. Logs in $OUT.
+# the shapes. The generator's wgmma choice today: forward 8 warps, BC 128, with a producer
+# warpgroup (ws=2.1.1); backward 8 warps, BQ 64, dQ's BC 64, no producer. The default lists
+# put that choice beside its neighbours. Logs in $OUT.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$root/build-gpu/out}
 mkdir -p "$OUT" /tmp/wgmma-tune
 cd /tmp/wgmma-tune && rm -f ./*.cu
-IFS=';' read -ra wg <<<"${WG_VARIANTS:-64 8 0 8 64 128 64;64 12 0 8 64 128 64;64 8 0 8 128 64 128;64 8 0 8 64 64 64;128 8 0 8 64 128 64;128 8 0 8 64 64 64;128 12 0 8 64 64 64}"
+IFS=';' read -ra wg <<<"${WG_VARIANTS:-ws=2.1.1 64 8 0 8 64;64 8 0 8 64;ws=2.1.1 64 8 0 8 64 64;ws=2.1.1 128 8 0 8 64;128 8 0 8 64;ws=2.1.1 128 8 0 8 64 64;ws=3.1.1 128 8 0 8 64}"
 IFS=';' read -ra mma <<<"${MMA_VARIANTS:-64 4 0 4 64;128 4 1 4 32}"
 # make_variant.py takes the prefix after the fifth field: D FW FQ BW BQ PREFIX [BC [BWD_BC]].
 variant() {  # PREFIX [--wgmma] FIELDS...
