@@ -4,13 +4,16 @@
 # from the working tree (build-gpu), then runs the bf16 train step of each model and batch of
 # SCALE (default "small:64 medium:16", ctx 256, STEPS steps, median of steps 3..) ROUNDS times
 # (default 3), before and after alternating, so both see the same GPU state. Prints one line a
-# run and the median of each side's medians; logs in $OUT (default build-gpu/out).
+# run and the median of each side's medians; logs in $OUT (default build-gpu/out). ATTN=1 also
+# times `fusec bench attention` (bf16, fused, ATTN_D x ATTN_SEQ, batch 8) with each build,
+# before and after alternating ROUNDS times: for a change to the attention templates.
 #   scripts/gpu-before-after.sh dbd7d73
+#   ATTN=1 SCALE= scripts/gpu-before-after.sh 0ee5376   # the attention kernels only
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REV=${1:?usage: scripts/gpu-before-after.sh REV}
 OUT=${OUT:-$PWD/build-gpu/out}
-SCALE=${SCALE:-small:64 medium:16}
+SCALE=${SCALE-small:64 medium:16}  # empty: no model steps
 STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
@@ -42,3 +45,16 @@ for mb in $SCALE; do
       "$(echo "${meds[$m-$side]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')"
   done
 done
+if [[ ${ATTN:-0} == 1 ]]; then
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    for side in before after; do
+      f=build-gpu/fusec
+      [[ $side == before ]] && f=build-gpu-before/build/fusec
+      log=$OUT/ba-attention-$side-$r.txt
+      $f bench attention --impl fused --dtype bf16 --d "${ATTN_D:-64,128}" --seq "${ATTN_SEQ:-4096,8192,16384}" --batch 8 \
+        --warmup 5 --iters 20 >"$log" 2>&1
+      echo "attention round $r $side (d, seq, fwd ms, fwd+bwd ms):"
+      grep '| fused' "$log" | awk -F'|' '{print "  " $3 $4 $8 $10}'
+    done
+  done
+fi
