@@ -423,11 +423,12 @@ __device__ __forceinline__ void dsTransposed(float (&s)[C / 8][4], float (&dp)[C
     }
 }
 
-// Row statistics [r0, r0 + R) of `src` into shared memory, asynchronously (8-byte copies);
-// rows at or past FA_TQ are zeros.
-template <int R>
-__device__ __forceinline__ void loadRowStats(float2* dst, const float2* src, int r0) {
-  for (int r = threadIdx.x; r < R; r += NT) {
+// Row statistics [r0, r0 + R) of `src` into shared memory, asynchronously (8-byte copies) by
+// THREADS threads (the block's, or a producer warpgroup's; `tid` this thread's number among
+// them); rows at or past FA_TQ are zeros.
+template <int R, int THREADS = NT>
+__device__ __forceinline__ void loadRowStats(float2* dst, const float2* src, int r0, int tid = threadIdx.x) {
+  for (int r = tid; r < R; r += THREADS) {
     const bool ok = r0 + r < FA_TQ;
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smemAddr(dst + r)), "l"(src + (ok ? r0 + r : 0)),
                  "r"(ok ? 8 : 0));

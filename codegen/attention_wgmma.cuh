@@ -116,20 +116,29 @@ __device__ __forceinline__ void mmaRS(float (&d)[16][4], const unsigned (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
-// Rows [r0, r0 + R) of a [*, W] bf16 operand (row stride rs elements) into a swizzled tile,
-// asynchronously; rows at or past `limit` are zeros.
-template <int R, int W>
-__device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit) {
-  constexpr int CPR = W / 8, N = R * CPR;  // 16-byte chunks per row, per tile
+// Rows [first, first + ROWS) of a swizzled tile of R rows (global rows r0 + first ...) copied
+// by THREADS threads, `tid` this thread's number among them: a warpgroup's own Q rows, or a
+// producer warpgroup's K and V tiles. Rows at or past `limit` are zeros.
+template <int R, int W, int ROWS, int THREADS>
+__device__ __forceinline__ void loadRows(fa_t* dst, const fa_t* src, long long rs, int r0, int first, int limit,
+                                         int tid) {
+  constexpr int CPR = W / 8, N = ROWS * CPR;
   char* d = reinterpret_cast<char*>(dst);
 #pragma unroll
-  for (int i = 0; i < (N + NT - 1) / NT; ++i) {
-    const int e = threadIdx.x + i * NT;
-    if (N % NT != 0 && e >= N) break;
-    const int r = e / CPR, c = e % CPR, row = r0 + r;
+  for (int i = 0; i < (N + THREADS - 1) / THREADS; ++i) {
+    const int e = tid + i * THREADS;
+    if (N % THREADS != 0 && e >= N) break;
+    const int r = first + e / CPR, c = e % CPR, row = r0 + r;
     const bool ok = row < limit;
     cpAsync16(d + swizzled<R>(r, c), src + (long long)(ok ? row : 0) * rs + c * 8, ok);
   }
+}
+
+// Rows [r0, r0 + R) of a [*, W] bf16 operand (row stride rs elements) into a swizzled tile,
+// asynchronously, by every thread of the block; rows at or past `limit` are zeros.
+template <int R, int W>
+__device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit) {
+  loadRows<R, W, R, NT>(dst, src, rs, r0, 0, limit, threadIdx.x);
 }
 
 // d = A B^T over W columns: A the 64 rows from r0 of a K-major tile of RA rows, B a K-major
@@ -158,24 +167,6 @@ __device__ __forceinline__ void packA(unsigned (&p)[K / 16][4], const float (&s)
     p[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
 }
-// Rows [first, first + ROWS) of a swizzled tile of R rows (global rows r0 + first ...) copied
-// by THREADS threads, `tid` this thread's number among them: a warpgroup's own Q rows, or a
-// producer warpgroup's K and V tiles. Rows at or past `limit` are zeros.
-template <int R, int W, int ROWS, int THREADS>
-__device__ __forceinline__ void loadRows(fa_t* dst, const fa_t* src, long long rs, int r0, int first, int limit,
-                                         int tid) {
-  constexpr int CPR = W / 8, N = ROWS * CPR;
-  char* d = reinterpret_cast<char*>(dst);
-#pragma unroll
-  for (int i = 0; i < (N + THREADS - 1) / THREADS; ++i) {
-    const int e = tid + i * THREADS;
-    if (N % THREADS != 0 && e >= N) break;
-    const int r = first + e / CPR, c = e % CPR, row = r0 + r;
-    const bool ok = row < limit;
-    cpAsync16(d + swizzled<R>(r, c), src + (long long)(ok ? row : 0) * rs + c * 8, ok);
-  }
-}
-
 // A whole swizzled tile of R rows copied by a producer of THREADS threads with few registers:
 // each thread copies one 16-byte column c of every STEP-th row, and STEP is a multiple of the
 // swizzle's 8 rows, so the thread's destination moves by a constant and its swizzle never
@@ -717,13 +708,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
       if (it >= S) wg::mbarWait(empty(s), ((it / S) - 1) & 1);
       wg::produceTile<BQ, FA_D, 128>(Qs + s * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ, p);
       wg::produceTile<BQ, FA_DV, 128>(Gs + s * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ, p);
-      // The row statistics, 8 bytes a row (loadRowStats's copies; rows at or past FA_TQ zeros).
-      const float2* src = fa_rowstats + (long long)zq * FA_TQ;
-      for (int r = p; r < BQ; r += 128) {
-        const bool ok = q0 + r < FA_TQ;
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smemAddr(RS + s * BQ + r)),
-                     "l"(src + (ok ? q0 + r : 0)), "r"(ok ? 8 : 0));
-      }
+      loadRowStats<BQ, 128>(RS + s * BQ, fa_rowstats + (long long)zq * FA_TQ, q0, p);
       wg::mbarArriveOnCopies(full(s));
     }
     wg::producerDone();
