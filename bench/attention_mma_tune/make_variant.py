@@ -20,7 +20,7 @@ def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0):
     """The bf16 kernels' shared-memory layouts as codegen/attention_smem.cpp lays them out:
     [(launch, [(array, offset)], bytes)] for the forward, dQ and dK/dV of the mma template and,
     with wgmma, of the wgmma template too (with stages > 0, also of its producer-warpgroup
-    forward). tests/python/attention_smem_test.py checks this copy against the generator's
+    forward and dK/dV). tests/python/attention_smem_test.py checks this copy against the generator's
     FA_SMEM_* lines."""
     def lay(launch, arrays, base=16):
         placed, off = [], 0
