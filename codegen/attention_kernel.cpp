@@ -246,6 +246,92 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
   return p;
 }
 
+// Which kernel result `out<i>` each result of the attention op is stored to; the forward's O
+// may be a permute of it (see the top), stored through `oStore`.
+struct AttentionOutputs {
+  std::map<int, int> kernelResult;  // the attention op's result index -> i of out<i>
+  std::optional<OutputStore> oStore;
+};
+
+AttentionOutputs attentionOutputs(const Graph& body, const Op* att, const std::string& where, bool backward, int64_t Tq,
+                                  int64_t DV) {
+  AttentionOutputs r;
+  for (size_t i = 0; i < body.outputs.size(); ++i) {
+    const Value* v = body.outputs[i];
+    int result = v->index;
+    if (v->def != att) {
+      const Value* o = v->def->operands.at(0);
+      if (backward || v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
+        throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor its output permuted");
+      r.oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"));
+      result = 0;
+    }
+    if (r.kernelResult.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
+    r.kernelResult[result] = int(i);
+  }
+  if (!backward && !r.oStore) r.oStore = OutputStore{DV, "(long long)z * " + ll(Tq * DV)};  // dense
+  return r;
+}
+
+// The operands' names in the templates' macros (FA_Q_*, ...), in the attention ops' order.
+const char* const kOperandNames[] = {"q", "k", "v", "o", "do", "lse"};
+
+// The attention's sizes: batch x heads of the query, sequence lengths, head dims, and the query
+// heads that read one key/value head.
+struct AttentionShape {
+  int64_t batch, Tq, Tk, D, DV, group;
+};
+
+// The comment lines and the FA_* macros the templates read: the shape, the scale, the
+// operands' and the output's addressing, the path's tiling and producer switches.
+void writeAttentionMacros(CodeWriter& w, const Op& att, const AttentionShape& a, const AttentionPath& path,
+                          const AttentionOutputs& outputs, const std::vector<OperandAccess>& acc, const std::string& where) {
+  const bool backward = att.kind == OpKind::AttentionBackward, mma = path.mma, wgmma = path.wgmma, tf32 = path.tf32;
+  const double scale = att.attrFloat("scale");
+  w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(a.batch) + ", Tq " +
+         std::to_string(a.Tq) + ", Tk " + std::to_string(a.Tk) + ", d " + std::to_string(a.D) + ", dv " + std::to_string(a.DV) +
+         (att.attrBool("causal") ? ", causal" : "") + (a.group > 1 ? ", " + std::to_string(a.group) + " query heads a key/value head" : ""));
+  w.line(!mma    ? "// path: SIMT (FFMA): " + path.simtWhy
+         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
+                       (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
+         : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
+                 : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
+  w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
+  w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
+  w.line("#define FA_D " + std::to_string(a.D));
+  w.line("#define FA_DV " + std::to_string(a.DV));
+  w.line("#define FA_TQ " + std::to_string(a.Tq));
+  w.line("#define FA_TK " + std::to_string(a.Tk));
+  w.line(std::string("#define FA_CAUSAL ") + (att.attrBool("causal") ? "true" : "false"));
+  w.line("#define FA_SCALE " + fmtFloat(scale));
+  w.line("#define FA_GROUP " + std::to_string(a.group) + "  // query heads a key/value head");
+  w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
+  if (!backward) {
+    w.line("#define FA_OUT_RS " + ll(outputs.oStore->rowStride) + "  // O's row stride in its result");
+    w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + outputs.oStore->batchOffset + "; }");
+  }
+  for (int i = 0; i < int(acc.size()); ++i) writeOperandMacros(w, kOperandNames[i], acc[size_t(i)]);
+  if (mma) {
+    writeTilingMacros(w, path.tiling, tf32);
+    if (path.producer) {
+      // attention_wgmma.cuh fa_forward_wgmma_ws: its ring's buffers, the two consumers' turns
+      // (pingpong), and registers moved from the producer to the consumers (setmaxnreg).
+      w.line("#define FA_WG_PRODUCER 1");
+      w.line("#define FA_WG_STAGES " + std::to_string(path.stages));
+      w.line("#define FA_WG_PINGPONG 1");
+      w.line("#define FA_WG_MAXNREG 1");
+    }
+    // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
+    // at most (d 16 bf16), so a shape whose q fits has room for them.
+    if (backward) {
+      const int64_t rows = std::max<int64_t>(1, a.batch * a.Tq);
+      if (rows * 8 > (int64_t(1) << 31))
+        throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
+      w.line("#define FA_ROWSTATS " + std::to_string(rows));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
@@ -268,81 +354,21 @@ std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
   if (batch > 65535) throw Error(where + "more than 65535 batch x heads (" + std::to_string(batch) + ")");
   if (Tq >= (1LL << 30) || Tk >= (1LL << 30)) throw Error(where + "sequence too long");
 
-  // Result index of the attention op -> kernel result `out<i>`; the forward's O may be a
-  // permute of it (see the top), stored through `oStore`.
-  std::map<int, int> outOf;
-  std::optional<OutputStore> oStore;
-  for (size_t i = 0; i < k.body.outputs.size(); ++i) {
-    const Value* v = k.body.outputs[i];
-    int result = v->index;
-    if (v->def != att) {
-      const Value* o = v->def->operands.at(0);
-      if (backward || v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
-        throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor its output permuted");
-      oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"));
-      result = 0;
-    }
-    if (outOf.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
-    outOf[result] = int(i);
-  }
-  if (!backward && !oStore) oStore = OutputStore{DV, "(long long)z * " + ll(Tq * DV)};  // dense
+  const AttentionOutputs outputs = attentionOutputs(k.body, att, where, backward, Tq, DV);
+  const std::map<int, int>& outOf = outputs.kernelResult;
   auto out = [&](int result) { return outOf.count(result) ? "out" + std::to_string(outOf.at(result)) : std::string("nullptr"); };
 
-  const char* names[] = {"q", "k", "v", "o", "do", "lse"};
   const int operands = backward ? 6 : 3;
   std::vector<OperandAccess> acc;
   for (int i = 0; i < operands; ++i)
-    acc.push_back(accessOf(att->operands[size_t(i)], k.body, names[i], i == 5, i == 1 || i == 2 ? group : 1));
+    acc.push_back(accessOf(att->operands[size_t(i)], k.body, kOperandNames[i], i == 5, i == 1 || i == 2 ? group : 1));
 
   const AttentionPath path = choosePath(*att, Tq, Tk, acc, k.target);
-  const bool tf32 = path.tf32, mma = path.mma, wgmma = path.wgmma;
-  const std::string& simtWhy = path.simtWhy;
+  const bool mma = path.mma, wgmma = path.wgmma;
   const MmaTiling& tiling = path.tiling;
   const int threads = path.threads, rows = path.rows;
 
-  const double scale = att->attrFloat("scale");
-  w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(batch) + ", Tq " +
-         std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", d " + std::to_string(D) + ", dv " + std::to_string(DV) +
-         (att->attrBool("causal") ? ", causal" : "") + (group > 1 ? ", " + std::to_string(group) + " query heads a key/value head" : ""));
-  w.line(!mma    ? "// path: SIMT (FFMA): " + simtWhy
-         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
-                       (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
-         : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
-                 : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
-  w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
-  w.line("typedef " + storageType(q.dtype) + " fa_t;");
-  w.line("#define FA_D " + std::to_string(D));
-  w.line("#define FA_DV " + std::to_string(DV));
-  w.line("#define FA_TQ " + std::to_string(Tq));
-  w.line("#define FA_TK " + std::to_string(Tk));
-  w.line(std::string("#define FA_CAUSAL ") + (att->attrBool("causal") ? "true" : "false"));
-  w.line("#define FA_SCALE " + fmtFloat(scale));
-  w.line("#define FA_GROUP " + std::to_string(group) + "  // query heads a key/value head");
-  w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
-  if (!backward) {
-    w.line("#define FA_OUT_RS " + ll(oStore->rowStride) + "  // O's row stride in its result");
-    w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + oStore->batchOffset + "; }");
-  }
-  for (int i = 0; i < operands; ++i) writeOperandMacros(w, names[i], acc[size_t(i)]);
-  if (mma) {
-    writeTilingMacros(w, tiling, tf32);
-    if (path.producer) {
-      // attention_wgmma.cuh fa_forward_wgmma_ws: its ring's buffers, the two consumers' turns
-      // (pingpong), and registers moved from the producer to the consumers (setmaxnreg).
-      w.line("#define FA_WG_PRODUCER 1");
-      w.line("#define FA_WG_STAGES " + std::to_string(path.stages));
-      w.line("#define FA_WG_PINGPONG 1");
-      w.line("#define FA_WG_MAXNREG 1");
-    }
-    // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
-    // at most (d 16 bf16), so a shape whose q fits has room for them.
-    if (backward) {
-      const int64_t rows = std::max<int64_t>(1, batch * Tq);
-      if (rows * 8 > (int64_t(1) << 31))
-        throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
-      w.line("#define FA_ROWSTATS " + std::to_string(rows));
-    }
-  }
+  writeAttentionMacros(w, *att, AttentionShape{batch, Tq, Tk, D, DV, group}, path, outputs, acc, where);
   // The launches' shared memory, laid out once (attention_smem.h): every included template's
   // layouts are written (a wgmma source holds the mma text too, compiled though not launched),
   // and the launch takes its size from the same layout.
