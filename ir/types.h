@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/shape.h"
+
 namespace fusec {
 
 // The most elements one tensor may have (2^48: 1 PiB of f32), checked with overflow-checked
@@ -22,8 +24,6 @@ bool parseDType(std::string_view s, DType& out);     // inverse of dtypeName
 bool isFloat(DType d);                               // f32, bf16, f16
 bool isInt(DType d);                                 // i64, i32
 int dtypeBytes(DType d);
-
-using Shape = std::vector<int64_t>;
 
 // A tensor type: element type and static shape. Rank 0 is a scalar.
 struct Type {
