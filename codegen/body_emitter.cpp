@@ -1,5 +1,8 @@
 #include "codegen/body_emitter.h"
 
+#include <algorithm>
+#include <iterator>
+#include <memory>
 #include <set>
 
 #include "codegen/cuda_types.h"
@@ -9,22 +12,100 @@
 
 namespace fusec::codegen {
 
-void CodeWriter::line(const std::string& s) { out_ += std::string(size_t(2 * depth_), ' ') + s + "\n"; }
-void CodeWriter::open(const std::string& s) {
-  line(s + " {");
-  ++depth_;
+CodeWriter::CodeWriter() {
+  root_.kind = kir::StmtKind::Block;
+  open_.push_back(&root_);
 }
+
+kir::Stmt& CodeWriter::append(kir::Stmt s) {
+  open_.back()->body.push_back(std::make_unique<kir::Stmt>(std::move(s)));
+  return *open_.back()->body.back();
+}
+
+void CodeWriter::line(const std::string& s) {
+  kir::Stmt t;
+  t.text = s;
+  append(std::move(t));
+}
+
+void CodeWriter::comment(const std::string& text) {
+  kir::Stmt c;
+  c.kind = kir::StmtKind::Comment;
+  c.text = text;
+  append(std::move(c));
+}
+
+void CodeWriter::let(const std::string& type, const std::string& name, const std::string& value, const std::string& note) {
+  kir::Stmt l;
+  l.kind = kir::StmtKind::Let;
+  l.target = type;
+  l.text = name;
+  l.value = value;
+  l.note = note;
+  append(std::move(l));
+}
+
+void CodeWriter::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
+                      const std::string& position, const std::string& note) {
+  kir::Stmt l;
+  l.kind = kir::StmtKind::Load;
+  l.target = type;
+  l.text = name;
+  l.memory = memory;
+  l.value = ptr;
+  l.position = position;
+  l.note = note;
+  append(std::move(l));
+}
+
+void CodeWriter::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
+                            const std::string& guard, const std::string& note) {
+  kir::Stmt l;
+  l.kind = kir::StmtKind::Load;
+  l.text = array;
+  l.width = width;
+  l.value = ptr;
+  l.position = position;
+  l.guard = guard;
+  l.note = note;
+  append(std::move(l));
+}
+
+void CodeWriter::store(const std::string& ptr, const std::string& position, const std::string& value, int width) {
+  kir::Stmt s;
+  s.kind = kir::StmtKind::Store;
+  s.target = ptr;
+  s.position = position;
+  s.value = value;
+  s.width = width;
+  append(std::move(s));
+}
+
+void CodeWriter::open(const std::string& header) {
+  kir::Stmt b;
+  b.kind = kir::StmtKind::Block;
+  b.text = header;
+  open(std::move(b));
+}
+
+void CodeWriter::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
+
 void CodeWriter::close(const std::string& s) {
-  --depth_;
-  line(s);
+  if (open_.size() < 2) throw Error("internal: codegen closes a scope it did not open");
+  open_.back()->close = s;
+  open_.pop_back();
 }
-void CodeWriter::insertLines(size_t at, const std::vector<std::string>& lines) {
-  // The indentation of the line that starts at `at`.
-  size_t indent = 0;
-  while (at + indent < out_.size() && out_[at + indent] == ' ') ++indent;
-  std::string text;
-  for (const auto& l : lines) text += std::string(indent, ' ') + l + "\n";
-  out_.insert(at, text);
+
+void CodeWriter::insertLines(Mark at, const std::vector<std::string>& lines) {
+  if (std::find(open_.begin(), open_.end(), at.scope) == open_.end() || at.at > at.scope->body.size())
+    throw Error("internal: codegen inserts lines into a scope it has closed");
+  std::vector<std::unique_ptr<kir::Stmt>> text;
+  for (const std::string& l : lines) {
+    text.push_back(std::make_unique<kir::Stmt>());
+    text.back()->text = l;
+  }
+  at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(text.begin()),
+                        std::make_move_iterator(text.end()));
 }
 
 IndexExpr linearize(const Index& idx, const Shape& shape) {
@@ -55,7 +136,7 @@ Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, co
         idx[size_t(d)] = e;
       } else {
         const std::string name = prefix + "_" + std::to_string(d);
-        w.line("const fusec_idx " + name + " = " + e.str() + ";");
+        w.let("fusec_idx", name, e.str());
         idx[size_t(d)] = IndexExpr::reg(name, e, 0, n - 1);
       }
     }
@@ -138,6 +219,11 @@ void BodyEmitter::openScope(const std::string& header) {
   memo_.emplace_back();
 }
 
+void BodyEmitter::openScope(kir::Stmt scope) {
+  w_.open(std::move(scope));
+  memo_.emplace_back();
+}
+
 static std::string elementKey(const Value* input, const std::string& linear) {
   return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear;
 }
@@ -203,7 +289,7 @@ const Value* BodyEmitter::storedForm(const Value* v) const {
 
 void BodyEmitter::store(const Value* v, const std::string& ptr, const Index& idx) {
   std::string reg = eval(storedForm(v), idx);
-  w_.line(ptr + "[" + linearize(idx, v->type.shape).str() + "] = " + storeValue(v->type.dtype, reg) + ";");
+  w_.store(ptr, linearize(idx, v->type.shape).str(), storeValue(v->type.dtype, reg));
 }
 
 void BodyEmitter::beginLanes(int V, const std::string& laneVar) {
@@ -313,9 +399,9 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
   const std::string F = std::to_string(read->firstActive);
   const int64_t back = read->voff[size_t(read->firstActive)];
   w_.use(Helper::VectorIO);
-  w_.line("if (" + laneVar_ + " == " + F + ") fusec_vload<" + V + ">(" + a + ", in" + std::to_string(inputNumber_.at(v->def)) +
-          " + " + linearize(idx, v->type.shape).str() + (back ? " - " + std::to_string(back) : "") + ");  // " +
-          describe(*v->def));
+  w_.vectorLoad(laneWidth_, a, "in" + std::to_string(inputNumber_.at(v->def)),
+                linearize(idx, v->type.shape).str() + (back ? " - " + std::to_string(back) : ""), laneVar_ + " == " + F,
+                describe(*v->def));
   return a + "[" + o + "[" + laneVar_ + "]]";
 }
 
@@ -382,8 +468,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
         if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
       if (auto r = laneLoad(v, idx)) return *r;
       std::string reg = fresh("x");
-      w_.line("const " + rt + " " + reg + " = " +
-              loadExpr(dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape).str()) + ";" + comment);
+      w_.load(rt, reg, dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape).str(), describe(op));
       return reg;
     }
     case OpKind::Constant: return literal(dt, op.attrFloat("value"));
@@ -503,11 +588,10 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   // A cast to bf16/f16 rounds (the program asked for it). Other bf16/f16 intermediates stay
   // in f32 registers and are rounded only where they are stored (see kernel_abi.h).
   if (op.kind == OpKind::Cast) {
-    w_.line("const " + rt + " " + reg + " = " + roundTo(dt, "(" + rt + ")(" + args[0] + ")") + ";" + comment);
+    w_.let(rt, reg, roundTo(dt, "(" + rt + ")(" + args[0] + ")"), describe(op));
   } else {
     if (const std::optional<Helper> h = helperOf(op.kind)) w_.use(*h);
-    w_.line("const " + rt + " " + reg + " = (" + rt + ")(" + scalarFormula(op.kind, args, hardwareForm(op.result())) +
-            ");" + comment);
+    w_.let(rt, reg, "(" + rt + ")(" + scalarFormula(op.kind, args, hardwareForm(op.result())) + ")", describe(op));
   }
   return reg;
 }

@@ -15,6 +15,7 @@
 
 #include "codegen/helpers.h"
 #include "codegen/index_expr.h"
+#include "codegen/kernel_ir.h"
 #include "codegen/lanes.h"
 #include "ir/graph.h"
 
@@ -22,23 +23,49 @@ namespace fusec::codegen {
 
 using Index = std::vector<IndexExpr>;  // one coordinate per dim
 
-// Lines of generated source with indentation.
+// The builder of a kernel's statements (codegen/kernel_ir.h): the schedules append to the
+// innermost open scope; str() prints the CUDA, kir() the kernel IR.
 class CodeWriter {
  public:
-  void line(const std::string& s);
-  void open(const std::string& s);   // `s {` and indent
+  CodeWriter();
+  CodeWriter(const CodeWriter&) = delete;  // holds pointers into its own statements
+  CodeWriter& operator=(const CodeWriter&) = delete;
+
+  void line(const std::string& s);        // a statement not modelled yet, verbatim
+  void comment(const std::string& text);  // `// text`
+  // `const <type> <name> = <value>;  // note`
+  void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
+  // `const <type> <name> = ptr[position]`, converted from `memory` (cuda_types.h loadExpr).
+  void load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
+            const std::string& position, const std::string& note);
+  // Register array `array` = the 16-byte vector of `width` elements at ptr + position, loaded
+  // by the lane for which `guard` holds (the vector loops' first reader: codegen/lanes.h).
+  void vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
+                  const std::string& guard, const std::string& note);
+  // `ptr[position] = value;`, or with width V the register array `value` stored as one
+  // 16-byte vector at ptr + position (codegen/vector_io.h fusec_vstore).
+  void store(const std::string& ptr, const std::string& position, const std::string& value, int width = 1);
+  void open(const std::string& header);  // `header {` and a scope
+  void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
   void close(const std::string& s = "}");
-  std::string str() const { return out_; }
-  // A place to insert lines later (declarations found while emitting what follows them).
-  size_t mark() const { return out_.size(); }
-  void insertLines(size_t at, const std::vector<std::string>& lines);
+  std::string str() const { return kir::print(root_.body); }
+  std::string kir() const { return kir::dump(root_.body); }
+  // A place to insert lines later (declarations found while emitting what follows them), in
+  // the scope open now; insertLines must come while that scope is still open.
+  struct Mark {
+    kir::Stmt* scope;
+    size_t at;
+  };
+  Mark mark() const { return {open_.back(), open_.back()->body.size()}; }
+  void insertLines(Mark at, const std::vector<std::string>& lines);
   // Marks a helper (codegen/helpers.h) that the text written calls.
   void use(Helper h) { helpers_ |= 1u << unsigned(h); }
   bool uses(Helper h) const { return (helpers_ >> unsigned(h)) & 1u; }
 
  private:
-  std::string out_;
-  int depth_ = 0;
+  kir::Stmt& append(kir::Stmt s);
+  kir::Stmt root_;                 // a Block whose body is the source
+  std::vector<kir::Stmt*> open_;   // the open scopes, innermost last; open_[0] is &root_
   unsigned helpers_ = 0;
 };
 
@@ -98,6 +125,7 @@ class BodyEmitter {
   void pinConcat(const Op* concat, size_t k) { pinned_ = concat, pinnedOperand_ = k; }
 
   void openScope(const std::string& header);  // a C++ block with its own memo
+  void openScope(kir::Stmt scope);            // a loop or branch (kir::) with its own memo
   void closeScope();
   std::string fresh(const std::string& prefix);
   CodeWriter& writer() { return w_; }

@@ -99,18 +99,12 @@ VectorPlan planVectors(const Graph& body, const std::vector<int>& outs) {
   return plan;
 }
 
-// Grid-stride loop header over `count` items run by `blocks` blocks starting at `block`.
-std::string gridStride(const std::string& var, int64_t count, const std::string& block, const std::string& blocks) {
-  return "for (fusec_idx " + var + " = (fusec_idx)(" + block + ") * blockDim.x + threadIdx.x; " + var + " < " +
-         std::to_string(count) + "; " + var + " += (fusec_idx)(" + blocks + ") * blockDim.x)";
-}
-
 // A grid-stride loop over n elements run by `blocks` blocks starting at block `base`
 // (a multi_tensor chain; base 0 and all blocks for a pointwise kernel). Every output in
 // `outs` is written at the element with its own shape's row-major position.
 void scalarLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, int64_t n, const std::string& block,
                 const std::string& blocks) {
-  e.openScope(gridStride("i", n, block, blocks));
+  e.openScope(kir::gridStrideLoop("i", n, block, blocks));
   std::map<Shape, Index> idxOf;  // outputs of one shape share the index (and the values)
   for (int k : outs) {
     const Shape& s = body.outputs[size_t(k)]->type.shape;
@@ -155,24 +149,23 @@ const Op* splittableConcat(const Graph& body, const std::vector<int>& outs, int 
 void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, const Index& first) {
   CodeWriter& w = e.writer();
   const std::string V = std::to_string(plan.width);
-  const size_t declarations = w.mark();
+  const CodeWriter::Mark declarations = w.mark();
   for (int k : plan.outputs) w.line("float s" + std::to_string(k) + "[" + V + "];");
-  w.line("#pragma unroll");
   e.beginLanes(plan.width, "j");
-  e.openScope("for (int j = 0; j < " + V + "; ++j)");
+  e.openScope(kir::laneLoop("j", plan.width));
   Index lane = first;
   lane.back() = first.back() + IndexExpr::var("j", 0, plan.width - 1);
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
     const std::string value = e.evalLanes(e.storedForm(o), lane, first);
     if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
-    else w.line("out" + std::to_string(k) + "[" + linearize(lane, o->type.shape).str() + "] = " + storeValue(o->type.dtype, value) + ";");
+    else w.store("out" + std::to_string(k), linearize(lane, o->type.shape).str(), storeValue(o->type.dtype, value));
   }
   e.closeScope();
   w.insertLines(declarations, e.declarations());
   e.endLanes();
   w.use(Helper::VectorIO);
-  for (int k : plan.outputs) w.line("fusec_vstore<" + V + ">(out" + std::to_string(k) + " + i, s" + std::to_string(k) + ");");
+  for (int k : plan.outputs) w.store("out" + std::to_string(k), "i", "s" + std::to_string(k), plan.width);
 }
 
 // The loop over n elements: with a vector plan, the vector path when every vectorised
@@ -187,10 +180,10 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   std::vector<std::string> pointers;
   for (const Value* in : plan.inputs) pointers.push_back(inputPointer(body, in));
   for (int k : plan.outputs) pointers.push_back("out" + std::to_string(k));
-  e.openScope("if (" + alignedTest(pointers) + ")");
-  w.line("// " + V + " consecutive elements per thread: 16-byte loads and stores");
-  e.openScope(gridStride("v", n / plan.width, block, blocks));
-  w.line("const fusec_idx i = v * " + V + ";");
+  e.openScope(kir::ifThen(alignedTest(pointers)));
+  w.comment(V + " consecutive elements per thread: 16-byte loads and stores");
+  e.openScope(kir::gridStrideLoop("v", n / plan.width, block, blocks));
+  w.let("fusec_idx", "i", "v * " + V);
   const Index first = delinearize(w, IndexExpr::var("i", 0, n - 1), shape, "o");
   if (const Op* c = splittableConcat(body, outs, plan.width)) {
     const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
@@ -199,7 +192,7 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
       const int64_t start = end;
       end += c->operands[k]->type.shape[ax];
       const std::string cond = first[ax].str() + " < " + std::to_string(end);
-      e.openScope(k == 0 ? "if (" + cond + ")" : k + 1 == c->operands.size() ? "else" : "else if (" + cond + ")");
+      e.openScope(k == 0 ? kir::ifThen(cond) : kir::elseIf(k + 1 == c->operands.size() ? "" : cond));
       e.pinConcat(c, k);
       Index inBranch = first;  // lane 0's coordinate along the axis lies in operand k's part
       inBranch[ax] = first[ax].within(start, end - 1);
@@ -212,7 +205,7 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   }
   e.closeScope();
   e.closeScope();
-  e.openScope("else");
+  e.openScope(kir::elseIf(""));
   scalarLoop(e, body, outs, n, block, blocks);
   e.closeScope();
 }
@@ -240,9 +233,10 @@ std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
   for (size_t c = 0; c < groups.size(); ++c) {
     const VectorPlan plan = planVectors(k.body, groups[c].second);
     const int64_t blocks = elementGrid(groups[c].first / plan.width, k.target), end = first + blocks;
-    w.line("// chain " + std::to_string(c) + ": " + std::to_string(groups[c].first) + " elements, blocks [" +
-           std::to_string(first) + ", " + std::to_string(end) + ")");
-    e.openScope(std::string(c ? "else " : "") + "if (blockIdx.x < " + std::to_string(end) + "u)");
+    w.comment("chain " + std::to_string(c) + ": " + std::to_string(groups[c].first) + " elements, blocks [" +
+              std::to_string(first) + ", " + std::to_string(end) + ")");
+    const std::string inChain = "blockIdx.x < " + std::to_string(end) + "u";
+    e.openScope(c ? kir::elseIf(inChain) : kir::ifThen(inChain));
     elementLoop(e, k.body, groups[c].second, plan, groups[c].first, "blockIdx.x - " + std::to_string(first) + "u",
                 std::to_string(blocks));
     e.closeScope();

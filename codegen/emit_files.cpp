@@ -52,6 +52,8 @@ void writeKernelFiles(const std::vector<GeneratedKernel>& kernels, Emit emit, co
     if (k.image == k.name) images.push_back(&k);
   if (emit == Emit::Cuda) {
     for (const auto* k : images) writeFile(dir + "/" + k->name + ".cu", k->source.data(), k->source.size());
+  } else if (emit == Emit::KernelIr) {
+    for (const auto* k : images) writeFile(dir + "/" + k->name + ".kir", k->kernelIr.data(), k->kernelIr.size());
   } else {
     std::vector<CompileJob> jobs;
     for (const auto* k : images) jobs.push_back({k->name, k->source});

@@ -10,7 +10,7 @@
 
 namespace fusec::codegen {
 
-enum class Emit { Cuda, Cubin };
+enum class Emit { Cuda, Cubin, KernelIr };
 
 // Throws Error when DIR cannot be written or a kernel does not compile. Cubins are built for
 // `arch` (the target the kernels were generated for: Target::arch()).

@@ -46,7 +46,7 @@ bool indexFitsInt(const Op& kernel) {
 
 }  // namespace
 
-GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target) {
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target, bool kernelIr) {
   if (kernel.kind != OpKind::Kernel || !kernel.body) throw Error("codegen: not a kernel op");
   const Graph& body = *kernel.body;
   GeneratedKernel k;
@@ -115,19 +115,21 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
   for (int h = 0; h < kHelpers; ++h)
     if (fw.uses(Helper(h))) text += helperSource(Helper(h));
   k.source = text + fw.str();
+  if (kernelIr) k.kernelIr = fw.kir();
   return k;
 }
 
 namespace {
 
 // Every kernel of `graphs`, identical sources generated once (GeneratedKernel::image).
-std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs, const Target& target) {
+std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& graphs, const Target& target,
+                                            bool kernelIr = false) {
   std::vector<GeneratedKernel> out;
   std::map<std::string, size_t> firstOf;  // source with the name replaced -> kernel
   for (const Graph* g : graphs)
     for (const auto& op : g->ops) {
       if (op->kind != OpKind::Kernel) continue;
-      GeneratedKernel k = generateKernel(*op, *g, target);
+      GeneratedKernel k = generateKernel(*op, *g, target, kernelIr);
       std::string key = k.source;
       for (size_t p; (p = key.find(k.name)) != std::string::npos;) key.replace(p, k.name.size(), "\x01");
       auto [it, fresh] = firstOf.emplace(key, out.size());
@@ -144,10 +146,10 @@ std::vector<GeneratedKernel> generateGraphs(const std::vector<const Graph*>& gra
 
 }  // namespace
 
-std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target) {
+std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target, bool kernelIr) {
   std::vector<const Graph*> graphs;
   for (const auto& g : m.funcs) graphs.push_back(g.get());
-  return generateGraphs(graphs, target);
+  return generateGraphs(graphs, target, kernelIr);
 }
 
 std::vector<GeneratedKernel> generateFunction(const Graph& g, const Target& target) {

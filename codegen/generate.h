@@ -10,12 +10,15 @@
 namespace fusec::codegen {
 
 // The kernel for `kernel` (a `kernel` op of `enclosing`, which says which results update
-// params in place). Throws a one-line Error for a body codegen cannot handle.
-GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target = {});
+// params in place). Throws a one-line Error for a body codegen cannot handle. With
+// `kernelIr`, GeneratedKernel::kernelIr holds the dump of its statements (`--emit kir`); the
+// runtime does not ask for it.
+GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const Target& target = {},
+                               bool kernelIr = false);
 
 // Every top-level kernel of every function, in program order, each identical source (modulo
 // the kernel name) generated once: later copies point at the first (GeneratedKernel::image).
-std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target = {});
+std::vector<GeneratedKernel> generateModule(const Module& m, const Target& target = {}, bool kernelIr = false);
 
 // The same for one function (what the runtime loads).
 std::vector<GeneratedKernel> generateFunction(const Graph& g, const Target& target = {});

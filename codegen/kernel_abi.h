@@ -58,6 +58,9 @@ struct GeneratedKernel {
   std::string name;                      // sanitised kernel name (also the main symbol)
   KernelFamily family = KernelFamily::Pointwise;
   std::string source;                    // one self-contained CUDA C++ translation unit
+  // The kernel IR the schedule built (codegen/kernel_ir.h): its functions' statements, which
+  // `source` prints after the preamble and the helpers.
+  std::string kernelIr;
   // Kernels that differ only by name (the layers' copies) share one source and cubin:
   // `image` names the kernel whose cubin holds this one's functions (its own name when it
   // is the first of its kind), and `launches[].function` are symbols of that image.

@@ -605,7 +605,7 @@ void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduct
     idx = fullIndex(w, red, idx, IndexExpr::var("inner", 0, r - 1), e.fresh("e"));  // the loop tests inner < r
     const Index lane0 = idx;
     idx.back() = idx.back() + IndexExpr::var("j", 0, V - 1);
-    const size_t declarations = w.mark();
+    const CodeWriter::Mark declarations = w.mark();
     if (useLanes) e.beginLanes(V, "j");
     w.line("#pragma unroll");
     e.openScope("for (int j = 0; j < " + CV + "; ++j)");

@@ -1,5 +1,5 @@
-// `fusec codegen FILE|- [--passes=LIST] [--emit=cuda|cubin --out-dir DIR]`: the CUDA source
-// of every kernel of a .fir module (after fuse), printed one after the other -- for the
+// `fusec codegen FILE|- [--passes=LIST] [--emit=cuda|kir|cubin --out-dir DIR]`: the CUDA source
+// (or the kernel IR) of every kernel of a .fir module (after fuse), printed one after the other -- for the
 // codegen FileCheck tests and for reading what a kernel becomes -- or written as files.
 #include <iostream>
 
@@ -33,8 +33,8 @@ Command addCodegenCommand(CLI::App& app) {
     pm.run(*module);
     if (a->emit.emit == "ir") throw Error("codegen: --emit=ir is what `fusec opt` prints");
     if (!a->emit.outDir.empty()) return emitKernels(a->emit, *module), 0;
-    if (a->emit.emit != "cuda") throw Error("--emit=" + a->emit.emit + " needs --out-dir");
-    const auto kernels = codegen::generateModule(*module, codegen::offlineTarget());
+    if (a->emit.emit != "cuda" && a->emit.emit != "kir") throw Error("--emit=" + a->emit.emit + " needs --out-dir");
+    const auto kernels = codegen::generateModule(*module, codegen::offlineTarget(), a->emit.emit == "kir");
     // Nothing to print is not success: unfused IR has no kernel ops (silence looked like one).
     if (kernels.empty())
       throw Error("codegen: " + a->input + " has no kernel ops" + (a->passes.empty() ? "" : " after --passes=" + a->passes) +
@@ -43,7 +43,7 @@ Command addCodegenCommand(CLI::App& app) {
       std::cout << "// ===== kernel " << k.name << " family=" << familyName(k.family);
       for (const auto& l : k.launches)
         std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem;
-      std::cout << "\n" << k.source;
+      std::cout << "\n" << (a->emit.emit == "kir" ? k.kernelIr : k.source);
     }
     std::cout.flush();
     return 0;

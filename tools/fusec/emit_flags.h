@@ -12,7 +12,7 @@ struct EmitArgs {
 };
 
 void addEmitFlags(CLI::App& cmd, EmitArgs& a, const std::string& defaultEmit);
-// Writes the kernels of `m` for --emit=cuda|cubin (an Error without --out-dir) and returns
+// Writes the kernels of `m` for --emit=cuda|kir|cubin (an Error without --out-dir) and returns
 // true; returns false for --emit=ir, which the command prints itself.
 bool emitKernels(const EmitArgs& a, const Module& m);
 

@@ -1,0 +1,112 @@
+// The kernel IR's builder (CodeWriter) and its two printers (codegen/kernel_ir.h): the CUDA of
+// every statement kind, the dump of the same statements, and the builder's refusals.
+#include "codegen/kernel_ir.h"
+
+#include <gtest/gtest.h>
+
+#include "codegen/body_emitter.h"
+#include "ir/error.h"
+
+namespace fusec::codegen {
+namespace {
+
+// A vector loop as the pointwise schedule writes one, with a declaration inserted before the
+// lane loop after it was written (as the lane loads' register arrays are).
+void buildVectorLoop(CodeWriter& w) {
+  w.open("extern \"C\" __global__ void k(const float* in0, float* out0)");
+  w.open(kir::ifThen("aligned"));
+  w.comment("4 consecutive elements per thread");
+  w.open(kir::gridStrideLoop("v", 8, "blockIdx.x", "gridDim.x"));
+  w.let("fusec_idx", "i", "v * 4");
+  const CodeWriter::Mark declarations = w.mark();
+  w.line("float s0[4];");
+  w.open(kir::laneLoop("j", 4));
+  w.vectorLoad(4, "a0", "in0", "(i + j)", "j == 0", "#0 = input() : f32[32]");
+  w.let("float", "t1", "a0[j] * 2.0f", "#1 = mul(#0, #0)");
+  w.line("s0[j] = t1;");
+  w.close();
+  w.insertLines(declarations, {"float a0[4];"});
+  w.store("out0", "i", "s0", 4);
+  w.close();
+  w.close();
+  w.open(kir::elseIf(""));
+  w.open(kir::gridStrideLoop("i", 32, "blockIdx.x", "gridDim.x"));
+  w.load("float", "x2", DType::bf16, "in0", "i", "#0 = input()");
+  w.store("out0", "i", "x2");
+  w.close();
+  w.close();
+  w.close();
+}
+
+TEST(KernelIr, PrintsEachStatementAsCuda) {
+  CodeWriter w;
+  buildVectorLoop(w);
+  EXPECT_EQ(w.str(),
+            "extern \"C\" __global__ void k(const float* in0, float* out0) {\n"
+            "  if (aligned) {\n"
+            "    // 4 consecutive elements per thread\n"
+            "    for (fusec_idx v = (fusec_idx)(blockIdx.x) * blockDim.x + threadIdx.x; v < 8; v += (fusec_idx)(gridDim.x) * blockDim.x) {\n"
+            "      const fusec_idx i = v * 4;\n"
+            "      float a0[4];\n"
+            "      float s0[4];\n"
+            "      #pragma unroll\n"
+            "      for (int j = 0; j < 4; ++j) {\n"
+            "        if (j == 0) fusec_vload<4>(a0, in0 + (i + j));  // #0 = input() : f32[32]\n"
+            "        const float t1 = a0[j] * 2.0f;  // #1 = mul(#0, #0)\n"
+            "        s0[j] = t1;\n"
+            "      }\n"
+            "      fusec_vstore<4>(out0 + i, s0);\n"
+            "    }\n"
+            "  }\n"
+            "  else {\n"
+            "    for (fusec_idx i = (fusec_idx)(blockIdx.x) * blockDim.x + threadIdx.x; i < 32; i += (fusec_idx)(gridDim.x) * blockDim.x) {\n"
+            "      const float x2 = __bfloat162float(in0[i]);  // #0 = input()\n"
+            "      out0[i] = x2;\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(KernelIr, DumpsTheStatements) {
+  CodeWriter w;
+  buildVectorLoop(w);
+  EXPECT_EQ(w.kir(),
+            "block extern \"C\" __global__ void k(const float* in0, float* out0)\n"
+            "  if aligned\n"
+            "    // 4 consecutive elements per thread\n"
+            "    loop v grid-stride [0, 8) from block blockIdx.x over gridDim.x\n"
+            "      let i: fusec_idx = v * 4\n"
+            "      text float a0[4];\n"
+            "      text float s0[4];\n"
+            "      loop j lanes [0, 4)\n"
+            "        load.v4 a0 = in0[(i + j)] when j == 0  // #0 = input() : f32[32]\n"
+            "        let t1: float = a0[j] * 2.0f  // #1 = mul(#0, #0)\n"
+            "        text s0[j] = t1;\n"
+            "      store.v4 out0[i] = s0\n"
+            "  else\n"
+            "    loop i grid-stride [0, 32) from block blockIdx.x over gridDim.x\n"
+            "      load x2: float = in0[i] (bf16)  // #0 = input()\n"
+            "      store out0[i] = x2\n");
+}
+
+TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
+  CodeWriter w;
+  w.line("__device__ int f() {\n  return 1;\n}");
+  w.open("struct S");
+  w.line("int x;");
+  w.close("};");
+  EXPECT_EQ(w.str(), "__device__ int f() {\n  return 1;\n}\nstruct S {\n  int x;\n};\n");
+  EXPECT_EQ(w.kir(), "text __device__ int f() { ... (3 lines)\nblock struct S\n  text int x;\n");
+}
+
+TEST(KernelIr, RefusesToCloseWhatIsNotOpenOrToInsertIntoAClosedScope) {
+  CodeWriter w;
+  EXPECT_THROW(w.close(), Error);
+  w.open("{ // a");
+  const CodeWriter::Mark inside = w.mark();
+  w.close();
+  EXPECT_THROW(w.insertLines(inside, {"int late;"}), Error);
+}
+
+}  // namespace
+}  // namespace fusec::codegen
