@@ -45,29 +45,64 @@ void CodeWriter::let(const std::string& type, const std::string& name, const std
   append(std::move(l));
 }
 
-void CodeWriter::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
-                      const std::string& position, const std::string& note) {
+void CodeWriter::var(const std::string& type, const std::string& name, const std::string& value) {
+  kir::Stmt v;
+  v.kind = kir::StmtKind::Var;
+  v.target = type;
+  v.text = name;
+  v.value = value;
+  append(std::move(v));
+}
+
+void CodeWriter::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
+  kir::Stmt a;
+  a.kind = kir::StmtKind::Accumulate;
+  a.text = acc;
+  a.target = combiner;
+  a.value = value;
+  append(std::move(a));
+}
+
+void CodeWriter::reduce(const std::string& type, const std::string& name, kir::ReduceScope scope,
+                        const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
+  kir::Stmt r;
+  r.kind = kir::StmtKind::Reduce;
+  r.note = type;
+  r.text = name;
+  r.scope = scope;
+  r.target = combiner;
+  r.value = acc;
+  r.width = lanes;
+  r.divisor = divisor;
+  append(std::move(r));
+}
+
+namespace {
+// A Load of `reg` (a register, or a register array) from ptr[position].
+kir::Stmt loadOf(const std::string& reg, const std::string& ptr, const std::string& position, const std::string& note) {
   kir::Stmt l;
   l.kind = kir::StmtKind::Load;
-  l.target = type;
-  l.text = name;
-  l.memory = memory;
+  l.text = reg;
   l.value = ptr;
   l.position = position;
   l.note = note;
+  return l;
+}
+}  // namespace
+
+void CodeWriter::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
+                      const std::string& position, const std::string& note) {
+  kir::Stmt l = loadOf(name, ptr, position, note);
+  l.target = type;
+  l.memory = memory;
   append(std::move(l));
 }
 
 void CodeWriter::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
                             const std::string& guard, const std::string& note) {
-  kir::Stmt l;
-  l.kind = kir::StmtKind::Load;
-  l.text = array;
+  kir::Stmt l = loadOf(array, ptr, position, note);
   l.width = width;
-  l.value = ptr;
-  l.position = position;
   l.guard = guard;
-  l.note = note;
   append(std::move(l));
 }
 

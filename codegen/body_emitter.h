@@ -35,6 +35,14 @@ class CodeWriter {
   void comment(const std::string& text);  // `// text`
   // `const <type> <name> = <value>;  // note`
   void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
+  // `<type> <name> = <value>;`: an accumulator's declaration.
+  void var(const std::string& type, const std::string& name, const std::string& value);
+  // `acc = combiner()(acc, value);`
+  void accumulate(const std::string& acc, const std::string& combiner, const std::string& value);
+  // `const <type> <name> = ` accumulator `acc` combined across `scope` (`lanes`: a warp group's
+  // threads), divided by `divisor` where it is a mean's (kir::ReduceScope).
+  void reduce(const std::string& type, const std::string& name, kir::ReduceScope scope, const std::string& combiner,
+              const std::string& acc, int lanes = 32, const std::string& divisor = "");
   // `const <type> <name> = ptr[position]`, converted from `memory` (cuda_types.h loadExpr).
   void load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
             const std::string& position, const std::string& note);

@@ -7,39 +7,83 @@ namespace fusec::codegen::kir {
 namespace {
 
 std::string indent(int depth) { return std::string(size_t(2 * depth), ' '); }
-std::string noted(const Stmt& s) { return s.note.empty() ? "" : "  // " + s.note; }
+std::string noted(const Stmt& s) { return s.note.empty() || s.kind == StmtKind::Reduce ? "" : "  // " + s.note; }
 
 // The line that opens a Loop or an If (without its " {").
 std::string header(const Stmt& s) {
   if (s.kind == StmtKind::If)
     return !s.elseBranch ? "if (" + s.text + ")" : s.text.empty() ? "else" : "else if (" + s.text + ")";
-  if (s.kind == StmtKind::Loop && s.loop == LoopKind::Lanes)
-    return "for (int " + s.target + " = 0; " + s.target + " < " + std::to_string(s.width) + "; ++" + s.target + ")";
-  if (s.kind == StmtKind::Loop)
-    return "for (fusec_idx " + s.target + " = (fusec_idx)(" + s.firstBlock + ") * blockDim.x + threadIdx.x; " + s.target +
-           " < " + std::to_string(s.count) + "; " + s.target + " += (fusec_idx)(" + s.blocks + ") * blockDim.x)";
-  return s.text;  // Block
+  if (s.kind != StmtKind::Loop) return s.text;  // Block
+  const bool counted = s.loop == LoopKind::Lanes || s.loop == LoopKind::Counted;
+  return "for (" + std::string(counted ? "int " : "fusec_idx ") + s.target + " = " + s.start + "; " +
+         (s.guard.empty() ? "" : s.guard + " && ") + s.target + " < " + s.bound + "; " +
+         (counted ? "++" + s.target : s.target + " += " + s.step) + ")";
+}
+
+// The value of a Reduce: its accumulator combined across its scope, divided for a mean.
+std::string reduced(const Stmt& s) {
+  const std::string comb = s.target + "()";
+  std::string v;
+  switch (s.scope) {
+    case ReduceScope::Thread: v = s.value; break;
+    case ReduceScope::Warp: v = "fusec_warp_reduce(" + s.value + ", " + comb + ")"; break;
+    case ReduceScope::ColumnTile: v = "fusec_col_reduce(" + s.value + ", " + comb + ")"; break;
+    case ReduceScope::WarpGroup:
+      v = "fusec_group_total<" + std::to_string(s.width) + ">(fusec_part_" + s.value + ", " + comb + ")";
+      break;
+  }
+  return s.divisor.empty() ? v : "(" + v + ") / " + s.divisor;
+}
+
+const char* scopeName(ReduceScope s) {
+  switch (s) {
+    case ReduceScope::Thread: return "thread";
+    case ReduceScope::Warp: return "warp";
+    case ReduceScope::ColumnTile: return "column-tile";
+    case ReduceScope::WarpGroup: return "warp-group";
+  }
+  return "?";
+}
+
+Stmt loopStmt(LoopKind kind, const std::string& var, const std::string& start, const std::string& bound,
+              const std::string& step, int unroll) {
+  Stmt s;
+  s.kind = StmtKind::Loop;
+  s.loop = kind;
+  s.target = var;
+  s.start = start;
+  s.bound = bound;
+  s.step = step;
+  s.unroll = unroll;
+  return s;
 }
 
 }  // namespace
 
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks) {
-  Stmt s;
-  s.kind = StmtKind::Loop;
-  s.loop = LoopKind::GridStride;
-  s.target = var;
-  s.count = count;
+  Stmt s = loopStmt(LoopKind::GridStride, var, "(fusec_idx)(" + firstBlock + ") * blockDim.x + threadIdx.x",
+                    std::to_string(count), "(fusec_idx)(" + blocks + ") * blockDim.x", 0);
   s.firstBlock = firstBlock;
   s.blocks = blocks;
   return s;
 }
 
 Stmt laneLoop(const std::string& var, int width) {
-  Stmt s;
-  s.kind = StmtKind::Loop;
-  s.loop = LoopKind::Lanes;
-  s.target = var;
+  // Unrolled: the lanes' registers are arrays indexed by the lane, which stay registers only
+  // when every index is a constant.
+  Stmt s = loopStmt(LoopKind::Lanes, var, "0", std::to_string(width), "1", -1);
   s.width = width;
+  return s;
+}
+
+Stmt countedLoop(const std::string& var, int64_t count, int unroll) {
+  return loopStmt(LoopKind::Counted, var, "0", std::to_string(count), "1", unroll);
+}
+
+Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
+                 const std::string& guard, int unroll) {
+  Stmt s = loopStmt(LoopKind::Strided, var, start, bound, step, unroll);
+  s.guard = guard;
   return s;
 }
 
@@ -66,6 +110,9 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Text: out += in + s.text + "\n"; break;
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "const " + s.target + " " + s.text + " = " + s.value + ";" + noted(s) + "\n"; break;
+      case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";\n"; break;
+      case StmtKind::Accumulate: out += in + s.text + " = " + s.target + "()(" + s.text + ", " + s.value + ");\n"; break;
+      case StmtKind::Reduce: out += in + "const " + s.note + " " + s.text + " = " + reduced(s) + ";\n"; break;
       case StmtKind::Load:
         out += s.width == 1 ? in + "const " + s.target + " " + s.text + " = " + loadExpr(s.memory, s.value, s.position) + ";" +
                                   noted(s) + "\n"
@@ -80,9 +127,8 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Block:
       case StmtKind::Loop:
       case StmtKind::If:
-        // A lane loop is unrolled: its registers are arrays indexed by the lane, which stay
-        // registers only when every index is a constant.
-        if (s.kind == StmtKind::Loop && s.loop == LoopKind::Lanes) out += in + "#pragma unroll\n";
+        if (s.kind == StmtKind::Loop && s.unroll != 0)
+          out += in + "#pragma unroll" + (s.unroll > 0 ? " " + std::to_string(s.unroll) : "") + "\n";
         out += in + header(s) + " {\n";
         printInto(out, s.body, depth + 1);
         out += in + (s.kind == StmtKind::Block ? s.close : "}") + "\n";
@@ -110,6 +156,15 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       }
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "let " + s.text + ": " + s.target + " = " + s.value + noted(s) + "\n"; break;
+      case StmtKind::Var: out += in + "var " + s.text + ": " + s.target + " = " + s.value + "\n"; break;
+      case StmtKind::Accumulate:
+        out += in + "accumulate " + s.text + " = " + s.target + "(" + s.text + ", " + s.value + ")\n";
+        break;
+      case StmtKind::Reduce:
+        out += in + "reduce." + scopeName(s.scope) +
+               (s.scope == ReduceScope::WarpGroup ? "<" + std::to_string(s.width) + ">" : std::string()) + " " + s.text +
+               ": " + s.note + " = " + s.target + "(" + s.value + ")" + (s.divisor.empty() ? "" : " / " + s.divisor) + "\n";
+        break;
       case StmtKind::Load:
         out += s.width == 1 ? in + "load " + s.text + ": " + s.target + " = " + s.value + "[" + s.position + "] (" +
                                   std::string(dtypeName(s.memory)) + ")" + noted(s) + "\n"
@@ -125,11 +180,20 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
         dumpInto(out, s.body, depth + 1);
         break;
       case StmtKind::Loop:
-        if (s.loop == LoopKind::Lanes)
-          out += in + "loop " + s.target + " lanes [0, " + std::to_string(s.width) + ")\n";
-        else
-          out += in + "loop " + s.target + " grid-stride [0, " + std::to_string(s.count) + ") from block " + s.firstBlock +
-                 " over " + s.blocks + "\n";
+        switch (s.loop) {
+          case LoopKind::GridStride:
+            out += in + "loop " + s.target + " grid-stride [0, " + s.bound + ") from block " + s.firstBlock + " over " + s.blocks;
+            break;
+          case LoopKind::Lanes: out += in + "loop " + s.target + " lanes [0, " + s.bound + ")"; break;
+          case LoopKind::Counted: out += in + "loop " + s.target + " [0, " + s.bound + ")"; break;
+          case LoopKind::Strided:
+            out += in + "loop " + s.target + " from " + s.start + " below " + s.bound + " by " + s.step +
+                   (s.guard.empty() ? "" : " while " + s.guard);
+            break;
+        }
+        if (s.loop != LoopKind::Lanes && s.unroll != 0)
+          out += s.unroll > 0 ? " unroll " + std::to_string(s.unroll) : std::string(" unrolled");
+        out += "\n";
         dumpInto(out, s.body, depth + 1);
         break;
       case StmtKind::If:

@@ -1,18 +1,20 @@
 // The kernel IR's statements: what a kernel's schedule builds and one printer writes as CUDA.
 //
 // A family's schedule (codegen/*_kernels.cpp) does not write CUDA text; it appends statements
-// to a kir::Builder (CodeWriter, codegen/body_emitter.h, is that builder): loops with their kind
-// (a grid-stride loop over a count, a loop over a vector's lanes), branches, index and value
-// registers (`let`), and stores with their vector width. Index expressions are IndexExprs
-// (codegen/index_expr.h), simplified where they are built; the scalar values come from the op
-// table's formulas (codegen/scalar_ops.h) through BodyEmitter. `print` writes the CUDA;
-// `dump` writes the statements themselves (`fusec codegen --emit kir`), which is what the lit
-// tests of a schedule check: which loops, which widths, which stores, not register names.
+// to a builder (CodeWriter, codegen/body_emitter.h): loops with their kind (grid-stride over a
+// count, a vector's lanes, counted, strided), branches, index and value registers (`let`),
+// accumulators and their steps, reductions with the scope that combines them (warp, column
+// tile, group of warps), and loads and stores with their vector width. Index expressions are
+// IndexExprs (codegen/index_expr.h), simplified where they are built; the scalar values come
+// from the op table's formulas (codegen/scalar_ops.h) through BodyEmitter. `print` writes the
+// CUDA; `dump` writes the statements themselves (`fusec codegen --emit kir`), which is what the
+// lit tests of a schedule check: which loops, which widths, which reductions, not register
+// names.
 //
-// Statements a schedule has not modelled yet are `text` lines, printed verbatim (the
-// reduction, scatter and attention families' bodies, the kernels' preambles). They move to
-// typed statements family by family; each step keeps the printed CUDA byte-identical
-// (scripts/kernel-sources.sh before and after).
+// Statements a schedule has not modelled yet are `text` lines, printed verbatim (the scatter
+// and attention families' bodies, the reductions' shared-memory staging, the kernels'
+// preambles). They move to typed statements family by family; each step keeps the printed
+// CUDA byte-identical (scripts/kernel-sources.sh before and after).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,47 +26,68 @@
 namespace fusec::codegen::kir {
 
 enum class StmtKind : uint8_t {
-  Text,     // a line (or lines) of CUDA not modelled yet, verbatim
-  Comment,  // `// text`
-  Let,      // `const <type> <name> = <value>;`: an index or value register
-  Load,     // a register from memory, or (width > 1) a register array as one 16-byte vector
-  Store,    // element store `ptr[position] = value;`, or a vector of `width` from array `value`
-  Block,    // `header {` ... `close`: a function, a plain scope, a loop written as text
-  Loop,     // a loop the schedule describes (LoopKind)
-  If,       // `if (cond)`, `else if (cond)` or `else` (cond empty; `elseBranch` set)
+  Text,        // a line (or lines) of CUDA not modelled yet, verbatim
+  Comment,     // `// text`
+  Let,         // `const <type> <name> = <value>;`: an index or value register
+  Var,         // `<type> <name> = <value>;`: a register that changes (an accumulator)
+  Accumulate,  // `<acc> = <combiner>()(<acc>, <value>);`: one step of a reduction, in order
+  Reduce,      // `const <type> <name> = ...;`: an accumulator combined across a scope (ReduceScope)
+  Load,        // a register from memory, or (width > 1) a register array as one 16-byte vector
+  Store,       // element store `ptr[position] = value;`, or a vector of `width` from array `value`
+  Block,       // `header {` ... `close`: a function, a plain scope, a loop written as text
+  Loop,        // a loop the schedule describes (LoopKind)
+  If,          // `if (cond)`, `else if (cond)` or `else` (cond empty; `elseBranch` set)
 };
 
 enum class LoopKind : uint8_t {
-  GridStride,  // var over [0, count): each thread from its global index, stepping by the grid
+  GridStride,  // var over [0, bound): each thread from its global index, stepping by the grid
   Lanes,       // var over [0, width): a vector's lanes, fully unrolled
+  Counted,     // int var over [0, bound), unrolled as `unroll` says
+  Strided,     // var from `start` below `bound` by `step`, while `guard` holds
 };
+
+// Who combines a Reduce's accumulator, always in an order fixed by the launch (so the result
+// is the same bits run to run): the thread alone, a warp (a butterfly), the row lanes of a
+// column tile (through shared memory, lane by lane), or a group of warps (each warp's value
+// in shared memory, behind the group's barrier, added in warp order).
+enum class ReduceScope : uint8_t { Thread, Warp, ColumnTile, WarpGroup };
 
 struct Stmt {
   StmtKind kind = StmtKind::Text;
-  // Text, Comment: the text; Block: the header; If: the condition; Let, Load: the register
-  // (a Load of width > 1: the register array).
+  // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce: the
+  // register (a Load of width > 1: the register array); Accumulate: the accumulator.
   std::string text;
-  // Let, Load: the register's type ("fusec_idx", "float"); Store: the pointer; Loop: the variable.
+  // Let, Var, Load: the register's type ("fusec_idx", "float"); Store: the pointer; Loop: the
+  // variable; Accumulate, Reduce: the combiner ("fusec_sum").
   std::string target;
-  // Let: the value; Store: the value (width 1) or the register array (width > 1); Load: the pointer.
+  // Let, Var: the value; Store: the value (width 1) or the register array (width > 1); Load:
+  // the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its parts).
   std::string value;
   std::string position;  // Store, Load: the element's (or the vector's first element's) position
-  int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes
+  int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes; Reduce (WarpGroup): its lanes
   DType memory = DType::f32;  // Load (width 1): the element type in memory, converted to `target`
-  std::string guard;          // Load (width > 1): the lane that loads the vector for all (`j == 0`)
-  std::string note;           // Let, Load: what the value is (`#3 = mul(#1, #2) : f32[4,8]`)
+  // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
+  // condition tested with the bound (`live`), or none.
+  std::string guard;
+  std::string note;  // Let, Load: what the value is (`#3 = mul(#1, #2) : f32[4,8]`); Reduce: the type of its result
+  // Loop: `for (<type> <var> = <start>; [<guard> && ]<var> < <bound>; <step>)`.
   LoopKind loop = LoopKind::GridStride;
-  int64_t count = 0;         // Loop (GridStride): the items
-  std::string firstBlock;    // Loop (GridStride): the block that takes item 0 ("blockIdx.x")
-  std::string blocks;        // Loop (GridStride): the blocks that share the items ("gridDim.x")
-  bool elseBranch = false;   // If: an `else` or `else if` of the branch before it
-  std::string close = "}";   // Block: the closing line
+  std::string start, bound, step;
+  std::string firstBlock, blocks;  // Loop (GridStride): the block of item 0, the blocks that share the items
+  int unroll = 0;           // Loop: 0 no pragma, -1 `#pragma unroll`, n `#pragma unroll n`
+  ReduceScope scope = ReduceScope::Thread;
+  std::string divisor;      // Reduce: a mean's element count (a literal), or none
+  bool elseBranch = false;  // If: an `else` or `else if` of the branch before it
+  std::string close = "}";  // Block: the closing line
   std::vector<std::unique_ptr<Stmt>> body;  // Block, Loop, If
 };
 
 // The scopes a schedule opens (CodeWriter::open).
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks);
 Stmt laneLoop(const std::string& var, int width);
+Stmt countedLoop(const std::string& var, int64_t count, int unroll);
+Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
+                 const std::string& guard = "", int unroll = 0);
 Stmt ifThen(const std::string& cond);
 Stmt elseIf(const std::string& cond);  // cond empty: `else`
 

@@ -412,22 +412,20 @@ void writeColumnSumsScratch(CodeWriter& w, const ColumnSums& cs) {
 void forEachSlot(BodyEmitter& e, const ColumnSums& cs, const std::function<void(const std::string&, const std::string&)>& f) {
   CodeWriter& w = e.writer();
   const std::string L = std::to_string(cs.lanes), R = std::to_string(cs.width);
-  w.line("#pragma unroll");
   if (cs.slotted) {
-    e.openScope("for (int c = 0; c < " + std::to_string(cs.slots) + "; ++c)");
-    w.line("const fusec_idx col = c * " + L + " + lane;");
-    e.openScope("if (col < " + R + ")");
+    e.openScope(kir::countedLoop("c", cs.slots, -1));
+    w.let("fusec_idx", "col", "c * " + L + " + lane");
+    e.openScope(kir::ifThen("col < " + R));
     f("col", "c");
     e.closeScope();
     e.closeScope();
     return;
   }
   const std::string V = std::to_string(cs.vec);
-  e.openScope("for (int c = 0; c < " + std::to_string(cs.chunks) + "; ++c)");
-  w.line("const fusec_idx base = (c * " + L + " + lane) * " + V + ";");
-  e.openScope("if (base < " + R + ")");
-  w.line("#pragma unroll");
-  e.openScope("for (int j = 0; j < " + V + "; ++j)");
+  e.openScope(kir::countedLoop("c", cs.chunks, -1));
+  w.let("fusec_idx", "base", "(c * " + L + " + lane) * " + V);
+  e.openScope(kir::ifThen("base < " + R));
+  e.openScope(kir::countedLoop("j", cs.vec, -1));
   f("(base + j)", "c * " + V + " + j");
   e.closeScope();
   e.closeScope();
@@ -574,69 +572,6 @@ int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool full
   }
   vectors = vectorInputs(body, roots, v);
   return v;
-}
-
-// The tile loop of a col_reduce with V > 1 columns per thread. Thread t's columns are
-// outer + j (outer = tile + (t % 32) * V, j < V); V divides the kept last axis, so they
-// share every other coordinate and all or none of them are live. With `useLanes` the body
-// is evaluated in vector-loop mode (16-byte loads where codegen/lanes.h proves them);
-// without, the same loop reads element by element (the pointers are not all aligned).
-void emitColumnTiles(BodyEmitter& e, const Graph& body, const std::vector<Reduction>& reds,
-                     const std::vector<int>& rowOuts, int V, int rowLanes, bool useLanes) {
-  CodeWriter& w = e.writer();
-  const int64_t n = reds[0].n, r = reds[0].r;
-  const std::string N = std::to_string(n), R = std::to_string(r), CV = std::to_string(V), RL = std::to_string(rowLanes);
-  // The trip count is the same for the whole block (fusec_col_reduce_v syncs); columns past
-  // the end only skip their loads and stores.
-  e.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
-  w.line("const fusec_idx outer = tile + (threadIdx.x % 32) * " + CV + ";  // the first of this thread's columns");
-  w.line("const bool live = outer < " + N + ";");
-  for (size_t pass = 0; pass < reds.size(); ++pass) {
-    const Reduction& red = reds[pass];
-    const Op& op = *red.op;
-    const std::string acc = e.fresh("acc");
-    w.line("// " + e.describe(op));
-    w.line("float " + acc + "[" + CV + "];");
-    w.line("#pragma unroll");
-    w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + initValue(op.kind, DType::f32) + ";");
-    Index idx = delinearize(w, IndexExpr::var("outer"), red.kept, e.fresh("k"));
-    w.line("#pragma unroll 4");
-    e.openScope("for (fusec_idx inner = lane; live && inner < " + R + "; inner += " + RL + ")");
-    idx = fullIndex(w, red, idx, IndexExpr::var("inner", 0, r - 1), e.fresh("e"));  // the loop tests inner < r
-    const Index lane0 = idx;
-    idx.back() = idx.back() + IndexExpr::var("j", 0, V - 1);
-    const CodeWriter::Mark declarations = w.mark();
-    if (useLanes) e.beginLanes(V, "j");
-    w.line("#pragma unroll");
-    e.openScope("for (int j = 0; j < " + CV + "; ++j)");
-    const Value* x = op.operands[0];
-    w.line(acc + "[j] = " + combiner(op.kind) + "()(" + acc + "[j], (float)" +
-           (useLanes ? e.evalLanes(x, idx, lane0) : e.eval(x, idx)) + ");");
-    e.closeScope();
-    if (useLanes) {
-      w.insertLines(declarations, e.declarations());
-      e.endLanes();
-    }
-    e.closeScope();
-    w.line("fusec_col_reduce_v<" + CV + ", " + RL + ">(" + acc + ", " + combiner(op.kind) + "());");
-    if (op.kind == OpKind::Mean) {
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < " + CV + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r)) + ";");
-    }
-    e.bindReduction(op.result(), acc + "[j]");  // read only inside a loop over j
-  }
-  if (!rowOuts.empty()) {
-    e.openScope("if (lane == 0 && live)");
-    w.line("#pragma unroll");
-    e.openScope("for (int j = 0; j < " + CV + "; ++j)");
-    for (int o : rowOuts) {
-      const Value* v = body.outputs[size_t(o)];
-      e.store(v, "out" + std::to_string(o), delinearize(w, IndexExpr::var("outer") + IndexExpr::var("j", 0, V - 1), v->type.shape, "q" + std::to_string(o)));
-    }
-    e.closeScope();
-    e.closeScope();
-  }
-  e.closeScope();
 }
 
 // Reduction levels: a reduction whose operand reads no other reduction of the kernel is on
@@ -795,23 +730,39 @@ class ReductionEmitter {
     classify();
     planLaunch();
     writePreamble();
-    if (columns_ && colV_ > 1) {
-      writeColumnTiles();
-    } else {
-      openOuterLoop();
-      loadRowRegisters();
-      for (size_t pass = 0; pass < levels_.size(); ++pass) writeLevel(pass);
-      storeRowValues();
-      if (!fullOuts_.empty() || !cols_.empty()) writeOutputPass();
+    std::vector<std::string> pointers;  // a column tile's vector loads' (colV_ > 1)
+    for (const Value* in : columnVectors_) pointers.push_back(inputPointer(k_.body, in));
+    if (!pointers.empty()) {
+      // Columns of V > 1 where every vector's pointer is aligned read 16-byte vectors
+      // (codegen/lanes.h), else the same loop reads element by element: one uniform branch.
+      e_.openScope(kir::ifThen(alignedTest(pointers)));
+      writePoints(true);
       e_.closeScope();
-      if (!cols_.empty()) emitColumnSumsFinish(e_, k_.body, colSums_, colOuts_, n_);
-      if (!totals_.empty()) emitRowTotalsFinish(e_, k_.body, totals_, totalOuts_, grid_, block_, lanes_);
+      e_.openScope(kir::elseIf(""));
+      writePoints(false);
+      e_.closeScope();
+    } else {
+      writePoints(false);
     }
+    if (!cols_.empty()) emitColumnSumsFinish(e_, k_.body, colSums_, colOuts_, n_);
+    if (!totals_.empty()) emitRowTotalsFinish(e_, k_.body, totals_, totalOuts_, grid_, block_, lanes_);
     w_.close();
     return {Launch{k_.name, {uint32_t(grid_), 1, 1}, {uint32_t(block_), 1, 1}, 0}};
   }
 
  private:
+  // The loop over the thread's points and what it computes at each. `lanes`: a column tile
+  // of V > 1 evaluates the body in vector-loop mode (BodyEmitter::beginLanes).
+  void writePoints(bool lanes) {
+    lanesMode_ = lanes;
+    openOuterLoop();
+    loadRowRegisters();
+    for (size_t pass = 0; pass < levels_.size(); ++pass) writeLevel(pass);
+    storeRowValues();
+    if (!fullOuts_.empty() || !cols_.empty()) writeOutputPass();
+    e_.closeScope();
+  }
+
   // The body's reductions by role, checked, and its outputs by shape.
   void classify() {
     for (auto& op : k_.body.ops) {
@@ -873,8 +824,8 @@ class ReductionEmitter {
       // V > 1: 8 row lanes (256 threads) rather than 32. A 1024-thread block of V-wide tiles
       // held one block per multiprocessor (registers and the 32 KB lane tile), and the
       // split-reduction partials' 192 tiles ran as two uneven waves at 50% of DRAM bandwidth.
-      lanes_ = 32;
       block_ = colV_ > 1 ? 256 : 1024;
+      lanes_ = block_ / 32;  // row lanes: thread t takes every lanes_-th row from t / 32
       grid_ = (n_ + 32 * colV_ - 1) / (32 * colV_);
     }
     grid_ = std::clamp<int64_t>(grid_, 1, 65535);
@@ -921,40 +872,23 @@ class ReductionEmitter {
       w_.line("// " + std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ + " thread(s) per point");
     const std::string CV = std::to_string(colV_), tileWidth = std::to_string(32 * colV_);
     if (columns_ && colV_ > 1) {
-      w_.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 owns " + CV +
-              " adjacent columns of the tile");
-      w_.line("const fusec_idx group = (fusec_idx)blockIdx.x * " + tileWidth + ";  // the tile's first column");
-      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * " + tileWidth + ";");
+      w_.let("fusec_idx", "lane", "threadIdx.x / 32", "the row lane; threadIdx.x % 32 owns " + CV + " adjacent columns of the tile");
+      w_.let("fusec_idx", "group", "(fusec_idx)blockIdx.x * " + tileWidth, "the tile's first column");
+      w_.let("fusec_idx", "groups", "(fusec_idx)gridDim.x * " + tileWidth);
     } else if (columns_) {
-      w_.line("const fusec_idx lane = threadIdx.x / 32;  // the row lane; threadIdx.x % 32 is the tile's column");
-      w_.line("const fusec_idx group = (fusec_idx)blockIdx.x * 32;  // the tile's first column");
-      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * 32;");
+      w_.let("fusec_idx", "lane", "threadIdx.x / 32", "the row lane; threadIdx.x % 32 is the tile's column");
+      w_.let("fusec_idx", "group", "(fusec_idx)blockIdx.x * 32", "the tile's first column");
+      w_.let("fusec_idx", "groups", "(fusec_idx)gridDim.x * 32");
     } else {
-      w_.line("const fusec_idx lane = threadIdx.x % " + L_ + ";");
-      w_.line("const fusec_idx group = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L_ + ";");
-      w_.line("const fusec_idx groups = (fusec_idx)gridDim.x * blockDim.x / " + L_ + ";");
+      w_.let("fusec_idx", "lane", "threadIdx.x % " + L_);
+      w_.let("fusec_idx", "group", "((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / " + L_);
+      w_.let("fusec_idx", "groups", "(fusec_idx)gridDim.x * blockDim.x / " + L_);
     }
     for (const Value* in : regs_.inputs) vectorPointers_.push_back(inputPointer(k_.body, in));
     for (int o : regs_.vectorOuts) vectorPointers_.push_back("out" + std::to_string(o));
     for (const Value* in : regs_.rowConstants) rowConstantPointers_.push_back(inputPointer(k_.body, in));
     vectorPointers_.insert(vectorPointers_.end(), rowConstantPointers_.begin(), rowConstantPointers_.end());
-    if (regs_.chunks > 0 && regs_.width > 1) w_.line("const bool aligned = " + alignedTest(vectorPointers_) + ";");
-  }
-
-  // A column reduction with V > 1 columns a thread: tiles, aligned and scalar (emitColumnTiles).
-  void writeColumnTiles() {
-    std::vector<std::string> pointers;
-    for (const Value* in : columnVectors_) pointers.push_back(inputPointer(k_.body, in));
-    if (pointers.empty()) {
-      emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, false);
-      return;
-    }
-    e_.openScope("if (" + alignedTest(pointers) + ")");
-    emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, true);
-    e_.closeScope();
-    e_.openScope("else");
-    emitColumnTiles(e_, k_.body, reds_, rowOuts_, colV_, block_ / 32, false);
-    e_.closeScope();
+    if (regs_.chunks > 0 && regs_.width > 1) w_.let("bool", "aligned", alignedTest(vectorPointers_));
   }
 
   // The loop over the thread's points, and before it the column sums' and totals' accumulators.
@@ -963,9 +897,12 @@ class ReductionEmitter {
     if (columns_) {
       // The tile loop's trip count is the same for the whole block (fusec_col_reduce syncs);
       // columns past the end only skip their loads and stores.
-      e_.openScope("for (fusec_idx tile = group; tile < " + N + "; tile += groups)");
-      w_.line("const fusec_idx outer = tile + threadIdx.x % 32;");
-      w_.line("const bool live = outer < " + N + ";");
+      e_.openScope(kir::stridedLoop("tile", "group", N, "groups"));
+      if (colV_ > 1)  // V adjacent columns: outer + j, j < V (V divides the kept last axis)
+        w_.let("fusec_idx", "outer", "tile + (threadIdx.x % 32) * " + std::to_string(colV_), "the first of this thread's columns");
+      else
+        w_.let("fusec_idx", "outer", "tile + threadIdx.x % 32");
+      w_.let("bool", "live", "outer < " + N);
       return;
     }
     const std::string C = std::to_string(colSums_.slots);
@@ -980,10 +917,10 @@ class ReductionEmitter {
               initValue(cols_[q]->kind, DType::f32) + ";");
     }
     for (size_t q = 0; q < totals_.size(); ++q) {
-      w_.line("// " + e_.describe(*totals_[q]) + ": this group's rows (lane 0)");
-      w_.line("float tot" + std::to_string(q) + " = " + initValue(totals_[q]->kind, DType::f32) + ";");
+      w_.comment(e_.describe(*totals_[q]) + ": this group's rows (lane 0)");
+      w_.var("float", "tot" + std::to_string(q), initValue(totals_[q]->kind, DType::f32));
     }
-    e_.openScope("for (fusec_idx outer = group; outer < " + N + "; outer += groups)");
+    e_.openScope(kir::stridedLoop("outer", "group", N, "groups"));
   }
 
   // The loop counters as index expressions with the values their loops give them, so that
@@ -1015,29 +952,25 @@ class ReductionEmitter {
     if (regs_.chunks == 0) {
       // Columns: a few rows' loads in flight per thread (the loop is short and its only
       // dependency is the accumulator).
-      if (columns_) w_.line("#pragma unroll 4");
-      e_.openScope("for (fusec_idx inner = lane; " + std::string(columns_ ? "live && " : "") + "inner < " + R_ +
-                   "; inner += " + L_ + ")");
+      e_.openScope(kir::stridedLoop("inner", "lane", R_, L_, columns_ ? "live" : "", columns_ ? 4 : 0));
       return 1;
     }
-    w_.line("#pragma unroll");
-    e_.openScope("for (int c = 0; c < " + std::to_string(regs_.chunks) + "; ++c)");
-    w_.line("const fusec_idx base = (c * " + L_ + " + lane) * " + V_ + ";");
-    e_.openScope("if (base < " + R_ + ")");
+    e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
+    w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
+    e_.openScope(kir::ifThen("base < " + R_));
     for (size_t a = 0; a < regs_.rowConstants.size(); ++a) {
       if (!reads(roots, regs_.rowConstants[a])) continue;
       const std::string b = "b" + std::to_string(a), p = rowConstantPointers_[a];
       w_.line("float " + b + "[" + V_ + "];  // " + e_.describe(*regs_.rowConstants[a]->def) + ", this chunk's elements");
       w_.use(Helper::VectorIO);
       w_.line("if (aligned) fusec_vload<" + V_ + ">(" + b + ", " + p + " + base);");
-      e_.openScope("else");
+      e_.openScope(kir::elseIf(""));
       w_.line("#pragma unroll");
       w_.line("for (int j = 0; j < " + V_ + "; ++j) " + b + "[j] = fusec_f32(" + p + "[base + j]);");
       e_.closeScope();
     }
-    w_.line("#pragma unroll");
-    e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
-    w_.line("const fusec_idx inner = base + j;");
+    e_.openScope(kir::countedLoop("j", regs_.width, -1));
+    w_.let("fusec_idx", "inner", "base + j");
     return 3;
   }
   void closePass(int scopes) {
@@ -1080,13 +1013,11 @@ class ReductionEmitter {
     for (size_t a = 0; a < regs_.cached.size(); ++a)
       w_.line("float k" + std::to_string(a) + "[" + E + "];  // " + e_.describe(*regs_.cached[a].first->def) +
               ", kept for a later pass");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int c = 0; c < " + std::to_string(regs_.chunks) + "; ++c)");
-    w_.line("const fusec_idx base = (c * " + L_ + " + lane) * " + V_ + ";");
-    e_.openScope("if (base < " + R_ + ")");
+    e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
+    w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
+    e_.openScope(kir::ifThen("base < " + R_));
     auto scalarLoads = [&] {
-      w_.line("#pragma unroll");
-      e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
+      e_.openScope(kir::countedLoop("j", regs_.width, -1));
       for (size_t a = 0; a < regs_.inputs.size(); ++a) {
         const std::string p = vectorPointers_[a], at = "outer * " + R_ + " + base + j";
         if (regs_.packed[a])  // pairs: j even
@@ -1098,14 +1029,14 @@ class ReductionEmitter {
       e_.closeScope();
     };
     if (regs_.width > 1) {
-      e_.openScope("if (aligned)");
+      e_.openScope(kir::ifThen("aligned"));
       w_.use(Helper::VectorIO);
       for (size_t a = 0; a < regs_.inputs.size(); ++a)
         w_.line((regs_.packed[a] ? "fusec_vload_packed<" + V_ + ">(r" + std::to_string(a) + " + c * " + H
                                  : "fusec_vload<" + V_ + ">(r" + std::to_string(a) + " + c * " + V_) +
                 ", " + vectorPointers_[a] + " + outer * " + R_ + " + base);");
       e_.closeScope();
-      e_.openScope("else");
+      e_.openScope(kir::elseIf(""));
       scalarLoads();
       e_.closeScope();
     } else {
@@ -1115,18 +1046,12 @@ class ReductionEmitter {
     e_.closeScope();
   }
 
-  // The group's total of each accumulator of a level (see reductionLevels).
-  std::vector<std::string> groupReduce(const std::vector<std::pair<std::string, const Op*>>& accs) {
-    std::vector<std::string> totals;
-    if (lanes_ == 1 || lanes_ == 32 || columns_) {
-      for (const auto& [acc, op] : accs) {
-        const std::string comb = std::string(combiner(op->kind)) + "()";
-        totals.push_back(lanes_ == 1 ? acc
-                         : columns_  ? "fusec_col_reduce(" + acc + ", " + comb + ")"
-                                     : "fusec_warp_reduce(" + acc + ", " + comb + ")");
-      }
-      return totals;
-    }
+  // Who combines a level's accumulators (see reductionLevels); a group of warps first stages
+  // each warp's value in shared memory behind the group's barrier.
+  kir::ReduceScope groupReduce(const std::vector<std::pair<std::string, const Op*>>& accs) {
+    if (lanes_ == 1) return kir::ReduceScope::Thread;
+    if (columns_) return kir::ReduceScope::ColumnTile;
+    if (lanes_ == 32) return kir::ReduceScope::Warp;
     const std::string B = std::to_string(block_);
     for (const auto& [acc, op] : accs)
       w_.line("__shared__ " + registerType(op->result()->type.dtype) + " fusec_part_" + acc + "[" +
@@ -1138,9 +1063,7 @@ class ReductionEmitter {
     for (const auto& [acc, op] : accs)
       w_.line("fusec_warp_part(" + acc + ", " + combiner(op->kind) + "(), fusec_part_" + acc + ");");
     w_.line("fusec_group_sync<" + L_ + ", " + B + ">();");
-    for (const auto& [acc, op] : accs)
-      totals.push_back("fusec_group_total<" + L_ + ">(fusec_part_" + acc + ", " + combiner(op->kind) + "())");
-    return totals;
+    return kir::ReduceScope::WarpGroup;
   }
 
   // A row sum that selects one element (pickedElement): that element, read once.
@@ -1148,11 +1071,11 @@ class ReductionEmitter {
     const auto [x, t] = *picks_[i];
     const Reduction& red = reds_[i];
     const std::string acc = e_.fresh("acc"), at = e_.fresh("pick");
-    w_.line("// " + e_.describe(*red.op) + ": the element " + e_.describe(*t->def) + " selects, read once");
-    w_.line("float " + acc + " = 0.0f;");
+    w_.comment(e_.describe(*red.op) + ": the element " + e_.describe(*t->def) + " selects, read once");
+    w_.var("float", acc, "0.0f");
     Index idx = fullIndex(w_, red, delinearize(w_, outerVar(), red.kept, e_.fresh("k")), IndexExpr(0), e_.fresh("e"));
-    w_.line("const long long " + at + " = (long long)" + e_.eval(t, idx) + ";");
-    e_.openScope("if (" + at + " >= 0 && " + at + " < " + std::to_string(red.r) + ")");
+    w_.let("long long", at, "(long long)" + e_.eval(t, idx));
+    e_.openScope(kir::ifThen(at + " >= 0 && " + at + " < " + std::to_string(red.r)));
     idx.back() = IndexExpr::var("(fusec_idx)" + at, 0, red.r - 1);  // in range: the test above
     w_.line(acc + " = 0.0f + (float)" + e_.eval(x, idx) + ";");
     e_.closeScope();
@@ -1173,8 +1096,15 @@ class ReductionEmitter {
       const Op& op = *reds_[i].op;
       const DType dt = op.result()->type.dtype;
       accs.push_back({e_.fresh("acc"), &op});
-      w_.line("// " + e_.describe(op));
-      w_.line(registerType(dt) + " " + accs.back().first + " = " + initValue(op.kind, dt) + ";");
+      w_.comment(e_.describe(op));
+      if (colV_ > 1) {  // one accumulator per column of the thread's V
+        const std::string& acc = accs.back().first;
+        w_.line("float " + acc + "[" + std::to_string(colV_) + "];");
+        w_.line("#pragma unroll");
+        w_.line("for (int j = 0; j < " + std::to_string(colV_) + "; ++j) " + acc + "[j] = " + initValue(op.kind, dt) + ";");
+      } else {
+        w_.var(registerType(dt), accs.back().first, initValue(op.kind, dt));
+      }
       kept.push_back(delinearize(w_, outerVar(), reds_[i].kept, e_.fresh("k")));
     }
     if (summed.empty()) return;
@@ -1189,36 +1119,71 @@ class ReductionEmitter {
       if (!first) first = idx;
       if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
-      w_.line(acc + " = " + combiner(op.kind) + "()(" + acc + ", (" + registerType(op.result()->type.dtype) + ")" +
-              e_.eval(op.operands[0], idx) + ");");
+      const std::string cast = "(" + registerType(op.result()->type.dtype) + ")";
+      if (colV_ > 1) accumulateColumns(acc, op, idx);
+      else w_.accumulate(acc, combiner(op.kind), cast + e_.eval(op.operands[0], idx));
     }
     if (regs_.chunks) keepRow(*first, pass);
     closePass(scopes);
-    const std::vector<std::string> totals = groupReduce(accs);
-    for (size_t a = 0; a < accs.size(); ++a) {
-      const Op& op = *accs[a].second;
-      std::string value = totals[a];
-      if (op.kind == OpKind::Mean) value = "(" + value + ") / " + literal(DType::f32, double(r_));
+    if (colV_ > 1) return reduceColumns(accs);
+    const kir::ReduceScope scope = groupReduce(accs);
+    for (const auto& [acc, op] : accs) {
       const std::string reg = e_.fresh("red");
       // Kept in f32 like every intermediate; a bf16 result is rounded where it is stored.
-      w_.line("const " + registerType(op.result()->type.dtype) + " " + reg + " = " + value + ";");
-      e_.bindReduction(op.result(), reg);
+      w_.reduce(registerType(op->result()->type.dtype), reg, scope, combiner(op->kind), acc, lanes_,
+                op->kind == OpKind::Mean ? literal(DType::f32, double(r_)) : "");
+      e_.bindReduction(op->result(), reg);
     }
   }
 
-  // Lane 0 stores the point's row-shaped outputs and adds its value to the totals.
+  // Column tiles of V > 1: the element at `idx` (lane 0's, the first column's) added to the
+  // accumulator of each of the thread's columns, in a loop over them (vector-loop mode where
+  // the pointers are aligned: writePoints).
+  void accumulateColumns(const std::string& acc, const Op& op, Index idx) {
+    const Index lane0 = idx;
+    idx.back() = idx.back() + IndexExpr::var("j", 0, colV_ - 1);
+    const CodeWriter::Mark declarations = w_.mark();
+    if (lanesMode_) e_.beginLanes(colV_, "j");
+    e_.openScope(lanesMode_ ? kir::laneLoop("j", colV_) : kir::countedLoop("j", colV_, -1));
+    const Value* x = op.operands[0];
+    w_.accumulate(acc + "[j]", combiner(op.kind), "(float)" + (lanesMode_ ? e_.evalLanes(x, idx, lane0) : e_.eval(x, idx)));
+    e_.closeScope();
+    if (lanesMode_) {
+      w_.insertLines(declarations, e_.declarations());
+      e_.endLanes();
+    }
+  }
+  // The row lanes of a column tile of V > 1 combined in place, each column's in lane order
+  // (fusec_col_reduce_v); the values are read as acc[j] inside a loop over the columns.
+  void reduceColumns(const std::vector<std::pair<std::string, const Op*>>& accs) {
+    const std::string V = std::to_string(colV_);
+    for (const auto& [acc, op] : accs) {
+      w_.line("fusec_col_reduce_v<" + V + ", " + std::to_string(block_ / 32) + ">(" + acc + ", " + combiner(op->kind) + "());");
+      if (op->kind == OpKind::Mean) {
+        w_.line("#pragma unroll");
+        w_.line("for (int j = 0; j < " + V + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r_)) + ";");
+      }
+      e_.bindReduction(op->result(), acc + "[j]");
+    }
+  }
+
+  // Lane 0 stores the point's row-shaped outputs (a column tile's V of them in a loop) and
+  // adds its value to the totals.
   void storeRowValues() {
     if (rowOuts_.empty() && totals_.empty()) return;
-    e_.openScope(columns_ ? "if (lane == 0 && live)" : "if (lane == 0)");
+    e_.openScope(kir::ifThen(columns_ ? "lane == 0 && live" : "lane == 0"));
+    if (colV_ > 1) e_.openScope(kir::countedLoop("j", colV_, -1));
     for (int o : rowOuts_) {
       const Value* v = k_.body.outputs[size_t(o)];
-      e_.store(v, "out" + std::to_string(o), delinearize(w_, outerVar(), v->type.shape, "q" + std::to_string(o)));
+      const IndexExpr point = colV_ > 1 ? outerVar() + IndexExpr::var("j", 0, colV_ - 1) : outerVar();
+      e_.store(v, "out" + std::to_string(o), delinearize(w_, point, v->type.shape, "q" + std::to_string(o)));
     }
+    if (colV_ > 1) e_.closeScope();
     for (size_t q = 0; q < totals_.size(); ++q) {
       const Value* in = totals_[q]->operands[0];
       const std::string acc = "tot" + std::to_string(q);
-      w_.line(acc + " = " + combiner(totals_[q]->kind) + "()(" + acc + ", (float)" +
-              e_.eval(in, delinearize(w_, outerVar(), in->type.shape, e_.fresh("t"))) + ");");
+      w_.accumulate(acc, combiner(totals_[q]->kind),
+                    "(float)" + e_.eval(in, delinearize(w_, outerVar(), in->type.shape, e_.fresh("t"))));
     }
     e_.closeScope();
   }
@@ -1234,10 +1199,9 @@ class ReductionEmitter {
     // columns (slot c: inner c * L + lane) so that their accumulators stay in registers.
     int scopes = 0;
     if (colSums_.slotted && !cols_.empty()) {
-      w_.line("#pragma unroll");
-      e_.openScope("for (int c = 0; c < " + std::to_string(colSums_.slots) + "; ++c)");
-      w_.line("const fusec_idx inner = c * " + L_ + " + lane;");
-      e_.openScope("if (inner < " + R_ + ")");
+      e_.openScope(kir::countedLoop("c", colSums_.slots, -1));
+      w_.let("fusec_idx", "inner", "c * " + L_ + " + lane");
+      e_.openScope(kir::ifThen("inner < " + R_));
       scopes = 2;
     } else {
       std::vector<const Value*> passRoots;
@@ -1253,7 +1217,7 @@ class ReductionEmitter {
       const Value* x = cols_[q]->operands[0];
       const Index idx = x->type.shape == s ? full : delinearize(w_, linearize(full, s), x->type.shape, e_.fresh("x"));
       const std::string acc = colSums_.at(q, slot);
-      w_.line(acc + " = " + combiner(cols_[q]->kind) + "()(" + acc + ", (float)" + e_.eval(x, idx) + ");");
+      w_.accumulate(acc, combiner(cols_[q]->kind), "(float)" + e_.eval(x, idx));
     }
     for (int o : fullOuts_) {
       const Value* v = k_.body.outputs[size_t(o)];
@@ -1271,18 +1235,16 @@ class ReductionEmitter {
       return;
     }
     e_.closeScope();  // the elements of a chunk: store it whole (at outer * r + base)
-    e_.openScope("if (aligned)");
+    e_.openScope(kir::ifThen("aligned"));
     w_.use(Helper::VectorIO);
     for (int o : regs_.vectorOuts)
-      w_.line("fusec_vstore<" + V_ + ">(out" + std::to_string(o) + " + outer * " + R_ + " + base, s" + std::to_string(o) +
-              ");");
+      w_.store("out" + std::to_string(o), "outer * " + R_ + " + base", "s" + std::to_string(o), regs_.width);
     e_.closeScope();
-    e_.openScope("else");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int j = 0; j < " + V_ + "; ++j)");
+    e_.openScope(kir::elseIf(""));
+    e_.openScope(kir::countedLoop("j", regs_.width, -1));
     for (int o : regs_.vectorOuts)
-      w_.line("out" + std::to_string(o) + "[outer * " + R_ + " + base + j] = " +
-              storeValue(k_.body.outputs[size_t(o)]->type.dtype, "s" + std::to_string(o) + "[j]") + ";");
+      w_.store("out" + std::to_string(o), "outer * " + R_ + " + base + j",
+               storeValue(k_.body.outputs[size_t(o)]->type.dtype, "s" + std::to_string(o) + "[j]"));
     e_.closeScope();
     e_.closeScope();
     closePass(scopes - 1);
@@ -1298,6 +1260,7 @@ class ReductionEmitter {
   std::vector<int> rowOuts_, fullOuts_, colOuts_, totalOuts_;
   int64_t n_ = 0, r_ = 0;  // points, and reduced elements a point
   int lanes_ = 1, block_ = kBlock, colV_ = 1;
+  bool lanesMode_ = false;  // writePoints: a column tile of V > 1 in vector-loop mode
   int64_t grid_ = 1;
   std::vector<const Value*> columnVectors_;
   std::vector<std::vector<size_t>> levels_;
