@@ -539,3 +539,55 @@ TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
 
 }  // namespace
 }  // namespace fusec
+
+namespace fusec {
+namespace {
+
+// The codegen lit files hold the kernels the models do not make at their test shapes (column
+// tiles of V > 1, a column tile's two reduction levels, RoPE pairs, picked elements, ...):
+// every one of those is compiled too, after the passes its RUN line names.
+TEST(CodegenTest, EveryLitCodegenKernelCompilesWithNvrtc) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<CompileJob> jobs;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/codegen")) {
+    if (entry.path().extension() != ".fir") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string src = text.str();
+    std::string passes;
+    if (size_t at = src.find("--passes="); at != std::string::npos) {
+      at += 9;
+      size_t end = at;
+      while (end < src.size() && (std::isalnum(static_cast<unsigned char>(src[end])) || src[end] == ',' || src[end] == '-')) ++end;
+      passes = src.substr(at, end - at);
+    }
+    std::unique_ptr<Module> m;
+    try {
+      m = parseModule(src, entry.path().string());
+      PassManager pm;
+      if (!passes.empty()) pm.addPipeline(passes);
+      pm.run(*m);
+    } catch (const Error&) {
+      continue;  // a file of invalid IR (an error test)
+    }
+    ++files;
+    std::vector<GeneratedKernel> kernels;
+    try {
+      kernels = generateModule(*m);
+    } catch (const Error&) {
+      continue;  // a file whose point is codegen's refusal
+    }
+    for (const auto& k : kernels)
+      if (k.image == k.name) jobs.push_back({entry.path().stem().string() + "_" + k.name, k.source});
+  }
+  ASSERT_GT(files, 10);
+  ASSERT_GT(jobs.size(), 20u);
+  CubinCache cache(CubinCache::defaultDir());
+  auto cubins = compileCubins(jobs, &cache, 0, {});
+  for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
+}
+
+}  // namespace
+}  // namespace fusec

@@ -89,6 +89,44 @@ TEST(KernelIr, DumpsTheStatements) {
             "      store out0[i] = x2\n");
 }
 
+// A column tile's pass as the reduction schedule writes one: a strided loop with its guard and
+// unroll, a counted loop, an accumulator and its steps, and a reduce of each scope.
+TEST(KernelIr, ReductionsAndTheirScopes) {
+  CodeWriter w;
+  w.var("float", "acc0", "0.0f");
+  w.open(kir::stridedLoop("inner", "lane", "24", "8", "live", 4));
+  w.open(kir::countedLoop("c", 2, -1));
+  w.accumulate("acc0", "fusec_sum", "(float)x1");
+  w.close();
+  w.close();
+  w.reduce("float", "red2", kir::ReduceScope::ColumnTile, "fusec_sum", "acc0");
+  w.reduce("float", "red3", kir::ReduceScope::Warp, "fusec_max", "acc0");
+  w.reduce("float", "red4", kir::ReduceScope::WarpGroup, "fusec_sum", "acc0", 128, "24.0f");
+  w.reduce("float", "red5", kir::ReduceScope::Thread, "fusec_sum", "acc0", 1, "24.0f");
+  EXPECT_EQ(w.str(),
+            "float acc0 = 0.0f;\n"
+            "#pragma unroll 4\n"
+            "for (fusec_idx inner = lane; live && inner < 24; inner += 8) {\n"
+            "  #pragma unroll\n"
+            "  for (int c = 0; c < 2; ++c) {\n"
+            "    acc0 = fusec_sum()(acc0, (float)x1);\n"
+            "  }\n"
+            "}\n"
+            "const float red2 = fusec_col_reduce(acc0, fusec_sum());\n"
+            "const float red3 = fusec_warp_reduce(acc0, fusec_max());\n"
+            "const float red4 = (fusec_group_total<128>(fusec_part_acc0, fusec_sum())) / 24.0f;\n"
+            "const float red5 = (acc0) / 24.0f;\n");
+  EXPECT_EQ(w.kir(),
+            "var acc0: float = 0.0f\n"
+            "loop inner from lane below 24 by 8 while live unroll 4\n"
+            "  loop c [0, 2) unrolled\n"
+            "    accumulate acc0 = fusec_sum(acc0, (float)x1)\n"
+            "reduce.column-tile red2: float = fusec_sum(acc0)\n"
+            "reduce.warp red3: float = fusec_max(acc0)\n"
+            "reduce.warp-group<128> red4: float = fusec_sum(acc0) / 24.0f\n"
+            "reduce.thread red5: float = fusec_sum(acc0) / 24.0f\n");
+}
+
 TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
   CodeWriter w;
   w.line("__device__ int f() {\n  return 1;\n}");
