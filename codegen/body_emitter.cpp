@@ -22,106 +22,61 @@ kir::Stmt& CodeWriter::append(kir::Stmt s) {
   return *open_.back()->body.back();
 }
 
-void CodeWriter::line(const std::string& s) {
-  kir::Stmt t;
-  t.text = s;
-  append(std::move(t));
-}
+void CodeWriter::line(const std::string& s) { append(kir::make(kir::StmtKind::Text, s)); }
 
-void CodeWriter::comment(const std::string& text) {
-  kir::Stmt c;
-  c.kind = kir::StmtKind::Comment;
-  c.text = text;
-  append(std::move(c));
-}
+void CodeWriter::comment(const std::string& text) { append(kir::make(kir::StmtKind::Comment, text)); }
 
 void CodeWriter::let(const std::string& type, const std::string& name, const std::string& value, const std::string& note) {
-  kir::Stmt l;
-  l.kind = kir::StmtKind::Let;
-  l.target = type;
-  l.text = name;
-  l.value = value;
+  kir::Stmt l = kir::make(kir::StmtKind::Let, name, type, value);
   l.note = note;
   append(std::move(l));
 }
 
 void CodeWriter::var(const std::string& type, const std::string& name, const std::string& value) {
-  kir::Stmt v;
-  v.kind = kir::StmtKind::Var;
-  v.target = type;
-  v.text = name;
-  v.value = value;
-  append(std::move(v));
+  append(kir::make(kir::StmtKind::Var, name, type, value));
 }
 
 void CodeWriter::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
-  kir::Stmt a;
-  a.kind = kir::StmtKind::Accumulate;
-  a.text = acc;
-  a.target = combiner;
-  a.value = value;
-  append(std::move(a));
+  append(kir::make(kir::StmtKind::Accumulate, acc, combiner, value));
 }
 
 void CodeWriter::reduce(const std::string& type, const std::string& name, kir::ReduceScope scope,
                         const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
-  kir::Stmt r;
-  r.kind = kir::StmtKind::Reduce;
+  kir::Stmt r = kir::make(kir::StmtKind::Reduce, name, combiner, acc);
   r.note = type;
-  r.text = name;
   r.scope = scope;
-  r.target = combiner;
-  r.value = acc;
   r.width = lanes;
   r.divisor = divisor;
   append(std::move(r));
 }
 
-namespace {
-// A Load of `reg` (a register, or a register array) from ptr[position].
-kir::Stmt loadOf(const std::string& reg, const std::string& ptr, const std::string& position, const std::string& note) {
-  kir::Stmt l;
-  l.kind = kir::StmtKind::Load;
-  l.text = reg;
-  l.value = ptr;
-  l.position = position;
-  l.note = note;
-  return l;
-}
-}  // namespace
-
 void CodeWriter::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
                       const std::string& position, const std::string& note) {
-  kir::Stmt l = loadOf(name, ptr, position, note);
-  l.target = type;
+  kir::Stmt l = kir::make(kir::StmtKind::Load, name, type, ptr);
+  l.position = position;
   l.memory = memory;
+  l.note = note;
   append(std::move(l));
 }
 
 void CodeWriter::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
                             const std::string& guard, const std::string& note) {
-  kir::Stmt l = loadOf(array, ptr, position, note);
+  kir::Stmt l = kir::make(kir::StmtKind::Load, array, "", ptr);
+  l.position = position;
   l.width = width;
   l.guard = guard;
+  l.note = note;
   append(std::move(l));
 }
 
 void CodeWriter::store(const std::string& ptr, const std::string& position, const std::string& value, int width) {
-  kir::Stmt s;
-  s.kind = kir::StmtKind::Store;
-  s.target = ptr;
+  kir::Stmt s = kir::make(kir::StmtKind::Store, "", ptr, value);
   s.position = position;
-  s.value = value;
   s.width = width;
   append(std::move(s));
 }
 
-void CodeWriter::open(const std::string& header) {
-  kir::Stmt b;
-  b.kind = kir::StmtKind::Block;
-  b.text = header;
-  open(std::move(b));
-}
+void CodeWriter::open(const std::string& header) { open(kir::make(kir::StmtKind::Block, header)); }
 
 void CodeWriter::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
 
@@ -135,10 +90,7 @@ void CodeWriter::insertLines(Mark at, const std::vector<std::string>& lines) {
   if (std::find(open_.begin(), open_.end(), at.scope) == open_.end() || at.at > at.scope->body.size())
     throw Error("internal: codegen inserts lines into a scope it has closed");
   std::vector<std::unique_ptr<kir::Stmt>> text;
-  for (const std::string& l : lines) {
-    text.push_back(std::make_unique<kir::Stmt>());
-    text.back()->text = l;
-  }
+  for (const std::string& l : lines) text.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Text, l)));
   at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(text.begin()),
                         std::make_move_iterator(text.end()));
 }

@@ -47,10 +47,8 @@ const char* scopeName(ReduceScope s) {
 
 Stmt loopStmt(LoopKind kind, const std::string& var, const std::string& start, const std::string& bound,
               const std::string& step, int unroll) {
-  Stmt s;
-  s.kind = StmtKind::Loop;
+  Stmt s = make(StmtKind::Loop, "", var);
   s.loop = kind;
-  s.target = var;
   s.start = start;
   s.bound = bound;
   s.step = step;
@@ -59,6 +57,15 @@ Stmt loopStmt(LoopKind kind, const std::string& var, const std::string& start, c
 }
 
 }  // namespace
+
+Stmt make(StmtKind kind, std::string text, std::string target, std::string value) {
+  Stmt s;
+  s.kind = kind;
+  s.text = std::move(text);
+  s.target = std::move(target);
+  s.value = std::move(value);
+  return s;
+}
 
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks) {
   Stmt s = loopStmt(LoopKind::GridStride, var, "(fusec_idx)(" + firstBlock + ") * blockDim.x + threadIdx.x",
@@ -87,12 +94,7 @@ Stmt stridedLoop(const std::string& var, const std::string& start, const std::st
   return s;
 }
 
-Stmt ifThen(const std::string& cond) {
-  Stmt s;
-  s.kind = StmtKind::If;
-  s.text = cond;
-  return s;
-}
+Stmt ifThen(const std::string& cond) { return make(StmtKind::If, cond); }
 
 Stmt elseIf(const std::string& cond) {
   Stmt s = ifThen(cond);

@@ -82,6 +82,9 @@ struct Stmt {
   std::vector<std::unique_ptr<Stmt>> body;  // Block, Loop, If
 };
 
+// A statement of `kind` with its three main fields set (what each means for a kind: Stmt).
+Stmt make(StmtKind kind, std::string text = "", std::string target = "", std::string value = "");
+
 // The scopes a schedule opens (CodeWriter::open).
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks);
 Stmt laneLoop(const std::string& var, int width);
