@@ -83,8 +83,10 @@ Stmt laneLoop(const std::string& var, int width) {
   return s;
 }
 
-Stmt countedLoop(const std::string& var, int64_t count, int unroll) {
-  return loopStmt(LoopKind::Counted, var, "0", std::to_string(count), "1", unroll);
+Stmt countedLoop(const std::string& var, int64_t count, int unroll) { return countedLoop(var, std::to_string(count), unroll); }
+
+Stmt countedLoop(const std::string& var, const std::string& count, int unroll) {
+  return loopStmt(LoopKind::Counted, var, "0", count, "1", unroll);
 }
 
 Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,

@@ -11,9 +11,9 @@
 // lit tests of a schedule check: which loops, which widths, which reductions, not register
 // names.
 //
-// Statements a schedule has not modelled yet are `text` lines, printed verbatim (the scatter
-// and attention families' bodies, the reductions' shared-memory staging, the kernels'
-// preambles). They move to typed statements family by family; each step keeps the printed
+// Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
+// templates, the reductions' and scatters' shared-memory staging, register arrays, the
+// kernels' preambles). They move to typed statements family by family; each step keeps the printed
 // CUDA byte-identical (scripts/kernel-sources.sh before and after).
 #pragma once
 #include <cstdint>
@@ -89,6 +89,7 @@ Stmt make(StmtKind kind, std::string text = "", std::string target = "", std::st
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks);
 Stmt laneLoop(const std::string& var, int width);
 Stmt countedLoop(const std::string& var, int64_t count, int unroll);
+Stmt countedLoop(const std::string& var, const std::string& count, int unroll);  // a count written as text
 Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
                  const std::string& guard = "", int unroll = 0);
 Stmt ifThen(const std::string& cond);

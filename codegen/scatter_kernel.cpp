@@ -99,7 +99,7 @@ class ScatterEmitter {
     w_.line("// a warp per output row of " + std::to_string(B_) + " columns, " + std::to_string(D_) +
             " rows along the axis, " + std::to_string(S_) + " source positions scanned in order" +
             (ranged_ ? " (a block per " + std::to_string(range_) + " rows, their positions listed in shared memory)" : ""));
-    w_.line("const int lane = threadIdx.x % 32;");
+    w_.let("int", "lane", "threadIdx.x % 32");
     if (ranged_) {
       writeRangeList();
       if (csr_) {
@@ -235,7 +235,7 @@ class ScatterEmitter {
 
   // Column q of this lane, and whether it exists in this pass.
   std::string column(const std::string& q) {
-    w_.line("const fusec_idx b = " + std::string(passes_ > 1 ? "b0 + " : "") + "lane + 32 * " + q + ";");
+    w_.let("fusec_idx", "b", std::string(passes_ > 1 ? "b0 + " : "") + "lane + 32 * " + q);
     return "b < " + sB_ + (passes_ > 1 && Q_ * 32 > perPass_ ? " && lane + 32 * " + q + " < " + sP_ : "");
   }
   std::string outIndex(const Index& a, const std::string& prefix) {
@@ -243,9 +243,8 @@ class ScatterEmitter {
   }
   // `line` for each of this lane's columns q that exist.
   void eachColumn(const std::string& line) {
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
-    e_.openScope("if (" + column("q") + ")");
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
+    e_.openScope(kir::ifThen(column("q")));
     w_.line(line);
     e_.closeScope();
     e_.closeScope();
@@ -255,13 +254,12 @@ class ScatterEmitter {
   // later round; zero, for a segment's partial sum).
   void startRow(const Index& a, const std::string& unless, const std::function<std::string()>& other) {
     w_.line(rt_ + " acc[" + sQ_ + "];");
-    w_.line("// " + e_.describe(*scatter_) + ": base");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
-    e_.openScope("if (" + column("q") + ")");
+    w_.comment(e_.describe(*scatter_) + ": base");
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
+    e_.openScope(kir::ifThen(column("q")));
     if (!unless.empty()) {
       w_.line("if (" + unless + ") acc[q] = " + other() + ";");
-      e_.openScope("else");
+      e_.openScope(kir::elseIf(""));
     }
     w_.line("acc[q] = " + e_.eval(base_, join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "ob"))) + ";");
     if (!unless.empty()) e_.closeScope();
@@ -269,12 +267,11 @@ class ScatterEmitter {
     e_.closeScope();
   }
   void addRow(const Index& a, const std::string& s) {
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
     const std::string in = column("q");
     const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
-    e_.openScope("if (" + in + ")");
-    if (!ballot_) e_.openScope("if ((fusec_idx)" + e_.eval(index_, join(a, s, bi)) + " == v)");
+    e_.openScope(kir::ifThen(in));
+    if (!ballot_) e_.openScope(kir::ifThen("(fusec_idx)" + e_.eval(index_, join(a, s, bi)) + " == v"));
     w_.line("acc[q] += " + e_.eval(src_, join(a, s, bi)) + ";");
     if (!ballot_) e_.closeScope();
     e_.closeScope();
@@ -285,10 +282,9 @@ class ScatterEmitter {
   void prefetch(const Index& a, const std::string& when) {
     if (prefetched_.empty()) return;
     for (size_t i = 0; i < prefetched_.size(); ++i) w_.line("float " + prefetchName(i) + "[" + sQ_ + "];");
-    w_.line("// the epilogue's own inputs at this row's columns, ahead of the sum");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
-    e_.openScope("if (" + (when.empty() ? "" : when + " && ") + column("q") + ")");
+    w_.comment("the epilogue's own inputs at this row's columns, ahead of the sum");
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
+    e_.openScope(kir::ifThen((when.empty() ? "" : when + " && ") + column("q")));
     const std::string at = linearize(join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "eb")), result_->type.shape).str();
     for (size_t i = 0; i < prefetched_.size(); ++i)
       w_.line(prefetchName(i) + "[q] = " + loadExpr(prefetched_[i]->type.dtype, inputPointer(k_.body, prefetched_[i]), at) +
@@ -308,10 +304,9 @@ class ScatterEmitter {
         w_.line(registerType(e_.storedForm(k_.body.outputs[size_t(out)])->type.dtype) + " " + regs.back() + "[" + sQ_ +
                 "];");
       }
-      w_.line("// the epilogue at this row's columns");
-      w_.line("#pragma unroll");
-      e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
-      e_.openScope("if (" + column("q") + ")");
+      w_.comment("the epilogue at this row's columns");
+      e_.openScope(kir::countedLoop("q", sQ_, -1));
+      e_.openScope(kir::ifThen(column("q")));
       const Index idx = join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "eb"));
       for (size_t i = 0; i < prefetched_.size(); ++i)
         e_.bindElement(prefetched_[i], linearize(idx, result_->type.shape), prefetchName(i) + "[q]");
@@ -320,9 +315,8 @@ class ScatterEmitter {
       e_.closeScope();
       e_.closeScope();
     }
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
-    e_.openScope("if (" + column("q") + ")");
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
+    e_.openScope(kir::ifThen(column("q")));
     const std::string o = outIndex(a, "wb");
     for (int out : scatterOuts_)
       w_.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result_->type.dtype, "acc[q]") + ";");
@@ -336,7 +330,7 @@ class ScatterEmitter {
   // A block's range of rows: the shared-memory list's layout and the block's first row.
   void writeRangeList() {
     const std::string R = std::to_string(range_), H = std::to_string(listSize_), sPasses = std::to_string(passes_);
-    w_.line("const int warp = threadIdx.x / 32;");
+    w_.let("int", "warp", "threadIdx.x / 32");
     w_.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
     if (packed_) {
       w_.line("unsigned* hits = (unsigned*)fusec_smem;  // the listed positions in order (" + H +
@@ -358,11 +352,11 @@ class ScatterEmitter {
     if (csr_) {
       w_.line("const fusec_idx row0 = (fusec_idx)" + (passes_ > 1 ? "(blockIdx.x / " + sPasses + ")" : "blockIdx.x") +
               " * " + R + ";");
-      if (passes_ > 1) w_.line("const fusec_idx b0 = (fusec_idx)(blockIdx.x % " + sPasses + ") * " + sP_ + ";");
+      if (passes_ > 1) w_.let("fusec_idx", "b0", "(fusec_idx)(blockIdx.x % " + sPasses + ") * " + sP_);
     } else {
-      w_.line("const fusec_idx row0 = (fusec_idx)blockIdx.x * " + R + ";");
+      w_.let("fusec_idx", "row0", "(fusec_idx)blockIdx.x * " + R);
     }
-    w_.line("const int nrows = (int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows_) + " - row0);");
+    w_.let("int", "nrows", "(int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows_) + " - row0)");
     w_.line("int listed = 0;  // the same in every thread");
   }
   std::string rowAt(const std::string& h) const {
@@ -381,19 +375,16 @@ class ScatterEmitter {
     w_.line("int n = 0;");
     fill();
     w_.line(rt_ + " x[" + U + "][" + sQ_ + "];");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int u = 0; u < " + U + "; ++u)");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int q = 0; q < " + sQ_ + "; ++q)");
+    e_.openScope(kir::countedLoop("u", U, -1));
+    e_.openScope(kir::countedLoop("q", sQ_, -1));
     const std::string in = column("q");
     const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
-    e_.openScope("if (u < n && " + in + ")");
+    e_.openScope(kir::ifThen("u < n && " + in));
     w_.line("x[u][q] = " + e_.eval(src_, join({}, "s[u]", bi)) + ";");
     e_.closeScope();
     e_.closeScope();
     e_.closeScope();
-    w_.line("#pragma unroll");
-    e_.openScope("for (int u = 0; u < " + U + "; ++u)");
+    e_.openScope(kir::countedLoop("u", U, -1));
     w_.line("#pragma unroll");
     w_.line("for (int q = 0; q < " + sQ_ + "; ++q) if (u < n) acc[q] += x[u][q];");
     e_.closeScope();
@@ -404,17 +395,16 @@ class ScatterEmitter {
   void listStage() {
     const std::string NW = std::to_string(kRangeWarps), SL = std::to_string(kRangeStage / kRangeWarps),
                       J = std::to_string(kRangeStage / kRangeWarps / 32);
-    w_.line("// list this stage's positions of the block's rows: warp w ballots over its slice");
+    w_.comment("list this stage's positions of the block's rows: warp w ballots over its slice");
     w_.line("int local[" + J + "];");
     w_.line("unsigned m[" + J + "];");
     w_.line("int count = 0;");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int j = 0; j < " + J + "; ++j)");
-    w_.line("const fusec_idx s = t0 + warp * " + SL + " + j * 32 + lane;");
+    e_.openScope(kir::countedLoop("j", J, -1));
+    w_.let("fusec_idx", "s", "t0 + warp * " + SL + " + j * 32 + lane");
     w_.line("local[j] = -1;");
-    e_.openScope("if (s < " + std::to_string(S_) + ")");
+    e_.openScope(kir::ifThen("s < " + std::to_string(S_)));
     // 64-bit: an id past 2^31 must not wrap into the block's rows.
-    w_.line("const long long d = (long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), IndexExpr(0)))) + " - row0;");
+    w_.let("long long", "d", "(long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), IndexExpr(0)))) + " - row0");
     w_.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
     e_.closeScope();
     w_.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
@@ -427,10 +417,9 @@ class ScatterEmitter {
     w_.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
     w_.line("#pragma unroll");
     w_.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
-    w_.line("#pragma unroll");
-    e_.openScope("for (int j = 0; j < " + J + "; ++j)");
-    e_.openScope("if (local[j] >= 0)");
-    w_.line("const int h = at + __popc(m[j] & ((1u << lane) - 1u));");
+    e_.openScope(kir::countedLoop("j", J, -1));
+    e_.openScope(kir::ifThen("local[j] >= 0"));
+    w_.let("int", "h", "at + __popc(m[j] & ((1u << lane) - 1u))");
     if (packed_) {
       w_.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
     } else {
@@ -453,9 +442,9 @@ class ScatterEmitter {
     e_.openScope("for (fusec_idx t0 = 0; t0 < " + std::to_string(S_) + "; t0 += " + std::to_string(kRangeStage) + ")");
     listStage();
     e_.closeScope();
-    w_.line("// each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
+    w_.comment("each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
     w_.line("// of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
-    e_.openScope("if (warp == 0)");
+    e_.openScope(kir::ifThen("warp == 0"));
     w_.line("const int per = (nrows + 31) / 32, i0 = min(nrows, lane * per), i1 = min(nrows, i0 + per);");
     w_.line("int pn = 0, pi = 0, ps = 0;");
     e_.openScope("for (int i = i0; i < i1; ++i)");
@@ -481,14 +470,14 @@ class ScatterEmitter {
 
   // `csr`: the list sorted by row, stably, into `order`.
   void writeCsrSort() {
-    w_.line("// the list sorted by row, stably (so each row's positions stay in position order): warp 0, 32 at a time");
-    e_.openScope("if (warp == 0)");
+    w_.comment("the list sorted by row, stably (so each row's positions stay in position order): warp 0, 32 at a time");
+    e_.openScope(kir::ifThen("warp == 0"));
     e_.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
-    w_.line("const bool valid = h0 + lane < listed;");
-    w_.line("const unsigned x = valid ? hits[h0 + lane] : 0u;");
-    w_.line("const int r = valid ? (int)(x & 0xffffu) : -1;");
-    w_.line("const unsigned peers = __match_any_sync(0xffffffffu, r);");
-    w_.line("const int leader = __ffs(peers) - 1;");
+    w_.let("bool", "valid", "h0 + lane < listed");
+    w_.let("unsigned", "x", "valid ? hits[h0 + lane] : 0u");
+    w_.let("int", "r", "valid ? (int)(x & 0xffffu) : -1");
+    w_.let("unsigned", "peers", "__match_any_sync(0xffffffffu, r)");
+    w_.let("int", "leader", "__ffs(peers) - 1");
     w_.line("int at = valid && lane == leader ? cursor[r] : 0;");
     w_.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
     w_.line("if (valid) order[at] = (unsigned short)(x >> 16);");
@@ -503,13 +492,13 @@ class ScatterEmitter {
   // partial sum kept in shared memory).
   void writeCsrItems() {
     const std::string SEG = std::to_string(scatterRowSegment(B_)), U = std::to_string(kHitBatch);
-    w_.line("// items: a row (its sum, then its results), or a segment of a long row (a partial sum)");
+    w_.comment("items: a row (its sum, then its results), or a segment of a long row (a partial sum)");
     e_.openScope("for (int it = warp; it < itemStart[nrows]; it += " + std::to_string(kRangeWarps) + ")");
     w_.line("int r = 0, hi = nrows;  // the row whose items hold it");
     w_.line("while (hi - r > 1) { const int mid = (r + hi) / 2; if (itemStart[mid] <= it) r = mid; else hi = mid; }");
-    w_.line("const fusec_idx v = row0 + r;");
+    w_.let("fusec_idx", "v", "row0 + r");
     w_.line("const int first = rowStart[r], count = rowStart[r + 1] - first;");
-    w_.line("const bool part = count > " + SEG + ";");
+    w_.let("bool", "part", "count > " + SEG);
     w_.line("const int i0 = first + (part ? (it - itemStart[r]) * " + SEG + " : 0), i1 = part ? min(i0 + " + SEG +
             ", first + count) : first + count;");
     prefetch({}, "!part");
@@ -521,10 +510,10 @@ class ScatterEmitter {
       w_.line("n = min(" + U + ", i1 - i);");
     });
     e_.closeScope();
-    e_.openScope("if (part)");
+    e_.openScope(kir::ifThen("part"));
     eachColumn("partial[(slotStart[r] + it - itemStart[r]) * " + sP_ + " + lane + 32 * q] = acc[q];");
     e_.closeScope();
-    e_.openScope("else");
+    e_.openScope(kir::elseIf(""));
     storeRow({});
     e_.closeScope();
     e_.closeScope();
@@ -533,11 +522,11 @@ class ScatterEmitter {
 
   // `csr`: the rows summed in segments, their partial sums added in segment order.
   void writeCsrSegmentedRows() {
-    w_.line("// rows in segments: their partial sums added in segment order, then their results");
+    w_.comment("rows in segments: their partial sums added in segment order, then their results");
     e_.openScope("for (int r = warp; r < nrows; r += " + std::to_string(kRangeWarps) + ")");
     w_.line("const int s0 = slotStart[r], segs = slotStart[r + 1] - s0;");
     w_.line("if (segs == 0) continue;");
-    w_.line("const fusec_idx v = row0 + r;");
+    w_.let("fusec_idx", "v", "row0 + r");
     prefetch({}, "");
     startRow({}, "", nullptr);
     e_.openScope("for (int k = 0; k < segs; ++k)");
@@ -553,14 +542,14 @@ class ScatterEmitter {
     const std::string sPasses = std::to_string(passes_), U = std::to_string(kHitBatch);
     w_.line("bool again = false;  // a later round: add to the rows written before");
     e_.openScope("for (fusec_idx t0 = 0;; t0 += " + std::to_string(kRangeStage) + ")");
-    w_.line("const bool end = t0 >= " + std::to_string(S_) + ";");
-    e_.openScope("if (end || listed > " + std::to_string(kListed) + ")");
-    w_.line("// a round: each warp adds the listed positions of its (row, columns) items, in list order");
+    w_.let("bool", "end", "t0 >= " + std::to_string(S_));
+    e_.openScope(kir::ifThen("end || listed > " + std::to_string(kListed)));
+    w_.comment("a round: each warp adds the listed positions of its (row, columns) items, in list order");
     e_.openScope("for (int it = warp; it < nrows" + (passes_ > 1 ? " * " + sPasses : "") + "; it += " +
                  std::to_string(kRangeWarps) + ")");
-    w_.line("const int r = it" + (passes_ > 1 ? " / " + sPasses : "") + ";");
-    if (passes_ > 1) w_.line("const fusec_idx b0 = (fusec_idx)(it % " + sPasses + ") * " + sP_ + ";");
-    w_.line("const fusec_idx v = row0 + r;");
+    w_.let("int", "r", "it" + (passes_ > 1 ? " / " + sPasses : ""));
+    if (passes_ > 1) w_.let("fusec_idx", "b0", "(fusec_idx)(it % " + sPasses + ") * " + sP_);
+    w_.let("fusec_idx", "v", "row0 + r");
     w_.line("bool hit = !again;");
     e_.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
     w_.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
@@ -569,13 +558,12 @@ class ScatterEmitter {
     startRow({}, "again",
              [&] { return loadExpr(result_->type.dtype, "out" + std::to_string(scatterOuts_.at(0)), outIndex({}, "rb")); });
     e_.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
-    w_.line("const bool mine = h0 + lane < listed && " + rowAt("h0 + lane") + " == r;");
+    w_.let("bool", "mine", "h0 + lane < listed && " + rowAt("h0 + lane") + " == r");
     w_.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
     e_.openScope("while (m != 0)");
     addBatch([&] {
-      w_.line("#pragma unroll");
-      e_.openScope("for (int u = 0; u < " + U + "; ++u)");
-      e_.openScope("if (m != 0)");
+      e_.openScope(kir::countedLoop("u", U, -1));
+      e_.openScope(kir::ifThen("m != 0"));
       w_.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
       w_.line("m &= m - 1;");
       w_.line("n = u + 1;");
@@ -600,7 +588,7 @@ class ScatterEmitter {
   void writeRowLoop() {
     e_.openScope("for (fusec_idx row = ((fusec_idx)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < " +
                  std::to_string(rows_) + "; row += (fusec_idx)gridDim.x * blockDim.x / 32)");
-    w_.line("const fusec_idx v = row % " + std::to_string(D_) + ";");
+    w_.let("fusec_idx", "v", "row % " + std::to_string(D_));
     const Index a = delinearize(w_, IndexExpr::var("row") / D_, outer_, "a");
     if (passes_ > 1) e_.openScope("for (fusec_idx b0 = 0; b0 < " + sB_ + "; b0 += " + sP_ + ")");
     prefetch(a, "");
@@ -608,13 +596,13 @@ class ScatterEmitter {
     if (ballot_) {
       e_.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S_) + "; s0 += 32)");
       w_.line("bool hit = false;");
-      e_.openScope("if (s0 + lane < " + std::to_string(S_) + ")");
-      w_.line("const fusec_idx s = s0 + lane;");
+      e_.openScope(kir::ifThen("s0 + lane < " + std::to_string(S_)));
+      w_.let("fusec_idx", "s", "s0 + lane");
       w_.line("hit = (fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), IndexExpr(0)))) + " == v;");
       e_.closeScope();
-      w_.line("// the matching positions in increasing order: a fixed order of the additions");
+      w_.comment("the matching positions in increasing order: a fixed order of the additions");
       e_.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");
-      w_.line("const fusec_idx s = s0 + __ffs(m) - 1;");
+      w_.let("fusec_idx", "s", "s0 + __ffs(m) - 1");
       addRow(a, "s");
       e_.closeScope();
       e_.closeScope();
@@ -630,7 +618,7 @@ class ScatterEmitter {
 
   void writeOtherOutputs() {
     for (const auto& [numel, outs] : otherOuts_) {
-      w_.line("// outputs not computed from the table (the source's producers), element by element");
+      w_.comment("outputs not computed from the table (the source's producers), element by element");
       e_.openScope("for (fusec_idx i = (fusec_idx)blockIdx.x * blockDim.x + threadIdx.x; i < " + std::to_string(numel) +
                    "; i += (fusec_idx)gridDim.x * blockDim.x)");
       for (int o : outs) {
