@@ -401,8 +401,8 @@ ColumnSums planColumnSums(const Graph& body, const std::vector<const Op*>& cols,
 
 void writeColumnSumsScratch(CodeWriter& w, const ColumnSums& cs) {
   const std::string kw = std::to_string(int64_t(cs.ops.size()) * cs.width);
-  w.line("// Column sums across blocks: each block's partial, each cluster's sum, and the blocks (then");
-  w.line("// clusters) finished so far, reset by the last one (kernel_abi.h: module-scope state).");
+  w.comment("Column sums across blocks: each block's partial, each cluster's sum, and the blocks (then");
+  w.comment("clusters) finished so far, reset by the last one (kernel_abi.h: module-scope state).");
   w.line("__device__ float fusec_cs_part[" + std::to_string(cs.blocks) + " * " + kw + "];");
   w.line("__device__ float fusec_cs_cluster[" + std::to_string(cs.clusters) + " * " + kw + "];");
   w.line("__device__ unsigned fusec_cs_count[" + std::to_string(cs.clusters + 1) + "] = {0};");
@@ -442,7 +442,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width), L = std::to_string(cs.lanes),
                     SL = std::to_string(int64_t(cs.slots) * cs.lanes), GPB = std::to_string(cs.groupsPerBlock);
   auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)) + "()"; };
-  w.line("// column sums: this block's rows (its groups in order), then every block's");
+  w.comment("column sums: this block's rows (its groups in order), then every block's");
   if (cs.groupsPerBlock > 1) {
     // The groups' accumulators side by side in shared memory ([group][slot][lane], as the
     // shared accumulators are; registers are staged there one sum at a time), then each
@@ -464,8 +464,8 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       w.line("__syncthreads();");
       e.openScope("for (int i = threadIdx.x; i < " + SL + "; i += blockDim.x)");
       w.line("const int s = i / " + L + ", l = i % " + L + ";");
-      w.line("const fusec_idx col = " + col + ";");
-      e.openScope("if (col < " + W + ")");
+      w.let("fusec_idx", "col", col);
+      e.openScope(kir::ifThen("col < " + W));
       auto acc = [&](const std::string& g) {
         return array + "[((" + g + ") * " + stride + " + " + base + " + s) * " + L + " + l]";
       };
@@ -499,17 +499,15 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
     const std::string N = std::to_string(count), T = std::to_string(together), BK = std::to_string(block);
     e.openScope("for (int k0 = 0; k0 < " + std::to_string(perThread) + "; k0 += " + T + ")");
     w.line("float v[" + T + "][" + N + "];");
-    w.line("#pragma unroll");
-    e.openScope("for (int k = 0; k < " + T + "; ++k)");
-    w.line("const int i = threadIdx.x + (k0 + k) * " + BK + ";");
+    e.openScope(kir::countedLoop("k", T, -1));
+    w.let("int", "i", "threadIdx.x + (k0 + k) * " + BK);
     w.line("#pragma unroll");
     w.line("for (int b = 0; b < " + N + "; ++b) v[k][b] = i < " + W + " && " + first + " + b < " + end + " ? __ldcg(&" +
            array + "[(" + first + " + b) * " + KW + " + " + std::to_string(q) + " * " + W + " + i]) : 0.0f;");
     e.closeScope();
-    w.line("#pragma unroll");
-    e.openScope("for (int k = 0; k < " + T + "; ++k)");
-    w.line("const int i = threadIdx.x + (k0 + k) * " + BK + ";");
-    e.openScope("if (i < " + W + ")");
+    e.openScope(kir::countedLoop("k", T, -1));
+    w.let("int", "i", "threadIdx.x + (k0 + k) * " + BK);
+    e.openScope(kir::ifThen("i < " + W));
     w.line("float a = v[k][0];");
     w.line("#pragma unroll");
     w.line("for (int b = 1; b < " + N + "; ++b) if (" + first + " + b < " + end + ") a = " + comb(q) + "(a, v[k][b]);");
@@ -647,7 +645,7 @@ std::optional<std::pair<const Value*, const Value*>> pickedElement(const Reducti
 // l + 32, ... in order and then a fixed butterfly, stores the value and resets the count. The
 // order is fixed by the grid, so the value is the same bits run to run.
 void writeRowTotalsScratch(CodeWriter& w, size_t totals, int64_t blocks) {
-  w.line("// Totals across blocks: each block's partial and the blocks finished so far, reset by the last.");
+  w.comment("Totals across blocks: each block's partial and the blocks finished so far, reset by the last.");
   w.line("__device__ float fusec_rt_part[" + std::to_string(int64_t(totals) * blocks) + "];");
   w.line("__device__ unsigned fusec_rt_count = 0;");
 }
@@ -656,14 +654,14 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
                          const std::vector<int>& outs, int64_t blocks, int block, int lanes) {
   CodeWriter& w = e.writer();
   const std::string G = std::to_string(blocks), GPB = std::to_string(block / lanes), L = std::to_string(lanes);
-  w.line("// totals: this block's groups in order, then every block's");
+  w.comment("totals: this block's groups in order, then every block's");
   w.line("__shared__ float fusec_rt_stage[" + std::to_string(int64_t(totals.size()) * (block / lanes)) + "];");
-  e.openScope("if (lane == 0)");
+  e.openScope(kir::ifThen("lane == 0"));
   for (size_t q = 0; q < totals.size(); ++q)
     w.line("fusec_rt_stage[" + std::to_string(q) + " * " + GPB + " + threadIdx.x / " + L + "] = tot" + std::to_string(q) + ";");
   e.closeScope();
   w.line("__syncthreads();");
-  e.openScope("if (threadIdx.x == 0)");
+  e.openScope(kir::ifThen("threadIdx.x == 0"));
   for (size_t q = 0; q < totals.size(); ++q) {
     const std::string Q = std::to_string(q), comb = std::string(combiner(totals[q]->kind)) + "()";
     w.line("float a" + Q + " = fusec_rt_stage[" + Q + " * " + GPB + "];");
@@ -688,7 +686,7 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
     e.bindReduction(t.result(), reg);
     for (int o : outs)
       if (body.outputs[size_t(o)] == t.result()) {
-        e.openScope("if (threadIdx.x == 0)");
+        e.openScope(kir::ifThen("threadIdx.x == 0"));
         e.store(t.result(), "out" + std::to_string(o), Index(t.result()->type.rank(), IndexExpr(0)));
         e.closeScope();
       }
@@ -866,10 +864,10 @@ class ReductionEmitter {
     const int minBlocks = rowKernel_ && block_ <= 512 ? 2 : 0;
     k_.signature(w_, k_.name, block_, minBlocks);
     if (columns_ && colV_ > 1)
-      w_.line("// " + std::to_string(n_) + " points of " + R_ + " reduced elements, " + std::to_string(block_ / 32) +
+      w_.comment(std::to_string(n_) + " points of " + R_ + " reduced elements, " + std::to_string(block_ / 32) +
               " row lanes per point, " + std::to_string(colV_) + " points per thread");
     else
-      w_.line("// " + std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ + " thread(s) per point");
+      w_.comment(std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ + " thread(s) per point");
     const std::string CV = std::to_string(colV_), tileWidth = std::to_string(32 * colV_);
     if (columns_ && colV_ > 1) {
       w_.let("fusec_idx", "lane", "threadIdx.x / 32", "the row lane; threadIdx.x % 32 owns " + CV + " adjacent columns of the tile");
@@ -910,7 +908,7 @@ class ReductionEmitter {
       w_.line("__shared__ float fusec_cs_acc[" + std::to_string(block_ * colSums_.slots * int64_t(cols_.size())) +
               "];  // the column sums' accumulators, [group][sum][slot][lane]");
     for (size_t q = 0; q < cols_.size(); ++q) {
-      w_.line("// " + e_.describe(*cols_[q]) + ": this thread's columns");
+      w_.comment(e_.describe(*cols_[q]) + ": this thread's columns");
       if (!colSums_.shared) w_.line("float cs" + std::to_string(q) + "[" + C + "];");
       w_.line("#pragma unroll");
       w_.line("for (int c = 0; c < " + C + "; ++c) " + colSums_.at(q, "c") + " = " +
