@@ -36,6 +36,16 @@ void CodeWriter::var(const std::string& type, const std::string& name, const std
   append(kir::make(kir::StmtKind::Var, name, type, value));
 }
 
+void CodeWriter::array(const std::string& type, const std::string& name, const std::string& size, const std::string& note) {
+  kir::Stmt a = kir::make(kir::StmtKind::Array, name, type, size);
+  a.note = note;
+  append(std::move(a));
+}
+
+void CodeWriter::assign(const std::string& element, const std::string& value) {
+  append(kir::make(kir::StmtKind::Assign, element, "", value));
+}
+
 void CodeWriter::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
   append(kir::make(kir::StmtKind::Accumulate, acc, combiner, value));
 }

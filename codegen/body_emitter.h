@@ -37,6 +37,10 @@ class CodeWriter {
   void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
   // `<type> <name> = <value>;`: an accumulator's declaration.
   void var(const std::string& type, const std::string& name, const std::string& value);
+  // `<type> <name>[<size>];  // note`: registers indexed by constants.
+  void array(const std::string& type, const std::string& name, const std::string& size, const std::string& note = "");
+  // `element = value;`: an element of such an array.
+  void assign(const std::string& element, const std::string& value);
   // `acc = combiner()(acc, value);`
   void accumulate(const std::string& acc, const std::string& combiner, const std::string& value);
   // `const <type> <name> = ` accumulator `acc` combined across `scope` (`lanes`: a warp group's

@@ -150,7 +150,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   CodeWriter& w = e.writer();
   const std::string V = std::to_string(plan.width);
   const CodeWriter::Mark declarations = w.mark();
-  for (int k : plan.outputs) w.line("float s" + std::to_string(k) + "[" + V + "];");
+  for (int k : plan.outputs) w.array("float", "s" + std::to_string(k), V);
   e.beginLanes(plan.width, "j");
   e.openScope(kir::laneLoop("j", plan.width));
   Index lane = first;
@@ -158,7 +158,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
     const std::string value = e.evalLanes(e.storedForm(o), lane, first);
-    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.line("s" + std::to_string(k) + "[j] = " + value + ";");
+    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.assign("s" + std::to_string(k) + "[j]", value);
     else w.store("out" + std::to_string(k), linearize(lane, o->type.shape).str(), storeValue(o->type.dtype, value));
   }
   e.closeScope();

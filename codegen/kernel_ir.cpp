@@ -115,6 +115,8 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "const " + s.target + " " + s.text + " = " + s.value + ";" + noted(s) + "\n"; break;
       case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";\n"; break;
+      case StmtKind::Array: out += in + s.target + " " + s.text + "[" + s.value + "];" + noted(s) + "\n"; break;
+      case StmtKind::Assign: out += in + s.text + " = " + s.value + ";\n"; break;
       case StmtKind::Accumulate: out += in + s.text + " = " + s.target + "()(" + s.text + ", " + s.value + ");\n"; break;
       case StmtKind::Reduce: out += in + "const " + s.note + " " + s.text + " = " + reduced(s) + ";\n"; break;
       case StmtKind::Load:
@@ -161,6 +163,8 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "let " + s.text + ": " + s.target + " = " + s.value + noted(s) + "\n"; break;
       case StmtKind::Var: out += in + "var " + s.text + ": " + s.target + " = " + s.value + "\n"; break;
+      case StmtKind::Array: out += in + "array " + s.text + ": " + s.target + "[" + s.value + "]" + noted(s) + "\n"; break;
+      case StmtKind::Assign: out += in + "assign " + s.text + " = " + s.value + "\n"; break;
       case StmtKind::Accumulate:
         out += in + "accumulate " + s.text + " = " + s.target + "(" + s.text + ", " + s.value + ")\n";
         break;

@@ -30,6 +30,8 @@ enum class StmtKind : uint8_t {
   Comment,     // `// text`
   Let,         // `const <type> <name> = <value>;`: an index or value register
   Var,         // `<type> <name> = <value>;`: a register that changes (an accumulator)
+  Array,       // `<type> <name>[<size>];`: registers indexed by constants (a vector's lanes, columns)
+  Assign,      // `<target> = <value>;`: an element of such an array
   Accumulate,  // `<acc> = <combiner>()(<acc>, <value>);`: one step of a reduction, in order
   Reduce,      // `const <type> <name> = ...;`: an accumulator combined across a scope (ReduceScope)
   Load,        // a register from memory, or (width > 1) a register array as one 16-byte vector
@@ -54,14 +56,15 @@ enum class ReduceScope : uint8_t { Thread, Warp, ColumnTile, WarpGroup };
 
 struct Stmt {
   StmtKind kind = StmtKind::Text;
-  // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce: the
-  // register (a Load of width > 1: the register array); Accumulate: the accumulator.
+  // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
+  // the register (a Load of width > 1: the register array); Accumulate, Assign: the element.
   std::string text;
-  // Let, Var, Load: the register's type ("fusec_idx", "float"); Store: the pointer; Loop: the
-  // variable; Accumulate, Reduce: the combiner ("fusec_sum").
+  // Let, Var, Load, Array: the register's type ("fusec_idx", "float"); Store: the pointer; Loop:
+  // the variable; Accumulate, Reduce: the combiner ("fusec_sum").
   std::string target;
-  // Let, Var: the value; Store: the value (width 1) or the register array (width > 1); Load:
-  // the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its parts).
+  // Let, Var, Assign: the value; Store: the value (width 1) or the register array (width > 1);
+  // Load: the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its
+  // parts); Array: its size.
   std::string value;
   std::string position;  // Store, Load: the element's (or the vector's first element's) position
   int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes; Reduce (WarpGroup): its lanes
@@ -69,7 +72,8 @@ struct Stmt {
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
   // condition tested with the bound (`live`), or none.
   std::string guard;
-  std::string note;  // Let, Load: what the value is (`#3 = mul(#1, #2) : f32[4,8]`); Reduce: the type of its result
+  // Let, Load, Array: what the value is (`#3 = mul(#1, #2) : f32[4,8]`); Reduce: its result's type.
+  std::string note;
   // Loop: `for (<type> <var> = <start>; [<guard> && ]<var> < <bound>; <step>)`.
   LoopKind loop = LoopKind::GridStride;
   std::string start, bound, step;

@@ -909,7 +909,7 @@ class ReductionEmitter {
               "];  // the column sums' accumulators, [group][sum][slot][lane]");
     for (size_t q = 0; q < cols_.size(); ++q) {
       w_.comment(e_.describe(*cols_[q]) + ": this thread's columns");
-      if (!colSums_.shared) w_.line("float cs" + std::to_string(q) + "[" + C + "];");
+      if (!colSums_.shared) w_.array("float", "cs" + std::to_string(q), C);
       w_.line("#pragma unroll");
       w_.line("for (int c = 0; c < " + C + "; ++c) " + colSums_.at(q, "c") + " = " +
               initValue(cols_[q]->kind, DType::f32) + ";");
@@ -959,7 +959,7 @@ class ReductionEmitter {
     for (size_t a = 0; a < regs_.rowConstants.size(); ++a) {
       if (!reads(roots, regs_.rowConstants[a])) continue;
       const std::string b = "b" + std::to_string(a), p = rowConstantPointers_[a];
-      w_.line("float " + b + "[" + V_ + "];  // " + e_.describe(*regs_.rowConstants[a]->def) + ", this chunk's elements");
+      w_.array("float", b, V_, e_.describe(*regs_.rowConstants[a]->def) + ", this chunk's elements");
       w_.use(Helper::VectorIO);
       w_.line("if (aligned) fusec_vload<" + V_ + ">(" + b + ", " + p + " + base);");
       e_.openScope(kir::elseIf(""));
@@ -1006,11 +1006,10 @@ class ReductionEmitter {
     const std::string E = std::to_string(regs_.chunks * regs_.width);
     const std::string P = std::to_string(regs_.chunks * regs_.width / 2), H = std::to_string(regs_.width / 2);
     for (size_t a = 0; a < regs_.inputs.size(); ++a)
-      w_.line(regs_.packed[a] ? "unsigned r" + std::to_string(a) + "[" + P + "];  // 16-bit pairs"
-                              : "float r" + std::to_string(a) + "[" + E + "];");
+      w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + std::to_string(a), regs_.packed[a] ? P : E,
+               regs_.packed[a] ? "16-bit pairs" : "");
     for (size_t a = 0; a < regs_.cached.size(); ++a)
-      w_.line("float k" + std::to_string(a) + "[" + E + "];  // " + e_.describe(*regs_.cached[a].first->def) +
-              ", kept for a later pass");
+      w_.array("float", "k" + std::to_string(a), E, e_.describe(*regs_.cached[a].first->def) + ", kept for a later pass");
     e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
     w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
     e_.openScope(kir::ifThen("base < " + R_));
@@ -1097,7 +1096,7 @@ class ReductionEmitter {
       w_.comment(e_.describe(op));
       if (colV_ > 1) {  // one accumulator per column of the thread's V
         const std::string& acc = accs.back().first;
-        w_.line("float " + acc + "[" + std::to_string(colV_) + "];");
+        w_.array("float", acc, std::to_string(colV_));
         w_.line("#pragma unroll");
         w_.line("for (int j = 0; j < " + std::to_string(colV_) + "; ++j) " + acc + "[j] = " + initValue(op.kind, dt) + ";");
       } else {
@@ -1192,7 +1191,7 @@ class ReductionEmitter {
     const Reduction& ref = reds_.at(0);
     Index kept = delinearize(w_, outerVar(), ref.kept, e_.fresh("k"));
     const size_t outputPass = levels_.size();
-    for (int o : regs_.vectorOuts) w_.line("float s" + std::to_string(o) + "[" + V_ + "];");
+    for (int o : regs_.vectorOuts) w_.array("float", "s" + std::to_string(o), V_);
     // With column sums and the row not in registers, the pass is unrolled over a thread's
     // columns (slot c: inner c * L + lane) so that their accumulators stay in registers.
     int scopes = 0;
@@ -1224,7 +1223,7 @@ class ReductionEmitter {
       Index idx = v->type.shape == s ? full
                                      : delinearize(w_, linearize(full, s), v->type.shape, "g" + std::to_string(o));
       if (std::count(regs_.vectorOuts.begin(), regs_.vectorOuts.end(), o))
-        w_.line("s" + std::to_string(o) + "[j] = " + e_.eval(e_.storedForm(v), idx) + ";");
+        w_.assign("s" + std::to_string(o) + "[j]", e_.eval(e_.storedForm(v), idx));
       else
         e_.store(v, "out" + std::to_string(o), idx);
     }

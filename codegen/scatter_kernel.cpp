@@ -253,7 +253,7 @@ class ScatterEmitter {
   // acc = the base, or `other` where `unless` holds (the output this thread wrote before, in a
   // later round; zero, for a segment's partial sum).
   void startRow(const Index& a, const std::string& unless, const std::function<std::string()>& other) {
-    w_.line(rt_ + " acc[" + sQ_ + "];");
+    w_.array(rt_, "acc", sQ_);
     w_.comment(e_.describe(*scatter_) + ": base");
     e_.openScope(kir::countedLoop("q", sQ_, -1));
     e_.openScope(kir::ifThen(column("q")));
@@ -281,7 +281,7 @@ class ScatterEmitter {
   // `when`: a condition for the loads (an item that applies the epilogue), or empty.
   void prefetch(const Index& a, const std::string& when) {
     if (prefetched_.empty()) return;
-    for (size_t i = 0; i < prefetched_.size(); ++i) w_.line("float " + prefetchName(i) + "[" + sQ_ + "];");
+    for (size_t i = 0; i < prefetched_.size(); ++i) w_.array("float", prefetchName(i), sQ_);
     w_.comment("the epilogue's own inputs at this row's columns, ahead of the sum");
     e_.openScope(kir::countedLoop("q", sQ_, -1));
     e_.openScope(kir::ifThen((when.empty() ? "" : when + " && ") + column("q")));
@@ -397,7 +397,7 @@ class ScatterEmitter {
                       J = std::to_string(kRangeStage / kRangeWarps / 32);
     w_.comment("list this stage's positions of the block's rows: warp w ballots over its slice");
     w_.line("int local[" + J + "];");
-    w_.line("unsigned m[" + J + "];");
+    w_.array("unsigned", "m", J);
     w_.line("int count = 0;");
     e_.openScope(kir::countedLoop("j", J, -1));
     w_.let("fusec_idx", "s", "t0 + warp * " + SL + " + j * 32 + lane");

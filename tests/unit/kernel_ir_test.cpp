@@ -127,6 +127,15 @@ TEST(KernelIr, ReductionsAndTheirScopes) {
             "reduce.thread red5: float = fusec_sum(acc0) / 24.0f\n");
 }
 
+TEST(KernelIr, RegisterArraysAndTheirElements) {
+  CodeWriter w;
+  w.array("float", "s0", "4", "#2 = exp(#1)");
+  w.array("unsigned", "r1", "2");
+  w.assign("s0[j]", "t3");
+  EXPECT_EQ(w.str(), "float s0[4];  // #2 = exp(#1)\nunsigned r1[2];\ns0[j] = t3;\n");
+  EXPECT_EQ(w.kir(), "array s0: float[4]  // #2 = exp(#1)\narray r1: unsigned[2]\nassign s0[j] = t3\n");
+}
+
 TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
   CodeWriter w;
   w.line("__device__ int f() {\n  return 1;\n}");
