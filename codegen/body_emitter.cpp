@@ -96,13 +96,11 @@ void CodeWriter::close(const std::string& s) {
   open_.pop_back();
 }
 
-void CodeWriter::insertLines(Mark at, const std::vector<std::string>& lines) {
+void CodeWriter::insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts) {
   if (std::find(open_.begin(), open_.end(), at.scope) == open_.end() || at.at > at.scope->body.size())
     throw Error("internal: codegen inserts lines into a scope it has closed");
-  std::vector<std::unique_ptr<kir::Stmt>> text;
-  for (const std::string& l : lines) text.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Text, l)));
-  at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(text.begin()),
-                        std::make_move_iterator(text.end()));
+  at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(stmts.begin()),
+                        std::make_move_iterator(stmts.end()));
 }
 
 IndexExpr linearize(const Index& idx, const Shape& shape) {
@@ -207,6 +205,13 @@ void BodyEmitter::findRoundedOnly() {
 bool BodyEmitter::hardwareForm(const Value* v) const {
   return hasLowPrecisionFormula(v->def->kind) && v->def->kind != OpKind::Cast &&
          (isReduced(v->type.dtype) || roundedOnly_.count(v) || lowPrecisionData_.count(v));
+}
+
+std::unique_ptr<kir::Stmt> BodyEmitter::laneTable(const std::string& name, const std::string& entries,
+                                                    const std::string& note) const {
+  kir::Stmt t = kir::make(kir::StmtKind::Let, name + "[" + std::to_string(laneWidth_) + "]", "int", "{" + entries + "}");
+  t.note = note;
+  return std::make_unique<kir::Stmt>(std::move(t));
 }
 
 std::string BodyEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
@@ -351,7 +356,7 @@ Index BodyEmitter::laneIndex(const LaneBase& base, const LaneMap& m) {
     for (int j = 0; j < laneWidth_; ++j)
       offsets += (j ? ", " : "") + std::to_string(m.active[size_t(j)] ? m.off[d][size_t(j)] - m.off[d][b] : 0);
     const std::string a = fresh("lo");
-    laneDecls_.push_back("const int " + a + "[" + std::to_string(laneWidth_) + "] = {" + offsets + "};  // lane -> offset");
+    laneDecls_.push_back(laneTable(a, offsets, "lane -> offset"));
     out[d] = base.idx[d] + IndexExpr::var(a + "[" + laneVar_ + "]");
   }
   return out;
@@ -371,12 +376,7 @@ std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOpera
     CodeWriter h;
     LaneBase in{base.lane, {}};
     layoutOperandIndex(h, op, base.idx, in.idx);
-    const std::string text = h.str();
-    for (size_t at = 0; at < text.size();) {
-      const size_t end = text.find('\n', at);
-      laneDecls_.push_back(text.substr(at, end - at));
-      at = end + 1;
-    }
+    for (auto& stmt : h.take()) laneDecls_.push_back(std::move(stmt));
     it = hoisted_.emplace(key, std::make_pair(laneIndex(in, m), in)).first;
   }
   return it->second;
@@ -389,8 +389,8 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
   const std::string V = std::to_string(laneWidth_), a = fresh("a"), o = fresh("vo");
   std::string offsets;
   for (int64_t x : read->voff) offsets += (offsets.empty() ? "" : ", ") + std::to_string(x);
-  laneDecls_.push_back("float " + a + "[" + V + "];");
-  laneDecls_.push_back("const int " + o + "[" + V + "] = {" + offsets + "};  // lane -> element of " + a);
+  laneDecls_.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Array, a, "float", V)));
+  laneDecls_.push_back(laneTable(o, offsets, "lane -> element of " + a));
   // The first lane that reads this vector loads it: its element's position minus its offset
   // in the vector is the vector's (aligned) start.
   const std::string F = std::to_string(read->firstActive);
@@ -511,8 +511,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
           table += (j ? ", " : "") + std::to_string(k);
         }
         laneOperand = fresh("lk");
-        laneDecls_.push_back("const int " + laneOperand + "[" + std::to_string(laneWidth_) + "] = {" + table +
-                             "};  // lane -> operand of " + describe(op).substr(0, describe(op).find(" =")));
+        laneDecls_.push_back(laneTable(laneOperand, table, "lane -> operand of " + describe(op).substr(0, describe(op).find(" ="))));
       }
       int64_t start = 0;
       for (size_t k = 0; k < op.operands.size(); ++k) {

@@ -63,13 +63,15 @@ class CodeWriter {
   std::string str() const { return kir::print(root_.body); }
   std::string kir() const { return kir::dump(root_.body); }
   // A place to insert lines later (declarations found while emitting what follows them), in
-  // the scope open now; insertLines must come while that scope is still open.
+  // the scope open now; insert must come while that scope is still open.
   struct Mark {
     kir::Stmt* scope;
     size_t at;
   };
   Mark mark() const { return {open_.back(), open_.back()->body.size()}; }
-  void insertLines(Mark at, const std::vector<std::string>& lines);
+  void insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts);
+  // The statements written so far, handed over (a writer used to build a few lines elsewhere).
+  std::vector<std::unique_ptr<kir::Stmt>> take() { return std::move(root_.body); }
   // Marks a helper (codegen/helpers.h) that the text written calls.
   void use(Helper h) { helpers_ |= 1u << unsigned(h); }
   bool uses(Helper h) const { return (helpers_ >> unsigned(h)) & 1u; }
@@ -130,7 +132,9 @@ class BodyEmitter {
   // thread, not once per lane (the RoPE-backward concat kernel spent 3x its memory time on
   // per-lane index arithmetic). Elsewhere the index is computed per lane.
   std::string evalLanes(const Value* v, const Index& idx, const Index& lane0);
-  const std::vector<std::string>& declarations() const { return laneDecls_; }
+  // The declarations of the vector loop ended, handed over (CodeWriter::insert puts them
+  // before the lane loop).
+  std::vector<std::unique_ptr<kir::Stmt>> takeDeclarations() { return std::move(laneDecls_); }
   // Evaluate `concat` as its operand k alone, without the per-element branch: the caller has
   // branched once, outside the lane loop, on the coordinate that selects the operand (a
   // vector loop whose vectors never straddle an operand boundary). nullptr: none pinned.
@@ -146,6 +150,8 @@ class BodyEmitter {
 
  private:
   std::string compute(const Value* v, const Index& idx);
+  // `const int <name>[V] = {entries};  // note`: a table the unrolled lane loop indexes by lane.
+  std::unique_ptr<kir::Stmt> laneTable(const std::string& name, const std::string& entries, const std::string& note) const;
   const std::string* boundElement(const Value* input, const std::string& linear) const;
   void layoutOperandIndex(CodeWriter& w, const Op& op, const Index& idx, Index& in);
   // In vector-loop mode, the index of one lane that reads a value, free of the lane variable
@@ -186,7 +192,7 @@ class BodyEmitter {
   std::string laneVar_;
   std::vector<LaneMap> lanes_;  // the lanes of the value being evaluated (innermost last)
   std::vector<std::optional<LaneBase>> bases_;  // the lane base of the same, where known
-  std::vector<std::string> laneDecls_;          // declarations and lane-base index lines
+  std::vector<std::unique_ptr<kir::Stmt>> laneDecls_;  // declarations and lane-base index lines
   std::map<std::string, std::pair<Index, LaneBase>> hoisted_;  // (op, base) -> hoistedOperandIndex
   const Op* pinned_ = nullptr;
   size_t pinnedOperand_ = 0;

@@ -162,7 +162,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
     else w.store("out" + std::to_string(k), linearize(lane, o->type.shape).str(), storeValue(o->type.dtype, value));
   }
   e.closeScope();
-  w.insertLines(declarations, e.declarations());
+  w.insert(declarations, e.takeDeclarations());
   e.endLanes();
   w.use(Helper::VectorIO);
   for (int k : plan.outputs) w.store("out" + std::to_string(k), "i", "s" + std::to_string(k), plan.width);

@@ -12,7 +12,7 @@
 // names.
 //
 // Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
-// templates, the reductions' and scatters' shared-memory staging, register arrays, the
+// templates, the reductions' and scatters' shared-memory staging and warp ballots, the
 // kernels' preambles). They move to typed statements family by family; each step keeps the printed
 // CUDA byte-identical (scripts/kernel-sources.sh before and after).
 #pragma once

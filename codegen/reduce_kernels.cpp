@@ -1146,7 +1146,7 @@ class ReductionEmitter {
     w_.accumulate(acc + "[j]", combiner(op.kind), "(float)" + (lanesMode_ ? e_.evalLanes(x, idx, lane0) : e_.eval(x, idx)));
     e_.closeScope();
     if (lanesMode_) {
-      w_.insertLines(declarations, e_.declarations());
+      w_.insert(declarations, e_.takeDeclarations());
       e_.endLanes();
     }
   }

@@ -25,7 +25,9 @@ void buildVectorLoop(CodeWriter& w) {
   w.let("float", "t1", "a0[j] * 2.0f", "#1 = mul(#0, #0)");
   w.line("s0[j] = t1;");
   w.close();
-  w.insertLines(declarations, {"float a0[4];"});
+  std::vector<std::unique_ptr<kir::Stmt>> late;
+  late.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Array, "a0", "float", "4")));
+  w.insert(declarations, std::move(late));
   w.store("out0", "i", "s0", 4);
   w.close();
   w.close();
@@ -76,7 +78,7 @@ TEST(KernelIr, DumpsTheStatements) {
             "    // 4 consecutive elements per thread\n"
             "    loop v grid-stride [0, 8) from block blockIdx.x over gridDim.x\n"
             "      let i: fusec_idx = v * 4\n"
-            "      text float a0[4];\n"
+            "      array a0: float[4]\n"
             "      text float s0[4];\n"
             "      loop j lanes [0, 4)\n"
             "        load.v4 a0 = in0[(i + j)] when j == 0  // #0 = input() : f32[32]\n"
@@ -152,7 +154,9 @@ TEST(KernelIr, RefusesToCloseWhatIsNotOpenOrToInsertIntoAClosedScope) {
   w.open("{ // a");
   const CodeWriter::Mark inside = w.mark();
   w.close();
-  EXPECT_THROW(w.insertLines(inside, {"int late;"}), Error);
+  std::vector<std::unique_ptr<kir::Stmt>> late;
+  late.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Text, "int late;")));
+  EXPECT_THROW(w.insert(inside, std::move(late)), Error);
 }
 
 }  // namespace
