@@ -169,7 +169,7 @@ MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
 }
 
 // An operand's row stride FA_<NAME>_RS and batch offset fa_<name>_batch(z), as the templates read them.
-void writeOperandMacros(CodeWriter& w, const std::string& name, const OperandAccess& a) {
+void writeOperandMacros(KernelBuilder& w, const std::string& name, const OperandAccess& a) {
   std::string up = name;
   for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
   w.line("#define FA_" + up + "_RS " + ll(a.rowStride));
@@ -177,7 +177,7 @@ void writeOperandMacros(CodeWriter& w, const std::string& name, const OperandAcc
 }
 
 // The mma template's precision and tiling constants.
-void writeTilingMacros(CodeWriter& w, const MmaTiling& t, bool tf32) {
+void writeTilingMacros(KernelBuilder& w, const MmaTiling& t, bool tf32) {
   w.line(std::string("#define FA_TF32 ") + (tf32 ? "1" : "0"));
   w.line("#define FA_WARPS " + std::to_string(t.warps));
   w.line("#define FA_BC " + std::to_string(t.bc));
@@ -284,7 +284,7 @@ struct AttentionShape {
 
 // The comment lines and the FA_* macros the templates read: the shape, the scale, the
 // operands' and the output's addressing, the path's tiling and producer switches.
-void writeAttentionMacros(CodeWriter& w, const Op& att, const AttentionShape& a, const AttentionPath& path,
+void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape& a, const AttentionPath& path,
                           const AttentionOutputs& outputs, const std::vector<OperandAccess>& acc, const std::string& where) {
   const bool backward = att.kind == OpKind::AttentionBackward, mma = path.mma, wgmma = path.wgmma, tf32 = path.tf32;
   const double scale = att.attrFloat("scale");
@@ -334,7 +334,7 @@ void writeAttentionMacros(CodeWriter& w, const Op& att, const AttentionShape& a,
 
 }  // namespace
 
-std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w) {
+std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   const Op* att = nullptr;
   for (auto& op : k.body.ops)
     if (op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward) att = op.get();

@@ -88,7 +88,7 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
   return {fwd, dq, dkdv, fws, dks};
 }
 
-void writeSmemMacros(CodeWriter& w, const SmemLayout& l) {
+void writeSmemMacros(KernelBuilder& w, const SmemLayout& l) {
   for (const auto& a : l.arrays)
     w.line("#define FA_SMEM_" + l.launch + "_" + a.name + " " + std::to_string(a.offset) + "  // " +
            std::to_string(a.bytes) + " bytes");

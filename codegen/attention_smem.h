@@ -11,7 +11,7 @@
 
 namespace fusec::codegen {
 
-class CodeWriter;
+class KernelBuilder;
 
 struct SmemLayout {
   struct Array {
@@ -48,6 +48,6 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.
-void writeSmemMacros(CodeWriter& w, const SmemLayout& l);
+void writeSmemMacros(KernelBuilder& w, const SmemLayout& l);
 
 }  // namespace fusec::codegen

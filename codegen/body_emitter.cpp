@@ -12,97 +12,6 @@
 
 namespace fusec::codegen {
 
-CodeWriter::CodeWriter() {
-  root_.kind = kir::StmtKind::Block;
-  open_.push_back(&root_);
-}
-
-kir::Stmt& CodeWriter::append(kir::Stmt s) {
-  open_.back()->body.push_back(std::make_unique<kir::Stmt>(std::move(s)));
-  return *open_.back()->body.back();
-}
-
-void CodeWriter::line(const std::string& s) { append(kir::make(kir::StmtKind::Text, s)); }
-
-void CodeWriter::comment(const std::string& text) { append(kir::make(kir::StmtKind::Comment, text)); }
-
-void CodeWriter::let(const std::string& type, const std::string& name, const std::string& value, const std::string& note) {
-  kir::Stmt l = kir::make(kir::StmtKind::Let, name, type, value);
-  l.note = note;
-  append(std::move(l));
-}
-
-void CodeWriter::var(const std::string& type, const std::string& name, const std::string& value) {
-  append(kir::make(kir::StmtKind::Var, name, type, value));
-}
-
-void CodeWriter::array(const std::string& type, const std::string& name, const std::string& size, const std::string& note) {
-  kir::Stmt a = kir::make(kir::StmtKind::Array, name, type, size);
-  a.note = note;
-  append(std::move(a));
-}
-
-void CodeWriter::assign(const std::string& element, const std::string& value) {
-  append(kir::make(kir::StmtKind::Assign, element, "", value));
-}
-
-void CodeWriter::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
-  append(kir::make(kir::StmtKind::Accumulate, acc, combiner, value));
-}
-
-void CodeWriter::reduce(const std::string& type, const std::string& name, kir::ReduceScope scope,
-                        const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
-  kir::Stmt r = kir::make(kir::StmtKind::Reduce, name, combiner, acc);
-  r.note = type;
-  r.scope = scope;
-  r.width = lanes;
-  r.divisor = divisor;
-  append(std::move(r));
-}
-
-void CodeWriter::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
-                      const std::string& position, const std::string& note) {
-  kir::Stmt l = kir::make(kir::StmtKind::Load, name, type, ptr);
-  l.position = position;
-  l.memory = memory;
-  l.note = note;
-  append(std::move(l));
-}
-
-void CodeWriter::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
-                            const std::string& guard, const std::string& note) {
-  kir::Stmt l = kir::make(kir::StmtKind::Load, array, "", ptr);
-  l.position = position;
-  l.width = width;
-  l.guard = guard;
-  l.note = note;
-  append(std::move(l));
-}
-
-void CodeWriter::store(const std::string& ptr, const std::string& position, const std::string& value, int width) {
-  kir::Stmt s = kir::make(kir::StmtKind::Store, "", ptr, value);
-  s.position = position;
-  s.width = width;
-  append(std::move(s));
-}
-
-void CodeWriter::open(const std::string& header) { open(kir::make(kir::StmtKind::Block, header)); }
-
-void CodeWriter::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
-
-void CodeWriter::close(const std::string& s) {
-  if (open_.size() < 2) throw Error("internal: codegen closes a scope it did not open");
-  open_.back()->close = s;
-  open_.pop_back();
-}
-
-void CodeWriter::insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts) {
-  if (std::find(open_.begin(), open_.end(), at.scope) == open_.end() || at.at > at.scope->body.size())
-    throw Error("internal: codegen inserts lines into a scope it has closed");
-  at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(stmts.begin()),
-                        std::make_move_iterator(stmts.end()));
-}
-
 IndexExpr linearize(const Index& idx, const Shape& shape) {
   std::vector<IndexExpr> terms;  // innermost first, reversed below
   int64_t stride = 1;
@@ -116,7 +25,7 @@ IndexExpr linearize(const Index& idx, const Shape& shape) {
   return position;
 }
 
-Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix) {
+Index delinearize(KernelBuilder& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix) {
   Index idx(shape.size(), IndexExpr(0));
   int64_t stride = 1;
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
@@ -140,7 +49,7 @@ Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, co
   return idx;
 }
 
-BodyEmitter::BodyEmitter(const Graph& body, CodeWriter& w) : body_(body), w_(w) {
+BodyEmitter::BodyEmitter(const Graph& body, KernelBuilder& w) : body_(body), w_(w) {
   int k = 0;
   for (Op* in : body.inputs()) inputNumber_[in] = k++;
   for (size_t i = 0; i < body.ops.size(); ++i) position_[body.ops[i].get()] = int(i);
@@ -373,7 +282,7 @@ std::optional<std::pair<Index, BodyEmitter::LaneBase>> BodyEmitter::hoistedOpera
   auto it = hoisted_.find(key);
   if (it == hoisted_.end()) {
     // The base lane's operand index, before the lane loop: its lines go with the declarations.
-    CodeWriter h;
+    KernelBuilder h;
     LaneBase in{base.lane, {}};
     layoutOperandIndex(h, op, base.idx, in.idx);
     for (auto& stmt : h.take()) laneDecls_.push_back(std::move(stmt));
@@ -403,7 +312,7 @@ std::optional<std::string> BodyEmitter::laneLoad(const Value* v, const Index& id
 }
 
 // The operand index that a layout op's result index reads (single-operand layout ops).
-void BodyEmitter::layoutOperandIndex(CodeWriter& w, const Op& op, const Index& idx, Index& in) {
+void BodyEmitter::layoutOperandIndex(KernelBuilder& w, const Op& op, const Index& idx, Index& in) {
   const Shape& inShape = op.operands[0]->type.shape;
   const Shape& outShape = op.result()->type.shape;
   switch (op.kind) {

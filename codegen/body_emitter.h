@@ -23,77 +23,17 @@ namespace fusec::codegen {
 
 using Index = std::vector<IndexExpr>;  // one coordinate per dim
 
-// The builder of a kernel's statements (codegen/kernel_ir.h): the schedules append to the
-// innermost open scope; str() prints the CUDA, kir() the kernel IR.
-class CodeWriter {
- public:
-  CodeWriter();
-  CodeWriter(const CodeWriter&) = delete;  // holds pointers into its own statements
-  CodeWriter& operator=(const CodeWriter&) = delete;
-
-  void line(const std::string& s);        // a statement not modelled yet, verbatim
-  void comment(const std::string& text);  // `// text`
-  // `const <type> <name> = <value>;  // note`
-  void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
-  // `<type> <name> = <value>;`: an accumulator's declaration.
-  void var(const std::string& type, const std::string& name, const std::string& value);
-  // `<type> <name>[<size>];  // note`: registers indexed by constants.
-  void array(const std::string& type, const std::string& name, const std::string& size, const std::string& note = "");
-  // `element = value;`: an element of such an array.
-  void assign(const std::string& element, const std::string& value);
-  // `acc = combiner()(acc, value);`
-  void accumulate(const std::string& acc, const std::string& combiner, const std::string& value);
-  // `const <type> <name> = ` accumulator `acc` combined across `scope` (`lanes`: a warp group's
-  // threads), divided by `divisor` where it is a mean's (kir::ReduceScope).
-  void reduce(const std::string& type, const std::string& name, kir::ReduceScope scope, const std::string& combiner,
-              const std::string& acc, int lanes = 32, const std::string& divisor = "");
-  // `const <type> <name> = ptr[position]`, converted from `memory` (cuda_types.h loadExpr).
-  void load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
-            const std::string& position, const std::string& note);
-  // Register array `array` = the 16-byte vector of `width` elements at ptr + position, loaded
-  // by the lane for which `guard` holds (the vector loops' first reader: codegen/lanes.h).
-  void vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
-                  const std::string& guard, const std::string& note);
-  // `ptr[position] = value;`, or with width V the register array `value` stored as one
-  // 16-byte vector at ptr + position (codegen/vector_io.h fusec_vstore).
-  void store(const std::string& ptr, const std::string& position, const std::string& value, int width = 1);
-  void open(const std::string& header);  // `header {` and a scope
-  void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
-  void close(const std::string& s = "}");
-  std::string str() const { return kir::print(root_.body); }
-  std::string kir() const { return kir::dump(root_.body); }
-  // A place to insert lines later (declarations found while emitting what follows them), in
-  // the scope open now; insert must come while that scope is still open.
-  struct Mark {
-    kir::Stmt* scope;
-    size_t at;
-  };
-  Mark mark() const { return {open_.back(), open_.back()->body.size()}; }
-  void insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts);
-  // The statements written so far, handed over (a writer used to build a few lines elsewhere).
-  std::vector<std::unique_ptr<kir::Stmt>> take() { return std::move(root_.body); }
-  // Marks a helper (codegen/helpers.h) that the text written calls.
-  void use(Helper h) { helpers_ |= 1u << unsigned(h); }
-  bool uses(Helper h) const { return (helpers_ >> unsigned(h)) & 1u; }
-
- private:
-  kir::Stmt& append(kir::Stmt s);
-  kir::Stmt root_;                 // a Block whose body is the source
-  std::vector<kir::Stmt*> open_;   // the open scopes, innermost last; open_[0] is &root_
-  unsigned helpers_ = 0;
-};
-
 // The row-major position of `idx` in `shape` (size-1 dims and zero coordinates add nothing).
 IndexExpr linearize(const Index& idx, const Shape& shape);
 // The coordinates of row-major position `linear` in `shape`: each one that is not already a
 // constant or a variable is written to a register (`const fusec_idx <prefix>_<d> = ...;`) and
 // is that register, ranging over its dim and naming its definition (codegen/index_expr.h).
-Index delinearize(CodeWriter& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix);
+Index delinearize(KernelBuilder& w, const IndexExpr& linear, const Shape& shape, const std::string& prefix);
 
 class BodyEmitter {
  public:
   // Operand k of the kernel is the pointer `in<k>`, result k is `out<k>`.
-  BodyEmitter(const Graph& body, CodeWriter& w);
+  BodyEmitter(const Graph& body, KernelBuilder& w);
 
   // The register holding `v` at `idx` (emits what computes it, if not already in scope).
   std::string eval(const Value* v, const Index& idx);
@@ -132,7 +72,7 @@ class BodyEmitter {
   // thread, not once per lane (the RoPE-backward concat kernel spent 3x its memory time on
   // per-lane index arithmetic). Elsewhere the index is computed per lane.
   std::string evalLanes(const Value* v, const Index& idx, const Index& lane0);
-  // The declarations of the vector loop ended, handed over (CodeWriter::insert puts them
+  // The declarations of the vector loop ended, handed over (KernelBuilder::insert puts them
   // before the lane loop).
   std::vector<std::unique_ptr<kir::Stmt>> takeDeclarations() { return std::move(laneDecls_); }
   // Evaluate `concat` as its operand k alone, without the per-element branch: the caller has
@@ -144,7 +84,7 @@ class BodyEmitter {
   void openScope(kir::Stmt scope);            // a loop or branch (kir::) with its own memo
   void closeScope();
   std::string fresh(const std::string& prefix);
-  CodeWriter& writer() { return w_; }
+  KernelBuilder& writer() { return w_; }
   // The body op as IR-like text for comments: `#3 = mul(#1, #2) : f32[4,8]`.
   std::string describe(const Op& op) const;
 
@@ -153,7 +93,7 @@ class BodyEmitter {
   // `const int <name>[V] = {entries};  // note`: a table the unrolled lane loop indexes by lane.
   std::unique_ptr<kir::Stmt> laneTable(const std::string& name, const std::string& entries, const std::string& note) const;
   const std::string* boundElement(const Value* input, const std::string& linear) const;
-  void layoutOperandIndex(CodeWriter& w, const Op& op, const Index& idx, Index& in);
+  void layoutOperandIndex(KernelBuilder& w, const Op& op, const Index& idx, Index& in);
   // In vector-loop mode, the index of one lane that reads a value, free of the lane variable
   // (computed before the lane loop): every lane's index is this plus a constant offset.
   struct LaneBase {
@@ -180,7 +120,7 @@ class BodyEmitter {
   void findLowPrecisionData();
 
   const Graph& body_;
-  CodeWriter& w_;
+  KernelBuilder& w_;
   std::set<const Value*> roundedOnly_;  // f32 values that reach memory only rounded to bf16/f16
   std::set<const Value*> lowPrecisionData_;  // float values computed from bf16/f16 inputs alone
   std::map<const Op*, int> inputNumber_, position_;

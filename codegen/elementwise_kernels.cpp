@@ -147,9 +147,9 @@ const Op* splittableConcat(const Graph& body, const std::vector<int>& outs, int 
 // The vector path's body for one thread's vector at `first` (lane 0's output index): the lane
 // loop, its declarations before it, and the vector stores.
 void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, const Index& first) {
-  CodeWriter& w = e.writer();
+  KernelBuilder& w = e.writer();
   const std::string V = std::to_string(plan.width);
-  const CodeWriter::Mark declarations = w.mark();
+  const KernelBuilder::Mark declarations = w.mark();
   for (int k : plan.outputs) w.array("float", "s" + std::to_string(k), V);
   e.beginLanes(plan.width, "j");
   e.openScope(kir::laneLoop("j", plan.width));
@@ -174,7 +174,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
 void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, int64_t n,
                  const std::string& block, const std::string& blocks) {
   if (plan.width == 1) return scalarLoop(e, body, outs, n, block, blocks);
-  CodeWriter& w = e.writer();
+  KernelBuilder& w = e.writer();
   const std::string V = std::to_string(plan.width);
   const Shape& shape = body.outputs[size_t(outs[0])]->type.shape;
   std::vector<std::string> pointers;
@@ -212,7 +212,7 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
 
 }  // namespace
 
-std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
+std::vector<Launch> emitPointwise(const FamilyInput& k, KernelBuilder& w) {
   const int64_t n = k.body.outputs.at(0)->type.numel();
   std::vector<int> outs(k.body.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i] = int(i);
@@ -224,7 +224,7 @@ std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w) {
   return {Launch{k.name, {elementGrid(n / plan.width, k.target), 1, 1}, {uint32_t(kBlock), 1, 1}, 0}};
 }
 
-std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w) {
+std::vector<Launch> emitMultiTensor(const FamilyInput& k, KernelBuilder& w) {
   // One launch for every chain: chain c owns the blocks [first_c, first_c + blocks_c).
   auto groups = independentChains(k.body);
   k.signature(w, k.name, kBlock, 0);

@@ -14,7 +14,7 @@ namespace fusec::codegen {
 
 // Writes `extern "C" __global__ void __launch_bounds__(threads[, minBlocks]) name(<params>) {`
 // for one launch. minBlocks > 0 asks ptxas for registers that let that many blocks share an SM.
-using SignatureFn = std::function<void(CodeWriter&, const std::string& name, int threads, int minBlocks)>;
+using SignatureFn = std::function<void(KernelBuilder&, const std::string& name, int threads, int minBlocks)>;
 
 struct FamilyInput {
   const Graph& body;
@@ -23,17 +23,17 @@ struct FamilyInput {
   Target target;
 };
 
-std::vector<Launch> emitPointwise(const FamilyInput& k, CodeWriter& w);
-std::vector<Launch> emitMultiTensor(const FamilyInput& k, CodeWriter& w);
-std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w);
+std::vector<Launch> emitPointwise(const FamilyInput& k, KernelBuilder& w);
+std::vector<Launch> emitMultiTensor(const FamilyInput& k, KernelBuilder& w);
+std::vector<Launch> emitScatter(const FamilyInput& k, KernelBuilder& w);
 // An embedding scatter whose positions all fit its list (fusion::kMaxScatterEpilogueSources)
 // sums a row of more than this many positions in segments of this many, in position order,
 // and then adds the segments' sums in order (a fixed order: run-to-run identical results).
 int64_t scatterRowSegment(int64_t columns);
 // attention: a generated flash-attention kernel (codegen/attention_kernel.cpp).
-std::vector<Launch> emitAttention(const FamilyInput& k, CodeWriter& w);
+std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w);
 // row_reduce, col_reduce and reduce_all: one parametrised emitter.
-std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w);
+std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, KernelBuilder& w);
 
 // Reduction functors and group reductions every reduction kernel's source starts with.
 std::string reductionPrelude();

@@ -67,7 +67,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
       if (o == operand || r == result) return "";
     return " __restrict__";
   };
-  SignatureFn signature = [&](CodeWriter& w, const std::string& fn, int threads, int minBlocks) {
+  SignatureFn signature = [&](KernelBuilder& w, const std::string& fn, int threads, int minBlocks) {
     std::string params;
     for (size_t i = 0; i < k.operands.size(); ++i)
       params += (params.empty() ? "" : ", ") + std::string("const ") + storageType(k.operands[i].dtype) + "*" +
@@ -80,7 +80,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
     w.open("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + fn + "(" + params + ")");
   };
 
-  CodeWriter w;
+  KernelBuilder w;
   // Comments name body ops by position (#n), as `fusec opt` prints the kernel's body.
   const bool narrow = indexFitsInt(kernel);
   w.line("// fusec kernel " + k.name + " (" + familyName(k.family) + "); #n in comments is the n-th op of its body.");
@@ -97,7 +97,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
   const bool reduces = k.family == KernelFamily::RowReduce || k.family == KernelFamily::ColReduce ||
                        k.family == KernelFamily::ReduceAll;
   std::string text = w.str() + (reduces ? reductionPrelude() : "");
-  CodeWriter fw;
+  KernelBuilder fw;
   FamilyInput in{body, k.name, signature, target};
   switch (k.family) {
     case KernelFamily::Pointwise: k.launches = emitPointwise(in, fw); break;

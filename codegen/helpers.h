@@ -1,5 +1,5 @@
 // Device functions a kernel's text may call, defined once and prepended to the sources that
-// call them: the code that writes a call marks its writer (CodeWriter::use), and generate.cpp
+// call them: the code that writes a call marks its writer (KernelBuilder::use), and generate.cpp
 // prepends what was marked, so no other source changes when a helper is added.
 #pragma once
 #include <optional>

@@ -1,6 +1,10 @@
 #include "codegen/kernel_ir.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "codegen/cuda_types.h"
+#include "ir/error.h"
 
 namespace fusec::codegen::kir {
 
@@ -227,3 +231,98 @@ std::string dump(const std::vector<std::unique_ptr<Stmt>>& stmts, int depth) {
 }
 
 }  // namespace fusec::codegen::kir
+
+namespace fusec::codegen {
+
+KernelBuilder::KernelBuilder() {
+  root_.kind = kir::StmtKind::Block;
+  open_.push_back(&root_);
+}
+
+kir::Stmt& KernelBuilder::append(kir::Stmt s) {
+  open_.back()->body.push_back(std::make_unique<kir::Stmt>(std::move(s)));
+  return *open_.back()->body.back();
+}
+
+void KernelBuilder::line(const std::string& s) { append(kir::make(kir::StmtKind::Text, s)); }
+
+void KernelBuilder::comment(const std::string& text) { append(kir::make(kir::StmtKind::Comment, text)); }
+
+void KernelBuilder::let(const std::string& type, const std::string& name, const std::string& value, const std::string& note) {
+  kir::Stmt l = kir::make(kir::StmtKind::Let, name, type, value);
+  l.note = note;
+  append(std::move(l));
+}
+
+void KernelBuilder::var(const std::string& type, const std::string& name, const std::string& value) {
+  append(kir::make(kir::StmtKind::Var, name, type, value));
+}
+
+void KernelBuilder::array(const std::string& type, const std::string& name, const std::string& size, const std::string& note) {
+  kir::Stmt a = kir::make(kir::StmtKind::Array, name, type, size);
+  a.note = note;
+  append(std::move(a));
+}
+
+void KernelBuilder::assign(const std::string& element, const std::string& value) {
+  append(kir::make(kir::StmtKind::Assign, element, "", value));
+}
+
+void KernelBuilder::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
+  append(kir::make(kir::StmtKind::Accumulate, acc, combiner, value));
+}
+
+void KernelBuilder::reduce(const std::string& type, const std::string& name, kir::ReduceScope scope,
+                        const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
+  kir::Stmt r = kir::make(kir::StmtKind::Reduce, name, combiner, acc);
+  r.note = type;
+  r.scope = scope;
+  r.width = lanes;
+  r.divisor = divisor;
+  append(std::move(r));
+}
+
+void KernelBuilder::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
+                      const std::string& position, const std::string& note) {
+  kir::Stmt l = kir::make(kir::StmtKind::Load, name, type, ptr);
+  l.position = position;
+  l.memory = memory;
+  l.note = note;
+  append(std::move(l));
+}
+
+void KernelBuilder::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
+                            const std::string& guard, const std::string& note) {
+  kir::Stmt l = kir::make(kir::StmtKind::Load, array, "", ptr);
+  l.position = position;
+  l.width = width;
+  l.guard = guard;
+  l.note = note;
+  append(std::move(l));
+}
+
+void KernelBuilder::store(const std::string& ptr, const std::string& position, const std::string& value, int width) {
+  kir::Stmt s = kir::make(kir::StmtKind::Store, "", ptr, value);
+  s.position = position;
+  s.width = width;
+  append(std::move(s));
+}
+
+void KernelBuilder::open(const std::string& header) { open(kir::make(kir::StmtKind::Block, header)); }
+
+void KernelBuilder::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
+
+void KernelBuilder::close(const std::string& s) {
+  if (open_.size() < 2) throw Error("internal: codegen closes a scope it did not open");
+  open_.back()->close = s;
+  open_.pop_back();
+}
+
+void KernelBuilder::insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts) {
+  if (std::find(open_.begin(), open_.end(), at.scope) == open_.end() || at.at > at.scope->body.size())
+    throw Error("internal: codegen inserts lines into a scope it has closed");
+  at.scope->body.insert(at.scope->body.begin() + ptrdiff_t(at.at), std::make_move_iterator(stmts.begin()),
+                        std::make_move_iterator(stmts.end()));
+}
+
+}  // namespace fusec::codegen

@@ -1,7 +1,7 @@
 // The kernel IR's statements: what a kernel's schedule builds and one printer writes as CUDA.
 //
 // A family's schedule (codegen/*_kernels.cpp) does not write CUDA text; it appends statements
-// to a builder (CodeWriter, codegen/body_emitter.h): loops with their kind (grid-stride over a
+// to a builder (KernelBuilder, below): loops with their kind (grid-stride over a
 // count, a vector's lanes, counted, strided), branches, index and value registers (`let`),
 // accumulators and their steps, reductions with the scope that combines them (warp, column
 // tile, group of warps), and loads and stores with their vector width. Index expressions are
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/helpers.h"
 #include "ir/types.h"
 
 namespace fusec::codegen::kir {
@@ -89,7 +90,7 @@ struct Stmt {
 // A statement of `kind` with its three main fields set (what each means for a kind: Stmt).
 Stmt make(StmtKind kind, std::string text = "", std::string target = "", std::string value = "");
 
-// The scopes a schedule opens (CodeWriter::open).
+// The scopes a schedule opens (KernelBuilder::open).
 Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& firstBlock, const std::string& blocks);
 Stmt laneLoop(const std::string& var, int width);
 Stmt countedLoop(const std::string& var, int64_t count, int unroll);
@@ -105,3 +106,67 @@ std::string print(const std::vector<std::unique_ptr<Stmt>>& stmts, int depth = 0
 std::string dump(const std::vector<std::unique_ptr<Stmt>>& stmts, int depth = 0);
 
 }  // namespace fusec::codegen::kir
+
+namespace fusec::codegen {
+
+// The builder of a kernel's statements: the schedules append to the innermost open scope;
+// str() prints the CUDA, kir() the kernel IR.
+class KernelBuilder {
+ public:
+  KernelBuilder();
+  KernelBuilder(const KernelBuilder&) = delete;  // holds pointers into its own statements
+  KernelBuilder& operator=(const KernelBuilder&) = delete;
+
+  void line(const std::string& s);        // a statement not modelled yet, verbatim
+  void comment(const std::string& text);  // `// text`
+  // `const <type> <name> = <value>;  // note`
+  void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
+  // `<type> <name> = <value>;`: an accumulator's declaration.
+  void var(const std::string& type, const std::string& name, const std::string& value);
+  // `<type> <name>[<size>];  // note`: registers indexed by constants.
+  void array(const std::string& type, const std::string& name, const std::string& size, const std::string& note = "");
+  // `element = value;`: an element of such an array.
+  void assign(const std::string& element, const std::string& value);
+  // `acc = combiner()(acc, value);`
+  void accumulate(const std::string& acc, const std::string& combiner, const std::string& value);
+  // `const <type> <name> = ` accumulator `acc` combined across `scope` (`lanes`: a warp group's
+  // threads), divided by `divisor` where it is a mean's (kir::ReduceScope).
+  void reduce(const std::string& type, const std::string& name, kir::ReduceScope scope, const std::string& combiner,
+              const std::string& acc, int lanes = 32, const std::string& divisor = "");
+  // `const <type> <name> = ptr[position]`, converted from `memory` (cuda_types.h loadExpr).
+  void load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
+            const std::string& position, const std::string& note);
+  // Register array `array` = the 16-byte vector of `width` elements at ptr + position, loaded
+  // by the lane for which `guard` holds (the vector loops' first reader: codegen/lanes.h).
+  void vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
+                  const std::string& guard, const std::string& note);
+  // `ptr[position] = value;`, or with width V the register array `value` stored as one
+  // 16-byte vector at ptr + position (codegen/vector_io.h fusec_vstore).
+  void store(const std::string& ptr, const std::string& position, const std::string& value, int width = 1);
+  void open(const std::string& header);  // `header {` and a scope
+  void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
+  void close(const std::string& s = "}");
+  std::string str() const { return kir::print(root_.body); }
+  std::string kir() const { return kir::dump(root_.body); }
+  // A place to insert lines later (declarations found while emitting what follows them), in
+  // the scope open now; insert must come while that scope is still open.
+  struct Mark {
+    kir::Stmt* scope;
+    size_t at;
+  };
+  Mark mark() const { return {open_.back(), open_.back()->body.size()}; }
+  void insert(Mark at, std::vector<std::unique_ptr<kir::Stmt>> stmts);
+  // The statements written so far, handed over (a writer used to build a few lines elsewhere).
+  std::vector<std::unique_ptr<kir::Stmt>> take() { return std::move(root_.body); }
+  // Marks a helper (codegen/helpers.h) that the text written calls.
+  void use(Helper h) { helpers_ |= 1u << unsigned(h); }
+  bool uses(Helper h) const { return (helpers_ >> unsigned(h)) & 1u; }
+
+ private:
+  kir::Stmt& append(kir::Stmt s);
+  kir::Stmt root_;                 // a Block whose body is the source
+  std::vector<kir::Stmt*> open_;   // the open scopes, innermost last; open_[0] is &root_
+  unsigned helpers_ = 0;
+};
+
+}  // namespace fusec::codegen

@@ -57,7 +57,7 @@ Reduction analyse(const Op& op) {
 }
 
 // The full input index of element `inner` of the point whose kept index is `k`.
-Index fullIndex(CodeWriter& w, const Reduction& red, Index k, const IndexExpr& inner, const std::string& prefix) {
+Index fullIndex(KernelBuilder& w, const Reduction& red, Index k, const IndexExpr& inner, const std::string& prefix) {
   Index r = delinearize(w, inner, red.reduced, prefix + "r");
   for (size_t d = 0; d < k.size(); ++d)
     if (red.kept[d] == 1 && red.reduced[d] != 1) k[d] = r[d];
@@ -399,7 +399,7 @@ ColumnSums planColumnSums(const Graph& body, const std::vector<const Op*>& cols,
   return cs;
 }
 
-void writeColumnSumsScratch(CodeWriter& w, const ColumnSums& cs) {
+void writeColumnSumsScratch(KernelBuilder& w, const ColumnSums& cs) {
   const std::string kw = std::to_string(int64_t(cs.ops.size()) * cs.width);
   w.comment("Column sums across blocks: each block's partial, each cluster's sum, and the blocks (then");
   w.comment("clusters) finished so far, reset by the last one (kernel_abi.h: module-scope state).");
@@ -410,7 +410,7 @@ void writeColumnSumsScratch(CodeWriter& w, const ColumnSums& cs) {
 
 // Calls `f(column, slot)` inside unrolled loops over the columns this thread holds.
 void forEachSlot(BodyEmitter& e, const ColumnSums& cs, const std::function<void(const std::string&, const std::string&)>& f) {
-  CodeWriter& w = e.writer();
+  KernelBuilder& w = e.writer();
   const std::string L = std::to_string(cs.lanes), R = std::to_string(cs.width);
   if (cs.slotted) {
     e.openScope(kir::countedLoop("c", cs.slots, -1));
@@ -437,7 +437,7 @@ void forEachSlot(BodyEmitter& e, const ColumnSums& cs, const std::function<void(
 // L2 loads (17 partials of a cluster, then 16 clusters) cost about 10 us a launch.
 void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& cs, const std::vector<int>& colOuts,
                           int64_t rows) {
-  CodeWriter& w = e.writer();
+  KernelBuilder& w = e.writer();
   const int64_t K = int64_t(cs.ops.size());
   const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width), L = std::to_string(cs.lanes),
                     SL = std::to_string(int64_t(cs.slots) * cs.lanes), GPB = std::to_string(cs.groupsPerBlock);
@@ -644,7 +644,7 @@ std::optional<std::pair<const Value*, const Value*>> pickedElement(const Reducti
 // (counted, like the column sums) adds the partials with one warp, lane l taking blocks l,
 // l + 32, ... in order and then a fixed butterfly, stores the value and resets the count. The
 // order is fixed by the grid, so the value is the same bits run to run.
-void writeRowTotalsScratch(CodeWriter& w, size_t totals, int64_t blocks) {
+void writeRowTotalsScratch(KernelBuilder& w, size_t totals, int64_t blocks) {
   w.comment("Totals across blocks: each block's partial and the blocks finished so far, reset by the last.");
   w.line("__device__ float fusec_rt_part[" + std::to_string(int64_t(totals) * blocks) + "];");
   w.line("__device__ unsigned fusec_rt_count = 0;");
@@ -652,7 +652,7 @@ void writeRowTotalsScratch(CodeWriter& w, size_t totals, int64_t blocks) {
 
 void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<const Op*>& totals,
                          const std::vector<int>& outs, int64_t blocks, int block, int lanes) {
-  CodeWriter& w = e.writer();
+  KernelBuilder& w = e.writer();
   const std::string G = std::to_string(blocks), GPB = std::to_string(block / lanes), L = std::to_string(lanes);
   w.comment("totals: this block's groups in order, then every block's");
   w.line("__shared__ float fusec_rt_stage[" + std::to_string(int64_t(totals.size()) * (block / lanes)) + "];");
@@ -720,7 +720,7 @@ namespace {
 // the column sums. The members are what those steps share.
 class ReductionEmitter {
  public:
-  ReductionEmitter(const FamilyInput& k, KernelFamily family, CodeWriter& w)
+  ReductionEmitter(const FamilyInput& k, KernelFamily family, KernelBuilder& w)
       : k_(k), w_(w), e_(k.body, w), rowKernel_(family == KernelFamily::RowReduce),
         columns_(family == KernelFamily::ColReduce) {}
 
@@ -1139,7 +1139,7 @@ class ReductionEmitter {
   void accumulateColumns(const std::string& acc, const Op& op, Index idx) {
     const Index lane0 = idx;
     idx.back() = idx.back() + IndexExpr::var("j", 0, colV_ - 1);
-    const CodeWriter::Mark declarations = w_.mark();
+    const KernelBuilder::Mark declarations = w_.mark();
     if (lanesMode_) e_.beginLanes(colV_, "j");
     e_.openScope(lanesMode_ ? kir::laneLoop("j", colV_) : kir::countedLoop("j", colV_, -1));
     const Value* x = op.operands[0];
@@ -1248,7 +1248,7 @@ class ReductionEmitter {
   }
 
   const FamilyInput& k_;
-  CodeWriter& w_;
+  KernelBuilder& w_;
   BodyEmitter e_;
   const bool rowKernel_, columns_;
   std::vector<Reduction> reds_;
@@ -1271,7 +1271,7 @@ class ReductionEmitter {
 
 }  // namespace
 
-std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, CodeWriter& w) {
+std::vector<Launch> emitReduction(const FamilyInput& k, KernelFamily family, KernelBuilder& w) {
   return ReductionEmitter(k, family, w).emit();
 }
 

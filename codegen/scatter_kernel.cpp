@@ -89,7 +89,7 @@ namespace {
 // per-column), then the outputs of neither. The members are what those steps share.
 class ScatterEmitter {
  public:
-  ScatterEmitter(const FamilyInput& k, CodeWriter& w) : k_(k), w_(w), e_(k.body, w) {}
+  ScatterEmitter(const FamilyInput& k, KernelBuilder& w) : k_(k), w_(w), e_(k.body, w) {}
 
   std::vector<Launch> emit() {
     classify();
@@ -630,7 +630,7 @@ class ScatterEmitter {
   }
 
   const FamilyInput& k_;
-  CodeWriter& w_;
+  KernelBuilder& w_;
   BodyEmitter e_;
   const Op* scatter_ = nullptr;
   const Value *result_ = nullptr, *base_ = nullptr, *index_ = nullptr, *src_ = nullptr;
@@ -650,6 +650,6 @@ class ScatterEmitter {
 
 }  // namespace
 
-std::vector<Launch> emitScatter(const FamilyInput& k, CodeWriter& w) { return ScatterEmitter(k, w).emit(); }
+std::vector<Launch> emitScatter(const FamilyInput& k, KernelBuilder& w) { return ScatterEmitter(k, w).emit(); }
 
 }  // namespace fusec::codegen

@@ -73,7 +73,7 @@ TEST(AttentionSmem, SimtAndTf32LaunchesKeepTheirSizes) {
 }
 
 TEST(AttentionSmem, MacrosNameEveryArray) {
-  CodeWriter w;
+  KernelBuilder w;
   for (const SmemLayout& l : simtSmemLayouts(24, 24, 64)) writeSmemMacros(w, l);
   const std::string s = w.str();
   EXPECT_NE(s.find("#define FA_SMEM_FWD_P "), std::string::npos);

@@ -106,7 +106,7 @@ TEST(IndexExpr, NarrowingIsAVariableOverTheExpression) {
 
 TEST(IndexExpr, LinearizeAndDelinearizeRoundTrip) {
   // [4, 1, 6, 8]: size-1 dims and zero coordinates add nothing to the position.
-  CodeWriter w;
+  KernelBuilder w;
   const Shape shape{4, 1, 6, 8};
   const X p = X::var("p", 0, 191);
   const Index idx = delinearize(w, p, shape, "c");
@@ -116,7 +116,7 @@ TEST(IndexExpr, LinearizeAndDelinearizeRoundTrip) {
   for (int64_t at = 0; at < 192; ++at) EXPECT_EQ(linearize(idx, shape).evaluate({{"p", at}}), at);
   // The same position split for another shape divides the original position, not the
   // registers' sum again.
-  CodeWriter w2;
+  KernelBuilder w2;
   const Index again = delinearize(w2, linearize(idx, shape), {24, 8}, "d");
   EXPECT_EQ(again[1].str(), "c_3");
   EXPECT_EQ(w2.str(), "const fusec_idx d_0 = (c_0 * 6 + c_2);\n");

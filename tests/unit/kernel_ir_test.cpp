@@ -1,4 +1,4 @@
-// The kernel IR's builder (CodeWriter) and its two printers (codegen/kernel_ir.h): the CUDA of
+// The kernel IR's builder (KernelBuilder) and its two printers (codegen/kernel_ir.h): the CUDA of
 // every statement kind, the dump of the same statements, and the builder's refusals.
 #include "codegen/kernel_ir.h"
 
@@ -12,13 +12,13 @@ namespace {
 
 // A vector loop as the pointwise schedule writes one, with a declaration inserted before the
 // lane loop after it was written (as the lane loads' register arrays are).
-void buildVectorLoop(CodeWriter& w) {
+void buildVectorLoop(KernelBuilder& w) {
   w.open("extern \"C\" __global__ void k(const float* in0, float* out0)");
   w.open(kir::ifThen("aligned"));
   w.comment("4 consecutive elements per thread");
   w.open(kir::gridStrideLoop("v", 8, "blockIdx.x", "gridDim.x"));
   w.let("fusec_idx", "i", "v * 4");
-  const CodeWriter::Mark declarations = w.mark();
+  const KernelBuilder::Mark declarations = w.mark();
   w.line("float s0[4];");
   w.open(kir::laneLoop("j", 4));
   w.vectorLoad(4, "a0", "in0", "(i + j)", "j == 0", "#0 = input() : f32[32]");
@@ -41,7 +41,7 @@ void buildVectorLoop(CodeWriter& w) {
 }
 
 TEST(KernelIr, PrintsEachStatementAsCuda) {
-  CodeWriter w;
+  KernelBuilder w;
   buildVectorLoop(w);
   EXPECT_EQ(w.str(),
             "extern \"C\" __global__ void k(const float* in0, float* out0) {\n"
@@ -70,7 +70,7 @@ TEST(KernelIr, PrintsEachStatementAsCuda) {
 }
 
 TEST(KernelIr, DumpsTheStatements) {
-  CodeWriter w;
+  KernelBuilder w;
   buildVectorLoop(w);
   EXPECT_EQ(w.kir(),
             "block extern \"C\" __global__ void k(const float* in0, float* out0)\n"
@@ -94,7 +94,7 @@ TEST(KernelIr, DumpsTheStatements) {
 // A column tile's pass as the reduction schedule writes one: a strided loop with its guard and
 // unroll, a counted loop, an accumulator and its steps, and a reduce of each scope.
 TEST(KernelIr, ReductionsAndTheirScopes) {
-  CodeWriter w;
+  KernelBuilder w;
   w.var("float", "acc0", "0.0f");
   w.open(kir::stridedLoop("inner", "lane", "24", "8", "live", 4));
   w.open(kir::countedLoop("c", 2, -1));
@@ -130,7 +130,7 @@ TEST(KernelIr, ReductionsAndTheirScopes) {
 }
 
 TEST(KernelIr, RegisterArraysAndTheirElements) {
-  CodeWriter w;
+  KernelBuilder w;
   w.array("float", "s0", "4", "#2 = exp(#1)");
   w.array("unsigned", "r1", "2");
   w.assign("s0[j]", "t3");
@@ -139,7 +139,7 @@ TEST(KernelIr, RegisterArraysAndTheirElements) {
 }
 
 TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
-  CodeWriter w;
+  KernelBuilder w;
   w.line("__device__ int f() {\n  return 1;\n}");
   w.open("struct S");
   w.line("int x;");
@@ -149,10 +149,10 @@ TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
 }
 
 TEST(KernelIr, RefusesToCloseWhatIsNotOpenOrToInsertIntoAClosedScope) {
-  CodeWriter w;
+  KernelBuilder w;
   EXPECT_THROW(w.close(), Error);
   w.open("{ // a");
-  const CodeWriter::Mark inside = w.mark();
+  const KernelBuilder::Mark inside = w.mark();
   w.close();
   std::vector<std::unique_ptr<kir::Stmt>> late;
   late.push_back(std::make_unique<kir::Stmt>(kir::make(kir::StmtKind::Text, "int late;")));
