@@ -1,7 +1,5 @@
 #include "codegen/body_emitter.h"
 
-#include <algorithm>
-#include <iterator>
 #include <memory>
 #include <set>
 

@@ -11,7 +11,7 @@ namespace fusec::codegen::kir {
 namespace {
 
 std::string indent(int depth) { return std::string(size_t(2 * depth), ' '); }
-std::string noted(const Stmt& s) { return s.note.empty() || s.kind == StmtKind::Reduce ? "" : "  // " + s.note; }
+std::string noted(const Stmt& s) { return s.note.empty() ? "" : "  // " + s.note; }
 
 // The line that opens a Loop or an If (without its " {").
 std::string header(const Stmt& s) {
@@ -26,7 +26,7 @@ std::string header(const Stmt& s) {
 
 // The value of a Reduce: its accumulator combined across its scope, divided for a mean.
 std::string reduced(const Stmt& s) {
-  const std::string comb = s.target + "()";
+  const std::string comb = s.combiner + "()";
   std::string v;
   switch (s.scope) {
     case ReduceScope::Thread: v = s.value; break;
@@ -82,7 +82,7 @@ Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& fi
 Stmt laneLoop(const std::string& var, int width) {
   // Unrolled: the lanes' registers are arrays indexed by the lane, which stay registers only
   // when every index is a constant.
-  Stmt s = loopStmt(LoopKind::Lanes, var, "0", std::to_string(width), "1", -1);
+  Stmt s = loopStmt(LoopKind::Lanes, var, "0", std::to_string(width), "", -1);
   s.width = width;
   return s;
 }
@@ -90,7 +90,7 @@ Stmt laneLoop(const std::string& var, int width) {
 Stmt countedLoop(const std::string& var, int64_t count, int unroll) { return countedLoop(var, std::to_string(count), unroll); }
 
 Stmt countedLoop(const std::string& var, const std::string& count, int unroll) {
-  return loopStmt(LoopKind::Counted, var, "0", count, "1", unroll);
+  return loopStmt(LoopKind::Counted, var, "0", count, "", unroll);
 }
 
 Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
@@ -121,8 +121,8 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";\n"; break;
       case StmtKind::Array: out += in + s.target + " " + s.text + "[" + s.value + "];" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + s.text + " = " + s.value + ";\n"; break;
-      case StmtKind::Accumulate: out += in + s.text + " = " + s.target + "()(" + s.text + ", " + s.value + ");\n"; break;
-      case StmtKind::Reduce: out += in + "const " + s.note + " " + s.text + " = " + reduced(s) + ";\n"; break;
+      case StmtKind::Accumulate: out += in + s.text + " = " + s.combiner + "()(" + s.text + ", " + s.value + ");\n"; break;
+      case StmtKind::Reduce: out += in + "const " + s.target + " " + s.text + " = " + reduced(s) + ";\n"; break;
       case StmtKind::Load:
         out += s.width == 1 ? in + "const " + s.target + " " + s.text + " = " + loadExpr(s.memory, s.value, s.position) + ";" +
                                   noted(s) + "\n"
@@ -170,12 +170,13 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       case StmtKind::Array: out += in + "array " + s.text + ": " + s.target + "[" + s.value + "]" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + "assign " + s.text + " = " + s.value + "\n"; break;
       case StmtKind::Accumulate:
-        out += in + "accumulate " + s.text + " = " + s.target + "(" + s.text + ", " + s.value + ")\n";
+        out += in + "accumulate " + s.text + " = " + s.combiner + "(" + s.text + ", " + s.value + ")\n";
         break;
       case StmtKind::Reduce:
         out += in + "reduce." + scopeName(s.scope) +
                (s.scope == ReduceScope::WarpGroup ? "<" + std::to_string(s.width) + ">" : std::string()) + " " + s.text +
-               ": " + s.note + " = " + s.target + "(" + s.value + ")" + (s.divisor.empty() ? "" : " / " + s.divisor) + "\n";
+               ": " + s.target + " = " + s.combiner + "(" + s.value + ")" + (s.divisor.empty() ? "" : " / " + s.divisor) +
+               "\n";
         break;
       case StmtKind::Load:
         out += s.width == 1 ? in + "load " + s.text + ": " + s.target + " = " + s.value + "[" + s.position + "] (" +
@@ -269,13 +270,15 @@ void KernelBuilder::assign(const std::string& element, const std::string& value)
 }
 
 void KernelBuilder::accumulate(const std::string& acc, const std::string& combiner, const std::string& value) {
-  append(kir::make(kir::StmtKind::Accumulate, acc, combiner, value));
+  kir::Stmt a = kir::make(kir::StmtKind::Accumulate, acc, "", value);
+  a.combiner = combiner;
+  append(std::move(a));
 }
 
 void KernelBuilder::reduce(const std::string& type, const std::string& name, kir::ReduceScope scope,
-                        const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
-  kir::Stmt r = kir::make(kir::StmtKind::Reduce, name, combiner, acc);
-  r.note = type;
+                           const std::string& combiner, const std::string& acc, int lanes, const std::string& divisor) {
+  kir::Stmt r = kir::make(kir::StmtKind::Reduce, name, type, acc);
+  r.combiner = combiner;
   r.scope = scope;
   r.width = lanes;
   r.divisor = divisor;
@@ -283,7 +286,7 @@ void KernelBuilder::reduce(const std::string& type, const std::string& name, kir
 }
 
 void KernelBuilder::load(const std::string& type, const std::string& name, DType memory, const std::string& ptr,
-                      const std::string& position, const std::string& note) {
+                         const std::string& position, const std::string& note) {
   kir::Stmt l = kir::make(kir::StmtKind::Load, name, type, ptr);
   l.position = position;
   l.memory = memory;
@@ -292,7 +295,7 @@ void KernelBuilder::load(const std::string& type, const std::string& name, DType
 }
 
 void KernelBuilder::vectorLoad(int width, const std::string& array, const std::string& ptr, const std::string& position,
-                            const std::string& guard, const std::string& note) {
+                               const std::string& guard, const std::string& note) {
   kir::Stmt l = kir::make(kir::StmtKind::Load, array, "", ptr);
   l.position = position;
   l.width = width;

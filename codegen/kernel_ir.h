@@ -60,8 +60,8 @@ struct Stmt {
   // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
   // the register (a Load of width > 1: the register array); Accumulate, Assign: the element.
   std::string text;
-  // Let, Var, Load, Array: the register's type ("fusec_idx", "float"); Store: the pointer; Loop:
-  // the variable; Accumulate, Reduce: the combiner ("fusec_sum").
+  // Let, Var, Load, Array, Reduce: the register's type ("fusec_idx", "float"); Store: the
+  // pointer; Loop: the variable.
   std::string target;
   // Let, Var, Assign: the value; Store: the value (width 1) or the register array (width > 1);
   // Load: the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its
@@ -73,9 +73,10 @@ struct Stmt {
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
   // condition tested with the bound (`live`), or none.
   std::string guard;
-  // Let, Load, Array: what the value is (`#3 = mul(#1, #2) : f32[4,8]`); Reduce: its result's type.
-  std::string note;
-  // Loop: `for (<type> <var> = <start>; [<guard> && ]<var> < <bound>; <step>)`.
+  std::string note;      // Let, Load, Array: what the value is (`#3 = mul(#1, #2) : f32[4,8]`)
+  std::string combiner;  // Accumulate, Reduce: the combining functor ("fusec_sum", ops.def's formulas)
+  // Loop: `for (<type> <var> = <start>; [<guard> && ]<var> < <bound>; <var> += <step>)`, `++<var>` for
+  // Lanes and Counted (no step).
   LoopKind loop = LoopKind::GridStride;
   std::string start, bound, step;
   std::string firstBlock, blocks;  // Loop (GridStride): the block of item 0, the blocks that share the items

@@ -864,8 +864,8 @@ class ReductionEmitter {
     const int minBlocks = rowKernel_ && block_ <= 512 ? 2 : 0;
     k_.signature(w_, k_.name, block_, minBlocks);
     if (columns_ && colV_ > 1)
-      w_.comment(std::to_string(n_) + " points of " + R_ + " reduced elements, " + std::to_string(block_ / 32) +
-              " row lanes per point, " + std::to_string(colV_) + " points per thread");
+      w_.comment(std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ +
+                 " row lanes per point, " + std::to_string(colV_) + " points per thread");
     else
       w_.comment(std::to_string(n_) + " points of " + R_ + " reduced elements, " + L_ + " thread(s) per point");
     const std::string CV = std::to_string(colV_), tileWidth = std::to_string(32 * colV_);
@@ -1117,7 +1117,7 @@ class ReductionEmitter {
       if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
       const std::string cast = "(" + registerType(op.result()->type.dtype) + ")";
-      if (colV_ > 1) accumulateColumns(acc, op, idx);
+      if (colV_ > 1) accumulateColumns(acc, op, idx, cast);
       else w_.accumulate(acc, combiner(op.kind), cast + e_.eval(op.operands[0], idx));
     }
     if (regs_.chunks) keepRow(*first, pass);
@@ -1136,14 +1136,14 @@ class ReductionEmitter {
   // Column tiles of V > 1: the element at `idx` (lane 0's, the first column's) added to the
   // accumulator of each of the thread's columns, in a loop over them (vector-loop mode where
   // the pointers are aligned: writePoints).
-  void accumulateColumns(const std::string& acc, const Op& op, Index idx) {
+  void accumulateColumns(const std::string& acc, const Op& op, Index idx, const std::string& cast) {
     const Index lane0 = idx;
     idx.back() = idx.back() + IndexExpr::var("j", 0, colV_ - 1);
     const KernelBuilder::Mark declarations = w_.mark();
     if (lanesMode_) e_.beginLanes(colV_, "j");
     e_.openScope(lanesMode_ ? kir::laneLoop("j", colV_) : kir::countedLoop("j", colV_, -1));
     const Value* x = op.operands[0];
-    w_.accumulate(acc + "[j]", combiner(op.kind), "(float)" + (lanesMode_ ? e_.evalLanes(x, idx, lane0) : e_.eval(x, idx)));
+    w_.accumulate(acc + "[j]", combiner(op.kind), cast + (lanesMode_ ? e_.evalLanes(x, idx, lane0) : e_.eval(x, idx)));
     e_.closeScope();
     if (lanesMode_) {
       w_.insert(declarations, e_.takeDeclarations());
@@ -1155,7 +1155,7 @@ class ReductionEmitter {
   void reduceColumns(const std::vector<std::pair<std::string, const Op*>>& accs) {
     const std::string V = std::to_string(colV_);
     for (const auto& [acc, op] : accs) {
-      w_.line("fusec_col_reduce_v<" + V + ", " + std::to_string(block_ / 32) + ">(" + acc + ", " + combiner(op->kind) + "());");
+      w_.line("fusec_col_reduce_v<" + V + ", " + L_ + ">(" + acc + ", " + combiner(op->kind) + "());");
       if (op->kind == OpKind::Mean) {
         w_.line("#pragma unroll");
         w_.line("for (int j = 0; j < " + V + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r_)) + ";");
