@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="after timing, profile 3 steps (torch.profiler) and print each impl's top GPU kernels to stderr")
     ap.add_argument("--trace-dir", default="", help="with --profile: write each impl's trace there (trace-IMPL.json)")
+    ap.add_argument("--host-profile", type=int, default=0, metavar="N",
+                    help="after timing, run N steps under cProfile and print each impl's top host functions to stderr")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -100,6 +102,8 @@ def main():
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
                 if a.profile:
                     profile(torch, train_step, impl, a.trace_dir)
+                if a.host_profile:
+                    host_profile(torch, train_step, impl, a.host_profile)
             except Exception as e:  # one impl's failure must not end the run
                 row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -141,6 +145,28 @@ def profile(torch, train_step, impl, trace_dir):
     print(f"profile {impl}: GPU busy {total:.2f} ms a step in {len(events)} kernels", file=sys.stderr)
     for e in events[:25]:
         print(f"  {t(e):8.3f} ms  {e.count // 3:5d}x  {e.key[:110]}", file=sys.stderr)
+
+
+def host_profile(torch, train_step, impl, steps):
+    """Where one impl's step goes on the CPU: cProfile over `steps` synchronised steps, the
+    functions by own time (tottime) and by cumulative time, per step."""
+    import cProfile
+    import io
+    import pstats
+    torch.cuda.synchronize()
+    p = cProfile.Profile()
+    t0 = time.perf_counter()
+    p.enable()
+    for _ in range(steps):
+        train_step()
+        torch.cuda.synchronize()
+    p.disable()
+    wall = (time.perf_counter() - t0) / steps
+    for key in ("tottime", "cumtime"):
+        buf = io.StringIO()
+        pstats.Stats(p, stream=buf).sort_stats(key).print_stats(30)
+        print(f"host profile {impl} by {key} ({steps} steps, {1e3 * wall:.2f} ms a step with the profiler on):\n"
+              + buf.getvalue(), file=sys.stderr)
 
 
 if __name__ == "__main__":
