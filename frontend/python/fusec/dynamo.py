@@ -135,10 +135,12 @@ def backend(gm=None, example_inputs=None, *, strict=False, options=""):
                         decompositions=_decompositions())(gm, example_inputs)
 
 
-def aot_module(module, strict=False, options=""):
+def aot_module(module, strict=False, options="", guarded=False):
     """`module` with its forward and backward compiled by fusec through functorch's aot_module
-    (torch 1.13 and later; the tests' way where Dynamo is missing)."""
-    pair = _Pair(strict, options)
+    (torch 1.13 and later; the tests' way where Dynamo is missing). guarded=True: the caller
+    vouches, as Dynamo's guards do, that every call's arguments have the first call's dtypes,
+    shapes and strides (the calls after the first then skip the per-tensor checks)."""
+    pair = _Pair(strict, options, guarded)
     return _aot_module(module, fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
                        decompositions=_decompositions())
 

@@ -267,17 +267,54 @@ class CompiledGraph:
             if warm:  # the first call also tunes GEMMs and captures nothing yet: not counted
                 self.host_seconds += time.perf_counter() - start
 
+    def _plan_guarded_sources(self, args):
+        """For calls whose arguments Dynamo guards (dtype, shape and strides as the first
+        call's): each source as an argument read in place, an argument that needs a contiguous
+        copy, a constant's address, or a fresh dropout key; constants' addresses taken once."""
+        self._guarded_feeds = []
+        for feed in self._feeds:
+            if isinstance(feed, int):
+                self._guarded_feeds.append(("arg", feed) if args[feed].is_contiguous() else ("copy", feed))
+            elif feed is None:
+                self._guarded_feeds.append(("key", None))
+            else:
+                self._guarded_feeds.append(("const", feed.data_ptr()))
+        self._all_in_place = [f[1] for f in self._guarded_feeds] if all(f[0] == "arg" for f in self._guarded_feeds) else None
+
+    def _guarded_sources(self, args):
+        """(the sources' addresses for a guarded call, as _plan_guarded_sources decided; the
+        tensors made for them: contiguous copies and dropout keys)."""
+        if self._all_in_place is not None:
+            return [args[i].data_ptr() for i in self._all_in_place], ()
+        ptrs, keep = [], []
+        for kind, x in self._guarded_feeds:
+            if kind == "arg":
+                ptrs.append(args[x].data_ptr())
+            elif kind == "const":
+                ptrs.append(x)
+            else:
+                t = args[x].contiguous() if kind == "copy" else _fresh_key(self.device)
+                keep.append(t)
+                ptrs.append(t.data_ptr())
+        return ptrs, keep
+
     def _call(self, args):
         outs = []
         if self.program is not None:
-            sources = []
-            for feed in self._feeds:
-                t = args[feed] if isinstance(feed, int) else feed if feed is not None else _fresh_key(self.device)
-                sources.append(t if t.is_contiguous() else t.contiguous())
             outs = self._allocate()
-            if not self.guarded or self.calls == 0:
+            if self.guarded and self.calls > 0:
+                ptrs, keep = self._guarded_sources(args)  # keep: copies the run reads, alive until it is enqueued
+                self.program.run_pointers(ptrs, [t.data_ptr() for t in outs])
+                del keep
+            else:
+                sources = []
+                for feed in self._feeds:
+                    t = args[feed] if isinstance(feed, int) else feed if feed is not None else _fresh_key(self.device)
+                    sources.append(t if t.is_contiguous() else t.contiguous())
                 self.program.check(sources, outs)
-            self.program.run_pointers([t.data_ptr() for t in sources], [t.data_ptr() for t in outs])
+                if self.guarded:  # what each later call's sources are, decided from this one's
+                    self._plan_guarded_sources(args)
+                self.program.run_pointers([t.data_ptr() for t in sources], [t.data_ptr() for t in outs])
             self.calls += 1
         result = []
         for k, p in enumerate(self.plan):
