@@ -15,6 +15,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/fusion/kernel_family.h"
 #include "runtime/host_storage.h"
 #include "support/atomic_file.h"
 #ifdef FUSEC_HAVE_CUDA
@@ -106,6 +107,7 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
   p.module = parseModule(text, "<fusec_compile>");
   if (p.module->funcs.empty()) throw Error("the module has no function");
   verify(*p.module);
+  checkKernelRecords(*p.module);
   api::CompileOptions co;
   co.programPasses = false;
   co.passes = o.passes;

@@ -51,13 +51,9 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
   const Graph& body = *kernel.body;
   GeneratedKernel k;
   k.name = k.image = sanitizeKernelName(kernel.attrStr("name"));
-  // The family the fuse pass recorded. A kernel read from text may record any family, and a
-  // wrong one would generate a wrong kernel, so here (where it would do harm) the body must be
-  // what the record says.
+  // The family the fuse pass recorded (a kernel read from text had its record checked against
+  // its body when it was read: adoptKernelRecords).
   k.family = kernelFamily(kernel);
-  if (!kernel.attrStr("family").empty() && classifyKernel(body) != k.family)
-    throw Error("kernel '" + kernel.attrStr("name") + "' records family \"" + kernel.attrStr("family") +
-                "\" but its body is a " + familyName(classifyKernel(body)) + " kernel");
   for (const Value* v : kernel.operands) k.operands.push_back(v->type);
   for (const auto& r : kernel.results) k.results.push_back(r->type);
   k.aliases = inPlaceAliases(kernel, enclosing);

@@ -8,6 +8,7 @@
 #include "ir/builder.h"
 #include "ir/parser.h"
 #include "ir/roles.h"
+#include "passes/fusion/kernel_family.h"
 #include "support/ptr_hash.h"
 
 namespace fusec::models {
@@ -16,9 +17,16 @@ namespace {
 
 bool trains(const std::string& program) { return program == "train_step" || program == "fwd_bwd"; }
 
+// The module at `path`, its kernel ops (a dumped fused program's) with their records checked.
+std::unique_ptr<Module> read(const std::string& path) {
+  auto module = parseFile(path);
+  checkKernelRecords(*module);
+  return module;
+}
+
 class FirModel final : public api::Model {
  public:
-  explicit FirModel(std::string path) : path_(std::move(path)), module_(parseFile(path_)) {  // errors name the file
+  explicit FirModel(std::string path) : path_(std::move(path)), module_(read(path_)) {  // errors name the file
     check(*module_);
     assignLayers(*module_->funcs[0]);
   }

@@ -49,6 +49,26 @@ std::string kernelHintOf(const Op& kernel) {
   return recorded.empty() ? kernelHint(*kernel.body, kernelFamily(kernel)) : recorded;
 }
 
+namespace {
+
+void checkKernels(const Graph& g) {
+  for (const auto& op : g.ops) {
+    if (op->kind == OpKind::Kernel && op->body && !op->attrStr("family").empty()) {
+      const KernelFamily recorded = kernelFamily(*op), family = classifyKernel(*op->body);
+      if (recorded != family)
+        throw Error("kernel '" + op->attrStr("name") + "' records family \"" + op->attrStr("family") + "\" but its body is a " +
+                    familyName(family) + " kernel");
+    }
+    if (op->body) checkKernels(*op->body);
+  }
+}
+
+}  // namespace
+
+void checkKernelRecords(const Module& module) {
+  for (const auto& f : module.funcs) checkKernels(*f);
+}
+
 KernelFamily classifyKernel(const Graph& body) {
   auto fail = [&](const std::string& why) -> KernelFamily {
     throw Error("kernel '" + body.name + "' fits no kernel family: " + why);

@@ -34,7 +34,12 @@ std::optional<KernelFamily> familyNamed(std::string_view name);
 // the profile read (kernelFamily, kernelHintOf). The fuse pass decides once when it outlines a
 // body; a pass that changes a body records again. `hint` empty: kernelHint's.
 void recordKernelFamily(Op& kernel, KernelFamily family, std::string hint = "");
-// A kernel op's recorded family; a hand-written kernel (none recorded) is classified here.
+// A module read from text (a hand-written or dumped .fir): every kernel op that records a
+// family is checked against its body, where a wrong record would generate a wrong kernel.
+// Throws Error naming the kernel. Codegen then reads the records without checking again.
+void checkKernelRecords(const Module& module);
+// A kernel op's recorded family (what the fuse pass, or a pass that changed the body,
+// decided). A kernel nobody decided (hand-written, with no record) is classified here.
 KernelFamily kernelFamily(const Op& kernel);
 // A kernel op's recorded hint; for a hand-written kernel, kernelHint's.
 std::string kernelHintOf(const Op& kernel);

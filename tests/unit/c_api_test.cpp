@@ -105,6 +105,18 @@ TEST(CApi, MisuseIsOneLineAndAFailedReturn) {
   EXPECT_NE(fusec_run(prog.p, nullptr, outputs, nullptr, err, sizeof err), 0);
 }
 
+// A kernel op read from text whose recorded family is not its body's is refused when the
+// text is compiled (checkKernelRecords), before anything is generated from the record.
+TEST(CApi, RefusesAKernelRecordThatIsNotItsBody) {
+  const char* text =
+      "func @f {\n  %x = input() {name = \"x\"} : f32[4,8]\n"
+      "  %k = kernel(%x) {name = \"k\", family = \"row_reduce\", hint = \"softmax\"} : f32[4,8] {\n"
+      "    %a = input() {name = \"a\"} : f32[4,8]\n    %n = neg(%a) : f32[4,8]\n    return %n\n  }\n  return %k\n}\n";
+  EXPECT_NE(compileError(text, "cpu", "").find("kernel 'k' records family \"row_reduce\" but its body is a pointwise kernel"),
+            std::string::npos)
+      << compileError(text, "cpu", "");
+}
+
 TEST(CApi, RefusesInPlaceUpdates) {
   const char* text = "func @f {\n  %w = param() {name = \"w\"} : f32[4]\n  %n = neg(%w) : f32[4]\n  return %n -> \"w\"\n}\n";
   EXPECT_NE(compileError(text, "cpu", "").find("updates a param in place"), std::string::npos);

@@ -5,6 +5,7 @@
 
 #include "codegen/generate.h"
 #include "ir/parser.h"
+#include "passes/fusion/kernel_family.h"
 #include "tools/fusec/commands.h"
 #include "tools/fusec/emit_flags.h"
 
@@ -28,6 +29,7 @@ Command addCodegenCommand(CLI::App& app) {
   return [cmd, a]() -> int {
     if (!cmd->parsed()) return -1;
     auto module = parseFile(a->input);
+    checkKernelRecords(*module);
     PassManager pm(a->pm);
     if (!a->passes.empty()) pm.addPipeline(a->passes);
     pm.run(*module);

@@ -5,6 +5,7 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "passes/fusion/kernel_family.h"
 #include "support/atomic_file.h"
 #include "tools/fusec/commands.h"
 
@@ -31,6 +32,7 @@ Command addOptCommand(CLI::App& app) {
   return [cmd, args]() -> int {
     if (!cmd->parsed()) return -1;
     auto module = parseFile(args->input);
+    checkKernelRecords(*module);
     PassManager pm(args->pm);
     if (!args->passes.empty()) pm.addPipeline(args->passes);
     pm.run(*module);
