@@ -11,6 +11,7 @@
 #include "ir/collectives.h"
 #include "passes/pass.h"
 #include "passes/train_passes.h"
+#include "passes/widen_gemm.h"
 #include "support/ptr_hash.h"
 
 namespace fusec {
@@ -64,20 +65,13 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   // A weight gradient is often cast(matmul) to the wire dtype (autocast's bf16 GEMM, then its
   // f32 master weight's dtype). Alone, that cast would be a kernel of its own before the
   // collective (it cannot fuse into a reader across the reduction), so the GEMM writes the
-  // wire dtype itself: matmul's out_dtype, the f32 accumulator not rounded to bf16 first.
+  // wire dtype itself (passes/widen_gemm.h).
   PtrSet<const Op*> foldedCasts;
   auto widenedGemm = [&](Value* x) -> Value* {
-    Op* cast = x->def;
-    if (cast->kind != OpKind::Cast || uses[x] != 1) return nullptr;
-    Value* r = cast->operands[0];
-    Op* mm = r->def;
-    if (!mm || mm->kind != OpKind::Matmul || uses[r] != 1 || x->type.dtype != DType::f32 ||
-        r->type.dtype != DType::bf16 || !mm->attrStr("out_dtype").empty())
-      return nullptr;
-    mm->setAttr("out_dtype", std::string(dtypeName(x->type.dtype)));
-    r->type.dtype = x->type.dtype;
+    Value* r = widenGemmCast(x, uses);
+    if (!r) return nullptr;
     r->name = x->name;
-    foldedCasts.insert(cast);
+    foldedCasts.insert(x->def);
     return r;
   };
   auto reduce = [&](OpKind kind, const std::vector<size_t>& members, const char* suffix) {

@@ -78,5 +78,6 @@ std::unique_ptr<Pass> createMemoryPlanPass();
 std::unique_ptr<Pass> createGemmLayoutPass();
 std::unique_ptr<Pass> createMergeGemmsPass();
 std::unique_ptr<Pass> createSplitReductionsPass();
+std::unique_ptr<Pass> createWidenGemmOutputsPass();  // passes/widen_gemm.h
 
 }  // namespace fusec

@@ -30,6 +30,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"gemm-layout", &createGemmLayoutPass},
       {"merge-gemms", &createMergeGemmsPass},
       {"split-reductions", &createSplitReductionsPass},
+      {"widen-gemm-outputs", &createWidenGemmOutputsPass},
   };
   return r;
 }

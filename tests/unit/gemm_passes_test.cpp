@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "frontend/models/transformer.h"
+#include "ir/host_tensor.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -169,6 +170,29 @@ INSTANTIATE_TEST_SUITE_P(Passes, FirSemantics,
                            for (const char* c = info.param.file; *c && *c != '.'; ++c) n += std::isalnum(*c) ? *c : '_';
                            return n;
                          });
+
+// widen-gemm-outputs: a returned bf16 GEMM result cast to f32 comes from the GEMM in f32, the
+// accumulator not rounded to bf16 on the way. So the widened value, rounded to bf16, is the
+// old value bit for bit, and it differs from it by at most half a bf16 ulp; every other output
+// is unchanged.
+TEST(WidenGemmOutputs, TheOldValueIsTheNewRoundedToBf16) {
+  auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/widen-gemm-outputs.fir");
+  auto before = cloneModule(*m);
+  runPasses(*m, {"widen-gemm-outputs"});
+  ASSERT_EQ(countKind(*m->funcs[0], OpKind::Cast), countKind(*before->funcs[0], OpKind::Cast) - 1);
+  Bindings env = randomEnv(*before->funcs[0], 11);
+  auto want = interpret(*before->funcs[0], env), got = interpret(*m->funcs[0], env);
+  ASSERT_EQ(want.size(), got.size());
+  int rounded = 0;
+  for (size_t k = 0; k < want[0].size(); ++k) {
+    const float w = float(want[0].get(k)), g = float(got[0].get(k));
+    EXPECT_EQ(roundToBF16(g), w) << k;
+    EXPECT_LE(std::fabs(g - w), std::ldexp(std::fabs(w), -8)) << k;
+    rounded += g != w;
+  }
+  EXPECT_GT(rounded, 0);  // the widened values are not bf16 values: the rounding is gone
+  for (size_t i = 1; i < want.size(); ++i) EXPECT_EQ(maxRelDiff({want[i]}, {got[i]}), 0.0) << i;
+}
 
 // ---- the tiny and small transformer train_step ----------------------------------------------
 
