@@ -97,7 +97,7 @@ def train(model, batches, steps, autocast):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     losses = []
     for ids, targets in batches[:steps]:
-        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             logits = model(ids)
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -211,6 +211,30 @@ def check_guarded_calls(device):
     return good
 
 
+def check_saved_layouts(make, vocab, batch, seq):
+    """Under bf16 autocast the forward saves each weight's bf16 transpose for the backward
+    (t(cast(w))). It comes laid out as the trace has it: the forward writes the cast (which its
+    GEMM reads anyway) into a tensor with the transpose's strides, and the backward reads it
+    where it lies, no copy on either side; the step still matches eager (compare, above)."""
+    from fusec import dynamo
+    torch.manual_seed(0)
+    model = dynamo.aot_module(make(), guarded=True)
+    before = set(id(c) for c in dynamo.COMPILED)
+    ids = torch.randint(0, vocab, (batch, seq))
+    for _ in range(2):  # the second call runs as its first planned
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(ids).float().sum()
+        loss.backward()
+    graphs = [c for c in dynamo.COMPILED if id(c) not in before and c.program is not None]
+    laid_out = sum(len(c._layouts) for c in graphs)
+    in_place = sum(1 for c in graphs for f in c._feeds if isinstance(f, tuple) and f[1] is not None)
+    copied = sum(1 for c in graphs for f in getattr(c, "_guarded_feeds", []) if f[0] == "copy")
+    good = len(graphs) == 2 and laid_out > 0 and in_place >= laid_out and copied == 0
+    print(f"{'ok  ' if good else 'FAIL'} saved transposes as the trace lays them out: {laid_out} written so by the "
+          f"forward, {in_place} read in place by the backward, {copied} copied")
+    return good
+
+
 def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=False, bound=1e-4, by_fusec=True):
     """Trains `make()` eager and compiled from the same weights; by_fusec: the compiled run's
     graphs (a forward and a backward at least) must be fusec's, none PyTorch's."""
@@ -276,6 +300,11 @@ def main():
                            ("a bf16 sum in f32", WideSum)):
             ok &= compare(name + " (aot_module, interpreter)", make, lambda m: dynamo.aot_module(m), "cpu", steps, vocab,
                           batch, seq)
+        # bf16 autocast (the CPU's): the forward returns the weights' bf16 transposes saved for
+        # the backward laid out as the trace has them (the cast, read in place by the backward)
+        ok &= compare("cs336 lm, bf16 autocast (aot_module, interpreter)", lm, lambda m: dynamo.aot_module(m), "cpu",
+                      steps, vocab, batch, seq, autocast=True, bound=2e-2)
+        ok &= check_saved_layouts(lm, vocab, batch, seq)
         # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch
         try:
             m = dynamo.aot_module(Unmapped(), strict=True)

@@ -33,6 +33,30 @@ def fir_type(dtype, shape):
     return f"{_FIR_DTYPES[dtype]}[{','.join(str(int(d)) for d in shape)}]"
 
 
+def permuted_layout(shape, stride):
+    """For a tensor of `shape` laid out with `stride` densely in another order of its dims (a
+    transpose), that order, outermost first: the tensor permuted by it is contiguous. None for
+    a contiguous layout or any other (expanded, overlapping, with gaps)."""
+    shape, stride = tuple(shape), tuple(stride)
+    if len(shape) < 2 or any(n == 0 for n in shape):
+        return None
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and stride[d] != expected:
+            return None
+        expected *= shape[d]
+    moved = [d for d in order if shape[d] != 1] != [d for d in range(len(shape)) if shape[d] != 1]
+    return order if moved else None
+
+
+def inverse_permutation(order):
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return inv
+
+
 def number(x):
     x = float(x)
     if math.isinf(x):
@@ -118,6 +142,11 @@ class Converter:
         # its mask (the backward's native_dropout_backward reads it), drawn again from the key.
         self.dropout_masks = False
         self.key, self.streams = None, 0
+        # input name -> the order of its dims in memory, for an argument laid out as a
+        # permutation of them (convert_graph; graph_compile passes such a tensor as it lies)
+        self.source_orders = {}
+        # (value name, order) -> the value permuted to that order: a result returned laid out so
+        self.permuted_outputs = {}
 
     # ---- emission
     def fresh(self, hint):
@@ -261,8 +290,15 @@ class Converter:
                 leaf, kind, name = self.placeholders[node]
                 results[node] = leaf
                 if kind == "arg":
-                    self.values[node] = self.source("input", tuple(leaf.shape), leaf.dtype, f'name = "{name}"', "in", True,
-                                                    name=name)
+                    # A tensor laid out as a permutation of its dims (a saved transpose) is
+                    # read where it lies: the input is its memory's order, then a permute.
+                    order = permuted_layout(leaf.shape, leaf.stride())
+                    shape = tuple(leaf.shape) if order is None else tuple(leaf.shape[d] for d in order)
+                    v = self.source("input", shape, leaf.dtype, f'name = "{name}"', "in", True, name=name)
+                    if order is not None:
+                        self.source_orders[name] = order
+                        v = self.permute(v, inverse_permutation(order))
+                    self.values[node] = v
                 elif kind == "input":
                     # the input keeps its name: fusec binds inputs by it
                     self.values[node] = self.source("input", leaf.shape, leaf.dtype, 'name = "ids", role = "ids"', "ids",

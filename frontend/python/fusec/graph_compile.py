@@ -16,6 +16,7 @@ here, a copy per call) or, for the random-number state an SDPA kernel returns be
 attention has none), an empty placeholder tensor of the traced shape."""
 import contextlib
 import itertools
+import math
 import os
 import time
 
@@ -23,7 +24,7 @@ import torch
 
 from .capture import Captured
 from .common import ExportError
-from .convert import Converter, Value, _Opaque, is_random, op_name
+from .convert import Converter, Value, _Opaque, inverse_permutation, is_random, op_name, permuted_layout
 from .runtime import Program
 
 
@@ -100,6 +101,20 @@ def _view_chain(node, index):
     return chain, n, index[n]
 
 
+def _traced_layout(node):
+    """(shape, stride) of an fx node's result as the trace laid it out (its "val" meta, or
+    "tensor_meta" where the trace recorded only that: functorch in torch 1.13); (None, None)
+    where neither is known."""
+    meta = getattr(node, "meta", {})
+    val = meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return tuple(val.shape), tuple(val.stride())
+    tm = meta.get("tensor_meta")
+    if tm is not None and getattr(tm, "stride", None) is not None:
+        return tuple(tm.shape), tuple(tm.stride)
+    return None, None
+
+
 def _contiguous_strides(shape):
     strides, n = [], 1
     for d in reversed(shape):
@@ -115,11 +130,11 @@ def _fresh_key(device):
 
 
 def _allocator(device, outputs):
-    """A function that makes one fresh contiguous tensor for each of `outputs` ([(dtype,
-    shape)]) on `device`. On CUDA through the allocation Inductor's own generated code uses
+    """A function that makes one fresh tensor for each of `outputs` ([(shape, stride, dtype)])
+    on `device`. On CUDA through the allocation Inductor's own generated code uses
     (torch._C._dynamo.guards._empty_strided_cuda: no argument parsing of keywords, a few
     microseconds less a tensor, and a forward returns hundreds), where this torch has it."""
-    args = [(shape, _contiguous_strides(shape), dtype) for dtype, shape in outputs]
+    args = [(tuple(shape), tuple(stride), dtype) for shape, stride, dtype in outputs]
     fast = None
     if device == "cuda":
         try:
@@ -129,8 +144,8 @@ def _allocator(device, outputs):
     if fast is not None:
         return lambda: [fast(shape, stride, dtype) for shape, stride, dtype in args]
     dev = torch.device(device)
-    empty = torch.empty
-    return lambda: [empty(shape, dtype=dtype, device=dev) for shape, _, dtype in args]
+    empty = torch.empty_strided
+    return lambda: [empty(shape, stride, dtype=dtype, device=dev) for shape, stride, dtype in args]
 
 
 _DUMPED = itertools.count()
@@ -192,6 +207,7 @@ class CompiledGraph:
             flat = list(result) if self.tuple_output else [result]
             index = {n: i for i, n in enumerate(placeholders)}
             self.plan, values = [], []
+            self._layouts = {}  # program output index -> (shape, stride, order) of a result laid out as the trace's
             for k, a in enumerate(flat):
                 self.plan.append(self._place(a, conv, index, values, saved_from is not None and k >= saved_from))
                 if self.plan[-1][0] == "static":
@@ -207,11 +223,17 @@ class CompiledGraph:
                 self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
                 # What feeds each source, decided here once: an argument's index, a constant,
                 # or (None) a fresh dropout key each call.
-                self._feeds = [None if name == "dropout_key" else int(name[2:]) if name not in self.consts
-                               else self.consts[name] for name, _, _ in self.program.sources]
+                # An argument laid out as a permutation of its dims is read where it lies
+                # (convert.py source_orders): fusec's input is it permuted to that order.
+                self._feeds = [None if name == "dropout_key" else self.consts[name] if name in self.consts
+                               else (int(name[2:]), conv.source_orders.get(name)) for name, _, _ in self.program.sources]
                 # One tensor an output, made each call: the caller keeps them. (Views of one
                 # block per call cost more: splitting it, and AOTAutograd detaching each view.)
-                self._allocate = _allocator(self.device, self.program.outputs)
+                # A result the trace lays out as a permutation of its dims is made so, and
+                # fusec writes its memory's order (_place).
+                self._allocate = _allocator(self.device, [
+                    self._layouts[k][:2] + (dtype,) if k in self._layouts else (shape, _contiguous_strides(shape), dtype)
+                    for k, (dtype, shape) in enumerate(self.program.outputs)])
                 # The placeholder tensors of saved positions (SDPA's random-number state,
                 # which fusec's attention does not have) are made once.
                 self._empties = {k: torch.empty(p[1], dtype=p[2], device=self.device)
@@ -219,8 +241,7 @@ class CompiledGraph:
                                  and k >= saved_from}
         self.compile_seconds = time.perf_counter() - start
 
-    @staticmethod
-    def _place(a, conv, index, values, saved=False):
+    def _place(self, a, conv, index, values, saved=False):
         if a is None:
             return ("none",)
         if not isinstance(a, torch.fx.Node):
@@ -234,15 +255,29 @@ class CompiledGraph:
             return ("static", conv.static[a].clone(), saved)
         v = conv.values.get(a)
         if isinstance(v, Value):
+            shape, stride = _traced_layout(a)
+            # A result the trace lays out as a permutation of its dims (a transpose returned
+            # or saved as it is: autocast's t(cast(w)) for the backward) comes in that layout:
+            # fusec writes the permuted value, whose memory order it is, into a tensor made
+            # with the trace's strides. Saved, the backward reads it where it lies; a weight's
+            # transpose is then the cast the GEMM already reads, not a second copy.
+            order = permuted_layout(v.shape, stride) if stride is not None else None
+            if order is not None:
+                key = (v.name, order)
+                if key not in conv.permuted_outputs:
+                    conv.permuted_outputs[key] = conv.permute(v, order)
+                v = conv.permuted_outputs[key]
             names = [u.name for u in values]
             if v.name not in names:
                 values.append(v)
                 names.append(v.name)
-            # fusec writes contiguous results; where the trace's result is laid out otherwise
-            # (a transpose returned as it is), the caller gets that layout, as from the graph.
-            meta = a.meta.get("val") if hasattr(a, "meta") else None
-            stride = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
-            if not saved and stride is not None and meta.numel() > 1 and 0 not in stride and stride != _contiguous_strides(tuple(meta.shape)):
+            if order is not None:
+                self._layouts[names.index(v.name)] = (shape, stride, order)
+                return ("fusec", names.index(v.name), None)
+            # Any other layout (expanded, with gaps): fusec writes the value contiguous, and
+            # the caller gets the trace's layout, a copy (saved ones stay contiguous: the
+            # backward reads them so).
+            if not saved and stride is not None and math.prod(shape) > 1 and 0 not in stride and stride != _contiguous_strides(shape):
                 return ("fusec", names.index(v.name), stride)
             return ("fusec", names.index(v.name), None)
         if isinstance(v, _Opaque):
@@ -273,8 +308,10 @@ class CompiledGraph:
         copy, a constant's address, or a fresh dropout key; constants' addresses taken once."""
         self._guarded_feeds = []
         for feed in self._feeds:
-            if isinstance(feed, int):
-                self._guarded_feeds.append(("arg", feed) if args[feed].is_contiguous() else ("copy", feed))
+            if isinstance(feed, tuple):
+                i, order = feed
+                t = args[i] if order is None else args[i].permute(order)
+                self._guarded_feeds.append(("arg", i) if t.is_contiguous() else ("copy", feed))
             elif feed is None:
                 self._guarded_feeds.append(("key", None))
             else:
@@ -293,7 +330,11 @@ class CompiledGraph:
             elif kind == "const":
                 ptrs.append(x)
             else:
-                t = args[x].contiguous() if kind == "copy" else _fresh_key(self.device)
+                if kind == "copy":
+                    i, order = x
+                    t = (args[i] if order is None else args[i].permute(order)).contiguous()
+                else:
+                    t = _fresh_key(self.device)
                 keep.append(t)
                 ptrs.append(t.data_ptr())
         return ptrs, keep
@@ -309,9 +350,13 @@ class CompiledGraph:
             else:
                 sources = []
                 for feed in self._feeds:
-                    t = args[feed] if isinstance(feed, int) else feed if feed is not None else _fresh_key(self.device)
+                    if isinstance(feed, tuple):
+                        t = args[feed[0]] if feed[1] is None else args[feed[0]].permute(feed[1])
+                    else:
+                        t = feed if feed is not None else _fresh_key(self.device)
                     sources.append(t if t.is_contiguous() else t.contiguous())
-                self.program.check(sources, outs)
+                self.program.check(sources, [t.permute(self._layouts[k][2]) if k in self._layouts else t
+                                             for k, t in enumerate(outs)])
                 if self.guarded:  # what each later call's sources are, decided from this one's
                     self._plan_guarded_sources(args)
                 self.program.run_pointers([t.data_ptr() for t in sources], [t.data_ptr() for t in outs])
