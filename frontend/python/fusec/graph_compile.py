@@ -261,7 +261,7 @@ class CompiledGraph:
             # fusec writes the permuted value, whose memory order it is, into a tensor made
             # with the trace's strides. Saved, the backward reads it where it lies; a weight's
             # transpose is then the cast the GEMM already reads, not a second copy.
-            order = permuted_layout(v.shape, stride) if stride is not None else None
+            order = permuted_layout(v.shape, stride) if shape == v.shape else None
             if order is not None:
                 key = (v.name, order)
                 if key not in conv.permuted_outputs:
