@@ -68,7 +68,8 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   // wire dtype itself (passes/widen_gemm.h).
   PtrSet<const Op*> foldedCasts;
   auto widenedGemm = [&](Value* x) -> Value* {
-    Value* r = widenGemmCast(x, uses);
+    // The cast goes, so nothing else may read it.
+    Value* r = uses[x] == 1 ? widenGemmCast(x, uses) : nullptr;
     if (!r) return nullptr;
     r->name = x->name;
     foldedCasts.insert(x->def);
