@@ -52,7 +52,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
   GeneratedKernel k;
   k.name = k.image = sanitizeKernelName(kernel.attrStr("name"));
   // The family the fuse pass recorded (a kernel read from text had its record checked against
-  // its body when it was read: adoptKernelRecords).
+  // its body when it was read: checkKernelRecords).
   k.family = kernelFamily(kernel);
   for (const Value* v : kernel.operands) k.operands.push_back(v->type);
   for (const auto& r : kernel.results) k.results.push_back(r->type);

@@ -27,17 +27,25 @@ bool widenGemmOutputs(Graph& g) {
   for (auto& op : g.ops)
     for (const Value* v : op->operands) ++uses[v];
   for (const Value* v : g.outputs) ++uses[v];
-  bool changed = false;
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    Value* x = g.outputs[i];
-    Value* r = widenGemmCast(x, uses);
-    if (!r) continue;
-    r->name = x->name;  // the output keeps its name (a gradient's)
-    g.replaceAllUses(x, r);
-    g.eraseIf([&](Op* op) { return op == x->def; });
-    changed = true;
+  PtrMap<Value*, Value*> widened;  // cast result -> the GEMM result that replaces it
+  for (Value* x : g.outputs) {
+    if (widened.count(x)) continue;  // returned twice
+    if (Value* r = widenGemmCast(x, uses)) {
+      r->name = x->name;  // the output keeps its name (a gradient's)
+      widened[x] = r;
+    }
   }
-  return changed;
+  if (widened.empty()) return false;
+  // One sweep over the ops for all of them (a backward returns hundreds of gradients).
+  for (auto& op : g.ops)
+    for (Value*& v : op->operands)
+      if (auto it = widened.find(v); it != widened.end()) v = it->second;
+  for (Value*& v : g.outputs)
+    if (auto it = widened.find(v); it != widened.end()) v = it->second;
+  PtrSet<const Op*> casts;
+  for (auto& [x, r] : widened) casts.insert(x->def);
+  g.eraseIf([&](Op* op) { return casts.count(op) != 0; });
+  return true;
 }
 
 }  // namespace

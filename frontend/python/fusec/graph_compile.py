@@ -24,7 +24,7 @@ import torch
 
 from .capture import Captured
 from .common import ExportError
-from .convert import Converter, Value, _Opaque, inverse_permutation, is_random, op_name, permuted_layout
+from .convert import Converter, Value, _Opaque, is_random, op_name, permuted_layout
 from .runtime import Program
 
 
