@@ -10,8 +10,7 @@
 #include <bit>
 #include <cstring>
 #include <functional>
-#include <unordered_map>
-#include <unordered_set>
+#include <string_view>
 
 #include "ir/printer.h"
 #include "passes/pass.h"
@@ -55,54 +54,88 @@ bool sameAttr(const AttrValue& a, const AttrValue& b) {
   return a == b;
 }
 
-struct Key {
-  Op* op = nullptr;
-  std::vector<Value*> operands;  // sorted for commutative ops
-  std::string body;              // printed body of a kernel
-  size_t hash = 0;
-};
-
-struct KeyHash {
-  size_t operator()(const Key& k) const { return k.hash; }
-};
-
-struct KeyEq {
-  bool operator()(const Key& a, const Key& b) const {
-    const Op& x = *a.op;
-    const Op& y = *b.op;
-    if (a.hash != b.hash || x.kind != y.kind || a.operands != b.operands) return false;
-    if (x.attrs.size() != y.attrs.size() || x.results.size() != y.results.size()) return false;
-    for (size_t i = 0; i < x.attrs.size(); ++i)
-      if (!sameAttr(x.attrs[i], y.attrs[i])) return false;
-    for (size_t i = 0; i < x.results.size(); ++i)
-      if (x.results[i]->type != y.results[i]->type) return false;
-    return a.body == b.body;
+// The operands as CSE compares them: a commutative op's two in address order.
+struct Operands {
+  Value* const* data;
+  size_t size;
+  Value* pair[2];
+  explicit Operands(const Op& op) : data(op.operands.data()), size(op.operands.size()) {
+    if (isCommutative(op.kind) && size == 2) {
+      pair[0] = std::min(op.operands[0], op.operands[1], std::less<Value*>());
+      pair[1] = std::max(op.operands[0], op.operands[1], std::less<Value*>());
+      data = pair;
+    }
   }
+  bool operator==(const Operands& o) const { return size == o.size && std::equal(data, data + size, o.data); }
 };
 
-Key makeKey(Op& op) {
-  Key k;
-  k.op = &op;
-  k.operands = op.operands;
-  if (isCommutative(op.kind)) std::sort(k.operands.begin(), k.operands.end(), std::less<Value*>());
-  if (op.body) k.body = printGraph(*op.body);
+size_t hashOp(const Op& op, const std::string& body) {
   size_t h = size_t(op.kind);
-  for (Value* v : k.operands) mix(h, std::hash<const void*>{}(v));
+  const Operands operands(op);
+  for (size_t i = 0; i < operands.size; ++i) mix(h, std::hash<const void*>{}(operands.data[i]));
   for (const AttrValue& a : op.attrs) mix(h, hashAttr(a));
   for (auto& r : op.results) {
     mix(h, size_t(r->type.dtype));
     for (int64_t d : r->type.shape) mix(h, std::hash<int64_t>{}(d));
   }
-  mix(h, std::hash<std::string>{}(k.body));
-  k.hash = h;
-  return k;
+  mix(h, std::hash<std::string>{}(body));
+  return h;
 }
+
+bool sameOp(const Op& x, const Op& y) {
+  if (x.kind != y.kind || !(Operands(x) == Operands(y))) return false;
+  if (x.attrs.size() != y.attrs.size() || x.results.size() != y.results.size()) return false;
+  for (size_t i = 0; i < x.attrs.size(); ++i)
+    if (!sameAttr(x.attrs[i], y.attrs[i])) return false;
+  for (size_t i = 0; i < x.results.size(); ++i)
+    if (x.results[i]->type != y.results[i]->type) return false;
+  return true;
+}
+
+// The ops seen so far, by their hash: open-addressed slots of (hash, op, body), sized once
+// for the whole graph. A std::unordered_set of keys that copied each op's operands allocated
+// two blocks per op, and those allocations were most of the pass at a thousand layers.
+class SeenOps {
+ public:
+  explicit SeenOps(size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap *= 2;
+    slots_.resize(cap);
+  }
+  // The earlier op equal to `op` (whose printed body, for a kernel, is `body`), or null
+  // after recording `op` as seen.
+  Op* findOrInsert(Op& op, std::string body) {
+    const size_t h = hashOp(op, body);
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (!s.op) {
+        s = {h, &op, kNoBody};
+        if (!body.empty()) {
+          s.body = uint32_t(bodies_.size());
+          bodies_.push_back(std::move(body));
+        }
+        return nullptr;
+      }
+      if (s.hash == h && sameOp(*s.op, op) && bodyOf(s) == body) return s.op;
+    }
+  }
+
+ private:
+  static constexpr uint32_t kNoBody = ~0u;
+  struct Slot {
+    size_t hash = 0;
+    Op* op = nullptr;
+    uint32_t body = kNoBody;  // index into bodies_
+  };
+  std::string_view bodyOf(const Slot& s) const { return s.body == kNoBody ? std::string_view() : bodies_[s.body]; }
+  std::vector<Slot> slots_;
+  std::vector<std::string> bodies_;  // kernels' printed bodies
+};
 
 bool cseGraph(Graph& g) {
   bool changed = false;
   PtrMap<Value*, Value*> repl;  // value of a removed op -> the surviving one
-  std::unordered_set<Key, KeyHash, KeyEq> seen;
-  seen.reserve(g.ops.size());
+  SeenOps seen(g.ops.size());
   PtrSet<const Op*> removed;
 
   auto remap = [&](Value*& v) {
@@ -123,13 +156,9 @@ bool cseGraph(Graph& g) {
       changed = true;
       continue;
     }
-    Key key = makeKey(op);
-    auto it = seen.find(key);
-    if (it == seen.end()) {
-      seen.insert(std::move(key));
-      continue;
-    }
-    Op& first = *it->op;
+    Op* earlier = seen.findOrInsert(op, op.body ? printGraph(*op.body) : std::string());
+    if (!earlier) continue;
+    Op& first = *earlier;
     for (size_t i = 0; i < op.results.size(); ++i) repl[op.results[i].get()] = first.results[i].get();
     removed.insert(&op);
     changed = true;
