@@ -90,6 +90,13 @@ static Op* findNamed(const Graph& g, OpKind k, std::string_view n) {
 Op* Graph::findInput(std::string_view n) const { return findNamed(*this, OpKind::Input, n); }
 Op* Graph::findParam(std::string_view n) const { return findNamed(*this, OpKind::Param, n); }
 
+StringTable<const Op*> Graph::paramsByName() const {
+  const std::vector<Op*> ps = params();
+  StringTable<const Op*> byName(ps.size());
+  for (const Op* p : ps) byName.emplace(p->attrStr("name"), p);
+  return byName;
+}
+
 void Graph::replaceAllUses(Value* from, Value* to) {
   for (auto& op : ops)
     for (Value*& v : op->operands)

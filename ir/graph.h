@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/op_table.h"
 #include "ir/types.h"
+#include "support/string_table.h"
 
 namespace fusec {
 
@@ -85,6 +86,9 @@ class Graph {
   std::vector<Op*> params() const;  // `param` ops, in order
   Op* findInput(std::string_view name) const;
   Op* findParam(std::string_view name) const;
+  // Every `param` by its name (the first of a duplicated name), for a pass that looks up many:
+  // a findParam each is O(ops).
+  StringTable<const Op*> paramsByName() const;
 
   // Rewrites every use of `from` (operands and outputs) to `to`. O(ops).
   void replaceAllUses(Value* from, Value* to);

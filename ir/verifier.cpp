@@ -3,13 +3,13 @@
 #include <atomic>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/printer.h"
 #include "ir/roles.h"
 #include "ir/step_invariant.h"
 #include "ir/type_rules.h"
+#include "support/string_table.h"
 
 namespace fusec {
 namespace {
@@ -24,41 +24,6 @@ bool validValueName(const std::string& n) {
   return !allDigits;
 }
 
-// The value names of one graph, to find a duplicate: an open-addressed table of views of
-// the graph's own strings. The verifier runs after every pass over every value, and a
-// std::unordered_set allocated a node per name (a tenth of a 1,000-layer compile).
-class NameSet {
- public:
-  explicit NameSet(size_t n) {
-    size_t cap = 16;
-    while (cap < n * 2) cap *= 2;
-    slots_.resize(cap);
-  }
-  // False when `name` (non-empty, from a std::string: its data is never null) was there.
-  bool insert(std::string_view name) {
-    if ((size_ + 1) * 2 > slots_.size()) grow();
-    for (size_t i = std::hash<std::string_view>()(name) & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
-      if (slots_[i].data() == nullptr) {
-        slots_[i] = name;
-        ++size_;
-        return true;
-      }
-      if (slots_[i] == name) return false;
-    }
-  }
-
- private:
-  void grow() {
-    std::vector<std::string_view> old(slots_.size() * 2);
-    old.swap(slots_);
-    size_ = 0;
-    for (std::string_view n : old)
-      if (n.data()) insert(n);
-  }
-  std::vector<std::string_view> slots_;
-  size_t size_ = 0;
-};
-
 class Verifier {
  public:
   explicit Verifier(const std::string& file) : file_(file) {}
@@ -71,9 +36,10 @@ class Verifier {
     static std::atomic<uint64_t> walks{0};
     const uint64_t walk = ++walks;
     auto defined = [walk](const Value* v) { return v->verifiedIn == walk; };
-    NameSet names(g.ops.size());
-    std::unordered_set<std::string_view> inputNames;
-    std::unordered_map<std::string_view, const Op*> params;
+    // Keys view the graph's own strings.
+    StringTable<bool> names(g.ops.size()), inputNames;
+    StringTable<const Op*> params;
+    std::vector<const Op*> paramOps;  // in graph order, for owners()
     std::unordered_set<std::string> roleInputs;
     std::vector<Type> operandTypes, resultTypes;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
@@ -118,10 +84,11 @@ class Verifier {
         if (e.located) throw;
         fail(e.what());
       }
-      if (op.kind == OpKind::Input && !inputNames.insert(op.attrStr("name")).second)
+      if (op.kind == OpKind::Input && !inputNames.insert(op.attrStr("name")))
         fail("duplicate input name \"" + op.attrStr("name") + "\"");
-      if (op.kind == OpKind::Param && !params.emplace(op.attrStr("name"), &op).second)
+      if (op.kind == OpKind::Param && !params.emplace(op.attrStr("name"), &op))
         fail("duplicate param name \"" + op.attrStr("name") + "\"");
+      if (op.kind == OpKind::Param) paramOps.push_back(&op);
       if (op.kind == OpKind::Input || op.kind == OpKind::Param) role(op, fail, roleInputs);
       if (op.kind == OpKind::Kernel && op.attrBool("step_invariant"))
         for (size_t i = 0; i < op.operands.size(); ++i)
@@ -131,7 +98,7 @@ class Verifier {
       if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) r->verifiedIn = walk;
     }
-    owners(g, params, where);
+    owners(g, paramOps, params, where);
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (!g.outputs[i] || !defined(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");
@@ -163,37 +130,38 @@ class Verifier {
   }
 
   // Each `of` names a weight of the same graph.
-  void owners(const Graph& g, const std::unordered_map<std::string_view, const Op*>& params, const std::string& where) {
-    for (const auto& [name, p] : params) {
+  void owners(const Graph& g, const std::vector<const Op*>& paramOps, const StringTable<const Op*>& params,
+              const std::string& where) {
+    for (const Op* p : paramOps) {
       const std::string& of = p->attrStr("of");
       if (of.empty()) continue;
-      auto w = params.find(of);
-      if (w == params.end() || w->second->attrStr("role") != roleName(Role::Weight))
+      const Op* const* w = params.find(of);
+      if (!w || (*w)->attrStr("role") != roleName(Role::Weight))
         throw errorAt(file_, p->loc.valid() ? p->loc : g.loc,
-                      where + ": param \"" + std::string(name) + "\" belongs to \"" + of + "\", which is not a weight of this function");
+                      where + ": param \"" + p->attrStr("name") + "\" belongs to \"" + of + "\", which is not a weight of this function");
     }
   }
 
   // In-place state updates: each target is a param of this graph with the output's type,
   // named once; kernel bodies have none (they are isolated and stateless).
   // `params` by name: a findParam per update output made this quadratic (xl updates ~1400).
-  void updates(const Graph& g, const std::unordered_map<std::string_view, const Op*>& params, const std::string& where) {
+  void updates(const Graph& g, const StringTable<const Op*>& params, const std::string& where) {
     if (g.outputUpdates.empty()) return;
     auto fail = [&](const std::string& msg) { throw errorAt(file_, g.loc, where + ": " + msg); };
     if (g.outputUpdates.size() != g.outputs.size())
       fail(std::to_string(g.outputUpdates.size()) + " update targets for " + std::to_string(g.outputs.size()) + " outputs");
-    std::unordered_set<std::string_view> seen;
+    StringTable<bool> seen(g.outputs.size());
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       const std::string& t = g.outputUpdates[i];
       if (t.empty()) continue;
       if (where.find(" kernel ") != std::string::npos) fail("a kernel body cannot update a param");
-      auto found = params.find(t);
-      const Op* p = found == params.end() ? nullptr : found->second;
+      const Op* const* found = params.find(t);
+      const Op* p = found ? *found : nullptr;
       if (!p) fail("returned value " + std::to_string(i) + " updates \"" + t + "\", which is not a param");
       if (p->result()->type != g.outputs[i]->type)
         fail("returned value " + std::to_string(i) + " has type " + g.outputs[i]->type.str() + " but updates param \"" + t +
              "\" of type " + p->result()->type.str());
-      if (!seen.insert(t).second) fail("param \"" + t + "\" is updated twice");
+      if (!seen.insert(t)) fail("param \"" + t + "\" is updated twice");
     }
   }
 

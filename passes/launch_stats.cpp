@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/roles.h"
@@ -70,8 +69,7 @@ int64_t maxOf(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_
 std::vector<LaunchPlace> launchPlaces(const Graph& g) {
   const StorageMap storage(g);
   const std::unordered_set<std::string> tables = embeddingTables(g);
-  std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
-  for (const Op* p : g.params()) params.emplace(p->attrStr("name"), p);
+  const StringTable<const Op*> params = g.paramsByName();
   auto isLaunch = [&](const Op& op) {
     for (auto& r : op.results)
       if (storage.of(r.get()) == Storage::Arena || storage.of(r.get()) == Storage::InPlace) return true;

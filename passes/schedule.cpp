@@ -39,7 +39,6 @@
 #include <functional>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <tuple>
 
 #include "ir/collectives.h"
@@ -120,8 +119,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
         for (const Value* p : root->def->operands) paramReaders[p].push_back(int(i));
     }
   }
-  std::unordered_map<std::string_view, const Op*> paramsByName;  // once: a findParam per update is O(ops)
-  for (const Op* p : g.params()) paramsByName.emplace(p->attrStr("name"), p);
+  const StringTable<const Op*> paramsByName = g.paramsByName();
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     int p = producer(g.outputs[o]);
     if (p < 0) continue;

@@ -13,7 +13,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 
 #include "ir/collectives.h"
 #include "ir/roles.h"
@@ -460,8 +459,7 @@ class Planner {
   // The ops computing param updates, and the pointwise ops only they read, grouped by
   // updateGroupKey. Walked backwards so every reader is decided before its producer.
   void claimOptimizerUpdates() {
-    std::unordered_map<std::string_view, const Op*> params;  // once: a findParam per update is O(ops)
-    for (const Op* p : g_.params()) params.emplace(p->attrStr("name"), p);
+    const StringTable<const Op*> params = g_.paramsByName();
     PtrMap<const Value*, std::string> updateKey;
     // ZeRO-1: a param's update is an all_gather of the rank's new rows. Those rows are computed
     // with the moments' updates, in the group's one kernel, which the all_gather then reads.
