@@ -56,7 +56,7 @@ void requireValidShape(const Type& t, const OpInfo& info) {
     if (d < 0) fail(std::string(info.name) + " result has a negative dimension: " + t.str());
 }
 
-std::vector<Type> reduce(const OpInfo& info, const Type& x, const Attrs& a) {
+Type reduce(const OpInfo& info, const Type& x, const Attrs& a) {
   std::vector<bool> reduced(size_t(x.rank()), false);
   for (int64_t ax : a.ints("axes")) {
     int n = normalizeAxis(ax, x.rank(), info.name.data());
@@ -72,7 +72,7 @@ std::vector<Type> reduce(const OpInfo& info, const Type& x, const Attrs& a) {
   return {r};
 }
 
-std::vector<Type> matmul(const OpInfo& info, const Type& a, const Type& b, const Attrs& at) {
+Type matmul(const OpInfo& info, const Type& a, const Type& b, const Attrs& at) {
   if (a.dtype != b.dtype) fail("matmul operands must have the same dtype, got " + a.str() + " and " + b.str());
   requireFloat(a, info);
   if (a.rank() < 2 || b.rank() < 2) fail("matmul operands need rank >= 2, got " + a.str() + " and " + b.str());
@@ -212,9 +212,10 @@ int normalizeAxis(int64_t axis, int rank, const char* what) {
   return int(axis < 0 ? axis + rank : axis);
 }
 
-std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& ops,
-                                   const std::vector<AttrValue>& attrValues, const std::vector<Type>& declared,
-                                   const Graph* body) {
+// Into `res` (assigned, so a caller's vector keeps its capacity: the verifier infers every op's
+// types after every pass, and a fresh vector each time was a quarter of a compile's allocations).
+static void inferInto(const OpInfo& info, const std::vector<Type>& ops, const std::vector<AttrValue>& attrValues,
+                      const std::vector<Type>& declared, const Graph* body, std::vector<Type>& res) {
   std::string name(info.name);
   if (info.arity >= 0 && ops.size() != size_t(info.arity))
     fail(name + " takes " + std::to_string(info.arity) + " operand" + (info.arity == 1 ? "" : "s") + ", got " +
@@ -239,40 +240,40 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       }
       if ((info.kind == OpKind::Input || info.kind == OpKind::Param) && std::get<std::string>(a.get("name")).empty())
         fail(name + " needs a non-empty name");
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Iota: {
       Type t = one(declared, info);
       requireValidShape(t, info);
       if (t.dtype == DType::boolean) fail("iota result cannot be bool");
       normalizeAxis(a.i("axis"), t.rank(), "iota");
-      return {t};
+      return res.assign({t});
     }
-    case TypeRule::UnaryNumeric: requireNumeric(ops[0], info); return {ops[0]};
-    case TypeRule::UnaryFloat: requireFloat(ops[0], info); return {ops[0]};
+    case TypeRule::UnaryNumeric: requireNumeric(ops[0], info); return res.assign({ops[0]});
+    case TypeRule::UnaryFloat: requireFloat(ops[0], info); return res.assign({ops[0]});
     case TypeRule::UnaryBool:
       if (ops[0].dtype != DType::boolean) fail(name + " operand must be bool, got " + ops[0].str());
-      return {ops[0]};
-    case TypeRule::BinaryNumeric: requireSameType(ops, 0, info); requireNumeric(ops[0], info); return {ops[0]};
-    case TypeRule::BinaryFloat: requireSameType(ops, 0, info); requireFloat(ops[0], info); return {ops[0]};
+      return res.assign({ops[0]});
+    case TypeRule::BinaryNumeric: requireSameType(ops, 0, info); requireNumeric(ops[0], info); return res.assign({ops[0]});
+    case TypeRule::BinaryFloat: requireSameType(ops, 0, info); requireFloat(ops[0], info); return res.assign({ops[0]});
     case TypeRule::BinaryBool:
       requireSameType(ops, 0, info);
       if (ops[0].dtype != DType::boolean) fail(name + " operands must be bool, got " + ops[0].str());
-      return {ops[0]};
-    case TypeRule::Compare: requireSameType(ops, 0, info); return {Type{DType::boolean, ops[0].shape}};
+      return res.assign({ops[0]});
+    case TypeRule::Compare: requireSameType(ops, 0, info); return res.assign({Type{DType::boolean, ops[0].shape}});
     case TypeRule::Select:
       if (ops[0].dtype != DType::boolean) fail("select condition must be bool, got " + ops[0].str());
       if (ops[1] != ops[2]) fail("select branches must have the same type, got " + ops[1].str() + " and " + ops[2].str());
       if (ops[0].shape != ops[1].shape)
         fail("select condition shape " + shapeStr(ops[0].shape) + " differs from branch shape " + shapeStr(ops[1].shape));
-      return {ops[1]};
+      return res.assign({ops[1]});
     case TypeRule::Cast: {
       Type t = one(declared, info);
       if (t.shape != ops[0].shape) fail("cast cannot change the shape: " + ops[0].str() + " to " + t.str());
-      return {t};
+      return res.assign({t});
     }
-    case TypeRule::ReduceNumeric: requireNumeric(ops[0], info); return reduce(info, ops[0], a);
-    case TypeRule::ReduceFloat: requireFloat(ops[0], info); return reduce(info, ops[0], a);
+    case TypeRule::ReduceNumeric: requireNumeric(ops[0], info); return res.assign({reduce(info, ops[0], a)});
+    case TypeRule::ReduceFloat: requireFloat(ops[0], info); return res.assign({reduce(info, ops[0], a)});
     case TypeRule::Reshape: {
       Type t = one(declared, info);
       requireValidShape(t, info);
@@ -280,7 +281,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (t.numel() != ops[0].numel())
         fail("reshape changes the element count: " + ops[0].str() + " (" + std::to_string(ops[0].numel()) + ") to " +
              t.str() + " (" + std::to_string(t.numel()) + ")");
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Permute: {
       const auto& perm = a.ints("perm");
@@ -294,7 +295,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         seen[size_t(p)] = true;
         t.shape.push_back(ops[0].shape[size_t(p)]);
       }
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Broadcast: {
       Type t = one(declared, info);
@@ -309,7 +310,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
           fail("cannot broadcast " + x.str() + " to " + t.str() + ": dimension " + std::to_string(d) + " is " +
                std::to_string(xs));
       }
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Slice: {
       const Type& x = ops[0];
@@ -326,7 +327,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       // ceil((end - start) / step) without end - start + step - 1, which overflows for a
       // step near INT64_MAX (and then inferred f32[0] for a one-element slice).
       t.shape[size_t(ax)] = (end - start - 1) / step + 1;
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Concat: {
       if (ops.empty()) fail("concat needs at least one operand");
@@ -340,7 +341,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         if (!ok) fail("concat operands disagree outside axis " + std::to_string(ax) + ": " + typesStr(ops));
         t.shape[size_t(ax)] += o.shape[size_t(ax)];
       }
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::Gather: {
       const Type &x = ops[0], &idx = ops[1];
@@ -350,7 +351,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       for (int d = 0; d < x.rank(); ++d)
         if (d != ax && idx.shape[size_t(d)] != x.shape[size_t(d)])
           fail("gather index shape " + shapeStr(idx.shape) + " must match source " + shapeStr(x.shape) + " outside axis " + std::to_string(ax));
-      return {Type{x.dtype, idx.shape}};
+      return res.assign({Type{x.dtype, idx.shape}});
     }
     case TypeRule::ScatterAdd: {
       const Type &base = ops[0], &idx = ops[1], &src = ops[2];
@@ -362,20 +363,20 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       for (int d = 0; d < base.rank(); ++d)
         if (d != ax && src.shape[size_t(d)] != base.shape[size_t(d)])
           fail("scatter_add source " + shapeStr(src.shape) + " must match base " + shapeStr(base.shape) + " outside axis " + std::to_string(ax));
-      return {base};
+      return res.assign({base});
     }
-    case TypeRule::Matmul: return matmul(info, ops[0], ops[1], a);
+    case TypeRule::Matmul: return res.assign({matmul(info, ops[0], ops[1], a)});
     case TypeRule::Uniform:
       for (const Type& t : ops)
         if (t.dtype != DType::i64) fail(name + " takes i64 operands, got " + t.str());
       requireSameType(ops, 0, info);
-      return {Type{DType::f32, ops[0].shape}};
+      return res.assign({Type{DType::f32, ops[0].shape}});
     case TypeRule::Dropout: {
       requireFloat(ops[0], info);
       if (ops[1] != Type{DType::i64, {}}) fail("dropout key must be i64[], got " + ops[1].str());
       const double p = a.f("p");
       if (!(p >= 0 && p < 1)) fail("dropout p must lie in [0, 1), got " + formatFloat(p));
-      return {ops[0]};
+      return res.assign({ops[0]});
     }
     case TypeRule::SoftmaxLike:
       requireFloat(ops[0], info);
@@ -385,7 +386,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       }
       if (info.attrIndex("approximate") >= 0 && a.s("approximate") != "none" && a.s("approximate") != "tanh")
         fail(name + " approximate must be \"none\" or \"tanh\", got \"" + a.s("approximate") + "\"");
-      return {ops[0]};
+      return res.assign({ops[0]});
     case TypeRule::RMSNorm: {
       const Type &x = ops[0], &g = ops[1];
       requireFloat(x, info);
@@ -393,7 +394,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (g.dtype != x.dtype || g.rank() != 1 || g.shape[0] != x.shape.back())
         fail("rmsnorm weight must be " + std::string(dtypeName(x.dtype)) + "[" + std::to_string(x.shape.back()) + "], got " + g.str());
       if (!(a.f("eps") > 0)) fail("rmsnorm eps must be positive");
-      return {x};
+      return res.assign({x});
     }
     case TypeRule::LayerNorm: {
       const Type& x = ops[0];
@@ -404,7 +405,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         if (ops[k].dtype != x.dtype || ops[k].rank() != 1 || ops[k].shape[0] != x.shape.back())
           fail(std::string("layernorm ") + (k == 1 ? "weight" : "bias") + " must be " + want + ", got " + ops[k].str());
       if (!(a.f("eps") > 0)) fail("layernorm eps must be positive");
-      return {x};
+      return res.assign({x});
     }
     case TypeRule::Rope: {
       const Type &x = ops[0], &pos = ops[1];
@@ -414,7 +415,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (pos.rank() != 1 || pos.shape[0] != x.shape[size_t(x.rank() - 2)])
         fail("rope positions must be [" + std::to_string(x.shape[size_t(x.rank() - 2)]) + "], got " + pos.str());
       if (!(a.f("theta") > 0)) fail("rope theta must be positive");
-      return {x};
+      return res.assign({x});
     }
     case TypeRule::CrossEntropy: {
       const Type &logits = ops[0], &tgt = ops[1];
@@ -423,13 +424,13 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (logits.rank() < 1) fail("cross_entropy logits need rank >= 1");
       Shape rows(logits.shape.begin(), logits.shape.end() - 1);
       if (tgt.shape != rows) fail("cross_entropy targets must be " + shapeStr(rows) + ", got " + tgt.str());
-      return {Type{logits.dtype, {}}};
+      return res.assign({Type{logits.dtype, {}}});
     }
     case TypeRule::Attention: {
       const Type& q = ops[0];
       Type o = attentionOutput(info, ops[0], ops[1], ops[2]);
       Type lse{DType::f32, Shape(q.shape.begin(), q.shape.end() - 1)};
-      return {o, lse};
+      return res.assign({o, lse});
     }
     case TypeRule::AttentionBackward: {
       const Type &q = ops[0], &k = ops[1], &v = ops[2], &o = ops[3], &dO = ops[4], &lse = ops[5];
@@ -438,13 +439,14 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
       if (dO != want) fail("attention_backward output gradient must be " + want.str() + ", got " + dO.str());
       const Type wantLse{DType::f32, Shape(q.shape.begin(), q.shape.end() - 1)};
       if (lse != wantLse) fail("attention_backward lse must be " + wantLse.str() + ", got " + lse.str());
-      return {q, k, v};
+      return res.assign({q, k, v});
     }
-    case TypeRule::Kernel: return kernel(info, ops, declared, body);
+    case TypeRule::Kernel: res = kernel(info, ops, declared, body);
+      return;
     case TypeRule::AllReduce: {
       collectiveRanks(info, a, ops);
       requireReduction(info, a);
-      return ops;
+      return res.assign(ops.begin(), ops.end());
     }
     case TypeRule::ReduceScatter: {
       const int64_t ranks = collectiveRanks(info, a, ops);
@@ -455,14 +457,14 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         out.push_back(x);
         out.back().shape[0] /= ranks;
       }
-      return out;
+      return res.assign(out.begin(), out.end());
     }
     case TypeRule::Shard: {
       const int64_t ranks = collectiveRanks(info, a, ops);
       requireRankBlocks(info, ops[0], ranks, "operand");
       Type t = ops[0];
       t.shape[0] /= ranks;
-      return {t};
+      return res.assign({t});
     }
     case TypeRule::AllGather: {
       const int64_t ranks = collectiveRanks(info, a, ops);
@@ -474,18 +476,32 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
         t.shape[0] *= ranks;
         out.push_back(t);
       }
-      return out;
+      return res.assign(out.begin(), out.end());
     }
   }
   fail("internal: unhandled type rule for " + name);
 }
 
+std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& operands,
+                                   const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
+                                   const Graph* body) {
+  std::vector<Type> inferred;
+  inferInto(info, operands, attrs, declared, body, inferred);
+  return inferred;
+}
+
+void checkResultTypes(const OpInfo& info, const std::vector<Type>& operands, const std::vector<AttrValue>& attrs,
+                      const std::vector<Type>& declared, const Graph* body, std::vector<Type>& inferred) {
+  inferInto(info, operands, attrs, declared, body, inferred);
+  if (!declared.empty() && inferred != declared)
+    fail("result type " + typesStr(declared) + " does not match the inferred " + typesStr(inferred));
+}
+
 std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& operands,
                                    const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
                                    const Graph* body) {
-  std::vector<Type> inferred = inferResultTypes(info, operands, attrs, declared, body);
-  if (!declared.empty() && inferred != declared)
-    fail("result type " + typesStr(declared) + " does not match the inferred " + typesStr(inferred));
+  std::vector<Type> inferred;
+  checkResultTypes(info, operands, attrs, declared, body, inferred);
   return inferred;
 }
 

@@ -20,6 +20,9 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
 std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& operands,
                                    const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
                                    const Graph* body);
+// The same into `inferred`, whose capacity is reused (for a caller that checks many ops).
+void checkResultTypes(const OpInfo& info, const std::vector<Type>& operands, const std::vector<AttrValue>& attrs,
+                      const std::vector<Type>& declared, const Graph* body, std::vector<Type>& inferred);
 
 // How many results an op of `info` with `operands` operands has (a kernel's: as many as its
 // body returns; reported 1). Every op has one except attention (o, lse), attention_backward

@@ -41,7 +41,7 @@ class Verifier {
     StringTable<const Op*> params;
     std::vector<const Op*> paramOps;  // in graph order, for owners()
     std::unordered_set<std::string> roleInputs;
-    std::vector<Type> operandTypes, resultTypes;  // reused: copying into them keeps capacity
+    std::vector<Type> operandTypes, resultTypes, inferred;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
       const Op& op = *g.ops[k];
       auto fail = [&](const std::string& msg) -> void {
@@ -79,7 +79,7 @@ class Verifier {
       }
       if (op.body && op.kind != OpKind::Kernel) fail(std::string(info.name) + " cannot have a body");
       try {
-        checkResultTypes(info, operandTypes, op.attrs, resultTypes, op.body.get());
+        checkResultTypes(info, operandTypes, op.attrs, resultTypes, op.body.get(), inferred);
       } catch (const Error& e) {
         if (e.located) throw;
         fail(e.what());
