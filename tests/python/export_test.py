@@ -711,6 +711,7 @@ def main():
     ap.add_argument("--fusec", required=True)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cpu: the interpreter against PyTorch (CI); cuda: the GPU against CUDA eager")
+    ap.add_argument("--only", default="", help="cuda: the one model of this name (cs336, gpt2, llama)")
     a = ap.parse_args()
     os.environ["FUSEC_BIN"] = os.path.abspath(a.fusec)  # what the exports check themselves with (fusec/verify.py)
     if a.device == "cpu":
@@ -725,7 +726,8 @@ def main():
             return 77
         with tempfile.TemporaryDirectory() as tmp:
             for m in GPU_MODELS:
-                matches_cuda_eager(a.fusec, tmp, *m)
+                if a.only in ("", m[0]):
+                    matches_cuda_eager(a.fusec, tmp, *m)
         return exit_code()
     with tempfile.TemporaryDirectory() as tmp:
         outs = [matches_pytorch(a.fusec, tmp, *m) for m in MODELS]
