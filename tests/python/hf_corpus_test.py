@@ -9,8 +9,8 @@ family groups them), vocab 1000, dropout 0.
       (autocast), with export_test.py's bounds and exclusions: fp32 logits and losses within
       1e-4 and every parameter after 3 steps within 1e-3, norm-wise relative; bf16 logits and
       losses within 2e-2, every parameter within max(2e-2, twice eager bf16's own distance from
-      eager fp32), and every gradient as close to float64 as eager bf16's (1.25x the farther of eager
-      with PyTorch's attention backend and with SDPA's math backend, + 2e-4).
+      eager fp32), and every gradient as close to float64 as eager bf16's (1.25x the farthest of eager
+      with PyTorch's attention backend and with each SDPA backend that takes the model, + 2e-4).
       Entries whose gradient is zero in exact arithmetic (float64) are left out of the
       parameter comparison, and in bf16 those whose sign bf16 rounding decides (export_test.py
       says why). Ids [4, 64].
