@@ -19,7 +19,13 @@
 //     or a concat of computed activations (no `input`/`param`/`constant`/`iota` below its
 //     operands' views): a fused kernel writes those into the concatenated buffer, so the
 //     concat costs no extra pass over memory. Anything else (a param concat along another
-//     axis, an input) would be a copy per step: not merged.
+//     axis, an input) would be a copy per step: not merged;
+//   * nothing the merge would split or join is returned (directly or through views): a
+//     returned member result would be copied out of the merged GEMM's slice, and a returned
+//     concat operand written twice (its own buffer, then the concat). The graphs of the
+//     torch.compile backend return what the backward saves (x W1 and x W3 of SwiGLU, the
+//     bf16 weights), where merging added a pass over those bytes per call; a training
+//     step returns none of these, so its merges are unchanged.
 // Concat operands are ordered by their definition order (params: declaration order), so the
 // same weights always concat the same way. The ops are re-sorted topologically at the end
 // (a stable depth-first order: unchanged where nothing moved).
@@ -110,6 +116,29 @@ class Merger {
   size_t posOf(const Value* v) const {
     auto it = v->def ? pos_.find(v->def) : pos_.end();
     return it == pos_.end() ? pos_.size() : it->second;
+  }
+
+  static bool isParam(const Value* v) { return v->def && v->def->kind == OpKind::Param; }
+  static const Value* underViews(const Value* v) {
+    while (v->def && isViewOp(v->def->kind)) v = v->def->operands[0];
+    return v;
+  }
+  // True when `v`, or a view of it, is a function output.
+  bool returned(const Value* v) const {
+    std::vector<const Value*> work{v};
+    PtrSet<const Value*> seen{v};
+    while (!work.empty()) {
+      const Value* x = work.back();
+      work.pop_back();
+      if (outputSlots_.count(x)) return true;
+      auto it = users_.find(x);
+      if (it == users_.end()) continue;
+      for (const Op* u : it->second)
+        if (isViewOp(u->kind) && u->operands[0] == x)
+          for (auto& r : u->results)
+            if (seen.insert(r.get()).second) work.push_back(r.get());
+    }
+    return false;
   }
 
   // True when some member's result is an ancestor of another member's operands. The search
@@ -250,6 +279,10 @@ class Merger {
     for (auto& [cls, ms] : byClass) {
       std::vector<Op*> kept;
       for (Op* m : ms) {
+        if (returned(m->result())) continue;
+        bool operandReturned = false;
+        for (Value* v : parts(m)) operandReturned = operandReturned || (!isParam(v) && returned(underViews(v)));
+        if (operandReturned) continue;
         kept.push_back(m);
         bool ok = !interdependent(kept);
         for (size_t i = 0; ok && i < axes.size(); ++i) {
