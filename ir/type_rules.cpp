@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include "ir/printer.h"
 
@@ -69,7 +70,7 @@ Type reduce(const OpInfo& info, const Type& x, const Attrs& a) {
     if (!reduced[size_t(d)]) r.shape.push_back(x.shape[size_t(d)]);
     else if (a.b("keepdim")) r.shape.push_back(1);
   }
-  return {r};
+  return r;
 }
 
 Type matmul(const OpInfo& info, const Type& a, const Type& b, const Attrs& at) {
@@ -492,6 +493,7 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
 
 void checkResultTypes(const OpInfo& info, const std::vector<Type>& operands, const std::vector<AttrValue>& attrs,
                       const std::vector<Type>& declared, const Graph* body, std::vector<Type>& inferred) {
+  if (&inferred == &declared) throw std::logic_error("checkResultTypes: `inferred` is `declared`");
   inferInto(info, operands, attrs, declared, body, inferred);
   if (!declared.empty() && inferred != declared)
     fail("result type " + typesStr(declared) + " does not match the inferred " + typesStr(inferred));

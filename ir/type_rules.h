@@ -20,7 +20,8 @@ std::vector<Type> inferResultTypes(const OpInfo& info, const std::vector<Type>& 
 std::vector<Type> checkResultTypes(const OpInfo& info, const std::vector<Type>& operands,
                                    const std::vector<AttrValue>& attrs, const std::vector<Type>& declared,
                                    const Graph* body);
-// The same into `inferred`, whose capacity is reused (for a caller that checks many ops).
+// The same into `inferred`, whose capacity is reused (for a caller that checks many ops);
+// `inferred` must not be `declared` (the check would compare the vector with itself).
 void checkResultTypes(const OpInfo& info, const std::vector<Type>& operands, const std::vector<AttrValue>& attrs,
                       const std::vector<Type>& declared, const Graph* body, std::vector<Type>& inferred);
 

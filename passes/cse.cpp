@@ -59,6 +59,7 @@ struct Operands {
   Value* const* data;
   size_t size;
   Value* pair[2];
+  Operands(const Operands&) = delete;  // `data` may point into its own `pair`
   explicit Operands(const Op& op) : data(op.operands.data()), size(op.operands.size()) {
     if (isCommutative(op.kind) && size == 2) {
       pair[0] = std::min(op.operands[0], op.operands[1], std::less<Value*>());

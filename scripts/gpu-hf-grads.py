@@ -84,7 +84,9 @@ def main():
         zero = et.noise_only(g64)
         # Eager's own spread: the same bf16 gradients with SDPA's math backend instead of the
         # one PyTorch picks, as far from float64 as another correct bf16 computation lands.
-        g_eager, g_math = et.eager_bf16_references(model, ids, targets, V)
+        from torch.nn.attention import SDPBackend
+        g_eager = et.eager_bf16_gradients(model, ids, targets, V)
+        g_math = et.eager_bf16_gradients(model, ids, targets, V, SDPBackend.MATH)
         decided = et.rounding_decided(g64, g_eager)
         keep = {n: zero[n] | decided[n] for n in zero}
         params = {n: weights[n] for n in g64}

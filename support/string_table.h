@@ -26,7 +26,7 @@ class StringTable {
   // Adds `key` -> `value` unless `key` is there; false when it was (its value unchanged).
   bool emplace(std::string_view key, V value) {
     if ((size_ + 1) * 2 > slots_.size()) rehash(capacityFor(size_ + 1));
-    Slot& s = probe(key, hashOf(key));
+    Slot& s = slots_[probe(key, hashOf(key))];
     if (s.hash != 0) return false;
     s = {hashOf(key), key, std::move(value)};
     ++size_;
@@ -35,7 +35,8 @@ class StringTable {
   bool insert(std::string_view key) { return emplace(key, V{}); }
 
   const V* find(std::string_view key) const {
-    const Slot& s = const_cast<StringTable*>(this)->probe(key, hashOf(key));
+    if (slots_.empty()) return nullptr;  // moved from
+    const Slot& s = slots_[probe(key, hashOf(key))];
     return s.hash == 0 ? nullptr : &s.value;
   }
   const V& at(std::string_view key) const {
@@ -57,19 +58,20 @@ class StringTable {
     while (cap < n * 2) cap *= 2;
     return cap;
   }
-  // The slot holding `key`, or the empty slot where it would go.
-  Slot& probe(std::string_view key, size_t h) {
+  // The index of the slot holding `key`, or of the empty slot where it would go. The home slot
+  // takes the hash's bits above the low one (which is always set).
+  size_t probe(std::string_view key, size_t h) const {
     const size_t mask = slots_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      Slot& s = slots_[i];
-      if (s.hash == 0 || (s.hash == h && s.key == key)) return s;
+    for (size_t i = (h >> 1) & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.hash == 0 || (s.hash == h && s.key == key)) return i;
     }
   }
   void rehash(size_t cap) {
     std::vector<Slot> old(cap);
     old.swap(slots_);
     for (Slot& s : old)
-      if (s.hash != 0) probe(s.key, s.hash) = std::move(s);
+      if (s.hash != 0) slots_[probe(s.key, s.hash)] = std::move(s);
   }
 
   std::vector<Slot> slots_;

@@ -220,7 +220,7 @@ def family(a, result):
         if dtype == "bf16":
             g_eagers = et.eager_bf16_references(model, ids, targets, V)
             if g64 is not None:
-                decided = et.rounding_decided(g64, g_eagers[0])
+                decided = et.rounding_decided(g64, g_eagers["default"])
                 noise = {n: zero[n] | decided[n] for n in zero}
                 g_fusec = fusec_gradients(a.fusec, fir, wfile, inputs, os.path.join(a.tmp, "grads.safetensors"),
                                           dtype, {n: weights[n] for n in g64})
