@@ -74,14 +74,20 @@ bool isSource(OpKind k) {
   return k == OpKind::Input || k == OpKind::Param || k == OpKind::Constant || k == OpKind::Iota;
 }
 
+bool isParam(const Value* v) { return v->def && v->def->kind == OpKind::Param; }
+
+// The value a chain of views reads.
+const Value* underViews(const Value* v) {
+  while (v->def && isViewOp(v->def->kind)) v = v->def->operands[0];
+  return v;
+}
+
 // The concat rule above.
 bool concatOk(const std::vector<Value*>& xs, int64_t axis) {
-  bool allParams = true;
   PtrSet<const Value*> distinct(xs.begin(), xs.end());
-  for (Value* x : xs) allParams = allParams && x->def && x->def->kind == OpKind::Param;
-  if (allParams) return axis == 0 && distinct.size() == xs.size();
+  if (std::all_of(xs.begin(), xs.end(), isParam)) return axis == 0 && distinct.size() == xs.size();
   for (const Value* x : xs) {
-    while (x->def && isViewOp(x->def->kind)) x = x->def->operands[0];
+    x = underViews(x);
     if (!x->def || isSource(x->def->kind)) return false;
   }
   return true;
@@ -118,11 +124,6 @@ class Merger {
     return it == pos_.end() ? pos_.size() : it->second;
   }
 
-  static bool isParam(const Value* v) { return v->def && v->def->kind == OpKind::Param; }
-  static const Value* underViews(const Value* v) {
-    while (v->def && isViewOp(v->def->kind)) v = v->def->operands[0];
-    return v;
-  }
   // True when `v`, or a view of it, is a function output.
   bool returned(const Value* v) const {
     std::vector<const Value*> work{v};
@@ -272,7 +273,7 @@ class Merger {
     std::map<int, std::vector<Op*>> byClass;
     for (Op* m : members) {
       int cls = 0;
-      for (Value* v : parts(m)) cls = cls * 2 + (v->def && v->def->kind == OpKind::Param);
+      for (Value* v : parts(m)) cls = cls * 2 + isParam(v);
       byClass[cls].push_back(m);
     }
     std::vector<std::vector<Op*>> out;
