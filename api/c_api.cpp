@@ -29,6 +29,7 @@ struct fusec_program {
   bool cuda = false;
   std::vector<const fusec::Value*> sources;  // inputs and params, in program order
   std::vector<std::string> sourceNames, sourceTypes, outputTypes;
+  std::vector<ptrdiff_t> outputAlias;  // per output: the first earlier output of the same value, or -1
   size_t launches = 0;
   int64_t calls = 0, copiedIn = 0, copiedOut = 0;
   std::string stats;  // fusec_stats' line
@@ -124,7 +125,12 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
     }
     if (op->kind == OpKind::Kernel || op->kind == OpKind::Matmul) ++p.launches;
   }
-  for (const Value* v : p.graph->outputs) p.outputTypes.push_back(v->type.str());
+  const auto& outs = p.graph->outputs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    p.outputTypes.push_back(outs[i]->type.str());
+    const auto first = std::find(outs.begin(), outs.begin() + ptrdiff_t(i), outs[i]);
+    p.outputAlias.push_back(first == outs.begin() + ptrdiff_t(i) ? -1 : first - outs.begin());
+  }
   for (size_t i = 0; i < p.graph->outputs.size(); ++i)
     if (!p.graph->updateOf(i).empty()) throw Error("output " + std::to_string(i) + " updates a param in place; the C API runs pure functions");
 #ifdef FUSEC_HAVE_CUDA
@@ -150,6 +156,12 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
 #endif
 }
 
+// Output i at the same address as the earlier output it is the same value as: written once.
+bool sharesItsAlias(const fusec_program& p, void* const* outputs, size_t i) {
+  const ptrdiff_t a = p.outputAlias[i];
+  return a >= 0 && outputs[a] == outputs[i];
+}
+
 void runOnCpu(fusec_program& p, const void* const* sources, void* const* outputs) {
   Bindings env;
   for (size_t i = 0; i < p.sources.size(); ++i) {
@@ -159,6 +171,7 @@ void runOnCpu(fusec_program& p, const void* const* sources, void* const* outputs
   }
   std::vector<HostTensor> outs = interpret(*p.graph, env);
   for (size_t i = 0; i < outs.size(); ++i) {
+    if (sharesItsAlias(p, outputs, i)) continue;  // written with the earlier output
     std::vector<uint8_t> bytes = rt::toStorage(outs[i]);
     std::memcpy(outputs[i], bytes.data(), bytes.size());
   }
@@ -207,8 +220,11 @@ void runOnGpuOrdered(fusec_program& p, const void* const* sources, void* const* 
       ++p.copiedIn;
     }
   }
+  // An output that shares its alias's address is neither placed nor copied: the alias's storage
+  // (placed or copied out) is its bytes. (Placing it would fail anyway: outputPlacements gives
+  // a value's storage to its first output only.)
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
-    if (outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs && !p.outputCopied[i]) {
+    if (!sharesItsAlias(p, outputs, i) && outputs[i] != p.lastOutput[i] && p.zeroCopyOutputs && !p.outputCopied[i]) {
       if (p.lastOutput[i] && moved(p.outputMoves[i])) {
         p.outputCopied[i] = true;
         p.outputInPlace[i] = false;
@@ -220,7 +236,7 @@ void runOnGpuOrdered(fusec_program& p, const void* const* sources, void* const* 
     }
   exe.run();
   for (size_t i = 0; i < p.outputTypes.size(); ++i)
-    if (!p.outputInPlace[i]) {
+    if (!p.outputInPlace[i] && !sharesItsAlias(p, outputs, i)) {
       exe.copyOutput(i, outputs[i]);
       ++p.copiedOut;
     }
@@ -265,6 +281,9 @@ const char* fusec_source_type(const fusec_program* p, size_t i) {
 size_t fusec_num_outputs(const fusec_program* p) { return p->outputTypes.size(); }
 const char* fusec_output_type(const fusec_program* p, size_t i) {
   return i < p->outputTypes.size() ? p->outputTypes[i].c_str() : nullptr;
+}
+ptrdiff_t fusec_output_alias(const fusec_program* p, size_t i) {
+  return i < p->outputAlias.size() ? p->outputAlias[i] : -1;
 }
 size_t fusec_num_launches(const fusec_program* p) { return p->launches; }
 

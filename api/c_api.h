@@ -49,6 +49,10 @@ FUSEC_C_API const char* fusec_source_name(const fusec_program* p, size_t i);
 FUSEC_C_API const char* fusec_source_type(const fusec_program* p, size_t i); /* "bf16[4,256,512]" */
 FUSEC_C_API size_t fusec_num_outputs(const fusec_program* p);
 FUSEC_C_API const char* fusec_output_type(const fusec_program* p, size_t i);
+/* The earlier output that output i is the same value as (the optimisation pipeline found two
+ * results equal, e.g. one computation returned twice), or -1. A caller may pass output i the
+ * same address as that one: fusec then writes it once, and copies nothing for i. */
+FUSEC_C_API ptrdiff_t fusec_output_alias(const fusec_program* p, size_t i);
 /* Launches (kernels and GEMMs) of one call: what the fusion left. */
 FUSEC_C_API size_t fusec_num_launches(const fusec_program* p);
 /* What the calls so far did, one line of key=value: calls, copied_in and copied_out (sources

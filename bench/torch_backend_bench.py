@@ -98,7 +98,7 @@ def main():
                 if impl.startswith("fusec"):  # how the graphs' calls went: copies, relinks, graph updates
                     row["fusec_graphs"] = [dict(c.program.stats(), launches=c.program.launches, seconds=round(c.compile_seconds, 2),
                                                 host_ms_a_call=round(1e3 * c.host_seconds / max(c.calls - 1, 1), 3),
-                                                strided_copies=sum(1 for p in c.plan if p[0] == "fusec" and p[2] is not None))
+                                                shared=c.shared_outputs, strided_copies=sum(1 for p in c.plan if p[0] == "fusec" and p[2] is not None))
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
                 if a.profile:
                     profile(torch, train_step, impl, a.trace_dir)

@@ -165,5 +165,52 @@ TEST(CApiGpu, ReshapedOutputsAreWrittenInPlace) {
   fusec_destroy(p);
 }
 
+// Two outputs that are one value after the pipeline (fusec_output_alias): given one address,
+// the value is written there once and nothing is copied out; given two, the second is a copy.
+TEST(CApiGpu, EqualOutputsAtOneAddressAreWrittenOnce) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  constexpr const char* kTwice = R"(func @f {
+  %x = input() {name = "x"} : f32[4096]
+  %y = input() {name = "y"} : f32[4096]
+  %a = mul(%x, %y) : f32[4096]
+  %t = exp(%a) : f32[4096]
+  %b = mul(%x, %y) : f32[4096]
+  return %a, %t, %b
+}
+)";
+  char err[512] = "";
+  fusec_program* p = fusec_compile(kTwice, "cuda", "", err, sizeof err);
+  ASSERT_NE(p, nullptr) << err;
+  ASSERT_EQ(fusec_output_alias(p, 2), 0);
+  std::vector<float> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = float(i % 29) * 0.125f - 1.5f;
+    y[i] = float(i % 11) * 0.25f - 1;
+  }
+  DeviceVector dx(kN), dy(kN), outs(3 * kN);
+  dx.upload(x);
+  dy.upload(y);
+  const void* sources[] = {dx.p, dy.p};
+  auto call = [&](size_t b, const std::string& what) {
+    void* outputs[] = {outs.p, outs.p + kN, outs.p + b};
+    ASSERT_EQ(cudaMemset(outs.p, 0xff, outs.n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
+    cudaDeviceSynchronize();
+    const std::vector<float> a = outs.download(kN), bv = outs.download(kN, b);
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(a[i], x[i] * y[i]) << what << ", element " << i;
+      ASSERT_EQ(bv[i], x[i] * y[i]) << what << ", element " << i;
+    }
+  };
+  for (int k = 0; k < 3; ++k) call(0, "shared, call " + std::to_string(k));
+  std::string stats = fusec_stats(p);
+  EXPECT_NE(stats.find("copied_out=0 "), std::string::npos) << stats;
+  call(2 * kN, "apart");
+  stats = fusec_stats(p);
+  EXPECT_NE(stats.find("copied_out=1 "), std::string::npos) << stats;
+  fusec_destroy(p);
+}
+
 }  // namespace
 }  // namespace fusec

@@ -235,6 +235,26 @@ def check_saved_layouts(make, vocab, batch, seq):
     return good
 
 
+def check_shared_outputs(make, vocab, batch, seq):
+    """The forward returns one saved activation once for each GEMM that reads it (the trace's
+    RMSNorm output, for Q, K and V); fusec's cse makes them one value, and the forward returns
+    one tensor for all, written once (fusec_output_alias), not a copy each. The step still
+    matches eager (compare, above: the same models)."""
+    from fusec import dynamo
+    torch.manual_seed(0)
+    model = dynamo.aot_module(make(), guarded=True)
+    before = set(id(c) for c in dynamo.COMPILED)
+    ids = torch.randint(0, vocab, (batch, seq))
+    model(ids).float().sum().backward()
+    graphs = [c for c in dynamo.COMPILED if id(c) not in before and c.program is not None]
+    shared = sum(c.shared_outputs for c in graphs)
+    aliases = sum(1 for c in graphs for a in c.program.aliases if a >= 0)
+    good = len(graphs) == 2 and shared > 0 and shared <= aliases
+    print(f"{'ok  ' if good else 'FAIL'} equal saved activations are one tensor: {shared} of the forward's outputs are an "
+          f"earlier one's ({aliases} equal to an earlier one)")
+    return good
+
+
 def compare(name, make, compile_fn, device, steps, vocab, batch, seq, autocast=False, bound=1e-4, by_fusec=True):
     """Trains `make()` eager and compiled from the same weights; by_fusec: the compiled run's
     graphs (a forward and a backward at least) must be fusec's, none PyTorch's."""
@@ -305,6 +325,7 @@ def main():
         ok &= compare("cs336 lm, bf16 autocast (aot_module, interpreter)", lm, lambda m: dynamo.aot_module(m), "cpu",
                       steps, vocab, batch, seq, autocast=True, bound=2e-2)
         ok &= check_saved_layouts(lm, vocab, batch, seq)
+        ok &= check_shared_outputs(lm, vocab, batch, seq)
         # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch
         try:
             m = dynamo.aot_module(Unmapped(), strict=True)

@@ -105,6 +105,41 @@ TEST(CApi, MisuseIsOneLineAndAFailedReturn) {
   EXPECT_NE(fusec_run(prog.p, nullptr, outputs, nullptr, err, sizeof err), 0);
 }
 
+// Two results the pipeline finds equal (cse: one computation written twice, as an ATen graph
+// returns an activation once for each of its readers) are one value: the later output names the
+// earlier as its alias, and may share its address (written once) or have its own (written too).
+TEST(CApi, EqualOutputsNameTheirAlias) {
+  constexpr const char* kTwice = R"(func @f {
+  %x = input() {name = "x"} : f32[4]
+  %y = input() {name = "y"} : f32[4]
+  %a = mul(%x, %y) : f32[4]
+  %e = exp(%x) : f32[4]
+  %b = mul(%x, %y) : f32[4]
+  return %a, %e, %b, %a
+}
+)";
+  char err[256] = "";
+  Program prog{fusec_compile(kTwice, "cpu", "", err, sizeof err)};
+  ASSERT_NE(prog.p, nullptr) << err;
+  EXPECT_EQ(fusec_output_alias(prog.p, 0), -1);
+  EXPECT_EQ(fusec_output_alias(prog.p, 1), -1);
+  EXPECT_EQ(fusec_output_alias(prog.p, 2), 0);
+  EXPECT_EQ(fusec_output_alias(prog.p, 3), 0);
+  EXPECT_EQ(fusec_output_alias(prog.p, 4), -1);  // past the outputs
+  std::vector<float> x = {1, 2, -3, 0.5f}, y = {2, -1, 4, 8}, a(4), e(4), b(4, -7.0f);
+  const void* sources[] = {x.data(), y.data()};
+  void* shared[] = {a.data(), e.data(), a.data(), a.data()};
+  ASSERT_EQ(fusec_run(prog.p, sources, shared, nullptr, err, sizeof err), 0) << err;
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(a[i], x[i] * y[i]);
+  void* apart[] = {a.data(), e.data(), b.data(), a.data()};
+  ASSERT_EQ(fusec_run(prog.p, sources, apart, nullptr, err, sizeof err), 0) << err;
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(b[i], x[i] * y[i]);
+
+  Program distinct{fusec_compile(kFir, "cpu", "", err, sizeof err)};
+  ASSERT_NE(distinct.p, nullptr) << err;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(fusec_output_alias(distinct.p, i), -1);
+}
+
 // A kernel op read from text whose recorded family is not its body's is refused when the
 // text is compiled (checkKernelRecords), before anything is generated from the record.
 TEST(CApi, RefusesAKernelRecordThatIsNotItsBody) {

@@ -179,6 +179,7 @@ class CompiledGraph:
         self.host_seconds = 0.0  # the calls' time on the CPU after the first (what the step's launch waits for)
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
+        self.shared_outputs = 0  # program outputs that are an earlier one's tensor (_shared_outputs)
         with _unfaked():
             reals = [_real_like(x) for x in example_inputs]
         devices = {r.device.type for r in reals}
@@ -231,15 +232,42 @@ class CompiledGraph:
                 # block per call cost more: splitting it, and AOTAutograd detaching each view.)
                 # A result the trace lays out as a permutation of its dims is made so, and
                 # fusec writes its memory's order (_place).
-                self._allocate = _allocator(self.device, [
+                # A saved output that fusec found to be an earlier saved one (cse: an activation
+                # the trace returns once for each GEMM that reads it) is that one's tensor:
+                # written once, nothing copied out.
+                share = self._shared_outputs(saved_from)
+                kept = [k for k in range(len(self.program.outputs)) if k not in share]
+                allocate = _allocator(self.device, [
                     self._layouts[k][:2] + (dtype,) if k in self._layouts else (shape, _contiguous_strides(shape), dtype)
-                    for k, (dtype, shape) in enumerate(self.program.outputs)])
+                    for k, (dtype, shape) in enumerate(self.program.outputs) if k not in share])
+                if share:
+                    slot = {k: i for i, k in enumerate(kept)}
+                    made_for = [slot[share.get(k, k)] for k in range(len(self.program.outputs))]
+                    self._allocate = lambda: [made[i] for made in (allocate(),) for i in made_for]
+                else:
+                    self._allocate = allocate
+                self.shared_outputs = len(share)
                 # The placeholder tensors of saved positions (SDPA's random-number state,
                 # which fusec's attention does not have) are made once.
                 self._empties = {k: torch.empty(p[1], dtype=p[2], device=self.device)
                                  for k, p in enumerate(self.plan) if p[0] == "empty" and saved_from is not None
                                  and k >= saved_from}
         self.compile_seconds = time.perf_counter() - start
+
+    def _shared_outputs(self, saved_from):
+        """{program output k: the earlier output j it is the same value as (fusec_output_alias)}
+        where both are read by the backward only, contiguous: one tensor serves both. (A tensor
+        the caller sees stays its own: it may write to one of two outputs.)"""
+        if saved_from is None:
+            return {}
+        readers = {}  # program output -> the plan positions that return it
+        for pos, p in enumerate(self.plan):
+            if p[0] == "fusec":
+                readers.setdefault(p[1], []).append(pos)
+
+        def saved_only(k):
+            return k not in self._layouts and all(pos >= saved_from and self.plan[pos][2] is None for pos in readers.get(k, ()))
+        return {k: j for k, j in enumerate(self.program.aliases) if j >= 0 and saved_only(k) and saved_only(j)}
 
     def _place(self, a, conv, index, values, saved=False):
         if a is None:

@@ -66,6 +66,8 @@ def library():
     for name in ("fusec_source_name", "fusec_source_type", "fusec_output_type"):
         getattr(lib, name).restype = C
         getattr(lib, name).argtypes = [P, S]
+    lib.fusec_output_alias.restype = ctypes.c_ssize_t
+    lib.fusec_output_alias.argtypes = [P, S]
     lib.fusec_run.restype = ctypes.c_int
     lib.fusec_run.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(P), P, ctypes.c_char_p, S]
     lib.fusec_destroy.restype = None
@@ -79,7 +81,8 @@ def library():
 
 class Program:
     """One compiled function. sources: [(name, dtype, shape)] in the order run() takes them;
-    outputs: [(dtype, shape)]."""
+    outputs: [(dtype, shape)]; aliases: per output, the earlier output it is the same value as
+    (fusec_output_alias: run() may be given one tensor for both, written once), or -1."""
 
     def __init__(self, fir_text, device="cuda", options=""):
         lib = library()
@@ -91,6 +94,7 @@ class Program:
         self.sources = [(lib.fusec_source_name(handle, i).decode(),) + parse_type(lib.fusec_source_type(handle, i).decode())
                         for i in range(lib.fusec_num_sources(handle))]
         self.outputs = [parse_type(lib.fusec_output_type(handle, i).decode()) for i in range(lib.fusec_num_outputs(handle))]
+        self.aliases = [lib.fusec_output_alias(handle, i) for i in range(len(self.outputs))]
         self.launches = lib.fusec_num_launches(handle)
         self._err = err
         self._src = (ctypes.c_void_p * len(self.sources))()
