@@ -129,6 +129,9 @@ class Converter:
         self.values, self.static = {}, {}  # fx node -> fusec value; fx node -> real tensor (export-time)
         self.dynamic = set()  # names of values that depend on the ids or a weight
         self.realv = {}  # value name -> its real tensor, for the values of converted nodes
+        # The torch.compile backend: real values are dropped after their last reader (_releaser);
+        # keep_reals: the nodes whose values stay (and are all realv holds), None: all stay.
+        self.release_reals, self.keep_reals = False, None
         self.tensors = {}  # the parameters and persistent buffers, by name: weights.safetensors holds them all
         self.buffers = {}  # fx node of a persistent buffer -> its param
         self.consts = {}  # (shape, f32 bytes) -> a `_const` param (one per distinct tensor)
@@ -275,9 +278,11 @@ class Converter:
         """Converts every node that depends on an input; returns the output node's argument
         (fx nodes, as the graph returns them). Placeholders of kind "arg" (graph_compile.py)
         become inputs under their own names."""
-        results = self.real = {}  # every node's real value on the example
+        results = self.real = {}  # every node's real value on the example (while it is read: release_reals)
         by_id = {}  # id(parameter tensor) -> its fusec value: a tied weight reached twice is one param
+        release = self._releaser(results) if self.release_reals else (lambda node: None)
         for node in self.gm.graph.nodes:
+            release(node)
             if node.op == "get_attr":  # a tensor the trace kept as a constant
                 t = getattr(self.gm, node.target)
                 results[node] = t
@@ -338,6 +343,35 @@ class Converter:
             self.convert(node, out)
         raise ExportError("internal: the graph has no output")
 
+    def _releaser(self, results):
+        """A function called with each node before it is run: drops the real values that the
+        node before it read last. So the example run holds what eager would, not every value
+        of the graph at once (a training step's activations and gradients all together, which
+        did not fit at small b64). Kept: constants, static values, placeholders, and the
+        operands of batched matmuls (attention's recognition checks its hypothesis on Q, K
+        and V at the second one: attention.py); realv holds those only."""
+        nodes = list(self.gm.graph.nodes)
+        last = {}
+        for i, node in enumerate(nodes):
+            for a in node.all_input_nodes:
+                last[a] = i
+        self.keep_reals = {a for node in nodes if node.op == "call_function"
+                           and op_name(node.target) in ("aten.bmm.default", "aten.matmul.default")
+                           for a in node.all_input_nodes}
+        position = {node: i for i, node in enumerate(nodes)}
+        state = {"prev": None}
+
+        def release(node):
+            prev = state["prev"]
+            state["prev"] = node
+            if prev is None:
+                return
+            for a in prev.all_input_nodes:
+                if last[a] == position[prev] and a not in self.keep_reals and a not in self.static and \
+                        a.op not in ("placeholder", "get_attr"):
+                    results.pop(a, None)
+        return release
+
     def handler(self, node):
         """The op_ method that converts `node`, or None."""
         op = op_name(node.target)
@@ -356,6 +390,8 @@ class Converter:
                 msg += f" ({self.sources.of(op)})"
             raise ExportError(msg) from None
         self.values[node] = v
+        if self.keep_reals is not None and node not in self.keep_reals:
+            return v
         for value, real in (zip(v, out) if isinstance(v, list) else [(v, out)]):
             if isinstance(value, Value) and isinstance(real, torch.Tensor):
                 self.realv.setdefault(value.name, real)

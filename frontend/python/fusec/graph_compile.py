@@ -202,6 +202,7 @@ class CompiledGraph:
         captured = Captured(gm, kinds, "aot")
         conv = Converter(captured, _NoSourceLines())
         conv.train_dropout = conv.dropout_masks = True  # native_dropout: fusec's, keyed per call
+        conv.release_reals = True  # nothing verifies against the recorded values afterwards
         with _unfaked(), torch.no_grad():
             result = conv.convert_graph()
             self.tuple_output = isinstance(result, (list, tuple))
