@@ -139,6 +139,7 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
     rt::ExecutableOptions eo;
     eo.cache = p.cache.get();
     eo.cudaGraph = o.cudaGraph;
+    eo.residentOnDemand = true;  // the sources are the caller's, read where they lie
     p.exe = std::make_unique<rt::Executable>(*p.graph, eo);
     p.zeroCopyInputs = o.zeroCopyInputs;
     p.zeroCopyOutputs = o.zeroCopyOutputs;
@@ -313,7 +314,7 @@ const char* fusec_stats(fusec_program* p) {
   if (p->exe) {
     const auto c = p->exe->relinkCounts();
     p->stats += " relinks=" + std::to_string(c.relinks) + " graph_updates=" + std::to_string(c.graphUpdates) +
-                " graph_rebuilds=" + std::to_string(c.graphRebuilds);
+                " graph_rebuilds=" + std::to_string(c.graphRebuilds) + " device_bytes=" + std::to_string(p->exe->allocatedBytes());
   }
 #endif
   return p->stats.c_str();

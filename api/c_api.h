@@ -57,7 +57,9 @@ FUSEC_C_API ptrdiff_t fusec_output_alias(const fusec_program* p, size_t i);
 FUSEC_C_API size_t fusec_num_launches(const fusec_program* p);
 /* What the calls so far did, one line of key=value: calls, copied_in and copied_out (sources
  * and outputs that could not be used in place), relinks (calls whose addresses moved),
- * graph_updates and graph_rebuilds (on "cuda": how the captured CUDA graph followed them).
+ * graph_updates and graph_rebuilds (on "cuda": how the captured CUDA graph followed them), and
+ * device_bytes (on "cuda": the device memory the program holds; the sources' own slots are
+ * allocated only once one is copied in: aligned sources are read where the caller keeps them).
  * Valid until the next call on p. */
 FUSEC_C_API const char* fusec_stats(fusec_program* p);
 FUSEC_C_API int fusec_run(fusec_program* p, const void* const* sources, void* const* outputs, void* stream, char* error,

@@ -154,8 +154,26 @@ struct Executable::Impl {
       throw Error("cannot run this graph: a " + what + " result of type " + v->type.str() +
                   " has no planned storage (run the memory-plan pass)");
     }
-    char* base = static_cast<char*>(isSource(v) ? resident.data() : arena.data());
-    return base + v->offset;
+    // Integer arithmetic: device memory is no host array, and a source's slot in a resident
+    // region not yet allocated (residentOnDemand) resolves to a number that ensureResident
+    // makes real before any launch reads it (run() relinks after allocating).
+    const void* base = isSource(v) ? resident.data() : arena.data();
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + uintptr_t(v->offset));
+  }
+
+  // The resident region, allocated now if residentOnDemand deferred it (the addresses resolved
+  // so far are then stale: relinked before the next launch).
+  void ensureResident() {
+    if (resident.data() || residentBytes == 0) return;
+    resident = DeviceBuffer(residentBytes, "resident region (the program's inputs)");
+    FUSEC_CUDA(cudaMemsetAsync(resident.data(), 0, residentBytes, stream), "clearing the resident region");
+    relinkNeeded = true;
+  }
+  // Whether a source reads its resident slot at the next call (it is not the caller's).
+  bool sourceInResident() const {
+    for (const auto& [name, v] : sources)
+      if (!external.count(v)) return true;
+    return false;
   }
 
   // The device address of `v`'s first element; views resolve to their base's storage.
@@ -521,12 +539,13 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   GemmOptions gemmOpts;
   gemmOpts.tf32 = opts.tf32;
   gemmOpts.autotune = autotune;
-  const size_t need = m.residentBytes + m.arenaBytes + gemmOpts.workspaceBytes;
+  const size_t need = (opts.residentOnDemand ? 0 : m.residentBytes) + m.arenaBytes + gemmOpts.workspaceBytes;
   if (need > dev.freeBytes) throw Error(outOfMemoryMessage(need, dev.freeBytes));
-  m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
+  if (!opts.residentOnDemand)
+    m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
   m.arena = DeviceBuffer(m.arenaBytes, "arena");
   // Zeroed once: a plan bug then reads zeros, not stale data from another process.
-  if (m.residentBytes) FUSEC_CUDA(cudaMemset(m.resident.data(), 0, m.residentBytes), "clearing the resident region");
+  if (m.resident.data()) FUSEC_CUDA(cudaMemset(m.resident.data(), 0, m.residentBytes), "clearing the resident region");
   if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");
 
   FUSEC_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the step's stream");
@@ -573,6 +592,7 @@ void Executable::bind(const std::string& name, const HostTensor& value) {
   if (value.type.shape != want.shape || !convertible)
     throw Error("'" + name + "' is " + value.type.str() + ", expected " + want.str());
   std::vector<uint8_t> bytes = toStorage(value, want.dtype);
+  if (!m.external.count(it->second)) m.ensureResident();
   FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(it->second), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, m.stream),
              "uploading '" + name + "'");
   // `bytes` dies here: wait for the copy (binding is not on the per-step hot path).
@@ -599,6 +619,7 @@ void Executable::copyInput(const std::string& name, const void* device) {
   Impl& m = *impl_;
   const Value* v = m.source(name);
   if (m.external.erase(v)) m.relinkNeeded = true;  // back in its resident slot
+  m.ensureResident();
   FUSEC_CUDA(cudaMemcpyAsync(m.storageAddress(v), device, storageBytes(v->type), cudaMemcpyDeviceToDevice, m.stream),
              "copying input '" + name + "'");
   m.unbound.erase(name);
@@ -648,6 +669,8 @@ void Executable::signal(void* callerStream) {
 
 void Executable::run() {
   Impl& m = *impl_;
+  // (Which sources are the caller's changes only with a relink: looked at then.)
+  if (m.relinkNeeded && !m.resident.data() && m.sourceInResident()) m.ensureResident();
   if (m.relinkNeeded) m.relink();
   if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
   if (!m.opts.cudaGraph || m.calls == 0) {
@@ -694,6 +717,7 @@ HostTensor Executable::read(const std::string& name) {
   const int64_t ranks = v->def->kind == OpKind::Param ? v->def->attrInt("ranks") : 1;
   if (ranks > 1) return readWhole(*v, ranks);
   std::vector<uint8_t> bytes(storageBytes(v->type));
+  if (!m.external.count(v)) m.ensureResident();
   FUSEC_CUDA(cudaMemcpy(bytes.data(), m.storageAddress(v), bytes.size(), cudaMemcpyDeviceToHost), "reading '" + name + "'");
   return fromStorage(v->type, bytes);
 }
@@ -828,6 +852,7 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity, StepOverlap
 Executable::RelinkCounts Executable::relinkCounts() const { return impl_->counts; }
 size_t Executable::arenaBytes() const { return impl_->arenaBytes; }
 size_t Executable::residentBytes() const { return impl_->residentBytes; }
+size_t Executable::allocatedBytes() const { return impl_->resident.bytes() + impl_->arena.bytes(); }
 bool Executable::graphCaptured() const { return impl_->graphExec != nullptr; }
 void* Executable::stream() const { return impl_->stream; }
 

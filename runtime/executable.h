@@ -54,6 +54,10 @@ struct ExecutableOptions {
   // order passes/schedule.cpp chose is what overlaps them; a call ends with both streams
   // joined (also inside the CUDA graph).
   Communicator* communicator = nullptr;
+  // The C interface (api/c_api.h): sources are mostly the caller's buffers, read where they
+  // lie, so their resident slots are allocated only once one is needed (a source copied in,
+  // bound from the host, or read back): a backward's saved activations are not held twice.
+  bool residentOnDemand = false;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.
@@ -146,6 +150,8 @@ class Executable {
 
   size_t arenaBytes() const;
   size_t residentBytes() const;
+  // Device memory held now: the arena and, once allocated (residentOnDemand), the resident region.
+  size_t allocatedBytes() const;
   bool graphCaptured() const;
   void* stream() const;  // the cudaStream_t every launch goes to
 

@@ -165,6 +165,46 @@ TEST(CApiGpu, ReshapedOutputsAreWrittenInPlace) {
   fusec_destroy(p);
 }
 
+// The sources' slots are allocated only once a source must be copied in: aligned sources are
+// read where the caller keeps them, and an unaligned one (here, x one float further on) makes
+// the program allocate them and read x's copy from then on, with the right values.
+TEST(CApiGpu, SourceSlotsAreAllocatedOnlyForCopies) {
+  std::string why;
+  if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
+  char err[512] = "";
+  fusec_program* p = fusec_compile(kFir, "cuda", "", err, sizeof err);
+  ASSERT_NE(p, nullptr) << err;
+  std::vector<float> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = float(i % 19) * 0.5f - 4;
+    y[i] = float(i % 5) * 0.25f + 0.5f;
+  }
+  DeviceVector dx(kN + 1), dy(kN), outs(3 * kN);
+  dy.upload(y);
+  const auto bytes = [&] {
+    const std::string stats = fusec_stats(p);
+    return std::stoull(stats.substr(stats.find("device_bytes=") + 13));
+  };
+  size_t held = 0;
+  for (size_t at : {size_t(0), size_t(0), size_t(1), size_t(1)}) {
+    dx.upload(x, at);
+    const void* sources[] = {dx.p + at, dy.p};
+    void* outputs[] = {outs.p, outs.p + kN, outs.p + 2 * kN};
+    ASSERT_EQ(cudaMemset(outs.p, 0xff, outs.n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
+    cudaDeviceSynchronize();
+    const std::vector<float> r = outs.download(kN), t = outs.download(kN, 2 * kN);
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(r[i], x[i] * y[i] + x[i]) << "x at +" << at << ", element " << i;
+      ASSERT_EQ(t[i], (x[i] * y[i] + x[i]) * y[i]) << "x at +" << at << ", element " << i;
+    }
+    if (at == 0) held = bytes();
+    for (float& v : x) v = v * 0.5f + 1;  // new values each call: nothing stale passes
+  }
+  EXPECT_GE(bytes(), held + 2 * kN * sizeof(float)) << "the sources' slots were not allocated for the copy";
+  fusec_destroy(p);
+}
+
 // Two outputs that are one value after the pipeline (fusec_output_alias): given one address,
 // the value is written there once and nothing is copied out; given two, the second is a copy.
 TEST(CApiGpu, EqualOutputsAtOneAddressAreWrittenOnce) {
