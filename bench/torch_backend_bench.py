@@ -61,6 +61,7 @@ def main():
             torch._dynamo.reset()
             gc.collect()  # the last impl's graphs (and fusec's COMPILED entries) go now
             torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
             torch.manual_seed(0)
             model = sdpa_transformer(config).cuda()
             fused = impl.startswith("fusec") or impl == "aot_eager"
@@ -100,12 +101,16 @@ def main():
                                                 host_ms_a_call=round(1e3 * c.host_seconds / max(c.calls - 1, 1), 3),
                                                 shared=c.shared_outputs, strided_copies=sum(1 for p in c.plan if p[0] == "fusec" and p[2] is not None))
                                            for c in fusec.dynamo.COMPILED if c.program is not None]
+                # Device memory at its peak: PyTorch's (its caching allocator's, CUDA graph
+                # pools included) and what fusec's programs hold beside it.
+                held = sum(g.get("device_bytes", 0) for g in row.get("fusec_graphs", []))
+                row["peak_gib"] = round((torch.cuda.max_memory_reserved() + held) / 2 ** 30, 2)
                 if a.profile:
                     profile(torch, train_step, impl, a.trace_dir)
                 if a.host_profile:
                     host_profile(torch, train_step, impl, a.host_profile)
             except Exception as e:  # one impl's failure must not end the run
-                row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                row["status"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:400]
             print(json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
             del model, opt, fwd, step
@@ -113,15 +118,16 @@ def main():
         for r in rows:
             print(json.dumps(r))
         return 0
-    print(f"| model | batch | impl | first call (s) | step median (ms) | vs inductor-ro |")
-    print("|---|---:|---|---:|---:|---:|")
+    print(f"| model | batch | impl | first call (s) | step median (ms) | vs inductor-ro | peak memory (GiB) |")
+    print("|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
         ro = next((x for x in rows if x["model"] == r["model"] and x["impl"] == "inductor-ro" and x["status"] == "OK"), None)
         if r["status"] != "OK":
-            print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['status']} | | |")
+            print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['status']} | | | |")
             continue
         ratio = f"{r['median_ms'] / ro['median_ms']:.3f}x" if ro else ""
-        print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['first_call_s']:.1f} | {r['median_ms']:.2f} | {ratio} |")
+        print(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['first_call_s']:.1f} | {r['median_ms']:.2f} | {ratio} | "
+              f"{r['peak_gib']:.1f} |")
     return 0
 
 
