@@ -6,7 +6,9 @@ f32 cross-entropy, backward, torch.optim.AdamW) compiled three ways:
   inductor      torch.compile(model)                              + torch.compile(opt.step)
   inductor-ro   torch.compile(model, mode="reduce-overhead")      + the same for opt.step
   fusec         torch.compile(model, backend="fusec")             + opt.step eager (fused AdamW)
-  fusec-mincut  the same, forward and backward split by Inductor's min-cut partitioner
+  fusec-mincut  the same, forward and backward split by Inductor's min-cut partitioner (the
+                backend's default where networkx is installed)
+  fusec-default the same, split by AOTAutograd's default partitioner (saves every value)
   aot_eager     torch.compile(model, backend="aot_eager")        + opt.step eager (fused AdamW):
                 Dynamo and AOTAutograd with no compiler, the floor of any backend's first call
 
@@ -72,7 +74,7 @@ def main():
             if impl == "aot_eager":
                 fwd, step, mark = torch.compile(model, backend="aot_eager", dynamic=False), opt.step, (lambda: None)
             elif impl.startswith("fusec"):  # fusec-mincut: AOTAutograd's split by Inductor's partitioner
-                os.environ["FUSEC_BACKEND_PARTITION"] = "min-cut" if impl == "fusec-mincut" else "default"
+                os.environ["FUSEC_BACKEND_PARTITION"] = {"fusec-mincut": "min-cut", "fusec-default": "default"}.get(impl, "")
                 fwd, step, mark = torch.compile(model, backend="fusec", dynamic=False), opt.step, (lambda: None)
             else:
                 mode = "reduce-overhead" if impl == "inductor-ro" else "default"
