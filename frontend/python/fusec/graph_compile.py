@@ -221,6 +221,13 @@ class CompiledGraph:
                 text = "func @graph {\n" + body + "\n}\n"
                 self.fir = text
                 _dump(text)
+                # The example run's values go before fusec allocates its own memory, and
+                # PyTorch's cache hands their blocks back to the driver: else fusec's arena
+                # is allocated beside a cache as large as a step's activations.
+                for held in (conv.real, conv.realv, conv.placeholders, kinds, reals):
+                    held.clear()
+                if self.device == "cuda":
+                    torch.cuda.empty_cache()
                 self.program = Program(text, self.device, options)
                 self.consts = {name: t.to(self.device).contiguous() for name, t in tensors.items()}
                 # What feeds each source, decided here once: an argument's index, a constant,
