@@ -61,7 +61,7 @@ void report(const std::string& message, char* error, size_t size) {
 }
 
 struct Options {
-  std::string passes = "decompose-keep-attention," + defaultOptimizationPipeline();
+  std::string passes = "decompose-keep-attention," + defaultOptimizationPipeline(true);
   bool cudaGraph = true;
   bool zeroCopyInputs = true, zeroCopyOutputs = true;
   bool sync = false;
@@ -139,7 +139,7 @@ void compileInto(fusec_program& p, const char* text, const std::string& device, 
     rt::ExecutableOptions eo;
     eo.cache = p.cache.get();
     eo.cudaGraph = o.cudaGraph;
-    eo.residentOnDemand = true;  // the sources are the caller's, read where they lie
+    eo.callerBuffers = true;  // sources and outputs are the caller's, read and written where they lie
     p.exe = std::make_unique<rt::Executable>(*p.graph, eo);
     p.zeroCopyInputs = o.zeroCopyInputs;
     p.zeroCopyOutputs = o.zeroCopyOutputs;

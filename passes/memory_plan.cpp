@@ -7,6 +7,7 @@
 #include <set>
 
 #include "passes/gap_tree.h"
+#include "passes/output_placement.h"
 #include "passes/pass.h"
 
 namespace fusec {
@@ -104,9 +105,47 @@ ArenaPlan sweep(const std::vector<Buffer>& bufs, bool bestFit, bool backward) {
   return plan;
 }
 
-bool memoryPlanGraph(Graph& g) {
+// `live` less the buffers `drop` names, its lower bound recomputed for what is left.
+Liveness without(const Liveness& live, const PtrSet<const Value*>& drop) {
+  Liveness rest;
+  const size_t n = live.liveBytes.size();
+  std::vector<int64_t> delta(n + 1, 0);
+  for (const Buffer& b : live.buffers) {
+    if (drop.count(b.value)) continue;
+    rest.buffers.push_back(b);
+    delta[size_t(b.def)] += b.bytes;
+    delta[size_t(b.lastUse) + 1] -= b.bytes;
+  }
+  rest.liveBytes.resize(n);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) rest.lowerBound = std::max(rest.lowerBound, rest.liveBytes[i] = bytes += delta[i]);
+  return rest;
+}
+
+// outputsLast: the storage of every output a caller can have written in place
+// (passes/output_placement.h) is planned above the rest of the arena, one after another in
+// the order of the outputs (they all live to the end, so none can share another's bytes):
+// the runtime then allocates that top part only if an output is not placed
+// (runtime/executable.h, ExecutableOptions::callerBuffers).
+bool memoryPlanGraph(Graph& g, bool outputsLast) {
   StorageMap storage(g);
-  ArenaPlan plan = planArena(computeLiveness(g, storage));
+  Liveness live = computeLiveness(g, storage);
+  std::vector<const Buffer*> top;
+  ArenaPlan plan;
+  if (outputsLast) {
+    PtrSet<const Value*> placed;
+    for (const Value* v : outputPlacements(g, storage))
+      if (v) placed.insert(v);
+    for (const Buffer& b : live.buffers)
+      if (placed.count(b.value)) top.push_back(&b);
+    plan = planArena(without(live, placed));
+    for (const Buffer* b : top) {
+      plan.offset[b->value] = plan.bytes;
+      plan.bytes += b->bytes;
+    }
+  } else {
+    plan = planArena(live);
+  }
   bool changed = false;
   for (auto& op : g.ops)
     for (auto& r : op->results) {
@@ -196,6 +235,11 @@ MemoryPlanStats planMemoryStats(const Graph& g) {
   return s;
 }
 
-std::unique_ptr<Pass> createMemoryPlanPass() { return std::make_unique<FunctionPass>("memory-plan", &memoryPlanGraph); }
+std::unique_ptr<Pass> createMemoryPlanPass() {
+  return std::make_unique<FunctionPass>("memory-plan", [](Graph& g) { return memoryPlanGraph(g, false); });
+}
+std::unique_ptr<Pass> createMemoryPlanOutputsLastPass() {
+  return std::make_unique<FunctionPass>("memory-plan-outputs-last", [](Graph& g) { return memoryPlanGraph(g, true); });
+}
 
 }  // namespace fusec

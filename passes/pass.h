@@ -75,6 +75,9 @@ std::unique_ptr<Pass> createFusePass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createStepInvariantPass();
 std::unique_ptr<Pass> createMemoryPlanPass();
+// memory-plan with the outputs a caller has written in place planned above the rest of the
+// arena (passes/memory_plan.h): what the C interface compiles with.
+std::unique_ptr<Pass> createMemoryPlanOutputsLastPass();
 std::unique_ptr<Pass> createGemmLayoutPass();
 std::unique_ptr<Pass> createMergeGemmsPass();
 std::unique_ptr<Pass> createSplitReductionsPass();

@@ -84,13 +84,13 @@ std::vector<std::unique_ptr<Pass>> programPasses(const std::string& program, DTy
   return passes;
 }
 
-std::string defaultOptimizationPipeline() {
+std::string defaultOptimizationPipeline(bool outputsToCaller) {
   // Clean up what the program passes left (stop_gradient, dead forward values, duplicate
   // casts), let GEMMs whose results are returned widened write them wide, fold layouts into
   // GEMMs and merge them, clean up again, split the long column reductions in two (so they
   // fill the GPU), then fuse, order and plan.
   return "canonicalize,cse,dce,widen-gemm-outputs,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,"
-         "step-invariant,schedule,memory-plan";
+         "step-invariant,schedule," + std::string(outputsToCaller ? "memory-plan-outputs-last" : "memory-plan");
 }
 
 }  // namespace fusec

@@ -49,7 +49,9 @@ std::vector<std::string> programPassNames(const std::string& program, DType dtyp
                                           AttentionLowering attention = AttentionLowering::Default, int64_t ranks = 1,
                                           bool shardOptimizer = false);
 
-// The default optimisation pipeline as a --passes list.
-std::string defaultOptimizationPipeline();
+// The default optimisation pipeline as a --passes list. outputsToCaller: the outputs are
+// written into a caller's buffers (the C interface), so their storage is planned above the
+// rest of the arena (memory-plan-outputs-last), which the runtime allocates only if needed.
+std::string defaultOptimizationPipeline(bool outputsToCaller = false);
 
 }  // namespace fusec

@@ -27,6 +27,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"schedule", &createSchedulePass},
       {"step-invariant", &createStepInvariantPass},
       {"memory-plan", &createMemoryPlanPass},
+      {"memory-plan-outputs-last", &createMemoryPlanOutputsLastPass},
       {"gemm-layout", &createGemmLayoutPass},
       {"merge-gemms", &createMergeGemmsPass},
       {"split-reductions", &createSplitReductionsPass},

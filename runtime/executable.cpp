@@ -10,7 +10,7 @@
 #include "ir/collectives.h"
 #include "ir/strided_view.h"
 #include "ir/step_invariant.h"
-#include "runtime/output_placement.h"
+#include "passes/output_placement.h"
 #include "runtime/cublaslt_gemm.h"
 #include "runtime/device.h"
 #include "runtime/gemm_plan.h"
@@ -53,8 +53,11 @@ struct Executable::Impl {
   GemmTuningCache* gemmTuning = nullptr;  // the process's cache for this device and directory
   std::unique_ptr<CublasLtGemm> gemm;
   bool tuningPublished = false;
-  DeviceBuffer resident, arena;
-  size_t residentBytes = 0, arenaBytes = 0;
+  // The arena is [0, topStart) and, from topStart on, `top`: the outputs' storage where
+  // callerBuffers lets it wait until an output is not placed (splitTop); else topStart is
+  // arenaBytes and `top` empty.
+  DeviceBuffer resident, arena, top;
+  size_t residentBytes = 0, arenaBytes = 0, topStart = 0;
 
   std::map<std::string, const Value*> sources;  // input/param values by name
   std::set<std::string> unbound;
@@ -154,26 +157,63 @@ struct Executable::Impl {
       throw Error("cannot run this graph: a " + what + " result of type " + v->type.str() +
                   " has no planned storage (run the memory-plan pass)");
     }
-    // Integer arithmetic: device memory is no host array, and a source's slot in a resident
-    // region not yet allocated (residentOnDemand) resolves to a number that ensureResident
-    // makes real before any launch reads it (run() relinks after allocating).
-    const void* base = isSource(v) ? resident.data() : arena.data();
-    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + uintptr_t(v->offset));
+    // Integer arithmetic: device memory is no host array, and a slot in a region not yet
+    // allocated (callerBuffers) resolves to a number that ensureAllocated makes real before
+    // any launch reads it (run() relinks after allocating).
+    const void* base = isSource(v) ? resident.data() : size_t(v->offset) >= topStart ? top.data() : arena.data();
+    const size_t at = isSource(v) || size_t(v->offset) < topStart ? size_t(v->offset) : size_t(v->offset) - topStart;
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + at);
   }
 
-  // The resident region, allocated now if residentOnDemand deferred it (the addresses resolved
-  // so far are then stale: relinked before the next launch).
+  // The arena's top holds only the storage of outputs a caller can have written in place
+  // (memory-plan-outputs-last plans it so): from the lowest such offset on, no other value.
+  // Checked here rather than assumed: a plan without that layout keeps the arena whole.
+  void splitTop() {
+    PtrSet<const Value*> targets;
+    size_t start = arenaBytes;
+    for (const Value* v : placeTargets)
+      if (v) {
+        targets.insert(v);
+        start = std::min(start, size_t(v->offset));
+      }
+    for (const auto& op : g.ops)
+      for (const auto& r : op->results)
+        if (r->offset >= 0 && !isSource(r.get()) && !targets.count(r.get()) &&
+            size_t(r->offset) + storageBytes(r->type) > start)
+          return;
+    topStart = start;
+  }
+
+  // The resident region and the arena's top, allocated now where callerBuffers deferred them
+  // and the next call reads them (the addresses resolved so far are then stale: relinked
+  // before the next launch).
   void ensureResident() {
     if (resident.data() || residentBytes == 0) return;
     resident = DeviceBuffer(residentBytes, "resident region (the program's inputs)");
     FUSEC_CUDA(cudaMemsetAsync(resident.data(), 0, residentBytes, stream), "clearing the resident region");
     relinkNeeded = true;
   }
-  // Whether a source reads its resident slot at the next call (it is not the caller's).
-  bool sourceInResident() const {
-    for (const auto& [name, v] : sources)
-      if (!external.count(v)) return true;
-    return false;
+  void ensureTop() {
+    if (top.data() || arenaBytes == topStart) return;
+    top = DeviceBuffer(arenaBytes - topStart, "arena (the outputs' storage)");
+    FUSEC_CUDA(cudaMemsetAsync(top.data(), 0, arenaBytes - topStart, stream), "clearing the arena");
+    relinkNeeded = true;
+  }
+  // Which regions a call reads that the caller's buffers do not stand in for: a source not
+  // the caller's reads its resident slot, an output not placed its storage in the top.
+  void ensureAllocated() {
+    if (!resident.data())
+      for (const auto& [name, v] : sources)
+        if (!external.count(v)) {
+          ensureResident();
+          break;
+        }
+    if (!top.data())
+      for (const Value* v : placeTargets)
+        if (v && !external.count(v)) {
+          ensureTop();
+          break;
+        }
   }
 
   // The device address of `v`'s first element; views resolve to their base's storage.
@@ -539,14 +579,17 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   GemmOptions gemmOpts;
   gemmOpts.tf32 = opts.tf32;
   gemmOpts.autotune = autotune;
-  const size_t need = (opts.residentOnDemand ? 0 : m.residentBytes) + m.arenaBytes + gemmOpts.workspaceBytes;
+  m.placeTargets = outputPlacements(g);
+  m.topStart = m.arenaBytes;
+  if (opts.callerBuffers) m.splitTop();
+  const size_t need = (opts.callerBuffers ? 0 : m.residentBytes) + m.topStart + gemmOpts.workspaceBytes;
   if (need > dev.freeBytes) throw Error(outOfMemoryMessage(need, dev.freeBytes));
-  if (!opts.residentOnDemand)
+  if (!opts.callerBuffers)
     m.resident = DeviceBuffer(m.residentBytes, "resident region (weights and optimizer state)");
-  m.arena = DeviceBuffer(m.arenaBytes, "arena");
+  m.arena = DeviceBuffer(m.topStart, "arena");
   // Zeroed once: a plan bug then reads zeros, not stale data from another process.
   if (m.resident.data()) FUSEC_CUDA(cudaMemset(m.resident.data(), 0, m.residentBytes), "clearing the resident region");
-  if (m.arenaBytes) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.arenaBytes), "clearing the arena");
+  if (m.topStart) FUSEC_CUDA(cudaMemset(m.arena.data(), 0, m.topStart), "clearing the arena");
 
   FUSEC_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the step's stream");
   if (opts.communicator) {
@@ -567,7 +610,6 @@ Executable::Executable(const Graph& g, ExecutableOptions opts) : impl_(std::make
   std::vector<codegen::GeneratedKernel> generated = codegen::generateFunction(g, dev.target);
   m.kernels = std::make_unique<KernelModule>(generated, compileImages(generated, opts.cache, dev.target));
   m.buildLaunchList(generated, dev.target.sms);
-  m.placeTargets = outputPlacements(g);
 }
 
 Executable::~Executable() = default;
@@ -628,7 +670,7 @@ void Executable::copyInput(const std::string& name, const void* device) {
 bool Executable::placeOutput(size_t i, void* device) {
   Impl& m = *impl_;
   m.output(i);  // an Error for an index past the outputs
-  const Value* storage = m.placeTargets.at(i);  // runtime/output_placement.h: which outputs can be
+  const Value* storage = m.placeTargets.at(i);  // passes/output_placement.h: which outputs can be
   if (!storage || reinterpret_cast<uintptr_t>(device) % kAllocAlign != 0) {
     unplaceOutput(i);  // a source returned as an output keeps the address bindAddress gave it
     return false;
@@ -669,8 +711,8 @@ void Executable::signal(void* callerStream) {
 
 void Executable::run() {
   Impl& m = *impl_;
-  // (Which sources are the caller's changes only with a relink: looked at then.)
-  if (m.relinkNeeded && !m.resident.data() && m.sourceInResident()) m.ensureResident();
+  // (Which sources and outputs are the caller's changes only with a relink: looked at then.)
+  if (m.relinkNeeded) m.ensureAllocated();
   if (m.relinkNeeded) m.relink();
   if (!m.unbound.empty()) throw Error("the program's input or parameter '" + *m.unbound.begin() + "' was never bound");
   if (!m.opts.cudaGraph || m.calls == 0) {
@@ -852,7 +894,9 @@ std::vector<float> Executable::timeKernels(KernelActivity& activity, StepOverlap
 Executable::RelinkCounts Executable::relinkCounts() const { return impl_->counts; }
 size_t Executable::arenaBytes() const { return impl_->arenaBytes; }
 size_t Executable::residentBytes() const { return impl_->residentBytes; }
-size_t Executable::allocatedBytes() const { return impl_->resident.bytes() + impl_->arena.bytes(); }
+size_t Executable::allocatedBytes() const {
+  return impl_->resident.bytes() + impl_->arena.bytes() + impl_->top.bytes();
+}
 bool Executable::graphCaptured() const { return impl_->graphExec != nullptr; }
 void* Executable::stream() const { return impl_->stream; }
 

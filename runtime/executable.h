@@ -54,10 +54,12 @@ struct ExecutableOptions {
   // order passes/schedule.cpp chose is what overlaps them; a call ends with both streams
   // joined (also inside the CUDA graph).
   Communicator* communicator = nullptr;
-  // The C interface (api/c_api.h): sources are mostly the caller's buffers, read where they
-  // lie, so their resident slots are allocated only once one is needed (a source copied in,
-  // bound from the host, or read back): a backward's saved activations are not held twice.
-  bool residentOnDemand = false;
+  // The C interface (api/c_api.h): sources and outputs are mostly the caller's buffers, read
+  // and written where they lie. So the sources' resident slots are allocated only once one is
+  // needed (a source copied in, bound from the host, or read back), and so is the top of the
+  // arena where memory-plan-outputs-last put the outputs' storage (once an output is not
+  // placed): a backward's saved activations, a forward's outputs, are not held twice.
+  bool callerBuffers = false;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.
@@ -150,7 +152,8 @@ class Executable {
 
   size_t arenaBytes() const;
   size_t residentBytes() const;
-  // Device memory held now: the arena and, once allocated (residentOnDemand), the resident region.
+  // Device memory held now: the arena and, once allocated (callerBuffers), the resident region
+  // and the arena's top.
   size_t allocatedBytes() const;
   bool graphCaptured() const;
   void* stream() const;  // the cudaStream_t every launch goes to

@@ -165,10 +165,12 @@ TEST(CApiGpu, ReshapedOutputsAreWrittenInPlace) {
   fusec_destroy(p);
 }
 
-// The sources' slots are allocated only once a source must be copied in: aligned sources are
-// read where the caller keeps them, and an unaligned one (here, x one float further on) makes
-// the program allocate them and read x's copy from then on, with the right values.
-TEST(CApiGpu, SourceSlotsAreAllocatedOnlyForCopies) {
+// Memory the caller's buffers stand in for is allocated only once they cannot: with every
+// buffer aligned, the program holds its arena less the outputs' storage (planned on top,
+// memory-plan-outputs-last); x one float further on makes it allocate the sources' slots and
+// read x's copy; then r one float further on, the outputs' storage, r written there and
+// copied out. The values are right throughout.
+TEST(CApiGpu, RegionsAreAllocatedOnlyForCopies) {
   std::string why;
   if (!rt::deviceAvailable(&why)) GTEST_SKIP() << why;
   char err[512] = "";
@@ -179,29 +181,34 @@ TEST(CApiGpu, SourceSlotsAreAllocatedOnlyForCopies) {
     x[i] = float(i % 19) * 0.5f - 4;
     y[i] = float(i % 5) * 0.25f + 0.5f;
   }
-  DeviceVector dx(kN + 1), dy(kN), outs(3 * kN);
+  DeviceVector dx(kN + 1), dy(kN), outs(3 * kN + 1);
   dy.upload(y);
   const auto bytes = [&] {
     const std::string stats = fusec_stats(p);
-    return std::stoull(stats.substr(stats.find("device_bytes=") + 13));
+    return size_t(std::stoull(stats.substr(stats.find("device_bytes=") + 13)));
   };
-  size_t held = 0;
-  for (size_t at : {size_t(0), size_t(0), size_t(1), size_t(1)}) {
-    dx.upload(x, at);
-    const void* sources[] = {dx.p + at, dy.p};
-    void* outputs[] = {outs.p, outs.p + kN, outs.p + 2 * kN};
+  struct Call {
+    size_t x, r;
+  };
+  std::vector<size_t> held;
+  for (Call c : {Call{0, 0}, Call{0, 0}, Call{1, 0}, Call{1, 0}, Call{1, 2 * kN + 1}, Call{1, 2 * kN + 1}}) {
+    dx.upload(x, c.x);
+    const void* sources[] = {dx.p + c.x, dy.p};
+    void* outputs[] = {outs.p + c.r, outs.p + kN, outs.p + (c.r ? 0 : 2 * kN)};
     ASSERT_EQ(cudaMemset(outs.p, 0xff, outs.n * sizeof(float)), cudaSuccess);
     ASSERT_EQ(fusec_run(p, sources, outputs, nullptr, err, sizeof err), 0) << err;
     cudaDeviceSynchronize();
-    const std::vector<float> r = outs.download(kN), t = outs.download(kN, 2 * kN);
+    const std::vector<float> r = outs.download(kN, c.r), t = outs.download(kN, c.r ? 0 : 2 * kN);
     for (int i = 0; i < kN; ++i) {
-      ASSERT_EQ(r[i], x[i] * y[i] + x[i]) << "x at +" << at << ", element " << i;
-      ASSERT_EQ(t[i], (x[i] * y[i] + x[i]) * y[i]) << "x at +" << at << ", element " << i;
+      ASSERT_EQ(r[i], x[i] * y[i] + x[i]) << "x at +" << c.x << ", r at " << c.r << ", element " << i;
+      ASSERT_EQ(t[i], (x[i] * y[i] + x[i]) * y[i]) << "x at +" << c.x << ", r at " << c.r << ", element " << i;
     }
-    if (at == 0) held = bytes();
+    held.push_back(bytes());
     for (float& v : x) v = v * 0.5f + 1;  // new values each call: nothing stale passes
   }
-  EXPECT_GE(bytes(), held + 2 * kN * sizeof(float)) << "the sources' slots were not allocated for the copy";
+  EXPECT_GE(held[2], held[0] + 2 * kN * sizeof(float)) << "the sources' slots were not allocated for the copy";
+  EXPECT_GE(held[4], held[2] + kN * sizeof(float)) << "the outputs' storage was not allocated for the copy";
+  EXPECT_EQ(held[5], held[4]);
   fusec_destroy(p);
 }
 

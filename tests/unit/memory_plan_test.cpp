@@ -18,6 +18,7 @@
 #include "ir/verifier.h"
 #include "passes/launch_stats.h"
 #include "passes/memory_plan.h"
+#include "passes/output_placement.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "api/compile.h"
@@ -133,8 +134,8 @@ int64_t checkPlan(const Graph& g) {
   return arena;
 }
 
-void planAndCheck(Module& m) {
-  createPass("memory-plan")->run(m);
+void planAndCheck(Module& m, const char* pass = "memory-plan") {
+  createPass(pass)->run(m);
   verify(m);
   for (auto& g : m.funcs) {
     int64_t arena = checkPlan(*g);
@@ -340,6 +341,52 @@ TEST(MemoryPlan, RandomGraphs) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     planAndCheck(*m);
   }
+}
+
+// memory-plan-outputs-last: the storage of every output a caller can have written in place
+// sits above everything else (the runtime leaves that top unallocated while they are placed),
+// and the plan is still valid: random graphs and a fused, scheduled train step's forward.
+void expectPlacedOutputsOnTop(const Graph& g) {
+  PtrSet<const Value*> placed;
+  int64_t lowest = INT64_MAX, restTop = 0;
+  for (const Value* v : outputPlacements(g))
+    if (v) {
+      placed.insert(v);
+      lowest = std::min(lowest, v->offset);
+    }
+  for (const auto& op : g.ops)
+    for (const auto& r : op->results)
+      if (r->offset >= 0 && op->kind != OpKind::Input && op->kind != OpKind::Param && !placed.count(r.get()))
+        restTop = std::max(restTop, r->offset + int64_t(r->type.numel() * dtypeBytes(r->type.dtype)));
+  if (!placed.empty()) {
+    EXPECT_LE(restTop, lowest) << "a value that is no placed output's storage is in the top";
+  }
+}
+
+TEST(MemoryPlan, OutputsLastPutsPlacedOutputsOnTop) {
+  gen::RandomGraphOptions o;
+  o.ops = 40;
+  int withPlaced = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    auto m = gen::randomModule(seed, o);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    planAndCheck(*m, "memory-plan-outputs-last");
+    for (auto& g : m->funcs) {
+      expectPlacedOutputsOnTop(*g);
+      for (const Value* v : outputPlacements(*g)) withPlaced += v != nullptr;
+    }
+  }
+  EXPECT_GT(withPlaced, 50) << "the random graphs hardly return placeable outputs: the test tests little";
+
+  // A forward returning its activations (what the torch.compile backend's forward does).
+  auto m = std::make_unique<Module>();
+  models::buildForward(*m, models::namedConfig("tiny"), 2, 8);
+  PassManager pm;
+  pm.addPipeline("decompose," + defaultOptimizationPipeline(true));
+  pm.run(*m);
+  const Graph& g = *m->funcs[0];
+  checkPlan(g);
+  expectPlacedOutputsOnTop(g);
 }
 
 TEST(MemoryPlan, TrainStepsCloseToTheLowerBound) {

@@ -1,12 +1,12 @@
 // Which outputs the C interface writes straight into the caller's buffer
-// (runtime/output_placement.h): a value or a reshape of it, each storage once; never a
+// (passes/output_placement.h): a value or a reshape of it, each storage once; never a
 // transpose, a slice, a source, a param's update or a step-invariant value.
 #include <gtest/gtest.h>
 
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
-#include "runtime/output_placement.h"
+#include "passes/output_placement.h"
 
 namespace fusec {
 namespace {
@@ -37,7 +37,7 @@ TEST(OutputPlacement, ReshapesOfArenaValuesMoveTheirBase) {
   pm.addPipeline("step-invariant,memory-plan");  // unfused: the views stay views
   pm.run(*m);
   const Graph& g = *m->funcs[0];
-  const auto placed = rt::outputPlacements(g);
+  const auto placed = outputPlacements(g);
   ASSERT_EQ(placed.size(), 9u);
   auto baseOf = [&](size_t i) {  // the value the output is a reshape of (itself if none)
     const Value* v = g.outputs[i];

@@ -1,14 +1,17 @@
-#include "runtime/output_placement.h"
+#include "passes/output_placement.h"
 
 #include <set>
 
 #include "ir/step_invariant.h"
 #include "ir/strided_view.h"
+#include "passes/liveness.h"
 #include "support/ptr_hash.h"
 
-namespace fusec::rt {
+namespace fusec {
 
-std::vector<const Value*> outputPlacements(const Graph& g) {
+std::vector<const Value*> outputPlacements(const Graph& g) { return outputPlacements(g, StorageMap(g)); }
+
+std::vector<const Value*> outputPlacements(const Graph& g, const StorageMap& storage) {
   std::vector<const Value*> placed(g.outputs.size(), nullptr);
   std::set<const Value*> taken;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
@@ -22,7 +25,7 @@ std::vector<const Value*> outputPlacements(const Graph& g) {
                               base->type.numel() == v->type.numel() && base->type.dtype == v->type.dtype;
     // (A param's in-place update has no offset of its own: its storage is the param's.)
     const Op* d = base->def;
-    const bool movable = d && base->offset >= 0 && d->kind != OpKind::Input && d->kind != OpKind::Param &&
+    const bool movable = d && storage.of(base) == Storage::Arena && d->kind != OpKind::Input && d->kind != OpKind::Param &&
                          d->kind != OpKind::Concat && d->kind != OpKind::Shard && !isStepInvariant(*d) &&
                          g.updateOf(i).empty();
     if (!taken.insert(base).second) continue;  // an earlier output owns it (or copies from it)
@@ -31,4 +34,4 @@ std::vector<const Value*> outputPlacements(const Graph& g) {
   return placed;
 }
 
-}  // namespace fusec::rt
+}  // namespace fusec
