@@ -49,6 +49,25 @@ const char* scopeName(ReduceScope s) {
   return "?";
 }
 
+const char* spaceName(Space s) {
+  switch (s) {
+    case Space::Shared: return "shared";
+    case Space::DynamicShared: return "dynamic-shared";
+    case Space::Device: return "device";
+  }
+  return "?";
+}
+
+// `__shared__ float stage[256];`, `extern __shared__ __align__(16) unsigned char smem[];`,
+// `__device__ unsigned count[3] = {0};`, `__device__ unsigned count = 0;`.
+std::string memoryDeclaration(const Stmt& s) {
+  const std::string qualifier = s.space == Space::Device          ? "__device__ "
+                                : s.space == Space::DynamicShared ? "extern __shared__ __align__(16) "
+                                                                  : "__shared__ ";
+  return qualifier + s.target + " " + s.text + (s.space == Space::DynamicShared ? "[]" : s.value.empty() ? "" : "[" + s.value + "]") +
+         (s.init.empty() ? "" : " = " + s.init) + ";";
+}
+
 Stmt loopStmt(LoopKind kind, const std::string& var, const std::string& start, const std::string& bound,
               const std::string& step, int unroll) {
   Stmt s = make(StmtKind::Loop, "", var);
@@ -134,6 +153,14 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
                             : in + "fusec_vstore<" + std::to_string(s.width) + ">(" + s.target + " + " + s.position + ", " +
                                   s.value + ");\n";
         break;
+      case StmtKind::Barrier:
+        out += in + (s.sync == SyncScope::Block ? "__syncthreads();" : "__syncwarp();") + noted(s) + "\n";
+        break;
+      case StmtKind::Memory: out += in + memoryDeclaration(s) + noted(s) + "\n"; break;
+      case StmtKind::ArriveLast:
+        out += in + "if (!fusec_arrive_last(&" + s.text + ", " + s.value + ")" + (s.guard.empty() ? "" : " || " + s.guard) +
+               ") return;\n";
+        break;
       case StmtKind::Block:
       case StmtKind::Loop:
       case StmtKind::If:
@@ -187,6 +214,17 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       case StmtKind::Store:
         out += in + (s.width == 1 ? "store " : "store.v" + std::to_string(s.width) + " ") + s.target + "[" + s.position +
                "] = " + s.value + "\n";
+        break;
+      case StmtKind::Barrier:
+        out += in + (s.sync == SyncScope::Block ? "barrier.block" : "barrier.warp") + noted(s) + "\n";
+        break;
+      case StmtKind::Memory:
+        out += in + "memory." + spaceName(s.space) + " " + s.text + ": " + s.target +
+               (s.space == Space::DynamicShared ? "[]" : s.value.empty() ? "" : "[" + s.value + "]") + (s.init.empty() ? "" : " = " + s.init) + noted(s) + "\n";
+        break;
+      case StmtKind::ArriveLast:
+        out += in + "arrive.last " + s.text + " after " + s.value + (s.guard.empty() ? "" : ", then leave where " + s.guard) +
+               "\n";
         break;
       case StmtKind::Block:
         out += in + "block " + s.text + "\n";
@@ -309,6 +347,29 @@ void KernelBuilder::store(const std::string& ptr, const std::string& position, c
   s.position = position;
   s.width = width;
   append(std::move(s));
+}
+
+void KernelBuilder::barrier(kir::SyncScope scope, const std::string& note) {
+  kir::Stmt b = kir::make(kir::StmtKind::Barrier);
+  b.sync = scope;
+  b.note = note;
+  append(std::move(b));
+}
+
+void KernelBuilder::memory(kir::Space space, const std::string& type, const std::string& name, const std::string& size,
+                           const std::string& note, const std::string& init) {
+  if (!init.empty() && space != kir::Space::Device) throw Error("internal: codegen initialises a shared array");
+  kir::Stmt m = kir::make(kir::StmtKind::Memory, name, type, size);
+  m.space = space;
+  m.note = note;
+  m.init = init;
+  append(std::move(m));
+}
+
+void KernelBuilder::arriveLast(const std::string& counter, const std::string& expected, const std::string& alsoLeave) {
+  kir::Stmt a = kir::make(kir::StmtKind::ArriveLast, counter, "", expected);
+  a.guard = alsoLeave;
+  append(std::move(a));
 }
 
 void KernelBuilder::open(const std::string& header) { open(kir::make(kir::StmtKind::Block, header)); }

@@ -4,7 +4,8 @@
 // to a builder (KernelBuilder, below): loops with their kind (grid-stride over a
 // count, a vector's lanes, counted, strided), branches, index and value registers (`let`),
 // accumulators and their steps, reductions with the scope that combines them (warp, column
-// tile, group of warps), and loads and stores with their vector width. Index expressions are
+// tile, group of warps), loads and stores with their vector width, barriers, shared and
+// device arrays, and a grid's last-block arrival. Index expressions are
 // IndexExprs (codegen/index_expr.h), simplified where they are built; the scalar values come
 // from the op table's formulas (codegen/scalar_ops.h) through BodyEmitter. `print` writes the
 // CUDA; `dump` writes the statements themselves (`fusec codegen --emit kir`), which is what the
@@ -12,8 +13,8 @@
 // names.
 //
 // Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
-// templates, the reductions' and scatters' shared-memory staging and warp ballots, the
-// kernels' preambles). They move to typed statements family by family; each step keeps the printed
+// templates, the one-line loops of the reductions' shared-memory staging and grid finishing,
+// the scatters' list building and warp ballots, the kernels' preambles). They move to typed statements family by family; each step keeps the printed
 // CUDA byte-identical (scripts/kernel-sources.sh before and after).
 #pragma once
 #include <cstdint>
@@ -37,6 +38,11 @@ enum class StmtKind : uint8_t {
   Reduce,      // `const <type> <name> = ...;`: an accumulator combined across a scope (ReduceScope)
   Load,        // a register from memory, or (width > 1) a register array as one 16-byte vector
   Store,       // element store `ptr[position] = value;`, or a vector of `width` from array `value`
+  Barrier,     // `__syncthreads();` or `__syncwarp();` (SyncScope)
+  Memory,      // an array (or one value) in shared memory or device memory (Space): a block's
+               // staging, a grid's scratch kept between launches
+  ArriveLast,  // `if (!fusec_arrive_last(&<counter>, <expected>)[ || <guard>]) return;`: every
+               // block but the last to arrive at the counter leaves (a grid's fixed-order finish)
   Block,       // `header {` ... `close`: a function, a plain scope, a loop written as text
   Loop,        // a loop the schedule describes (LoopKind)
   If,          // `if (cond)`, `else if (cond)` or `else` (cond empty; `elseBranch` set)
@@ -55,26 +61,39 @@ enum class LoopKind : uint8_t {
 // in shared memory, behind the group's barrier, added in warp order).
 enum class ReduceScope : uint8_t { Thread, Warp, ColumnTile, WarpGroup };
 
+// Who a Barrier waits for: the block's threads, or the warp's lanes.
+enum class SyncScope : uint8_t { Block, Warp };
+
+// Where a Memory statement's array lives: the block's shared memory (its size fixed, or
+// `extern`: the launch's dynamic shared memory), or device memory at module scope (`__device__`:
+// the grid's, and kept from one launch to the next).
+enum class Space : uint8_t { Shared, DynamicShared, Device };
+
 struct Stmt {
   StmtKind kind = StmtKind::Text;
   // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
-  // the register (a Load of width > 1: the register array); Accumulate, Assign: the element.
+  // the register (a Load of width > 1: the register array); Accumulate, Assign: the element;
+  // Memory: the array; ArriveLast: the counter (an lvalue).
   std::string text;
-  // Let, Var, Load, Array, Reduce: the register's type ("fusec_idx", "float"); Store: the
+  // Let, Var, Load, Array, Reduce, Memory: the type ("fusec_idx", "float"); Store: the
   // pointer; Loop: the variable.
   std::string target;
   // Let, Var, Assign: the value; Store: the value (width 1) or the register array (width > 1);
   // Load: the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its
-  // parts); Array: its size.
+  // parts); Array, Memory: its size (Memory: none for one value); ArriveLast: the count of
+  // blocks before the last.
   std::string value;
   std::string position;  // Store, Load: the element's (or the vector's first element's) position
   int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes; Reduce (WarpGroup): its lanes
   DType memory = DType::f32;  // Load (width 1): the element type in memory, converted to `target`
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
-  // condition tested with the bound (`live`), or none.
+  // condition tested with the bound (`live`), or none; ArriveLast: who else leaves, or none.
   std::string guard;
-  std::string note;      // Let, Load, Array: what the value is (`#3 = mul(#1, #2) : f32[4,8]`)
+  std::string note;      // Let, Load, Array, Memory, Barrier: what it is, why (`#3 = mul(#1, #2) : f32[4,8]`)
   std::string combiner;  // Accumulate, Reduce: the combining functor ("fusec_sum", ops.def's formulas)
+  SyncScope sync = SyncScope::Block;  // Barrier
+  Space space = Space::Shared;        // Memory
+  std::string init;                   // Memory (Device): its initial value, or none
   // Loop: `for (<type> <var> = <start>; [<guard> && ]<var> < <bound>; <var> += <step>)`, `++<var>` for
   // Lanes and Counted (no step).
   LoopKind loop = LoopKind::GridStride;
@@ -144,6 +163,15 @@ class KernelBuilder {
   // `ptr[position] = value;`, or with width V the register array `value` stored as one
   // 16-byte vector at ptr + position (codegen/vector_io.h fusec_vstore).
   void store(const std::string& ptr, const std::string& position, const std::string& value, int width = 1);
+  // `__syncthreads();` (or `__syncwarp();`), with a note on what it orders.
+  void barrier(kir::SyncScope scope = kir::SyncScope::Block, const std::string& note = "");
+  // An array of `size` `type`s (size empty: one value) in `space`; `init` (Device only) its
+  // initial value.
+  void memory(kir::Space space, const std::string& type, const std::string& name, const std::string& size,
+              const std::string& note = "", const std::string& init = "");
+  // Every block but the last of `expected` + 1 to arrive at `counter` returns (and, where
+  // `alsoLeave` holds, the last's threads too): a grid's finishing step in a fixed order.
+  void arriveLast(const std::string& counter, const std::string& expected, const std::string& alsoLeave = "");
   void open(const std::string& header);  // `header {` and a scope
   void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
   void close(const std::string& s = "}");

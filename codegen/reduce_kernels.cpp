@@ -403,9 +403,9 @@ void writeColumnSumsScratch(KernelBuilder& w, const ColumnSums& cs) {
   const std::string kw = std::to_string(int64_t(cs.ops.size()) * cs.width);
   w.comment("Column sums across blocks: each block's partial, each cluster's sum, and the blocks (then");
   w.comment("clusters) finished so far, reset by the last one (kernel_abi.h: module-scope state).");
-  w.line("__device__ float fusec_cs_part[" + std::to_string(cs.blocks) + " * " + kw + "];");
-  w.line("__device__ float fusec_cs_cluster[" + std::to_string(cs.clusters) + " * " + kw + "];");
-  w.line("__device__ unsigned fusec_cs_count[" + std::to_string(cs.clusters + 1) + "] = {0};");
+  w.memory(kir::Space::Device, "float", "fusec_cs_part", std::to_string(cs.blocks) + " * " + kw);
+  w.memory(kir::Space::Device, "float", "fusec_cs_cluster", std::to_string(cs.clusters) + " * " + kw);
+  w.memory(kir::Space::Device, "unsigned", "fusec_cs_count", std::to_string(cs.clusters + 1), "", "{0}");
 }
 
 // Calls `f(column, slot)` inside unrolled loops over the columns this thread holds.
@@ -447,7 +447,8 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
     // The groups' accumulators side by side in shared memory ([group][slot][lane], as the
     // shared accumulators are; registers are staged there one sum at a time), then each
     // thread adds a column's groups in order.
-    if (!cs.shared) w.line("__shared__ float fusec_cs_stage[" + std::to_string(int64_t(cs.groupsPerBlock) * cs.slots * cs.lanes) + "];");
+    if (!cs.shared)
+      w.memory(kir::Space::Shared, "float", "fusec_cs_stage", std::to_string(int64_t(cs.groupsPerBlock) * cs.slots * cs.lanes));
     const std::string col = cs.slotted ? "s * " + L + " + l"
                                        : "((s / " + std::to_string(cs.vec) + ") * " + L + " + l) * " +
                                              std::to_string(cs.vec) + " + s % " + std::to_string(cs.vec);
@@ -456,12 +457,12 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       if (cs.shared) {
         stride = std::to_string(K * cs.slots), base = std::to_string(q * size_t(cs.slots)), array = "fusec_cs_acc";
       } else {
-        if (q > 0) w.line("__syncthreads();  // the previous sum's readers are done with the stage");
+        if (q > 0) w.barrier(kir::SyncScope::Block, "the previous sum's readers are done with the stage");
         w.line("#pragma unroll");
         w.line("for (int c = 0; c < " + std::to_string(cs.slots) + "; ++c) fusec_cs_stage[((threadIdx.x / " + L + ") * " +
                stride + " + c) * " + L + " + lane] = " + cs.at(q, "c") + ";");
       }
-      w.line("__syncthreads();");
+      w.barrier();
       e.openScope("for (int i = threadIdx.x; i < " + SL + "; i += blockDim.x)");
       w.line("const int s = i / " + L + ", l = i % " + L + ";");
       w.let("fusec_idx", "col", col);
@@ -518,13 +519,13 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   };
   w.line("const int cluster = blockIdx.x / " + S + ", first = cluster * " + S + ", end = min(first + " + S + ", " + G +
          ");");
-  w.line("if (!fusec_arrive_last(&fusec_cs_count[cluster], unsigned(end - first - 1))) return;");
+  w.arriveLast("fusec_cs_count[cluster]", "unsigned(end - first - 1)");
   for (size_t q = 0; q < cs.ops.size(); ++q)
     addRows(q, "fusec_cs_part", "first", cs.perCluster, "end", [&] {
       w.line("fusec_cs_cluster[cluster * " + KW + " + " + std::to_string(q) + " * " + W + " + i] = a;");
     });
   w.line("if (threadIdx.x == 0) fusec_cs_count[cluster] = 0;");
-  w.line("if (!fusec_arrive_last(&fusec_cs_count[" + C + "], " + C + "u - 1u)) return;");
+  w.arriveLast("fusec_cs_count[" + C + "]", C + "u - 1u");
   for (size_t q = 0; q < cs.ops.size(); ++q) {
     const Op& op = *cs.ops[q];
     addRows(q, "fusec_cs_cluster", "0", cs.clusters, C, [&] {
@@ -646,8 +647,8 @@ std::optional<std::pair<const Value*, const Value*>> pickedElement(const Reducti
 // order is fixed by the grid, so the value is the same bits run to run.
 void writeRowTotalsScratch(KernelBuilder& w, size_t totals, int64_t blocks) {
   w.comment("Totals across blocks: each block's partial and the blocks finished so far, reset by the last.");
-  w.line("__device__ float fusec_rt_part[" + std::to_string(int64_t(totals) * blocks) + "];");
-  w.line("__device__ unsigned fusec_rt_count = 0;");
+  w.memory(kir::Space::Device, "float", "fusec_rt_part", std::to_string(int64_t(totals) * blocks));
+  w.memory(kir::Space::Device, "unsigned", "fusec_rt_count", "", "", "0");
 }
 
 void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<const Op*>& totals,
@@ -655,12 +656,12 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
   KernelBuilder& w = e.writer();
   const std::string G = std::to_string(blocks), GPB = std::to_string(block / lanes), L = std::to_string(lanes);
   w.comment("totals: this block's groups in order, then every block's");
-  w.line("__shared__ float fusec_rt_stage[" + std::to_string(int64_t(totals.size()) * (block / lanes)) + "];");
+  w.memory(kir::Space::Shared, "float", "fusec_rt_stage", std::to_string(int64_t(totals.size()) * (block / lanes)));
   e.openScope(kir::ifThen("lane == 0"));
   for (size_t q = 0; q < totals.size(); ++q)
     w.line("fusec_rt_stage[" + std::to_string(q) + " * " + GPB + " + threadIdx.x / " + L + "] = tot" + std::to_string(q) + ";");
   e.closeScope();
-  w.line("__syncthreads();");
+  w.barrier();
   e.openScope(kir::ifThen("threadIdx.x == 0"));
   for (size_t q = 0; q < totals.size(); ++q) {
     const std::string Q = std::to_string(q), comb = std::string(combiner(totals[q]->kind)) + "()";
@@ -670,7 +671,7 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
     w.line("fusec_rt_part[" + Q + " * " + G + " + blockIdx.x] = a" + Q + ";");
   }
   e.closeScope();
-  w.line("if (!fusec_arrive_last(&fusec_rt_count, " + G + "u - 1u) || threadIdx.x >= 32) return;");
+  w.arriveLast("fusec_rt_count", G + "u - 1u", "threadIdx.x >= 32");
   for (size_t q = 0; q < totals.size(); ++q) {
     const Op& t = *totals[q];
     const std::string Q = std::to_string(q), comb = std::string(combiner(t.kind)) + "()";
@@ -905,8 +906,8 @@ class ReductionEmitter {
     }
     const std::string C = std::to_string(colSums_.slots);
     if (colSums_.shared && !cols_.empty())
-      w_.line("__shared__ float fusec_cs_acc[" + std::to_string(block_ * colSums_.slots * int64_t(cols_.size())) +
-              "];  // the column sums' accumulators, [group][sum][slot][lane]");
+      w_.memory(kir::Space::Shared, "float", "fusec_cs_acc", std::to_string(block_ * colSums_.slots * int64_t(cols_.size())),
+                "the column sums' accumulators, [group][sum][slot][lane]");
     for (size_t q = 0; q < cols_.size(); ++q) {
       w_.comment(e_.describe(*cols_[q]) + ": this thread's columns");
       if (!colSums_.shared) w_.array("float", "cs" + std::to_string(q), C);
@@ -1051,8 +1052,7 @@ class ReductionEmitter {
     if (lanes_ == 32) return kir::ReduceScope::Warp;
     const std::string B = std::to_string(block_);
     for (const auto& [acc, op] : accs)
-      w_.line("__shared__ " + registerType(op->result()->type.dtype) + " fusec_part_" + acc + "[" +
-              std::to_string(block_ / 32) + "];");
+      w_.memory(kir::Space::Shared, registerType(op->result()->type.dtype), "fusec_part_" + acc, std::to_string(block_ / 32));
     // One level: the next point's writes wait for this point's readers. With more, another
     // level's barriers stand between a level's reads and its next writes.
     if (levels_.size() == 1)

@@ -331,7 +331,7 @@ class ScatterEmitter {
   void writeRangeList() {
     const std::string R = std::to_string(range_), H = std::to_string(listSize_), sPasses = std::to_string(passes_);
     w_.let("int", "warp", "threadIdx.x / 32");
-    w_.line("extern __shared__ __align__(16) unsigned char fusec_smem[];");
+    w_.memory(kir::Space::DynamicShared, "unsigned char", "fusec_smem", "");
     if (packed_) {
       w_.line("unsigned* hits = (unsigned*)fusec_smem;  // the listed positions in order (" + H +
               "), each position << 16 | row - row0");
@@ -348,7 +348,7 @@ class ScatterEmitter {
               ");  // the listed positions by row, in position order within a row");
       w_.line("float* partial = (float*)fusec_smem;  // once `order` is complete: the segments' partial sums");
     }
-    w_.line("__shared__ int warpHits[" + std::to_string(kRangeWarps) + "];");
+    w_.memory(kir::Space::Shared, "int", "warpHits", std::to_string(kRangeWarps));
     if (csr_) {
       w_.line("const fusec_idx row0 = (fusec_idx)" + (passes_ > 1 ? "(blockIdx.x / " + sPasses + ")" : "blockIdx.x") +
               " * " + R + ";");
@@ -411,7 +411,7 @@ class ScatterEmitter {
     w_.line("count += __popc(m[j]);");
     e_.closeScope();
     w_.line("if (lane == 0) warpHits[warp] = count;");
-    w_.line("__syncthreads();");
+    w_.barrier();
     w_.line("int at = listed;");
     w_.line("#pragma unroll");
     w_.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
@@ -430,7 +430,7 @@ class ScatterEmitter {
     e_.closeScope();
     w_.line("at += __popc(m[j]);");
     e_.closeScope();
-    w_.line("__syncthreads();  // the list is complete, and warpHits read");
+    w_.barrier(kir::SyncScope::Block, "the list is complete, and warpHits read");
   }
 
   // `csr`: every position listed at once with each row's count, then each row's first
@@ -438,7 +438,7 @@ class ScatterEmitter {
   void writeCsrListing() {
     const std::string SEG = std::to_string(scatterRowSegment(B_));
     w_.line("for (int i = threadIdx.x; i < nrows; i += blockDim.x) cursor[i] = 0;");
-    w_.line("__syncthreads();");
+    w_.barrier();
     e_.openScope("for (fusec_idx t0 = 0; t0 < " + std::to_string(S_) + "; t0 += " + std::to_string(kRangeStage) + ")");
     listStage();
     e_.closeScope();
@@ -465,7 +465,7 @@ class ScatterEmitter {
     e_.closeScope();
     w_.line("if (lane == 31) rowStart[nrows] = pn, itemStart[nrows] = pi, slotStart[nrows] = ps;");
     e_.closeScope();
-    w_.line("__syncthreads();");
+    w_.barrier();
   }
 
   // `csr`: the list sorted by row, stably, into `order`.
@@ -482,10 +482,10 @@ class ScatterEmitter {
     w_.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
     w_.line("if (valid) order[at] = (unsigned short)(x >> 16);");
     w_.line("if (valid && lane == leader) cursor[r] = at + __popc(peers);");
-    w_.line("__syncwarp();");
+    w_.barrier(kir::SyncScope::Warp);
     e_.closeScope();
     e_.closeScope();
-    w_.line("__syncthreads();  // `order` is complete: the list's room takes the partial sums");
+    w_.barrier(kir::SyncScope::Block, "`order` is complete: the list's room takes the partial sums");
   }
 
   // `csr`: each warp's items, a whole row (summed and stored) or a segment of a long row (its
@@ -517,7 +517,7 @@ class ScatterEmitter {
     storeRow({});
     e_.closeScope();
     e_.closeScope();
-    w_.line("__syncthreads();  // every segment's partial sum is in");
+    w_.barrier(kir::SyncScope::Block, "every segment's partial sum is in");
   }
 
   // `csr`: the rows summed in segments, their partial sums added in segment order.
@@ -577,7 +577,7 @@ class ScatterEmitter {
     e_.closeScope();
     w_.line("again = true;");
     w_.line("listed = 0;");
-    w_.line("__syncthreads();  // the list's readers are done before it is refilled");
+    w_.barrier(kir::SyncScope::Block, "the list's readers are done before it is refilled");
     e_.closeScope();
     w_.line("if (end) break;");
     listStage();
