@@ -366,11 +366,11 @@ struct ColumnSums {
   }
 };
 
-// Static shared memory a kernel may declare (48 KB), less room for the block's other arrays.
-constexpr int64_t kMaxColumnSharedBytes = 40 * 1024;
+// Room the column sums' shared accumulators leave for the block's other static arrays.
+constexpr int64_t kOtherSharedBytes = 8 * 1024;
 
 ColumnSums planColumnSums(const Graph& body, const std::vector<const Op*>& cols, int64_t n, int64_t r, int lanes,
-                          const RowRegisters& regs, int blocks, int block) {
+                          const RowRegisters& regs, int blocks, int block, const Target& target) {
   for (const Op* c : cols)
     for (auto& op : body.ops)
       if (std::count(op->operands.begin(), op->operands.end(), c->result()))
@@ -391,7 +391,8 @@ ColumnSums planColumnSums(const Graph& body, const std::vector<const Op*>& cols,
   cs.groupsPerBlock = block / lanes;
   // Rows re-read from memory leave the registers to the accumulators.
   const bool registers = cs.slotted ? cs.slots * int64_t(cols.size()) <= 32 : regs.columnRegisters;
-  cs.shared = !registers && int64_t(block) * cs.slots * int64_t(cols.size()) * 4 <= kMaxColumnSharedBytes;
+  cs.shared = !registers &&
+              int64_t(block) * cs.slots * int64_t(cols.size()) * 4 <= target.smemStaticPerBlock - kOtherSharedBytes;
   int perCluster = 1;
   while (perCluster * perCluster < blocks) ++perCluster;
   cs.perCluster = perCluster;
@@ -845,7 +846,7 @@ class ReductionEmitter {
     }
     if (!cols_.empty()) {
       grid_ = std::min<int64_t>(grid_, 2 * int64_t(k_.target.sms));
-      colSums_ = planColumnSums(k_.body, cols_, n_, r_, lanes_, regs_, int(grid_), block_);
+      colSums_ = planColumnSums(k_.body, cols_, n_, r_, lanes_, regs_, int(grid_), block_, k_.target);
       writeColumnSumsScratch(w_, colSums_);
     }
     L_ = std::to_string(lanes_);

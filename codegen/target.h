@@ -20,6 +20,7 @@ struct Target {
   int regsPerSm = 65536;                // 32-bit registers a multiprocessor holds
   int64_t smemPerSm = 228 * 1024;       // shared memory a multiprocessor holds
   int64_t smemPerBlock = 227 * 1024;    // the most one block may opt into
+  int64_t smemStaticPerBlock = 48 * 1024;  // what a block may declare statically (`__shared__` arrays), no opt-in
   int64_t smemReservedPerBlock = 1024;  // what the driver keeps of each resident block's share
   // Hopper's warpgroup MMA (wgmma), which only the architecture-specific target sm_90a has:
   // the bf16 attention forward uses it (codegen/attention_wgmma.cuh). The runtime clears it on

@@ -63,6 +63,7 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.regsPerSm = prop.regsPerMultiprocessor;
   t.smemPerSm = int64_t(prop.sharedMemPerMultiprocessor);
   t.smemPerBlock = int64_t(prop.sharedMemPerBlockOptin);
+  t.smemStaticPerBlock = int64_t(prop.sharedMemPerBlock);
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
   t.wgmma = prop.major == 9 && prop.minor == 0 && codegen::wgmmaAllowedByEnv();
   t.wgmmaProducer = codegen::wgmmaProducerByEnv(t.wgmmaProducer);

@@ -154,6 +154,29 @@ TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   EXPECT_NO_THROW(generateModule(*m, h100));
 }
 
+// Where the column sums' accumulators go is the target's to say: row-reduce.fir's wide rows
+// keep them in shared memory on a Hopper (48 KB of static shared memory a block), and in
+// registers on a target that allows a block less than they need.
+TEST(CodegenTest, ColumnSumsInSharedMemoryOnlyWhereTheTargetHasRoom) {
+  std::ifstream in(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/codegen/row-reduce.fir");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto m = parseModule(text.str(), "row-reduce.fir");
+  PassManager pm;
+  pm.addPipeline("fuse");
+  pm.run(*m);
+  auto sharedAccumulators = [&](const Target& t) {
+    int n = 0;
+    for (const auto& k : generateModule(*m, t)) n += k.source.find("__shared__ float fusec_cs_acc[") != std::string::npos;
+    return n;
+  };
+  Target hopper;
+  EXPECT_GT(sharedAccumulators(hopper), 0);
+  Target small = hopper;
+  small.smemStaticPerBlock = 16 * 1024;  // 8 KB for the accumulators: row-reduce.fir's need 16
+  EXPECT_EQ(sharedAccumulators(small), 0);
+}
+
 // A helper's definition is in exactly the sources that call it (codegen/helpers.h).
 TEST(CodegenTest, SourcesDefineTheHelpersTheyCallAndNoOthers) {
   int withVectors = 0, without = 0;
