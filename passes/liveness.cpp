@@ -48,6 +48,23 @@ const Value* StorageMap::root(const Value* v) const {
   return v;
 }
 
+void sumLiveBytes(Liveness& l, size_t positions) {
+  // Sweep of +bytes at def and -bytes after last use.
+  std::vector<int64_t> delta(positions + 1, 0);
+  for (const Buffer& b : l.buffers) {
+    delta[size_t(b.def)] += b.bytes;
+    delta[size_t(b.lastUse) + 1] -= b.bytes;
+  }
+  l.liveBytes.assign(positions, 0);
+  l.lowerBound = 0;
+  int64_t live = 0;
+  for (size_t i = 0; i < positions; ++i) {
+    live += delta[i];
+    l.liveBytes[i] = live;
+    l.lowerBound = std::max(l.lowerBound, live);
+  }
+}
+
 Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   Liveness l;
   const int end = int(g.ops.size());
@@ -89,19 +106,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   for (Buffer& b : l.buffers)
     if (b.value->def && isStepInvariant(*b.value->def)) b.def = 0, b.lastUse = end;
 
-  // Sweep of +bytes at def and -bytes after last use.
-  std::vector<int64_t> delta(size_t(end) + 2, 0);
-  for (const Buffer& b : l.buffers) {
-    delta[size_t(b.def)] += b.bytes;
-    delta[size_t(b.lastUse) + 1] -= b.bytes;
-  }
-  l.liveBytes.resize(size_t(end) + 1);
-  int64_t live = 0;
-  for (size_t i = 0; i <= size_t(end); ++i) {
-    live += delta[i];
-    l.liveBytes[i] = live;
-    l.lowerBound = std::max(l.lowerBound, live);
-  }
+  sumLiveBytes(l, size_t(end) + 1);
   return l;
 }
 

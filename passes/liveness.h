@@ -70,6 +70,8 @@ struct Liveness {
 };
 
 Liveness computeLiveness(const Graph& g, const StorageMap& storage);
+// Fills l.liveBytes (over `positions` op positions) and l.lowerBound from l.buffers.
+void sumLiveBytes(Liveness& l, size_t positions);
 inline Liveness computeLiveness(const Graph& g) { return computeLiveness(g, StorageMap(g)); }
 
 }  // namespace fusec

@@ -108,23 +108,15 @@ ArenaPlan sweep(const std::vector<Buffer>& bufs, bool bestFit, bool backward) {
 // `live` less the buffers `drop` names, its lower bound recomputed for what is left.
 Liveness without(const Liveness& live, const PtrSet<const Value*>& drop) {
   Liveness rest;
-  const size_t n = live.liveBytes.size();
-  std::vector<int64_t> delta(n + 1, 0);
-  for (const Buffer& b : live.buffers) {
-    if (drop.count(b.value)) continue;
-    rest.buffers.push_back(b);
-    delta[size_t(b.def)] += b.bytes;
-    delta[size_t(b.lastUse) + 1] -= b.bytes;
-  }
-  rest.liveBytes.resize(n);
-  int64_t bytes = 0;
-  for (size_t i = 0; i < n; ++i) rest.lowerBound = std::max(rest.lowerBound, rest.liveBytes[i] = bytes += delta[i]);
+  for (const Buffer& b : live.buffers)
+    if (!drop.count(b.value)) rest.buffers.push_back(b);
+  sumLiveBytes(rest, live.liveBytes.size());
   return rest;
 }
 
 // outputsLast: the storage of every output a caller can have written in place
 // (passes/output_placement.h) is planned above the rest of the arena, one after another in
-// the order of the outputs (they all live to the end, so none can share another's bytes):
+// the order they are defined (they all live to the end, so none can share another's bytes):
 // the runtime then allocates that top part only if an output is not placed
 // (runtime/executable.h, ExecutableOptions::callerBuffers).
 bool memoryPlanGraph(Graph& g, bool outputsLast) {
