@@ -743,8 +743,9 @@ void Executable::synchronize() {
 HostTensor Executable::output(size_t i) {
   Impl& m = *impl_;
   if (i >= m.g.outputs.size()) throw Error("the program has " + std::to_string(m.g.outputs.size()) + " outputs, not " + std::to_string(i + 1));
-  synchronize();
   const Value* v = m.g.outputs[i];
+  if (m.placeTargets.at(i) && !m.external.count(m.placeTargets[i])) m.ensureTop();  // read before any call
+  synchronize();
   std::vector<uint8_t> bytes(storageBytes(v->type));
   FUSEC_CUDA(cudaMemcpy(bytes.data(), m.addressOf(v, true), bytes.size(), cudaMemcpyDeviceToHost), "reading output " + std::to_string(i));
   return fromStorage(v->type, bytes);
