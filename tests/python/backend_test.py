@@ -211,6 +211,51 @@ def check_guarded_calls(device):
     return good
 
 
+def check_first_call(device):
+    """A graph compiles at its first call from that call's own tensors: no random stand-ins
+    for its inputs (a backward's would double its saved activations at the first step's
+    peak), and the compile leaves torch's random stream where eager leaves it. Fails where a
+    stand-in is made (the compile refuses: graphs by PyTorch) or the stream moved."""
+    from fusec import dynamo, graph_compile
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 32 * 16, device=device).reshape(32, 16))
+
+        def forward(self, x):
+            return torch.tanh(x @ self.w).sum(1)
+
+    def step(m):
+        torch.manual_seed(11)
+        x = torch.randn(8, 32, device=device)
+        y = m(x)
+        y.sum().backward()
+        return y.detach(), torch.rand(4, device=device)
+
+    want, want_next = step(Layer())
+    before = dict(dynamo.STATS)
+    stand_in = graph_compile._real_like
+
+    def refused(x):
+        raise AssertionError("a random stand-in for a first call's tensor")
+    graph_compile._real_like = refused
+    try:
+        m = dynamo.aot_module(Layer(), guarded=True) if not hasattr(torch, "compile") else \
+            torch.compile(Layer(), backend="fusec", dynamic=False)
+        got, got_next = step(m)
+    finally:
+        graph_compile._real_like = stand_in
+    graphs = {k: dynamo.STATS[k] - before[k] for k in before}
+    worst = ((got - want).abs().max() / want.abs().max()).item()
+    same_stream = torch.equal(got_next, want_next)
+    good = graphs["fusec"] == 2 and graphs["pytorch"] == 0 and worst < 1e-5 and same_stream
+    print(f"{'ok  ' if good else 'FAIL'} the first call compiles from its own tensors: graphs by fusec {graphs['fusec']}, "
+          f"by PyTorch {graphs['pytorch']}, worst relative difference {worst:.1e}, torch's random stream as eager's: "
+          f"{same_stream}")
+    return good
+
+
 def check_saved_layouts(make, vocab, batch, seq):
     """Under bf16 autocast the forward saves each weight's bf16 transpose for the backward
     (t(cast(w))). It comes laid out as the trace has it: the forward writes the cast (which its
@@ -316,6 +361,7 @@ def main():
     ok = check_mask_values()
     ok &= check_dropout(args.device)
     ok &= check_guarded_calls(args.device)
+    ok &= check_first_call(args.device)
     if args.device == "cpu":
         steps = args.steps or 4
         vocab, batch, seq = 37, 2, 16

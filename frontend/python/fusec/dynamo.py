@@ -84,6 +84,7 @@ class _Pair:
         self.strict, self.options, self.guarded = strict, options, guarded
         self.fallback = None  # None: undecided; else the reason both run in PyTorch
         self.compiled = []
+        self.graphs = 0  # compiler calls so far: the first is the forward's
         self.saved_from = None  # the forward's first output that is saved for the backward
 
     def partition(self, joint, joint_inputs, **kw):
@@ -104,17 +105,31 @@ class _Pair:
         warnings.warn(f"fusec backend: {reason}; this graph runs in PyTorch", stacklevel=2)
 
     def compiler(self, gm, example_inputs):
+        """AOTAutograd's compiler of the forward (the first graph of the pair) and of the
+        backward: a callable that compiles the graph at its first call, from that call's own
+        tensors (_FirstCall)."""
+        forward = not self.graphs
+        self.graphs += 1
+        if self.fallback is not None:
+            STATS["pytorch"] += 1
+            return make_boxed_func(gm.forward)
+        return make_boxed_func(_FirstCall(self, gm, forward))
+
+    def build(self, gm, args, forward):
+        """The graph's callable, compiled by fusec from its first call's tensors `args`, or
+        gm.forward where this pair runs in PyTorch (a refusal, or a failure to compile the
+        forward when not strict)."""
         if self.fallback is None:
             try:
                 # The backward's saved tensors that its forward computed from no input (masks)
                 # are constants to it as well.
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
-                compiled = CompiledGraph(gm, example_inputs, self.options, known,
-                                         None if self.compiled else self.saved_from, self.guarded)
+                compiled = CompiledGraph(gm, args, self.options, known, self.saved_from if forward else None,
+                                         self.guarded, real_examples=True)
                 self.compiled.append(compiled)
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1
-                return make_boxed_func(compiled)
+                return compiled
             except Exception as e:  # a mapping's refusal, or anything else: one line either way
                 line = str(e) if isinstance(e, OneLineError) else \
                     f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
@@ -122,7 +137,23 @@ class _Pair:
                     raise FusecBackendError(f"fusec backend: {line}") from None
                 self.refuse(line)
         STATS["pytorch"] += 1
-        return make_boxed_func(gm.forward)
+        return gm.forward
+
+
+class _FirstCall:
+    """A graph compiled at its first call, from that call's tensors. AOTAutograd hands the
+    compilers fake tensors; compiling from them meant an example run on random stand-ins,
+    which for a backward doubled its saved activations (the real ones, held by autograd, and
+    the stand-ins) at the peak of the first step. Here the example run reads the real ones."""
+
+    def __init__(self, pair, gm, forward):
+        self.pair, self.gm, self.forward, self.run = pair, gm, forward, None
+
+    def __call__(self, *args):
+        if self.run is None:
+            self.run = self.pair.build(self.gm, args, self.forward)
+            self.pair = self.gm = None  # the compiled callable holds what it needs
+        return self.run(*args)
 
 
 def backend(gm=None, example_inputs=None, *, strict=False, options=""):

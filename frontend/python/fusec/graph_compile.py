@@ -5,8 +5,9 @@ libfusec_c.so (runtime.py) lowers it with fusec's optimisation pipeline (fusion,
 and runs it, on the GPU as one CUDA graph on torch's current stream.
 
 The converter runs every node once on real tensors as it converts (so it knows what is static:
-masks, position tables, zeros); here those are random tensors of the example inputs' types
-(AOTAutograd hands the compilers fake tensors), integers as zeros so that they index in range.
+masks, position tables, zeros). The backend (dynamo.py) compiles a graph at its first call and
+hands that call's own tensors; given fake tensors (AOTAutograd's examples), those are random
+tensors of their types, integers as zeros so that they index in range.
 Static tensors that the function reads become `_const.N` inputs, uploaded once.
 
 Outputs come back as the graph returns them: a converted value (written by fusec into a
@@ -44,14 +45,21 @@ def _unfaked():
         return contextlib.nullcontext()
 
 
-def _real_like(x):
-    """A real tensor of x's dtype, shape and device: random floats, zero integers."""
+def _checked(x):
+    """x, an input fusec can compile a graph for: a tensor of static shape on the CPU or
+    cuda:0 (else ExportError)."""
     if not isinstance(x, torch.Tensor):
         raise ExportError(f"unsupported graph input {type(x).__name__} (fusec compiles graphs of tensors)")
     if any(not isinstance(d, int) for d in x.shape):
         raise ExportError("unsupported dynamic shape (compile with torch.compile(..., dynamic=False))")
     if x.device.type == "cuda" and x.device.index not in (None, 0):
         raise ExportError(f"unsupported device {x.device}: fusec's runtime runs on cuda:0")
+    return x
+
+
+def _real_like(x):
+    """A real tensor of x's dtype, shape and device: random floats, zero integers."""
+    _checked(x)
     device = torch.device(x.device.type)
     # Laid out as the trace's (a saved tensor may be a transpose that the graph views as is).
     shape, stride = tuple(x.shape), tuple(x.stride())
@@ -61,6 +69,21 @@ def _real_like(x):
     else:
         base = torch.zeros(extent, dtype=x.dtype, device=device)
     return base.as_strided(shape, stride)
+
+
+@contextlib.contextmanager
+def _example_run_context(tensors):
+    """Where the converter's example run (and the random example inputs) compute: torch's
+    random-number state of the devices involved is restored afterwards (compiling must not
+    shift the user's random stream: dropout masks, sampling), and autocast is off (the graph's
+    casts are explicit ATen ops; the caller's autocast context must not recast them)."""
+    cuda = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.random.fork_rng(devices=cuda))
+        stack.enter_context(torch.autocast("cpu", enabled=False))
+        if cuda:
+            stack.enter_context(torch.autocast("cuda", enabled=False))
+        yield
 
 
 def unsupported_ops(gm):
@@ -164,7 +187,8 @@ def _dump(text):
 class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
-    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False):
+    def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False,
+                 real_examples=False):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
         a constant, so a mask is still seen to be causal; the argument is not read.
@@ -173,15 +197,20 @@ class CompiledGraph:
         trace's strides (the backward reads its arguments contiguous), and static ones are
         not cloned (the backward has them as constants).
         guarded: every call's arguments have the example's dtypes and shapes (Dynamo's guards
-        say so): only the first call checks them."""
+        say so): only the first call checks them.
+        real_examples: example_inputs are the first call's own tensors (the backend compiles
+        at a graph's first call), used as they are: no random copies beside them (a
+        backward's would double its saved activations), and the example run sees real data.
+        Either way the example run leaves torch's random-number state as it found it, and
+        computes as the graph says whatever autocast context the caller is in."""
         start = time.perf_counter()
         self.guarded, self.calls = guarded, 0
         self.host_seconds = 0.0  # the calls' time on the CPU after the first (what the step's launch waits for)
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         self.shared_outputs = 0  # program outputs that are an earlier one's tensor (_shared_outputs)
-        with _unfaked():
-            reals = [_real_like(x) for x in example_inputs]
+        with _unfaked(), _example_run_context(example_inputs):
+            reals = [_checked(x) for x in example_inputs] if real_examples else [_real_like(x) for x in example_inputs]
         devices = {r.device.type for r in reals}
         if len(devices) > 1:
             raise ExportError("unsupported graph with inputs on both the CPU and a GPU")
@@ -203,7 +232,7 @@ class CompiledGraph:
         conv = Converter(captured, _NoSourceLines())
         conv.train_dropout = conv.dropout_masks = True  # native_dropout: fusec's, keyed per call
         conv.release_reals = True  # nothing verifies against the recorded values afterwards
-        with _unfaked(), torch.no_grad():
+        with _unfaked(), torch.no_grad(), _example_run_context(reals):
             result = conv.convert_graph()
             self.tuple_output = isinstance(result, (list, tuple))
             flat = list(result) if self.tuple_output else [result]
