@@ -112,6 +112,10 @@ Stmt countedLoop(const std::string& var, const std::string& count, int unroll) {
   return loopStmt(LoopKind::Counted, var, "0", count, "", unroll);
 }
 
+Stmt countedLoopFrom(const std::string& var, const std::string& start, const std::string& bound, int unroll) {
+  return loopStmt(LoopKind::Counted, var, start, bound, "", unroll);
+}
+
 Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
                  const std::string& guard, int unroll) {
   Stmt s = loopStmt(LoopKind::Strided, var, start, bound, step, unroll);
@@ -140,7 +144,10 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";\n"; break;
       case StmtKind::Array: out += in + s.target + " " + s.text + "[" + s.value + "];" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + s.text + " = " + s.value + ";\n"; break;
-      case StmtKind::Accumulate: out += in + s.text + " = " + s.combiner + "()(" + s.text + ", " + s.value + ");\n"; break;
+      case StmtKind::Accumulate:
+        out += in + s.text + (s.combiner == "+" ? " += " + s.value : " = " + s.combiner + "()(" + s.text + ", " + s.value + ")") +
+               ";\n";
+        break;
       case StmtKind::Reduce: out += in + "const " + s.target + " " + s.text + " = " + reduced(s) + ";\n"; break;
       case StmtKind::Load:
         out += s.width == 1 ? in + "const " + s.target + " " + s.text + " = " + loadExpr(s.memory, s.value, s.position) + ";" +
@@ -166,6 +173,14 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::If:
         if (s.kind == StmtKind::Loop && s.unroll != 0)
           out += in + "#pragma unroll" + (s.unroll > 0 ? " " + std::to_string(s.unroll) : "") + "\n";
+        if (s.oneLine) {
+          std::string line;
+          printInto(line, s.body, 0);
+          if (s.body.size() != 1 || line.find('\n') + 1 != line.size())
+            throw Error("internal: codegen's one-line " + header(s) + " holds other than one line");
+          out += in + header(s) + " " + line;
+          break;
+        }
         out += in + header(s) + " {\n";
         printInto(out, s.body, depth + 1);
         out += in + (s.kind == StmtKind::Block ? s.close : "}") + "\n";
@@ -197,7 +212,8 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       case StmtKind::Array: out += in + "array " + s.text + ": " + s.target + "[" + s.value + "]" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + "assign " + s.text + " = " + s.value + "\n"; break;
       case StmtKind::Accumulate:
-        out += in + "accumulate " + s.text + " = " + s.combiner + "(" + s.text + ", " + s.value + ")\n";
+        out += in + "accumulate " + s.text +
+               (s.combiner == "+" ? " += " + s.value : " = " + s.combiner + "(" + s.text + ", " + s.value + ")") + "\n";
         break;
       case StmtKind::Reduce:
         out += in + "reduce." + scopeName(s.scope) +
@@ -236,7 +252,7 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
             out += in + "loop " + s.target + " grid-stride [0, " + s.bound + ") from block " + s.firstBlock + " over " + s.blocks;
             break;
           case LoopKind::Lanes: out += in + "loop " + s.target + " lanes [0, " + s.bound + ")"; break;
-          case LoopKind::Counted: out += in + "loop " + s.target + " [0, " + s.bound + ")"; break;
+          case LoopKind::Counted: out += in + "loop " + s.target + " [" + s.start + ", " + s.bound + ")"; break;
           case LoopKind::Strided:
             out += in + "loop " + s.target + " from " + s.start + " below " + s.bound + " by " + s.step +
                    (s.guard.empty() ? "" : " while " + s.guard);
@@ -376,8 +392,16 @@ void KernelBuilder::open(const std::string& header) { open(kir::make(kir::StmtKi
 
 void KernelBuilder::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
 
+void KernelBuilder::openOneLine(kir::Stmt scope) {
+  scope.oneLine = true;
+  open(std::move(scope));
+}
+
 void KernelBuilder::close(const std::string& s) {
   if (open_.size() < 2) throw Error("internal: codegen closes a scope it did not open");
+  if (open_.back()->oneLine && open_.back()->body.size() != 1)
+    throw Error("internal: codegen closes a one-line scope that holds " + std::to_string(open_.back()->body.size()) +
+                " statements");
   open_.back()->close = s;
   open_.pop_back();
 }

@@ -12,10 +12,14 @@
 // lit tests of a schedule check: which loops, which widths, which reductions, not register
 // names.
 //
+// A loop or branch around one statement can print on one line (`openOneLine`): the unrolled
+// staging and finishing loops of the reductions are such loops of typed statements.
+//
 // Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
-// templates, the one-line loops of the reductions' shared-memory staging and grid finishing,
-// the scatters' list building and warp ballots, the kernels' preambles). They move to typed statements family by family; each step keeps the printed
-// CUDA byte-identical (scripts/kernel-sources.sh before and after).
+// templates, the scatters' list building, prefix sums and warp ballots, declarations of
+// several registers on one line, the kernels' preambles). They move to typed statements family
+// by family; each step keeps the printed CUDA byte-identical (scripts/kernel-sources.sh before
+// and after).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -34,7 +38,7 @@ enum class StmtKind : uint8_t {
   Var,         // `<type> <name> = <value>;`: a register that changes (an accumulator)
   Array,       // `<type> <name>[<size>];`: registers indexed by constants (a vector's lanes, columns)
   Assign,      // `<target> = <value>;`: an element of such an array
-  Accumulate,  // `<acc> = <combiner>()(<acc>, <value>);`: one step of a reduction, in order
+  Accumulate,  // `<acc> = <combiner>()(<acc>, <value>);` (`<acc> += <value>;` for "+"): one step of a reduction, in order
   Reduce,      // `const <type> <name> = ...;`: an accumulator combined across a scope (ReduceScope)
   Load,        // a register from memory, or (width > 1) a register array as one 16-byte vector
   Store,       // element store `ptr[position] = value;`, or a vector of `width` from array `value`
@@ -103,6 +107,7 @@ struct Stmt {
   ReduceScope scope = ReduceScope::Thread;
   std::string divisor;      // Reduce: a mean's element count (a literal), or none
   bool elseBranch = false;  // If: an `else` or `else if` of the branch before it
+  bool oneLine = false;     // Loop, If: its one statement printed on the header's line (`for (...) x = y;`)
   std::string close = "}";  // Block: the closing line
   std::vector<std::unique_ptr<Stmt>> body;  // Block, Loop, If
 };
@@ -115,6 +120,8 @@ Stmt gridStrideLoop(const std::string& var, int64_t count, const std::string& fi
 Stmt laneLoop(const std::string& var, int width);
 Stmt countedLoop(const std::string& var, int64_t count, int unroll);
 Stmt countedLoop(const std::string& var, const std::string& count, int unroll);  // a count written as text
+// int var over [start, bound): a counted loop that skips its first items (those read before it).
+Stmt countedLoopFrom(const std::string& var, const std::string& start, const std::string& bound, int unroll);
 Stmt stridedLoop(const std::string& var, const std::string& start, const std::string& bound, const std::string& step,
                  const std::string& guard = "", int unroll = 0);
 Stmt ifThen(const std::string& cond);
@@ -147,7 +154,8 @@ class KernelBuilder {
   void array(const std::string& type, const std::string& name, const std::string& size, const std::string& note = "");
   // `element = value;`: an element of such an array.
   void assign(const std::string& element, const std::string& value);
-  // `acc = combiner()(acc, value);`
+  // `acc = combiner()(acc, value);`, or with combiner "+" `acc += value;` (an integer count, or
+  // a sum whose order the loop around it fixes).
   void accumulate(const std::string& acc, const std::string& combiner, const std::string& value);
   // `const <type> <name> = ` accumulator `acc` combined across `scope` (`lanes`: a warp group's
   // threads), divided by `divisor` where it is a mean's (kir::ReduceScope).
@@ -174,6 +182,9 @@ class KernelBuilder {
   void arriveLast(const std::string& counter, const std::string& expected, const std::string& alsoLeave = "");
   void open(const std::string& header);  // `header {` and a scope
   void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
+  // A loop or branch whose one statement (the next written, before close) is printed on its
+  // header's line: `for (int c = 0; c < 4; ++c) a[c] = b[c];`.
+  void openOneLine(kir::Stmt scope);
   void close(const std::string& s = "}");
   std::string str() const { return kir::print(root_.body); }
   std::string kir() const { return kir::dump(root_.body); }

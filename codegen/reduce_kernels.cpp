@@ -442,7 +442,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   const int64_t K = int64_t(cs.ops.size());
   const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width), L = std::to_string(cs.lanes),
                     SL = std::to_string(int64_t(cs.slots) * cs.lanes), GPB = std::to_string(cs.groupsPerBlock);
-  auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)) + "()"; };
+  auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)); };
   w.comment("column sums: this block's rows (its groups in order), then every block's");
   if (cs.groupsPerBlock > 1) {
     // The groups' accumulators side by side in shared memory ([group][slot][lane], as the
@@ -459,9 +459,9 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
         stride = std::to_string(K * cs.slots), base = std::to_string(q * size_t(cs.slots)), array = "fusec_cs_acc";
       } else {
         if (q > 0) w.barrier(kir::SyncScope::Block, "the previous sum's readers are done with the stage");
-        w.line("#pragma unroll");
-        w.line("for (int c = 0; c < " + std::to_string(cs.slots) + "; ++c) fusec_cs_stage[((threadIdx.x / " + L + ") * " +
-               stride + " + c) * " + L + " + lane] = " + cs.at(q, "c") + ";");
+        w.openOneLine(kir::countedLoop("c", cs.slots, -1));
+        w.store("fusec_cs_stage", "((threadIdx.x / " + L + ") * " + stride + " + c) * " + L + " + lane", cs.at(q, "c"));
+        w.close();
       }
       w.barrier();
       e.openScope("for (int i = threadIdx.x; i < " + SL + "; i += blockDim.x)");
@@ -471,18 +471,18 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       auto acc = [&](const std::string& g) {
         return array + "[((" + g + ") * " + stride + " + " + base + " + s) * " + L + " + l]";
       };
-      w.line("float a = " + acc("0") + ";");
-      w.line("#pragma unroll");
-      w.line("for (int g = 1; g < " + GPB + "; ++g) a = " + comb(q) + "(a, " + acc("g") + ");");
-      w.line("fusec_cs_part[blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + col] = a;");
+      w.var("float", "a", acc("0"));
+      w.openOneLine(kir::countedLoopFrom("g", "1", GPB, -1));
+      w.accumulate("a", comb(q), acc("g"));
+      w.close();
+      w.store("fusec_cs_part", "blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + col", "a");
       e.closeScope();
       e.closeScope();
     }
   } else {
     forEachSlot(e, cs, [&](const std::string& col, const std::string& slot) {
       for (size_t q = 0; q < cs.ops.size(); ++q)
-        w.line("fusec_cs_part[blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + " + col +
-               "] = " + cs.at(q, slot) + ";");
+        w.store("fusec_cs_part", "blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + " + col, cs.at(q, slot));
     });
   }
   const std::string S = std::to_string(cs.perCluster), G = std::to_string(cs.blocks),
@@ -500,19 +500,23 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
     const int64_t together = std::clamp<int64_t>(72 / count, 1, perThread);
     const std::string N = std::to_string(count), T = std::to_string(together), BK = std::to_string(block);
     e.openScope("for (int k0 = 0; k0 < " + std::to_string(perThread) + "; k0 += " + T + ")");
-    w.line("float v[" + T + "][" + N + "];");
+    w.array("float", "v", T + "][" + N);
     e.openScope(kir::countedLoop("k", T, -1));
     w.let("int", "i", "threadIdx.x + (k0 + k) * " + BK);
-    w.line("#pragma unroll");
-    w.line("for (int b = 0; b < " + N + "; ++b) v[k][b] = i < " + W + " && " + first + " + b < " + end + " ? __ldcg(&" +
-           array + "[(" + first + " + b) * " + KW + " + " + std::to_string(q) + " * " + W + " + i]) : 0.0f;");
+    w.openOneLine(kir::countedLoop("b", N, -1));
+    w.assign("v[k][b]", "i < " + W + " && " + first + " + b < " + end + " ? __ldcg(&" + array + "[(" + first + " + b) * " +
+                            KW + " + " + std::to_string(q) + " * " + W + " + i]) : 0.0f");
+    w.close();
     e.closeScope();
     e.openScope(kir::countedLoop("k", T, -1));
     w.let("int", "i", "threadIdx.x + (k0 + k) * " + BK);
     e.openScope(kir::ifThen("i < " + W));
-    w.line("float a = v[k][0];");
-    w.line("#pragma unroll");
-    w.line("for (int b = 1; b < " + N + "; ++b) if (" + first + " + b < " + end + ") a = " + comb(q) + "(a, v[k][b]);");
+    w.var("float", "a", "v[k][0]");
+    w.openOneLine(kir::countedLoopFrom("b", "1", N, -1));
+    w.openOneLine(kir::ifThen(first + " + b < " + end));
+    w.accumulate("a", comb(q), "v[k][b]");
+    w.close();
+    w.close();
     use();
     e.closeScope();
     e.closeScope();
@@ -523,14 +527,16 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   w.arriveLast("fusec_cs_count[cluster]", "unsigned(end - first - 1)");
   for (size_t q = 0; q < cs.ops.size(); ++q)
     addRows(q, "fusec_cs_part", "first", cs.perCluster, "end", [&] {
-      w.line("fusec_cs_cluster[cluster * " + KW + " + " + std::to_string(q) + " * " + W + " + i] = a;");
+      w.store("fusec_cs_cluster", "cluster * " + KW + " + " + std::to_string(q) + " * " + W + " + i", "a");
     });
-  w.line("if (threadIdx.x == 0) fusec_cs_count[cluster] = 0;");
+  w.openOneLine(kir::ifThen("threadIdx.x == 0"));
+  w.store("fusec_cs_count", "cluster", "0");
+  w.close();
   w.arriveLast("fusec_cs_count[" + C + "]", C + "u - 1u");
   for (size_t q = 0; q < cs.ops.size(); ++q) {
     const Op& op = *cs.ops[q];
     addRows(q, "fusec_cs_cluster", "0", cs.clusters, C, [&] {
-      if (op.kind == OpKind::Mean) w.line("a = a / " + literal(DType::f32, double(rows)) + ";");
+      if (op.kind == OpKind::Mean) w.assign("a", "a / " + literal(DType::f32, double(rows)));
       e.bindReduction(op.result(), "a");
       for (int o : colOuts)
         if (body.outputs[size_t(o)] == op.result())
@@ -538,7 +544,9 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
                   delinearize(w, IndexExpr::var("i", 0, cs.width - 1), op.result()->type.shape, e.fresh("c")));  // i < W
     });
   }
-  w.line("if (threadIdx.x == 0) fusec_cs_count[" + C + "] = 0;");
+  w.openOneLine(kir::ifThen("threadIdx.x == 0"));
+  w.store("fusec_cs_count", C, "0");
+  w.close();
 }
 
 constexpr int64_t kMinColumnTiles = 128;
@@ -660,16 +668,17 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
   w.memory(kir::Space::Shared, "float", "fusec_rt_stage", std::to_string(int64_t(totals.size()) * (block / lanes)));
   e.openScope(kir::ifThen("lane == 0"));
   for (size_t q = 0; q < totals.size(); ++q)
-    w.line("fusec_rt_stage[" + std::to_string(q) + " * " + GPB + " + threadIdx.x / " + L + "] = tot" + std::to_string(q) + ";");
+    w.store("fusec_rt_stage", std::to_string(q) + " * " + GPB + " + threadIdx.x / " + L, "tot" + std::to_string(q));
   e.closeScope();
   w.barrier();
   e.openScope(kir::ifThen("threadIdx.x == 0"));
   for (size_t q = 0; q < totals.size(); ++q) {
-    const std::string Q = std::to_string(q), comb = std::string(combiner(totals[q]->kind)) + "()";
-    w.line("float a" + Q + " = fusec_rt_stage[" + Q + " * " + GPB + "];");
-    w.line("for (int g = 1; g < " + GPB + "; ++g) a" + Q + " = " + comb + "(a" + Q + ", fusec_rt_stage[" + Q + " * " + GPB +
-           " + g]);");
-    w.line("fusec_rt_part[" + Q + " * " + G + " + blockIdx.x] = a" + Q + ";");
+    const std::string Q = std::to_string(q);
+    w.var("float", "a" + Q, "fusec_rt_stage[" + Q + " * " + GPB + "]");
+    w.openOneLine(kir::countedLoopFrom("g", "1", GPB, 0));
+    w.accumulate("a" + Q, combiner(totals[q]->kind), "fusec_rt_stage[" + Q + " * " + GPB + " + g]");
+    w.close();
+    w.store("fusec_rt_part", Q + " * " + G + " + blockIdx.x", "a" + Q);
   }
   e.closeScope();
   w.arriveLast("fusec_rt_count", G + "u - 1u", "threadIdx.x >= 32");
@@ -677,14 +686,14 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
     const Op& t = *totals[q];
     const std::string Q = std::to_string(q), comb = std::string(combiner(t.kind)) + "()";
     e.openScope("");
-    w.line("float a = " + initValue(t.kind, DType::f32) + ";");
+    w.var("float", "a", initValue(t.kind, DType::f32));
     w.line("for (int b = threadIdx.x; b < " + G + "; b += 32) a = " + comb + "(a, __ldcg(&fusec_rt_part[" + Q + " * " + G +
            " + b]));");
-    w.line("a = fusec_warp_reduce(a, " + comb + ");");
+    w.assign("a", "fusec_warp_reduce(a, " + comb + ")");
     std::string value = "a";
     if (t.kind == OpKind::Mean) value = "a / " + literal(DType::f32, double(t.operands[0]->type.numel()));
     const std::string reg = e.fresh("total");
-    w.line("const float " + reg + " = " + value + ";");
+    w.let("float", reg, value);
     e.bindReduction(t.result(), reg);
     for (int o : outs)
       if (body.outputs[size_t(o)] == t.result()) {
@@ -694,7 +703,9 @@ void emitRowTotalsFinish(BodyEmitter& e, const Graph& body, const std::vector<co
       }
     e.closeScope();
   }
-  w.line("if (threadIdx.x == 0) fusec_rt_count = 0;");
+  w.openOneLine(kir::ifThen("threadIdx.x == 0"));
+  w.assign("fusec_rt_count", "0");
+  w.close();
 }
 
 // Threads per row of a row kernel: a warp, doubled while a thread would hold more than 24
@@ -912,9 +923,9 @@ class ReductionEmitter {
     for (size_t q = 0; q < cols_.size(); ++q) {
       w_.comment(e_.describe(*cols_[q]) + ": this thread's columns");
       if (!colSums_.shared) w_.array("float", "cs" + std::to_string(q), C);
-      w_.line("#pragma unroll");
-      w_.line("for (int c = 0; c < " + C + "; ++c) " + colSums_.at(q, "c") + " = " +
-              initValue(cols_[q]->kind, DType::f32) + ";");
+      w_.openOneLine(kir::countedLoop("c", C, -1));
+      w_.assign(colSums_.at(q, "c"), initValue(cols_[q]->kind, DType::f32));
+      w_.close();
     }
     for (size_t q = 0; q < totals_.size(); ++q) {
       w_.comment(e_.describe(*totals_[q]) + ": this group's rows (lane 0)");
@@ -965,8 +976,9 @@ class ReductionEmitter {
       w_.use(Helper::VectorIO);
       w_.line("if (aligned) fusec_vload<" + V_ + ">(" + b + ", " + p + " + base);");
       e_.openScope(kir::elseIf(""));
-      w_.line("#pragma unroll");
-      w_.line("for (int j = 0; j < " + V_ + "; ++j) " + b + "[j] = fusec_f32(" + p + "[base + j]);");
+      w_.openOneLine(kir::countedLoop("j", V_, -1));
+      w_.assign(b + "[j]", "fusec_f32(" + p + "[base + j])");
+      w_.close();
       e_.closeScope();
     }
     e_.openScope(kir::countedLoop("j", regs_.width, -1));
@@ -997,13 +1009,13 @@ class ReductionEmitter {
   void keepRow(const Index& idx, size_t pass) {
     for (size_t a = 0; a < regs_.cached.size(); ++a)
       if (regs_.cached[a].second == pass)
-        w_.line("k" + std::to_string(a) + "[c * " + V_ + " + j] = " + e_.eval(regs_.cached[a].first, idx) + ";");
+        w_.assign("k" + std::to_string(a) + "[c * " + V_ + " + j]", e_.eval(regs_.cached[a].first, idx));
   }
 
   // The row in registers (when planRow chose it): loaded once, vectors where aligned.
   void loadRowRegisters() {
     if (regs_.chunks == 0) return;
-    w_.line("// the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
+    w_.comment("the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
             " consecutive elements per thread, loaded once");
     const std::string E = std::to_string(regs_.chunks * regs_.width);
     const std::string P = std::to_string(regs_.chunks * regs_.width / 2), H = std::to_string(regs_.width / 2);
@@ -1019,11 +1031,14 @@ class ReductionEmitter {
       e_.openScope(kir::countedLoop("j", regs_.width, -1));
       for (size_t a = 0; a < regs_.inputs.size(); ++a) {
         const std::string p = vectorPointers_[a], at = "outer * " + R_ + " + base + j";
-        if (regs_.packed[a])  // pairs: j even
-          w_.line("if (j % 2 == 0) r" + std::to_string(a) + "[(c * " + V_ + " + j) / 2] = fusec_pack_raw(" + p + "[" +
-                  at + "], " + p + "[" + at + " + 1]);");
-        else
-          w_.line("r" + std::to_string(a) + "[c * " + V_ + " + j] = " + loadExpr(regs_.inputs[a]->type.dtype, p, at) + ";");
+        if (regs_.packed[a]) {  // pairs: j even
+          w_.openOneLine(kir::ifThen("j % 2 == 0"));
+          w_.assign("r" + std::to_string(a) + "[(c * " + V_ + " + j) / 2]",
+                    "fusec_pack_raw(" + p + "[" + at + "], " + p + "[" + at + " + 1])");
+          w_.close();
+        } else {
+          w_.assign("r" + std::to_string(a) + "[c * " + V_ + " + j]", loadExpr(regs_.inputs[a]->type.dtype, p, at));
+        }
       }
       e_.closeScope();
     };
@@ -1098,8 +1113,9 @@ class ReductionEmitter {
       if (colV_ > 1) {  // one accumulator per column of the thread's V
         const std::string& acc = accs.back().first;
         w_.array("float", acc, std::to_string(colV_));
-        w_.line("#pragma unroll");
-        w_.line("for (int j = 0; j < " + std::to_string(colV_) + "; ++j) " + acc + "[j] = " + initValue(op.kind, dt) + ";");
+        w_.openOneLine(kir::countedLoop("j", colV_, -1));
+        w_.assign(acc + "[j]", initValue(op.kind, dt));
+        w_.close();
       } else {
         w_.var(registerType(dt), accs.back().first, initValue(op.kind, dt));
       }
@@ -1158,8 +1174,9 @@ class ReductionEmitter {
     for (const auto& [acc, op] : accs) {
       w_.line("fusec_col_reduce_v<" + V + ", " + L_ + ">(" + acc + ", " + combiner(op->kind) + "());");
       if (op->kind == OpKind::Mean) {
-        w_.line("#pragma unroll");
-        w_.line("for (int j = 0; j < " + V + "; ++j) " + acc + "[j] = " + acc + "[j] / " + literal(DType::f32, double(r_)) + ";");
+        w_.openOneLine(kir::countedLoop("j", V, -1));
+        w_.assign(acc + "[j]", acc + "[j] / " + literal(DType::f32, double(r_)));
+        w_.close();
       }
       e_.bindReduction(op->result(), acc + "[j]");
     }

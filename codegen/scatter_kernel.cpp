@@ -385,8 +385,11 @@ class ScatterEmitter {
     e_.closeScope();
     e_.closeScope();
     e_.openScope(kir::countedLoop("u", U, -1));
-    w_.line("#pragma unroll");
-    w_.line("for (int q = 0; q < " + sQ_ + "; ++q) if (u < n) acc[q] += x[u][q];");
+    w_.openOneLine(kir::countedLoop("q", sQ_, -1));
+    w_.openOneLine(kir::ifThen("u < n"));
+    w_.accumulate("acc[q]", "+", "x[u][q]");
+    w_.close();
+    w_.close();
     e_.closeScope();
   }
 
@@ -413,10 +416,12 @@ class ScatterEmitter {
     w_.line("if (lane == 0) warpHits[warp] = count;");
     w_.barrier();
     w_.line("int at = listed;");
-    w_.line("#pragma unroll");
-    w_.line("for (int g = 0; g < " + NW + "; ++g) at += g < warp ? warpHits[g] : 0;");
-    w_.line("#pragma unroll");
-    w_.line("for (int g = 0; g < " + NW + "; ++g) listed += warpHits[g];");
+    w_.openOneLine(kir::countedLoop("g", NW, -1));
+    w_.accumulate("at", "+", "g < warp ? warpHits[g] : 0");
+    w_.close();
+    w_.openOneLine(kir::countedLoop("g", NW, -1));
+    w_.accumulate("listed", "+", "warpHits[g]");
+    w_.close();
     e_.openScope(kir::countedLoop("j", J, -1));
     e_.openScope(kir::ifThen("local[j] >= 0"));
     w_.let("int", "h", "at + __popc(m[j] & ((1u << lane) - 1u))");
@@ -505,8 +510,9 @@ class ScatterEmitter {
     startRow({}, "part", [] { return std::string("0.0f"); });
     e_.openScope("for (int i = i0; i < i1; i += " + U + ")");
     addBatch([&] {
-      w_.line("#pragma unroll");
-      w_.line("for (int u = 0; u < " + U + "; ++u) s[u] = i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i];");
+      w_.openOneLine(kir::countedLoop("u", U, -1));
+      w_.assign("s[u]", "i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i]");
+      w_.close();
       w_.line("n = min(" + U + ", i1 - i);");
     });
     e_.closeScope();

@@ -138,6 +138,42 @@ TEST(KernelIr, RegisterArraysAndTheirElements) {
   EXPECT_EQ(w.kir(), "array s0: float[4]  // #2 = exp(#1)\narray r1: unsigned[2]\nassign s0[j] = t3\n");
 }
 
+// A one-line loop or branch prints its statement on the header's line (nested: a branch in a
+// loop), with the loop's pragma before it; the dump nests them as any scope.
+TEST(KernelIr, OneLineScopesPrintTheirStatementOnTheHeadersLine) {
+  KernelBuilder w;
+  w.openOneLine(kir::countedLoopFrom("b", "1", "4", -1));
+  w.openOneLine(kir::ifThen("first + b < end"));
+  w.accumulate("a", "fusec_max", "v[b]");
+  w.close();
+  w.close();
+  w.openOneLine(kir::countedLoop("g", 8, 0));
+  w.accumulate("at", "+", "hits[g]");
+  w.close();
+  EXPECT_EQ(w.str(),
+            "#pragma unroll\nfor (int b = 1; b < 4; ++b) if (first + b < end) a = fusec_max()(a, v[b]);\n"
+            "for (int g = 0; g < 8; ++g) at += hits[g];\n");
+  EXPECT_EQ(w.kir(),
+            "loop b [1, 4) unrolled\n  if first + b < end\n    accumulate a = fusec_max(a, v[b])\n"
+            "loop g [0, 8)\n  accumulate at += hits[g]\n");
+}
+
+TEST(KernelIr, AOneLineScopeHoldsExactlyOneStatement) {
+  KernelBuilder none;
+  none.openOneLine(kir::ifThen("lane == 0"));
+  EXPECT_THROW(none.close(), Error);
+  KernelBuilder two;
+  two.openOneLine(kir::ifThen("lane == 0"));
+  two.assign("a", "1");
+  two.assign("b", "2");
+  EXPECT_THROW(two.close(), Error);
+  KernelBuilder text;  // a statement of two lines is not one line either
+  text.openOneLine(kir::ifThen("lane == 0"));
+  text.line("a = 1;\nb = 2;");
+  text.close();
+  EXPECT_THROW(text.str(), Error);
+}
+
 TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
   KernelBuilder w;
   w.line("__device__ int f() {\n  return 1;\n}");
