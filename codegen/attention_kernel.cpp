@@ -172,18 +172,18 @@ MmaTiling mmaTiling(int64_t d, int64_t tq, bool backward, bool tf32) {
 void writeOperandMacros(KernelBuilder& w, const std::string& name, const OperandAccess& a) {
   std::string up = name;
   for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
-  w.line("#define FA_" + up + "_RS " + ll(a.rowStride));
+  w.define("FA_" + up + "_RS", ll(a.rowStride));
   w.line("__device__ __forceinline__ long long fa_" + name + "_batch(int z) { return " + a.batchOffset + "; }");
 }
 
 // The mma template's precision and tiling constants.
 void writeTilingMacros(KernelBuilder& w, const MmaTiling& t, bool tf32) {
-  w.line(std::string("#define FA_TF32 ") + (tf32 ? "1" : "0"));
-  w.line("#define FA_WARPS " + std::to_string(t.warps));
-  w.line("#define FA_BC " + std::to_string(t.bc));
-  w.line("#define FA_BQ " + std::to_string(t.bq));
-  w.line(std::string("#define FA_QREG ") + (t.qInRegisters ? "1" : "0"));
-  w.line(std::string("#define FA_DQ_OTILE ") + (t.dqOTile ? "1" : "0"));
+  w.define("FA_TF32", tf32 ? "1" : "0");
+  w.define("FA_WARPS", std::to_string(t.warps));
+  w.define("FA_BC", std::to_string(t.bc));
+  w.define("FA_BQ", std::to_string(t.bq));
+  w.define("FA_QREG", t.qInRegisters ? "1" : "0");
+  w.define("FA_DQ_OTILE", t.dqOTile ? "1" : "0");
 }
 
 // Which template runs a kernel, and its tiling. Tensor cores (codegen/attention_mma.cuh)
@@ -288,26 +288,26 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
                           const AttentionOutputs& outputs, const std::vector<OperandAccess>& acc, const std::string& where) {
   const bool backward = att.kind == OpKind::AttentionBackward, mma = path.mma, wgmma = path.wgmma, tf32 = path.tf32;
   const double scale = att.attrFloat("scale");
-  w.line("// " + std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(a.batch) + ", Tq " +
+  w.comment(std::string(backward ? "attention_backward" : "attention") + ": batch " + std::to_string(a.batch) + ", Tq " +
          std::to_string(a.Tq) + ", Tk " + std::to_string(a.Tk) + ", d " + std::to_string(a.D) + ", dv " + std::to_string(a.DV) +
          (att.attrBool("causal") ? ", causal" : "") + (a.group > 1 ? ", " + std::to_string(a.group) + " query heads a key/value head" : ""));
-  w.line(!mma    ? "// path: SIMT (FFMA): " + path.simtWhy
-         : wgmma ? std::string("// path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
-                       (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
-         : tf32  ? std::string("// path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
-                 : std::string("// path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
-  w.line(std::string("#define FA_BACKWARD ") + (backward ? "1" : "0"));
+  w.comment(!mma    ? "path: SIMT (FFMA): " + path.simtWhy
+            : wgmma ? std::string("path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
+                          (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
+            : tf32  ? std::string("path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
+                    : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
+  w.define("FA_BACKWARD", backward ? "1" : "0");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
-  w.line("#define FA_D " + std::to_string(a.D));
-  w.line("#define FA_DV " + std::to_string(a.DV));
-  w.line("#define FA_TQ " + std::to_string(a.Tq));
-  w.line("#define FA_TK " + std::to_string(a.Tk));
-  w.line(std::string("#define FA_CAUSAL ") + (att.attrBool("causal") ? "true" : "false"));
-  w.line("#define FA_SCALE " + fmtFloat(scale));
-  w.line("#define FA_GROUP " + std::to_string(a.group) + "  // query heads a key/value head");
-  w.line("#define FA_SCALE_LOG2 " + fmtFloat(scale * 1.4426950408889634));
+  w.define("FA_D", std::to_string(a.D));
+  w.define("FA_DV", std::to_string(a.DV));
+  w.define("FA_TQ", std::to_string(a.Tq));
+  w.define("FA_TK", std::to_string(a.Tk));
+  w.define("FA_CAUSAL", att.attrBool("causal") ? "true" : "false");
+  w.define("FA_SCALE", fmtFloat(scale));
+  w.define("FA_GROUP", std::to_string(a.group), "query heads a key/value head");
+  w.define("FA_SCALE_LOG2", fmtFloat(scale * 1.4426950408889634));
   if (!backward) {
-    w.line("#define FA_OUT_RS " + ll(outputs.oStore->rowStride) + "  // O's row stride in its result");
+    w.define("FA_OUT_RS", ll(outputs.oStore->rowStride), "O's row stride in its result");
     w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + outputs.oStore->batchOffset + "; }");
   }
   for (int i = 0; i < int(acc.size()); ++i) writeOperandMacros(w, kOperandNames[i], acc[size_t(i)]);
@@ -316,10 +316,10 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
     if (path.producer) {
       // attention_wgmma.cuh fa_forward_wgmma_ws: its ring's buffers, the two consumers' turns
       // (pingpong), and registers moved from the producer to the consumers (setmaxnreg).
-      w.line("#define FA_WG_PRODUCER 1");
-      w.line("#define FA_WG_STAGES " + std::to_string(path.stages));
-      w.line("#define FA_WG_PINGPONG 1");
-      w.line("#define FA_WG_MAXNREG 1");
+      w.define("FA_WG_PRODUCER", "1");
+      w.define("FA_WG_STAGES", std::to_string(path.stages));
+      w.define("FA_WG_PINGPONG", "1");
+      w.define("FA_WG_MAXNREG", "1");
     }
     // The backward's row statistics, a float2 per (batch index, query row): 1/8 of q's bytes
     // at most (d 16 bf16), so a shape whose q fits has room for them.
@@ -327,7 +327,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
       const int64_t rows = std::max<int64_t>(1, a.batch * a.Tq);
       if (rows * 8 > (int64_t(1) << 31))
         throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
-      w.line("#define FA_ROWSTATS " + std::to_string(rows));
+      w.define("FA_ROWSTATS", std::to_string(rows));
     }
   }
 }

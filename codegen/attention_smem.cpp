@@ -90,8 +90,7 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
 
 void writeSmemMacros(KernelBuilder& w, const SmemLayout& l) {
   for (const auto& a : l.arrays)
-    w.line("#define FA_SMEM_" + l.launch + "_" + a.name + " " + std::to_string(a.offset) + "  // " +
-           std::to_string(a.bytes) + " bytes");
+    w.define("FA_SMEM_" + l.launch + "_" + a.name, std::to_string(a.offset), std::to_string(a.bytes) + " bytes");
 }
 
 }  // namespace fusec::codegen

@@ -164,6 +164,7 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
         out += in + (s.sync == SyncScope::Block ? "__syncthreads();" : "__syncwarp();") + noted(s) + "\n";
         break;
       case StmtKind::Memory: out += in + memoryDeclaration(s) + noted(s) + "\n"; break;
+      case StmtKind::Define: out += in + "#define " + s.text + " " + s.value + noted(s) + "\n"; break;
       case StmtKind::ArriveLast:
         out += in + "if (!fusec_arrive_last(&" + s.text + ", " + s.value + ")" + (s.guard.empty() ? "" : " || " + s.guard) +
                ") return;\n";
@@ -238,6 +239,7 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
         out += in + "memory." + spaceName(s.space) + " " + s.text + ": " + s.target +
                (s.space == Space::DynamicShared ? "[]" : s.value.empty() ? "" : "[" + s.value + "]") + (s.init.empty() ? "" : " = " + s.init) + noted(s) + "\n";
         break;
+      case StmtKind::Define: out += in + "define " + s.text + " = " + s.value + noted(s) + "\n"; break;
       case StmtKind::ArriveLast:
         out += in + "arrive.last " + s.text + " after " + s.value + (s.guard.empty() ? "" : ", then leave where " + s.guard) +
                "\n";
@@ -391,6 +393,10 @@ void KernelBuilder::arriveLast(const std::string& counter, const std::string& ex
 void KernelBuilder::open(const std::string& header) { open(kir::make(kir::StmtKind::Block, header)); }
 
 void KernelBuilder::open(kir::Stmt scope) { open_.push_back(&append(std::move(scope))); }
+
+void KernelBuilder::define(const std::string& name, const std::string& value, const std::string& note) {
+  append(kir::make(kir::StmtKind::Define, name, "", value)).note = note;
+}
 
 void KernelBuilder::openOneLine(kir::Stmt scope) {
   scope.oneLine = true;

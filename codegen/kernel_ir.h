@@ -15,8 +15,11 @@
 // A loop or branch around one statement can print on one line (`openOneLine`): the unrolled
 // staging and finishing loops of the reductions are such loops of typed statements.
 //
+// The attention kernels are CUDA templates (codegen/attention_*.cuh) whose parameters are
+// `define` statements (FA_D, FA_GROUP, the tiling, the shared-memory offsets).
+//
 // Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
-// templates, the scatters' list building, prefix sums and warp ballots, declarations of
+// templates' bodies and their operands' batch-offset functions, the scatters' list building, prefix sums and warp ballots, declarations of
 // several registers on one line, the kernels' preambles). They move to typed statements family
 // by family; each step keeps the printed CUDA byte-identical (scripts/kernel-sources.sh before
 // and after).
@@ -47,6 +50,7 @@ enum class StmtKind : uint8_t {
                // staging, a grid's scratch kept between launches
   ArriveLast,  // `if (!fusec_arrive_last(&<counter>, <expected>)[ || <guard>]) return;`: every
                // block but the last to arrive at the counter leaves (a grid's fixed-order finish)
+  Define,      // `#define <name> <value>`: a template's parameter (the attention templates read FA_*)
   Block,       // `header {` ... `close`: a function, a plain scope, a loop written as text
   Loop,        // a loop the schedule describes (LoopKind)
   If,          // `if (cond)`, `else if (cond)` or `else` (cond empty; `elseBranch` set)
@@ -75,14 +79,14 @@ enum class Space : uint8_t { Shared, DynamicShared, Device };
 
 struct Stmt {
   StmtKind kind = StmtKind::Text;
-  // Text, Comment: the text; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
+  // Text, Comment: the text; Define: the macro's name; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
   // the register (a Load of width > 1: the register array); Accumulate, Assign: the element;
   // Memory: the array; ArriveLast: the counter (an lvalue).
   std::string text;
   // Let, Var, Load, Array, Reduce, Memory: the type ("fusec_idx", "float"); Store: the
   // pointer; Loop: the variable.
   std::string target;
-  // Let, Var, Assign: the value; Store: the value (width 1) or the register array (width > 1);
+  // Let, Var, Assign, Define: the value; Store: the value (width 1) or the register array (width > 1);
   // Load: the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its
   // parts); Array, Memory: its size (Memory: none for one value); ArriveLast: the count of
   // blocks before the last.
@@ -93,7 +97,7 @@ struct Stmt {
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
   // condition tested with the bound (`live`), or none; ArriveLast: who else leaves, or none.
   std::string guard;
-  std::string note;      // Let, Load, Array, Memory, Barrier: what it is, why (`#3 = mul(#1, #2) : f32[4,8]`)
+  std::string note;      // Let, Load, Array, Memory, Barrier, Define: what it is, why (`#3 = mul(#1, #2) : f32[4,8]`)
   std::string combiner;  // Accumulate, Reduce: the combining functor ("fusec_sum", ops.def's formulas)
   SyncScope sync = SyncScope::Block;  // Barrier
   Space space = Space::Shared;        // Memory
@@ -180,6 +184,8 @@ class KernelBuilder {
   // Every block but the last of `expected` + 1 to arrive at `counter` returns (and, where
   // `alsoLeave` holds, the last's threads too): a grid's finishing step in a fixed order.
   void arriveLast(const std::string& counter, const std::string& expected, const std::string& alsoLeave = "");
+  // `#define <name> <value>  // note`: a parameter of the CUDA template included after it.
+  void define(const std::string& name, const std::string& value, const std::string& note = "");
   void open(const std::string& header);  // `header {` and a scope
   void open(kir::Stmt scope);            // a loop or a branch (kir::gridStrideLoop, ...)
   // A loop or branch whose one statement (the next written, before close) is printed on its

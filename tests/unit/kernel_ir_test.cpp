@@ -174,6 +174,14 @@ TEST(KernelIr, AOneLineScopeHoldsExactlyOneStatement) {
   EXPECT_THROW(text.str(), Error);
 }
 
+TEST(KernelIr, DefinesAreATemplatesParameters) {
+  KernelBuilder w;
+  w.define("FA_BC", "64");
+  w.define("FA_GROUP", "4", "query heads a key/value head");
+  EXPECT_EQ(w.str(), "#define FA_BC 64\n#define FA_GROUP 4  // query heads a key/value head\n");
+  EXPECT_EQ(w.kir(), "define FA_BC = 64\ndefine FA_GROUP = 4  // query heads a key/value head\n");
+}
+
 TEST(KernelIr, TextKeepsItsLinesAndBlocksTheirClosingLine) {
   KernelBuilder w;
   w.line("__device__ int f() {\n  return 1;\n}");
