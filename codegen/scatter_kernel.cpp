@@ -258,10 +258,13 @@ class ScatterEmitter {
     e_.openScope(kir::countedLoop("q", sQ_, -1));
     e_.openScope(kir::ifThen(column("q")));
     if (!unless.empty()) {
-      w_.line("if (" + unless + ") acc[q] = " + other() + ";");
+      const std::string kept = other();
+      w_.openOneLine(kir::ifThen(unless));
+      w_.assign("acc[q]", kept);
+      w_.close();
       e_.openScope(kir::elseIf(""));
     }
-    w_.line("acc[q] = " + e_.eval(base_, join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "ob"))) + ";");
+    w_.assign("acc[q]", e_.eval(base_, join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "ob"))));
     if (!unless.empty()) e_.closeScope();
     e_.closeScope();
     e_.closeScope();
@@ -272,7 +275,7 @@ class ScatterEmitter {
     const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
     e_.openScope(kir::ifThen(in));
     if (!ballot_) e_.openScope(kir::ifThen("(fusec_idx)" + e_.eval(index_, join(a, s, bi)) + " == v"));
-    w_.line("acc[q] += " + e_.eval(src_, join(a, s, bi)) + ";");
+    w_.accumulate("acc[q]", "+", e_.eval(src_, join(a, s, bi)));
     if (!ballot_) e_.closeScope();
     e_.closeScope();
     e_.closeScope();
@@ -287,8 +290,7 @@ class ScatterEmitter {
     e_.openScope(kir::ifThen((when.empty() ? "" : when + " && ") + column("q")));
     const std::string at = linearize(join(a, "v", delinearize(w_, IndexExpr::var("b"), inner_, "eb")), result_->type.shape).str();
     for (size_t i = 0; i < prefetched_.size(); ++i)
-      w_.line(prefetchName(i) + "[q] = " + loadExpr(prefetched_[i]->type.dtype, inputPointer(k_.body, prefetched_[i]), at) +
-              ";");
+      w_.assign(prefetchName(i) + "[q]", loadExpr(prefetched_[i]->type.dtype, inputPointer(k_.body, prefetched_[i]), at));
     e_.closeScope();
     e_.closeScope();
   }
@@ -301,8 +303,7 @@ class ScatterEmitter {
       e_.bindReduction(result_, "acc[q]");
       for (int out : tableOuts_) {
         regs.push_back("res" + std::to_string(out));
-        w_.line(registerType(e_.storedForm(k_.body.outputs[size_t(out)])->type.dtype) + " " + regs.back() + "[" + sQ_ +
-                "];");
+        w_.array(registerType(e_.storedForm(k_.body.outputs[size_t(out)])->type.dtype), regs.back(), sQ_);
       }
       w_.comment("the epilogue at this row's columns");
       e_.openScope(kir::countedLoop("q", sQ_, -1));
@@ -311,7 +312,7 @@ class ScatterEmitter {
       for (size_t i = 0; i < prefetched_.size(); ++i)
         e_.bindElement(prefetched_[i], linearize(idx, result_->type.shape), prefetchName(i) + "[q]");
       for (size_t t = 0; t < tableOuts_.size(); ++t)
-        w_.line(regs[t] + "[q] = " + e_.eval(e_.storedForm(k_.body.outputs[size_t(tableOuts_[t])]), idx) + ";");
+        w_.assign(regs[t] + "[q]", e_.eval(e_.storedForm(k_.body.outputs[size_t(tableOuts_[t])]), idx));
       e_.closeScope();
       e_.closeScope();
     }
@@ -319,10 +320,10 @@ class ScatterEmitter {
     e_.openScope(kir::ifThen(column("q")));
     const std::string o = outIndex(a, "wb");
     for (int out : scatterOuts_)
-      w_.line("out" + std::to_string(out) + "[" + o + "] = " + storeValue(result_->type.dtype, "acc[q]") + ";");
+      w_.store("out" + std::to_string(out), o, storeValue(result_->type.dtype, "acc[q]"));
     for (size_t t = 0; t < tableOuts_.size(); ++t)
-      w_.line("out" + std::to_string(tableOuts_[t]) + "[" + o + "] = " +
-              storeValue(k_.body.outputs[size_t(tableOuts_[t])]->type.dtype, regs[t] + "[q]") + ";");
+      w_.store("out" + std::to_string(tableOuts_[t]), o,
+               storeValue(k_.body.outputs[size_t(tableOuts_[t])]->type.dtype, regs[t] + "[q]"));
     e_.closeScope();
     e_.closeScope();
   }
@@ -370,17 +371,17 @@ class ScatterEmitter {
   // loads together, their additions in order.
   void addBatch(const std::function<void()>& fill) {
     const std::string U = std::to_string(kHitBatch);
-    w_.line("// up to " + U + " of the row's positions, in position order: their loads in flight together, added in order");
-    w_.line("fusec_idx s[" + U + "];");
-    w_.line("int n = 0;");
+    w_.comment("up to " + U + " of the row's positions, in position order: their loads in flight together, added in order");
+    w_.array("fusec_idx", "s", U);
+    w_.var("int", "n", "0");
     fill();
-    w_.line(rt_ + " x[" + U + "][" + sQ_ + "];");
+    w_.array(rt_, "x", U + "][" + sQ_);
     e_.openScope(kir::countedLoop("u", U, -1));
     e_.openScope(kir::countedLoop("q", sQ_, -1));
     const std::string in = column("q");
     const Index bi = delinearize(w_, IndexExpr::var("b"), inner_, "sb");
     e_.openScope(kir::ifThen("u < n && " + in));
-    w_.line("x[u][q] = " + e_.eval(src_, join({}, "s[u]", bi)) + ";");
+    w_.assign("x[u][q]", e_.eval(src_, join({}, "s[u]", bi)));
     e_.closeScope();
     e_.closeScope();
     e_.closeScope();
@@ -399,23 +400,27 @@ class ScatterEmitter {
     const std::string NW = std::to_string(kRangeWarps), SL = std::to_string(kRangeStage / kRangeWarps),
                       J = std::to_string(kRangeStage / kRangeWarps / 32);
     w_.comment("list this stage's positions of the block's rows: warp w ballots over its slice");
-    w_.line("int local[" + J + "];");
+    w_.array("int", "local", J);
     w_.array("unsigned", "m", J);
-    w_.line("int count = 0;");
+    w_.var("int", "count", "0");
     e_.openScope(kir::countedLoop("j", J, -1));
     w_.let("fusec_idx", "s", "t0 + warp * " + SL + " + j * 32 + lane");
-    w_.line("local[j] = -1;");
+    w_.assign("local[j]", "-1");
     e_.openScope(kir::ifThen("s < " + std::to_string(S_)));
     // 64-bit: an id past 2^31 must not wrap into the block's rows.
     w_.let("long long", "d", "(long long)" + e_.eval(index_, join({}, "s", Index(inner_.size(), IndexExpr(0)))) + " - row0");
-    w_.line("if (d >= 0 && d < nrows) local[j] = (int)d;");
+    w_.openOneLine(kir::ifThen("d >= 0 && d < nrows"));
+    w_.assign("local[j]", "(int)d");
+    w_.close();
     e_.closeScope();
-    w_.line("m[j] = __ballot_sync(0xffffffffu, local[j] >= 0);");
-    w_.line("count += __popc(m[j]);");
+    w_.assign("m[j]", "__ballot_sync(0xffffffffu, local[j] >= 0)");
+    w_.accumulate("count", "+", "__popc(m[j])");
     e_.closeScope();
-    w_.line("if (lane == 0) warpHits[warp] = count;");
+    w_.openOneLine(kir::ifThen("lane == 0"));
+    w_.store("warpHits", "warp", "count");
+    w_.close();
     w_.barrier();
-    w_.line("int at = listed;");
+    w_.var("int", "at", "listed");
     w_.openOneLine(kir::countedLoop("g", NW, -1));
     w_.accumulate("at", "+", "g < warp ? warpHits[g] : 0");
     w_.close();
@@ -426,14 +431,14 @@ class ScatterEmitter {
     e_.openScope(kir::ifThen("local[j] >= 0"));
     w_.let("int", "h", "at + __popc(m[j] & ((1u << lane) - 1u))");
     if (packed_) {
-      w_.line("hits[h] = (unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j];");
+      w_.store("hits", "h", "(unsigned)(t0 + warp * " + SL + " + j * 32 + lane) << 16 | (unsigned)local[j]");
     } else {
-      w_.line("hitPos[h] = t0 + warp * " + SL + " + j * 32 + lane;");
-      w_.line("hitRow[h] = (unsigned short)local[j];");
+      w_.store("hitPos", "h", "t0 + warp * " + SL + " + j * 32 + lane");
+      w_.store("hitRow", "h", "(unsigned short)local[j]");
     }
     if (csr_) w_.line("atomicAdd(&cursor[local[j]], 1);  // a count: the same whatever the order");
     e_.closeScope();
-    w_.line("at += __popc(m[j]);");
+    w_.accumulate("at", "+", "__popc(m[j])");
     e_.closeScope();
     w_.barrier(kir::SyncScope::Block, "the list is complete, and warpHits read");
   }
