@@ -161,7 +161,11 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
                                   s.value + ");\n";
         break;
       case StmtKind::Barrier:
-        out += in + (s.sync == SyncScope::Block ? "__syncthreads();" : "__syncwarp();") + noted(s) + "\n";
+        out += in +
+               (s.sync == SyncScope::Block  ? std::string("__syncthreads();")
+                : s.sync == SyncScope::Warp ? std::string("__syncwarp();")
+                                            : "fusec_group_sync<" + std::to_string(s.width) + ", " + s.value + ">();") +
+               noted(s) + "\n";
         break;
       case StmtKind::Memory: out += in + memoryDeclaration(s) + noted(s) + "\n"; break;
       case StmtKind::Define: out += in + "#define " + s.text + " " + s.value + noted(s) + "\n"; break;
@@ -233,7 +237,11 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
                "] = " + s.value + "\n";
         break;
       case StmtKind::Barrier:
-        out += in + (s.sync == SyncScope::Block ? "barrier.block" : "barrier.warp") + noted(s) + "\n";
+        out += in +
+               (s.sync == SyncScope::Block  ? std::string("barrier.block")
+                : s.sync == SyncScope::Warp ? std::string("barrier.warp")
+                                            : "barrier.warp-group<" + std::to_string(s.width) + "> of " + s.value) +
+               noted(s) + "\n";
         break;
       case StmtKind::Memory:
         out += in + "memory." + spaceName(s.space) + " " + s.text + ": " + s.target +
@@ -365,6 +373,14 @@ void KernelBuilder::store(const std::string& ptr, const std::string& position, c
   s.position = position;
   s.width = width;
   append(std::move(s));
+}
+
+void KernelBuilder::groupBarrier(int lanes, int block, const std::string& note) {
+  kir::Stmt b = kir::make(kir::StmtKind::Barrier, "", "", std::to_string(block));
+  b.sync = kir::SyncScope::WarpGroup;
+  b.width = lanes;
+  b.note = note;
+  append(std::move(b));
 }
 
 void KernelBuilder::barrier(kir::SyncScope scope, const std::string& note) {

@@ -45,7 +45,7 @@ enum class StmtKind : uint8_t {
   Reduce,      // `const <type> <name> = ...;`: an accumulator combined across a scope (ReduceScope)
   Load,        // a register from memory, or (width > 1) a register array as one 16-byte vector
   Store,       // element store `ptr[position] = value;`, or a vector of `width` from array `value`
-  Barrier,     // `__syncthreads();` or `__syncwarp();` (SyncScope)
+  Barrier,     // `__syncthreads();`, `__syncwarp();` or a group of warps' `fusec_group_sync<lanes, block>();` (SyncScope)
   Memory,      // an array (or one value) in shared memory or device memory (Space): a block's
                // staging, a grid's scratch kept between launches
   ArriveLast,  // `if (!fusec_arrive_last(&<counter>, <expected>)[ || <guard>]) return;`: every
@@ -69,8 +69,9 @@ enum class LoopKind : uint8_t {
 // in shared memory, behind the group's barrier, added in warp order).
 enum class ReduceScope : uint8_t { Thread, Warp, ColumnTile, WarpGroup };
 
-// Who a Barrier waits for: the block's threads, or the warp's lanes.
-enum class SyncScope : uint8_t { Block, Warp };
+// Who a Barrier waits for: the block's threads, the warp's lanes, or the warps of one group
+// (a row's `width` lanes of a block of `value` threads: a named barrier, codegen/reduce_kernels.cpp).
+enum class SyncScope : uint8_t { Block, Warp, WarpGroup };
 
 // Where a Memory statement's array lives: the block's shared memory (its size fixed, or
 // `extern`: the launch's dynamic shared memory), or device memory at module scope (`__device__`:
@@ -177,6 +178,8 @@ class KernelBuilder {
   void store(const std::string& ptr, const std::string& position, const std::string& value, int width = 1);
   // `__syncthreads();` (or `__syncwarp();`), with a note on what it orders.
   void barrier(kir::SyncScope scope = kir::SyncScope::Block, const std::string& note = "");
+  // The warps of one group of `lanes` threads (of a block of `block`) wait for each other.
+  void groupBarrier(int lanes, int block, const std::string& note = "");
   // An array of `size` `type`s (size empty: one value) in `space`; `init` (Device only) its
   // initial value.
   void memory(kir::Space space, const std::string& type, const std::string& name, const std::string& size,

@@ -1066,16 +1066,15 @@ class ReductionEmitter {
     if (lanes_ == 1) return kir::ReduceScope::Thread;
     if (columns_) return kir::ReduceScope::ColumnTile;
     if (lanes_ == 32) return kir::ReduceScope::Warp;
-    const std::string B = std::to_string(block_);
     for (const auto& [acc, op] : accs)
       w_.memory(kir::Space::Shared, registerType(op->result()->type.dtype), "fusec_part_" + acc, std::to_string(block_ / 32));
     // One level: the next point's writes wait for this point's readers. With more, another
     // level's barriers stand between a level's reads and its next writes.
     if (levels_.size() == 1)
-      w_.line("fusec_group_sync<" + L_ + ", " + B + ">();  // the previous point's readers are done with the parts");
+      w_.groupBarrier(lanes_, block_, "the previous point's readers are done with the parts");
     for (const auto& [acc, op] : accs)
       w_.line("fusec_warp_part(" + acc + ", " + combiner(op->kind) + "(), fusec_part_" + acc + ");");
-    w_.line("fusec_group_sync<" + L_ + ", " + B + ">();");
+    w_.groupBarrier(lanes_, block_);
     return kir::ReduceScope::WarpGroup;
   }
 
@@ -1090,7 +1089,7 @@ class ReductionEmitter {
     w_.let("long long", at, "(long long)" + e_.eval(t, idx));
     e_.openScope(kir::ifThen(at + " >= 0 && " + at + " < " + std::to_string(red.r)));
     idx.back() = IndexExpr::var("(fusec_idx)" + at, 0, red.r - 1);  // in range: the test above
-    w_.line(acc + " = 0.0f + (float)" + e_.eval(x, idx) + ";");
+    w_.assign(acc, "0.0f + (float)" + e_.eval(x, idx));
     e_.closeScope();
     e_.bindReduction(red.op->result(), acc);
   }

@@ -174,6 +174,17 @@ TEST(KernelIr, AOneLineScopeHoldsExactlyOneStatement) {
   EXPECT_THROW(text.str(), Error);
 }
 
+TEST(KernelIr, BarriersOfABlockAWarpAndAGroupOfWarps) {
+  KernelBuilder w;
+  w.barrier();
+  w.barrier(kir::SyncScope::Warp, "the lanes' writes");
+  w.groupBarrier(128, 256, "the parts are written");
+  EXPECT_EQ(w.str(), "__syncthreads();\n__syncwarp();  // the lanes' writes\n"
+                     "fusec_group_sync<128, 256>();  // the parts are written\n");
+  EXPECT_EQ(w.kir(), "barrier.block\nbarrier.warp  // the lanes' writes\n"
+                     "barrier.warp-group<128> of 256  // the parts are written\n");
+}
+
 TEST(KernelIr, DefinesAreATemplatesParameters) {
   KernelBuilder w;
   w.define("FA_BC", "64");
