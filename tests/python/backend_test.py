@@ -107,6 +107,43 @@ def train(model, batches, steps, autocast):
     return losses
 
 
+def check_mask_on_real_example(vocab, batch, seq):
+    """The backend's example values are the first call's real tensors. A band mask (each query
+    sees itself and the 2 keys before it) is not causal attention, also where V is zero at the
+    first call (a zero-initialised projection) and masking changes nothing on that example;
+    a band as wide as the sequence is the causal mask and is recognised, V zero or not."""
+    import band_attention
+    from fusec import dynamo
+
+    class InlineBand(band_attention.BandAttentionLM):
+        def __init__(self, window, zero_v):
+            super().__init__(vocab_size=vocab, window=window, context_length=seq)
+            self.window = window
+            if zero_v:
+                with torch.no_grad():
+                    d = self.qkv.weight.shape[1]
+                    self.qkv.weight[2 * d:] = 0
+
+        def forward(self, ids):  # the band built in the graph (static), not read from a buffer
+            i = torch.arange(ids.shape[1], device=ids.device)
+            band = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.window)
+            q, k, v = self.qkv(self.emb(ids)).chunk(3, dim=-1)
+            s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+            return self.head(s.masked_fill(~band, float("-inf")).softmax(-1) @ v)
+
+    good, seen = True, []
+    for window, zero, want in ((3, True, False), (3, False, False), (seq, False, True)):
+        torch.manual_seed(0)
+        before = set(id(c) for c in dynamo.COMPILED)
+        dynamo.aot_module(InlineBand(window, zero))(torch.randint(0, vocab, (batch, seq))).sum().backward()
+        graphs = [c for c in dynamo.COMPILED if id(c) not in before and c.program is not None]
+        fused = any("= attention(" in c.fir for c in graphs)
+        seen.append(f"window {window}{', V zero' if zero else ''}: {'attention' if fused else 'explicit softmax'}")
+        good &= len(graphs) == 2 and fused == want
+    print(f"{'ok  ' if good else 'FAIL'} masks judged on the first call's real values: " + "; ".join(seen))
+    return good
+
+
 def check_mask_values():
     """attention.causal_of: an additive causal mask filled with float16's lowest (what
     transformers builds under bf16 autocast, -65536 in bf16) is causal attention; a mask
@@ -256,6 +293,57 @@ def check_first_call(device):
     return good
 
 
+def check_first_call_failures(device):
+    """A graph that fails to compile at its first call is compiled once: with strict=True each
+    call raises the same one-line error; without, the pair runs in PyTorch (matching eager)
+    after one warning. Fails where a later call compiles again."""
+    from fusec import dynamo
+    from fusec.common import ExportError
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 16, device=device))
+
+        def forward(self, x):
+            return (x * self.w).sum(1)
+
+    made = []
+
+    class Refusing:
+        def __init__(self, *args, **kw):
+            made.append(1)
+            raise ExportError("unsupported planted failure")
+
+    real = dynamo.CompiledGraph
+    dynamo.CompiledGraph = Refusing
+    lines, results = [], []
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            for strict in (True, False):
+                del made[:]
+                m = dynamo.aot_module(Scaled(), strict=strict) if not hasattr(torch, "compile") else \
+                    torch.compile(Scaled(), backend=dynamo.backend(strict=strict), dynamic=False)
+                x = torch.randn(4, 16, device=device)
+                for _ in range(3):
+                    try:
+                        y = m(x)
+                        y.sum().backward()
+                        results.append(((y - Scaled()(x)).abs().max().item(), len(made)))
+                    except Exception as e:
+                        lines.append((str(e).splitlines()[0] if str(e) else type(e).__name__, len(made)))
+    finally:
+        dynamo.CompiledGraph = real
+    strict_ok = len(lines) == 3 and all("planted failure" in line and n == 1 for line, n in lines)
+    lenient_ok = len(results) == 3 and all(err < 1e-6 and n == 1 for err, n in results)
+    good = strict_ok and lenient_ok
+    print(f"{'ok  ' if good else 'FAIL'} a first call's failure is kept: strict raised {len(lines)} times "
+          f"({lines[:1]}), compiles tried {[n for _, n in lines]}; without strict {len(results)} calls in PyTorch, "
+          f"compiles tried {[n for _, n in results]}")
+    return good
+
+
 def check_saved_layouts(make, vocab, batch, seq):
     """Under bf16 autocast the forward saves each weight's bf16 transpose for the backward
     (t(cast(w))). It comes laid out as the trace has it: the forward writes the cast (which its
@@ -362,6 +450,7 @@ def main():
     ok &= check_dropout(args.device)
     ok &= check_guarded_calls(args.device)
     ok &= check_first_call(args.device)
+    ok &= check_first_call_failures(args.device)
     if args.device == "cpu":
         steps = args.steps or 4
         vocab, batch, seq = 37, 2, 16
@@ -379,6 +468,7 @@ def main():
         # the backward laid out as the trace has them (the cast, read in place by the backward)
         ok &= compare("cs336 lm, bf16 autocast (aot_module, interpreter)", lm, lambda m: dynamo.aot_module(m), "cpu",
                       steps, vocab, batch, seq, autocast=True, bound=2e-2)
+        ok &= check_mask_on_real_example(vocab, batch, seq)
         ok &= check_saved_layouts(lm, vocab, batch, seq)
         ok &= check_shared_outputs(lm, vocab, batch, seq)
         # strict refuses a graph with an unmapped op in one line; without, it trains in PyTorch

@@ -28,7 +28,7 @@ import weakref
 import torch
 
 from .common import OneLineError
-from .graph_compile import CompiledGraph, unsupported_ops
+from .graph_compile import CompiledGraph, _checked, unsupported_ops
 
 
 class FusecBackendError(OneLineError):
@@ -70,7 +70,8 @@ def _partitioner():
     raise FusecBackendError(f"FUSEC_BACKEND_PARTITION must be default or min-cut, got '{name}'")
 
 
-# Graphs compiled by fusec and graphs left to PyTorch, since import (what the tests check).
+# Graphs compiled by fusec and graphs left to PyTorch, since import (what the tests check); a
+# graph fusec compiles counts at its first call, when it is compiled.
 STATS = {"fusec": 0, "pytorch": 0}
 # The CompiledGraphs alive (for reports: their programs' fusec_stats).
 COMPILED = weakref.WeakSet()
@@ -84,7 +85,7 @@ class _Pair:
         self.strict, self.options, self.guarded = strict, options, guarded
         self.fallback = None  # None: undecided; else the reason both run in PyTorch
         self.compiled = []
-        self.graphs = 0  # compiler calls so far: the first is the forward's
+        self.partitioned = False  # a training pair (partition screened both graphs' ops), not an inference graph
         self.saved_from = None  # the forward's first output that is saved for the backward
 
     def partition(self, joint, joint_inputs, **kw):
@@ -93,9 +94,10 @@ class _Pair:
         if self.saved_from is None:  # torch 1.13 passes no count: its partitioners read the joint's spec
             spec = getattr(joint, "_out_spec", None)
             self.saved_from = spec.children_specs[0].num_leaves if spec is not None else None
+        self.partitioned = True
         missing = unsupported_ops(fw) + [op for op in unsupported_ops(bw) if op not in unsupported_ops(fw)]
         if missing:
-            self.refuse(f"fusec has no mapping for {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            self.refuse(_missing(missing))
         return fw, bw
 
     def refuse(self, reason):
@@ -104,16 +106,35 @@ class _Pair:
         self.fallback = reason
         warnings.warn(f"fusec backend: {reason}; this graph runs in PyTorch", stacklevel=2)
 
-    def compiler(self, gm, example_inputs):
-        """AOTAutograd's compiler of the forward (the first graph of the pair) and of the
-        backward: a callable that compiles the graph at its first call, from that call's own
-        tensors (_FirstCall)."""
-        forward = not self.graphs
-        self.graphs += 1
+    def compiler(self, gm, example_inputs, forward):
+        """AOTAutograd's compiler of the forward (forward=True, also an inference graph's) and
+        of the backward. What the graph and its fake examples tell is judged here (an inference
+        graph's ops, which no partition screened; tensors of static shapes); the graph itself
+        compiles at its first call, from that call's own tensors (_FirstCall)."""
+        if self.fallback is None:
+            try:
+                missing = [] if self.partitioned else unsupported_ops(gm)
+                if missing:
+                    self.refuse(_missing(missing))
+                else:
+                    for x in example_inputs:
+                        _checked(x)
+            except FusecBackendError:
+                raise
+            except Exception as e:
+                self.fail(e)
         if self.fallback is not None:
             STATS["pytorch"] += 1
             return make_boxed_func(gm.forward)
         return make_boxed_func(_FirstCall(self, gm, forward))
+
+    def fail(self, e):
+        """A graph fusec could not compile: one line, raised where the pair cannot run in
+        PyTorch instead (strict, or its forward already fusec's), else the refusal's warning."""
+        line = str(e) if isinstance(e, OneLineError) else f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        if self.compiled or self.strict:  # the forward is fusec's: its backward cannot be PyTorch's
+            raise FusecBackendError(f"fusec backend: {line}") from None
+        self.refuse(line)
 
     def build(self, gm, args, forward):
         """The graph's callable, compiled by fusec from its first call's tensors `args`, or
@@ -131,28 +152,49 @@ class _Pair:
                 STATS["fusec"] += 1
                 return compiled
             except Exception as e:  # a mapping's refusal, or anything else: one line either way
-                line = str(e) if isinstance(e, OneLineError) else \
-                    f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-                if self.compiled or self.strict:  # the forward is fusec's: its backward cannot be PyTorch's
-                    raise FusecBackendError(f"fusec backend: {line}") from None
-                self.refuse(line)
+                self.fail(e)
         STATS["pytorch"] += 1
         return gm.forward
+
+
+def _missing(ops):
+    return f"fusec has no mapping for {ops[0]}" + (f" (and {len(ops) - 1} more)" if len(ops) > 1 else "")
+
+
+def _any_fake(args):
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor
+    except ImportError:
+        return False
+    return any(isinstance(a, FakeTensor) for a in args)
 
 
 class _FirstCall:
     """A graph compiled at its first call, from that call's tensors. AOTAutograd hands the
     compilers fake tensors; compiling from them meant an example run on random stand-ins,
     which for a backward doubled its saved activations (the real ones, held by autograd, and
-    the stand-ins) at the peak of the first step. Here the example run reads the real ones."""
+    the stand-ins) at the peak of the first step. Here the example run reads the real ones.
+    A failure is kept: later calls raise it again rather than compile again. (Slots: no
+    __dict__ for make_boxed_func's wraps to copy, which would keep the graph alive.)"""
+    __slots__ = ("pair", "gm", "forward", "run")
 
     def __init__(self, pair, gm, forward):
         self.pair, self.gm, self.forward, self.run = pair, gm, forward, None
 
     def __call__(self, *args):
         if self.run is None:
-            self.run = self.pair.build(self.gm, args, self.forward)
-            self.pair = self.gm = None  # the compiled callable holds what it needs
+            if _any_fake(args):  # a trace through the graph, not a run: nothing to compile from
+                return self.gm.forward(*args)
+            try:
+                run = self.pair.build(self.gm, args, self.forward)
+            except FusecBackendError as e:
+                error = e
+
+                def again(*_):
+                    raise error
+                self.run, self.pair, self.gm = again, None, None
+                raise
+            self.run, self.pair, self.gm = run, None, None  # what runs holds what it needs
         return self.run(*args)
 
 
@@ -166,7 +208,8 @@ def backend(gm=None, example_inputs=None, *, strict=False, options=""):
     options = options or os.environ.get("FUSEC_BACKEND_OPTIONS", "")
     from torch._dynamo.backends.common import aot_autograd
     pair = _Pair(strict, options, guarded=True)  # Dynamo guards each graph's argument types
-    return aot_autograd(fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
+    return aot_autograd(fw_compiler=functools.partial(pair.compiler, forward=True),
+                        bw_compiler=functools.partial(pair.compiler, forward=False), partition_fn=pair.partition,
                         decompositions=_decompositions())(gm, example_inputs)
 
 
@@ -176,7 +219,8 @@ def aot_module(module, strict=False, options="", guarded=False):
     vouches, as Dynamo's guards do, that every call's arguments have the first call's dtypes,
     shapes and strides (the calls after the first then skip the per-tensor checks)."""
     pair = _Pair(strict, options, guarded)
-    return _aot_module(module, fw_compiler=pair.compiler, bw_compiler=pair.compiler, partition_fn=pair.partition,
+    return _aot_module(module, fw_compiler=functools.partial(pair.compiler, forward=True),
+                       bw_compiler=functools.partial(pair.compiler, forward=False), partition_fn=pair.partition,
                        decompositions=_decompositions())
 
 
