@@ -141,7 +141,7 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
       case StmtKind::Text: out += in + s.text + "\n"; break;
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "const " + s.target + " " + s.text + " = " + s.value + ";" + noted(s) + "\n"; break;
-      case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";\n"; break;
+      case StmtKind::Var: out += in + s.target + " " + s.text + " = " + s.value + ";" + noted(s) + "\n"; break;
       case StmtKind::Array: out += in + s.target + " " + s.text + "[" + s.value + "];" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + s.text + " = " + s.value + ";\n"; break;
       case StmtKind::Accumulate:
@@ -213,7 +213,7 @@ void dumpInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts,
       }
       case StmtKind::Comment: out += in + "// " + s.text + "\n"; break;
       case StmtKind::Let: out += in + "let " + s.text + ": " + s.target + " = " + s.value + noted(s) + "\n"; break;
-      case StmtKind::Var: out += in + "var " + s.text + ": " + s.target + " = " + s.value + "\n"; break;
+      case StmtKind::Var: out += in + "var " + s.text + ": " + s.target + " = " + s.value + noted(s) + "\n"; break;
       case StmtKind::Array: out += in + "array " + s.text + ": " + s.target + "[" + s.value + "]" + noted(s) + "\n"; break;
       case StmtKind::Assign: out += in + "assign " + s.text + " = " + s.value + "\n"; break;
       case StmtKind::Accumulate:
@@ -319,8 +319,9 @@ void KernelBuilder::let(const std::string& type, const std::string& name, const 
   append(std::move(l));
 }
 
-void KernelBuilder::var(const std::string& type, const std::string& name, const std::string& value) {
-  append(kir::make(kir::StmtKind::Var, name, type, value));
+void KernelBuilder::var(const std::string& type, const std::string& name, const std::string& value,
+                        const std::string& note) {
+  append(kir::make(kir::StmtKind::Var, name, type, value)).note = note;
 }
 
 void KernelBuilder::array(const std::string& type, const std::string& name, const std::string& size, const std::string& note) {

@@ -98,7 +98,7 @@ struct Stmt {
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
   // condition tested with the bound (`live`), or none; ArriveLast: who else leaves, or none.
   std::string guard;
-  std::string note;      // Let, Load, Array, Memory, Barrier, Define: what it is, why (`#3 = mul(#1, #2) : f32[4,8]`)
+  std::string note;      // Let, Var, Load, Array, Memory, Barrier, Define: what it is, why (`#3 = mul(#1, #2) : f32[4,8]`)
   std::string combiner;  // Accumulate, Reduce: the combining functor ("fusec_sum", ops.def's formulas)
   SyncScope sync = SyncScope::Block;  // Barrier
   Space space = Space::Shared;        // Memory
@@ -153,8 +153,8 @@ class KernelBuilder {
   void comment(const std::string& text);  // `// text`
   // `const <type> <name> = <value>;  // note`
   void let(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
-  // `<type> <name> = <value>;`: an accumulator's declaration.
-  void var(const std::string& type, const std::string& name, const std::string& value);
+  // `<type> <name> = <value>;  // note`: a register that changes (an accumulator, a count).
+  void var(const std::string& type, const std::string& name, const std::string& value, const std::string& note = "");
   // `<type> <name>[<size>];  // note`: registers indexed by constants.
   void array(const std::string& type, const std::string& name, const std::string& size, const std::string& note = "");
   // `element = value;`: an element of such an array.

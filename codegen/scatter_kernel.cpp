@@ -96,7 +96,7 @@ class ScatterEmitter {
     plan();
     // Two blocks an SM (the grid assumes them): at most 64 registers a thread.
     k_.signature(w_, k_.name, block_, csr_ ? 2 : 0);
-    w_.line("// a warp per output row of " + std::to_string(B_) + " columns, " + std::to_string(D_) +
+    w_.comment("a warp per output row of " + std::to_string(B_) + " columns, " + std::to_string(D_) +
             " rows along the axis, " + std::to_string(S_) + " source positions scanned in order" +
             (ranged_ ? " (a block per " + std::to_string(range_) + " rows, their positions listed in shared memory)" : ""));
     w_.let("int", "lane", "threadIdx.x % 32");
@@ -358,7 +358,7 @@ class ScatterEmitter {
       w_.let("fusec_idx", "row0", "(fusec_idx)blockIdx.x * " + R);
     }
     w_.let("int", "nrows", "(int)min((fusec_idx)" + R + ", (fusec_idx)" + std::to_string(rows_) + " - row0)");
-    w_.line("int listed = 0;  // the same in every thread");
+    w_.var("int", "listed", "0", "the same in every thread");
   }
   std::string rowAt(const std::string& h) const {
     return packed_ ? "(int)(hits[" + h + "] & 0xffffu)" : "(int)hitRow[" + h + "]";
@@ -453,7 +453,7 @@ class ScatterEmitter {
     listStage();
     e_.closeScope();
     w_.comment("each row's first position, item and partial sum: sums over the rows before it (warp 0). A row");
-    w_.line("// of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
+    w_.comment("of more than " + SEG + " positions is summed in segments of " + SEG + ", one item each");
     e_.openScope(kir::ifThen("warp == 0"));
     w_.line("const int per = (nrows + 31) / 32, i0 = min(nrows, lane * per), i1 = min(nrows, i0 + per);");
     w_.line("int pn = 0, pi = 0, ps = 0;");
@@ -488,10 +488,14 @@ class ScatterEmitter {
     w_.let("int", "r", "valid ? (int)(x & 0xffffu) : -1");
     w_.let("unsigned", "peers", "__match_any_sync(0xffffffffu, r)");
     w_.let("int", "leader", "__ffs(peers) - 1");
-    w_.line("int at = valid && lane == leader ? cursor[r] : 0;");
-    w_.line("at = __shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u));");
-    w_.line("if (valid) order[at] = (unsigned short)(x >> 16);");
-    w_.line("if (valid && lane == leader) cursor[r] = at + __popc(peers);");
+    w_.var("int", "at", "valid && lane == leader ? cursor[r] : 0");
+    w_.assign("at", "__shfl_sync(0xffffffffu, at, leader) + __popc(peers & ((1u << lane) - 1u))");
+    w_.openOneLine(kir::ifThen("valid"));
+    w_.store("order", "at", "(unsigned short)(x >> 16)");
+    w_.close();
+    w_.openOneLine(kir::ifThen("valid && lane == leader"));
+    w_.store("cursor", "r", "at + __popc(peers)");
+    w_.close();
     w_.barrier(kir::SyncScope::Warp);
     e_.closeScope();
     e_.closeScope();
@@ -518,7 +522,7 @@ class ScatterEmitter {
       w_.openOneLine(kir::countedLoop("u", U, -1));
       w_.assign("s[u]", "i + u < i1 ? (fusec_idx)order[i + u] : (fusec_idx)order[i]");
       w_.close();
-      w_.line("n = min(" + U + ", i1 - i);");
+      w_.assign("n", "min(" + U + ", i1 - i)");
     });
     e_.closeScope();
     e_.openScope(kir::ifThen("part"));
@@ -551,7 +555,7 @@ class ScatterEmitter {
   // positions; a later round adds to what the rows hold.
   void writeRounds() {
     const std::string sPasses = std::to_string(passes_), U = std::to_string(kHitBatch);
-    w_.line("bool again = false;  // a later round: add to the rows written before");
+    w_.var("bool", "again", "false", "a later round: add to the rows written before");
     e_.openScope("for (fusec_idx t0 = 0;; t0 += " + std::to_string(kRangeStage) + ")");
     w_.let("bool", "end", "t0 >= " + std::to_string(S_));
     e_.openScope(kir::ifThen("end || listed > " + std::to_string(kListed)));
@@ -561,33 +565,35 @@ class ScatterEmitter {
     w_.let("int", "r", "it" + (passes_ > 1 ? " / " + sPasses : ""));
     if (passes_ > 1) w_.let("fusec_idx", "b0", "(fusec_idx)(it % " + sPasses + ") * " + sP_);
     w_.let("fusec_idx", "v", "row0 + r");
-    w_.line("bool hit = !again;");
+    w_.var("bool", "hit", "!again");
     e_.openScope("for (int h0 = 0; !hit && h0 < listed; h0 += 32)");
-    w_.line("hit = __any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r);");
+    w_.assign("hit", "__any_sync(0xffffffffu, h0 + lane < listed && " + rowAt("h0 + lane") + " == r)");
     e_.closeScope();
     w_.line("if (!hit) continue;  // a later round that does not touch this row");
     startRow({}, "again",
              [&] { return loadExpr(result_->type.dtype, "out" + std::to_string(scatterOuts_.at(0)), outIndex({}, "rb")); });
     e_.openScope("for (int h0 = 0; h0 < listed; h0 += 32)");
     w_.let("bool", "mine", "h0 + lane < listed && " + rowAt("h0 + lane") + " == r");
-    w_.line("unsigned m = __ballot_sync(0xffffffffu, mine);");
+    w_.var("unsigned", "m", "__ballot_sync(0xffffffffu, mine)");
     e_.openScope("while (m != 0)");
     addBatch([&] {
       e_.openScope(kir::countedLoop("u", U, -1));
       e_.openScope(kir::ifThen("m != 0"));
-      w_.line("s[u] = " + posAt("h0 + __ffs(m) - 1") + ";");
+      w_.assign("s[u]", posAt("h0 + __ffs(m) - 1"));
       w_.line("m &= m - 1;");
-      w_.line("n = u + 1;");
+      w_.assign("n", "u + 1");
       e_.closeScope();
-      w_.line("else s[u] = s[0];");
+      w_.openOneLine(kir::elseIf(""));
+      w_.assign("s[u]", "s[0]");
+      w_.close();
       e_.closeScope();
     });
     e_.closeScope();
     e_.closeScope();
     storeRow({});
     e_.closeScope();
-    w_.line("again = true;");
-    w_.line("listed = 0;");
+    w_.assign("again", "true");
+    w_.assign("listed", "0");
     w_.barrier(kir::SyncScope::Block, "the list's readers are done before it is refilled");
     e_.closeScope();
     w_.line("if (end) break;");
@@ -606,10 +612,10 @@ class ScatterEmitter {
     startRow(a, "", nullptr);
     if (ballot_) {
       e_.openScope("for (fusec_idx s0 = 0; s0 < " + std::to_string(S_) + "; s0 += 32)");
-      w_.line("bool hit = false;");
+      w_.var("bool", "hit", "false");
       e_.openScope(kir::ifThen("s0 + lane < " + std::to_string(S_)));
       w_.let("fusec_idx", "s", "s0 + lane");
-      w_.line("hit = (fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), IndexExpr(0)))) + " == v;");
+      w_.assign("hit", "(fusec_idx)" + e_.eval(index_, join(a, "s", Index(inner_.size(), IndexExpr(0)))) + " == v");
       e_.closeScope();
       w_.comment("the matching positions in increasing order: a fixed order of the additions");
       e_.openScope("for (unsigned m = __ballot_sync(0xffffffffu, hit); m != 0; m &= m - 1)");

@@ -185,6 +185,14 @@ TEST(KernelIr, BarriersOfABlockAWarpAndAGroupOfWarps) {
                      "barrier.warp-group<128> of 256  // the parts are written\n");
 }
 
+TEST(KernelIr, AVarCarriesItsNote) {
+  KernelBuilder w;
+  w.var("int", "listed", "0", "the same in every thread");
+  w.var("float", "a", "0.0f");
+  EXPECT_EQ(w.str(), "int listed = 0;  // the same in every thread\nfloat a = 0.0f;\n");
+  EXPECT_EQ(w.kir(), "var listed: int = 0  // the same in every thread\nvar a: float = 0.0f\n");
+}
+
 TEST(KernelIr, DefinesAreATemplatesParameters) {
   KernelBuilder w;
   w.define("FA_BC", "64");
