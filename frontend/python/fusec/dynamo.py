@@ -95,7 +95,8 @@ class _Pair:
             spec = getattr(joint, "_out_spec", None)
             self.saved_from = spec.children_specs[0].num_leaves if spec is not None else None
         self.partitioned = True
-        missing = unsupported_ops(fw) + [op for op in unsupported_ops(bw) if op not in unsupported_ops(fw)]
+        missing = unsupported_ops(fw)
+        missing += [op for op in unsupported_ops(bw) if op not in missing]
         if missing:
             self.refuse(_missing(missing))
         return fw, bw
