@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
 #include <set>
 #include <string>
 
@@ -63,20 +64,39 @@ struct Group {
 class Planner {
  public:
   explicit Planner(const Graph& g) : g_(g) {
+    if (g.ops.size() > UINT32_MAX) throw Error("fuse: more than 2^32 ops in one function");
+    // Ops numbered in program order; a value's number is its op's first result's plus its
+    // index (resultBase_). Its readers are a slice of one array (userStart_, userList_).
+    size_t numbered = 0, values = 0;
+    resultBase_.reserve(g.ops.size());
     for (auto& op : g.ops) {
       if (op->info().category == OpCategory::Composite && !isAttention(*op))
         throw Error("fuse: " + std::string(op->info().name) + " is a composite op; run decompose before fuse");
-      pos_[op.get()] = int64_t(pos_.size());
-      for (Value* v : op->operands) users_[v].push_back(op.get());
+      op->number = uint32_t(numbered++);
+      resultBase_.push_back(values);
+      values += op->results.size();
     }
-    for (Value* v : g.outputs) outputs_.insert(v);
+    userStart_.assign(values + 1, 0);
+    for (auto& op : g.ops)
+      for (Value* v : op->operands) ++userStart_[valueNumber(v) + 1];
+    for (size_t i = 0; i < values; ++i) userStart_[i + 1] += userStart_[i];
+    userList_.resize(userStart_[values]);
+    std::vector<size_t> next(userStart_.begin(), userStart_.end() - 1);
+    for (auto& op : g.ops)
+      for (Value* v : op->operands) userList_[next[valueNumber(v)]++] = op.get();
+    srcMemo_.resize(values);
+    userMemo_.resize(values);
+    inlined_.assign(g.ops.size(), 0);
+    demoted_.assign(g.ops.size(), 0);
+    output_.assign(values, 0);
+    for (Value* v : g.outputs) output_[valueNumber(v)] = 1;
   }
 
   Plan run() {
     findBroadcastTables();
     chooseInlined();
     placeHardUses();
-    srcMemo_.clear();
+    std::fill(srcMemo_.begin(), srcMemo_.end(), std::nullopt);
     chooseInlined();  // again: demoted ops now read as materialised values
     makeGroups();
     absorbOutputPermutes();
@@ -91,12 +111,15 @@ class Planner {
  private:
   // ---- which ops are recomputed in place --------------------------------------------------
 
-  bool inlined(const Op* op) const { return plan_.inlined.count(op) != 0; }
+  bool inlined(const Op* op) const { return inlined_[op->number] != 0; }
+  bool demoted(const Op* op) const { return demoted_[op->number] != 0; }
+  void demote(const Op* op) { demoted_[op->number] = 1; }
+  bool isOutput(const Value* v) const { return output_[valueNumber(v)] != 0; }
 
   // The materialised values `v` is computed from (itself unless it is inlined).
   const std::vector<Value*>& sources(Value* v) {
-    auto it = srcMemo_.find(v);
-    if (it != srcMemo_.end()) return it->second;
+    auto& memo = srcMemo_[valueNumber(v)];
+    if (memo) return *memo;
     std::vector<Value*> s;
     if (inlined(v->def)) {
       for (Value* o : v->def->operands)
@@ -105,7 +128,7 @@ class Planner {
     } else {
       s.push_back(v);
     }
-    return srcMemo_[v] = std::move(s);
+    return *(srcMemo_[valueNumber(v)] = std::move(s));
   }
 
   // Transcendental ops whose result is read through a broadcast into a value at least
@@ -134,21 +157,20 @@ class Planner {
         stack.pop_back();
         if (!seen.insert(v).second) continue;
         grows = v->type.numel() >= kTableGrowth * n;
-        auto it = users_.find(const_cast<Value*>(v));
-        if (it == users_.end()) continue;
-        for (const Op* u : it->second)
+        for (const Op* u : users(v))
           if (u->info().category == OpCategory::Pointwise || isViewOp(u->kind))
             for (const auto& r : u->results) stack.push_back(r.get());
       }
-      if (grows) demoted_.insert(op);
+      if (grows) demote(op);
     }
   }
 
   void chooseInlined() {
     plan_.inlined.clear();
+    std::fill(inlined_.begin(), inlined_.end(), 0);
     for (auto& owned : g_.ops) {
       const Op* op = owned.get();
-      if (demoted_.count(op)) continue;
+      if (demoted(op)) continue;
       const bool pointwise = op->info().category == OpCategory::Pointwise;
       bool cheap = op->kind == OpKind::Constant || op->kind == OpKind::Iota || isViewOp(op->kind);
       if (pointwise) {
@@ -163,7 +185,10 @@ class Planner {
             if (x->type.numel() * 4 > n && std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
         cheap = s.size() <= 1;
       }
-      if (cheap) plan_.inlined.insert(op);
+      if (cheap) {
+        plan_.inlined.insert(op);
+        inlined_[op->number] = 1;
+      }
     }
   }
 
@@ -198,16 +223,16 @@ class Planner {
     Op* d = v->def;
     if (!inlined(d)) return;
     if (!isViewOp(d->kind)) {
-      demoted_.insert(d);
+      demote(d);
       return;
     }
     auto view = resolveView(v);
     if (!view || view->strides.empty() || (view->strides.back() != 1 && v->type.shape.back() != 1)) {
-      demoted_.insert(d);
+      demote(d);
       return;
     }
     const Value* x = view->base;
-    if (inlined(x->def)) demoted_.insert(x->def);  // the base itself must exist in memory
+    if (inlined(x->def)) demote(x->def);  // the base itself must exist in memory
   }
 
   void hardUse(Value* v, bool gemm) {
@@ -218,7 +243,7 @@ class Planner {
       return;
     }
     if (!isViewOp(d->kind)) {
-      demoted_.insert(d);
+      demote(d);
       return;
     }
     // gemmReadable is symmetric in the two matrix dims, so transpose flags do not matter.
@@ -235,7 +260,7 @@ class Planner {
              isViewOp(below->def->operands[0]->def->kind))
         below = below->def->operands[0];
       for (Value* x = v; x != below; x = x->def->operands[0]) plan_.keptTop.insert(x->def);
-      demoted_.insert(below->def);
+      demote(below->def);
       return;
     }
     Value* x = v;
@@ -245,7 +270,7 @@ class Planner {
     }
     if (inlined(x->def)) {  // the base itself must exist in memory
       if (x->def->kind == OpKind::Constant || x->def->kind == OpKind::Iota) plan_.keptTop.insert(x->def);
-      else demoted_.insert(x->def);
+      else demote(x->def);
     }
   }
 
@@ -258,24 +283,31 @@ class Planner {
       if (inlined(op)) continue;
       Group grp;
       grp.members = {op};
-      grp.rank = pos_[op];
+      grp.rank = pos(op);
       grp.fixed = isFixed(*op);
       grp.frozen = isAttention(*op);  // complete as it is: one flash kernel
       if (!grp.fixed) grp.domain = domainOf(*op);
-      groupOf_[size_t(pos_[op])] = int(groups_.size());
+      groupOf_[size_t(pos(op))] = int(groups_.size());
       groups_.push_back(std::move(grp));
     }
   }
 
-  int groupOf(const Op* op) const { return groupOf_[size_t(pos_.at(op))]; }
+  // The op's place in the graph (Op::number, set by the constructor), and a value's number.
+  static int64_t pos(const Op* op) { return int64_t(op->number); }
+  size_t valueNumber(const Value* v) const { return resultBase_[v->def->number] + size_t(v->index); }
+  // The ops that read `v`, in program order.
+  std::span<Op* const> users(const Value* v) const {
+    const size_t n = valueNumber(v);
+    return {userList_.data() + userStart_[n], userList_.data() + userStart_[n + 1]};
+  }
+  int groupOf(const Op* op) const { return groupOf_[size_t(pos(op))]; }
 
   // The ops that read `v` once inlined ops are seen through; kept top-level views count as
   // readers too (they need `v` in memory).
   const std::vector<Op*>& effectiveUsers(Value* v) {
-    auto it = userMemo_.find(v);
-    if (it != userMemo_.end()) return it->second;
+    if (const auto& memo = userMemo_[valueNumber(v)]) return *memo;
     std::vector<Op*> out;
-    for (Op* u : users_[v]) {
+    for (Op* u : users(v)) {
       if (inlined(u)) {
         if (plan_.keptTop.count(u)) out.push_back(u);
         for (Op* w : effectiveUsers(u->result())) out.push_back(w);
@@ -283,9 +315,9 @@ class Planner {
         out.push_back(u);
       }
     }
-    std::sort(out.begin(), out.end(), [&](Op* a, Op* b) { return pos_[a] < pos_[b]; });
+    std::sort(out.begin(), out.end(), [&](Op* a, Op* b) { return pos(a) < pos(b); });
     out.erase(std::unique(out.begin(), out.end()), out.end());
-    return userMemo_[v] = std::move(out);
+    return *(userMemo_[valueNumber(v)] = std::move(out));
   }
 
   template <class F>
@@ -426,7 +458,7 @@ class Planner {
     Group& k = groups_[size_t(keep)];
     Group& g = groups_[size_t(gone)];
     for (Op* m : g.members) {
-      groupOf_[size_t(pos_[m])] = keep;
+      groupOf_[size_t(pos(m))] = keep;
       k.members.push_back(m);
     }
     g.members.clear();
@@ -442,15 +474,15 @@ class Planner {
       Op* op = owned.get();
       if (op->kind != OpKind::Attention || inlined(op)) continue;
       Value* o = op->result(0);
-      const auto& readers = users_[o];
-      if (outputs_.count(o) || readers.size() != 1) continue;
+      const auto readers = users(o);
+      if (isOutput(o) || readers.size() != 1) continue;
       Op* p = readers.front();
       if (!keepsRows(*p) || inlined(p)) continue;
       const int into = groupOf(op), gone = groupOf(p);
       groups_[size_t(into)].members.push_back(p);
       groups_[size_t(gone)].members.clear();
       groups_[size_t(gone)].alive = false;
-      groupOf_[size_t(pos_[p])] = into;
+      groupOf_[size_t(pos(p))] = into;
     }
   }
 
@@ -495,7 +527,7 @@ class Planner {
       std::string key;
       auto upd = updateKey.find(op->result());
       if (upd != updateKey.end()) key = upd->second;
-      else if (op->info().category != OpCategory::Pointwise || outputs_.count(op->result())) continue;
+      else if (op->info().category != OpCategory::Pointwise || isOutput(op->result())) continue;
       bool ok = true;
       for (Op* u : effectiveUsers(op->result())) {
         if (gathers.count(u)) continue;  // its rows' all_gather runs after the group
@@ -518,7 +550,7 @@ class Planner {
         Group& gone = groups_[size_t(groupOf(ops[k]))];
         gone.alive = false;
         gone.members.clear();
-        groupOf_[size_t(pos_[ops[k]])] = into;
+        groupOf_[size_t(pos(ops[k]))] = into;
         grp.members.push_back(ops[k]);
       }
       for (Op* m : grp.members)
@@ -565,7 +597,7 @@ class Planner {
     std::vector<int> concats;
     for (Op* m : p.members)
       for (auto& r : m->results) {
-        if (outputs_.count(r.get())) return;
+        if (isOutput(r.get())) return;
         for (Op* u : effectiveUsers(r.get())) {
           if (groupOf(u) == producer) continue;
           if (inlined(u) || u->kind != OpKind::Concat || isFixed(*u) || u->result()->type.numel() != dom.n) return;
@@ -620,7 +652,7 @@ class Planner {
       const int s = groupOf(op);
       Value* table = op->result();
       const int axis = normalizeAxis(op->attrInt("axis"), table->type.rank(), "scatter_add");
-      if (outputs_.count(table) || op->operands[2]->type.shape[size_t(axis)] > kMaxScatterEpilogueSources) continue;
+      if (isOutput(table) || op->operands[2]->type.shape[size_t(axis)] > kMaxScatterEpilogueSources) continue;
       const int c = epilogueGroupOf(table, s);
       if (c < 0 || !groups_[size_t(s)].alive || groups_[size_t(s)].frozen) continue;
       auto rank = placement(s, c);
@@ -658,7 +690,7 @@ class Planner {
       for (const Value* o : op->operands)
         if (o->def && inlined(o->def)) stack.push_back(o->def);
     }
-    std::sort(body.begin(), body.end(), [&](const Op* x, const Op* y) { return pos_.at(x) < pos_.at(y); });
+    std::sort(body.begin(), body.end(), [&](const Op* x, const Op* y) { return pos(x) < pos(y); });
     PtrSet<const Value*> fromTable = {table};
     for (const Op* op : body) {
       bool reads = false;
@@ -671,7 +703,7 @@ class Planner {
     }
     for (Op* m : grp.members)
       for (auto& r : m->results) {
-        bool read = outputs_.count(r.get()) != 0;
+        bool read = isOutput(r.get());
         for (Op* u : effectiveUsers(r.get())) read |= inlined(u) || groupOf(u) != into;
         if (read && r->type.numel() != table->type.numel()) return -1;
       }
@@ -697,11 +729,11 @@ class Planner {
       }
       Plan::Kernel k;
       k.members = grp.members;
-      std::sort(k.members.begin(), k.members.end(), [&](Op* a, Op* b) { return pos_[a] < pos_[b]; });
+      std::sort(k.members.begin(), k.members.end(), [&](Op* a, Op* b) { return pos(a) < pos(b); });
       k.domain = grp.domain;
       for (Op* m : k.members)
         for (auto& r : m->results) {
-          bool needed = outputs_.count(r.get()) != 0;
+          bool needed = isOutput(r.get());
           for (Op* u : effectiveUsers(r.get())) needed |= inlined(u) || groupOf(u) != gid;
           if (needed) k.results.push_back(r.get());
         }
@@ -717,12 +749,15 @@ class Planner {
 
   const Graph& g_;
   Plan plan_;
-  PtrMap<const Op*, int64_t> pos_;
-  PtrMap<const Value*, std::vector<Op*>> users_;
-  PtrSet<const Value*> outputs_;
-  PtrSet<const Op*> demoted_;
-  PtrMap<const Value*, std::vector<Value*>> srcMemo_;
-  PtrMap<const Value*, std::vector<Op*>> userMemo_;
+  std::vector<size_t> resultBase_;  // by op number: the number of its first result
+  std::vector<size_t> userStart_;   // by value number: where its readers start in userList_
+  std::vector<Op*> userList_;       // every value's readers, in program order, value by value
+  // By op number: chosen for recomputation inside consumers (plan_.inlined's own copy, read
+  // at every step), or kept in memory whatever chooseInlined would say. By value number: a
+  // graph output.
+  std::vector<char> inlined_, demoted_, output_;
+  std::vector<std::optional<std::vector<Value*>>> srcMemo_;  // by value number
+  std::vector<std::optional<std::vector<Op*>>> userMemo_;    // by value number
   std::vector<int> groupOf_;
   std::vector<Group> groups_;
 };
