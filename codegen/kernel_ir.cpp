@@ -109,7 +109,7 @@ Stmt laneLoop(const std::string& var, int width) {
 Stmt countedLoop(const std::string& var, int64_t count, int unroll) { return countedLoop(var, std::to_string(count), unroll); }
 
 Stmt countedLoop(const std::string& var, const std::string& count, int unroll) {
-  return loopStmt(LoopKind::Counted, var, "0", count, "", unroll);
+  return countedLoopFrom(var, "0", count, unroll);
 }
 
 Stmt countedLoopFrom(const std::string& var, const std::string& start, const std::string& bound, int unroll) {

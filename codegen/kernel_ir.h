@@ -19,10 +19,10 @@
 // `define` statements (FA_D, FA_GROUP, the tiling, the shared-memory offsets).
 //
 // Statements a schedule has not modelled yet are `text` lines, printed verbatim (the attention
-// templates' bodies and their operands' batch-offset functions, the scatters' list building, prefix sums and warp ballots, declarations of
-// several registers on one line, the kernels' preambles). They move to typed statements family
-// by family; each step keeps the printed CUDA byte-identical (scripts/kernel-sources.sh before
-// and after).
+// templates' bodies and their operands' batch-offset functions, the scatters' prefix sums and
+// binary search, declarations of several registers on one line, the kernels' preambles). They
+// move to typed statements family by family; each step keeps the printed CUDA byte-identical
+// (scripts/kernel-sources.sh before and after).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -80,20 +80,20 @@ enum class Space : uint8_t { Shared, DynamicShared, Device };
 
 struct Stmt {
   StmtKind kind = StmtKind::Text;
-  // Text, Comment: the text; Define: the macro's name; Block: the header; If: the condition; Let, Var, Load, Reduce, Array:
-  // the register (a Load of width > 1: the register array); Accumulate, Assign: the element;
-  // Memory: the array; ArriveLast: the counter (an lvalue).
+  // Text, Comment: the text; Define: the macro's name; Block: the header; If: the condition;
+  // Let, Var, Load, Reduce, Array: the register (a Load of width > 1: the register array);
+  // Accumulate, Assign: the element; Memory: the array; ArriveLast: the counter (an lvalue).
   std::string text;
   // Let, Var, Load, Array, Reduce, Memory: the type ("fusec_idx", "float"); Store: the
   // pointer; Loop: the variable.
   std::string target;
-  // Let, Var, Assign, Define: the value; Store: the value (width 1) or the register array (width > 1);
-  // Load: the pointer; Accumulate: what is added; Reduce: the accumulator (WarpGroup: its
-  // parts); Array, Memory: its size (Memory: none for one value); ArriveLast: the count of
-  // blocks before the last.
+  // Let, Var, Assign, Define: the value; Store: the value (width 1) or the register array
+  // (width > 1); Load: the pointer; Accumulate: what is added; Reduce: the accumulator
+  // (WarpGroup: its parts); Array, Memory: its size (Memory: none for one value); ArriveLast:
+  // the count of blocks before the last; Barrier (WarpGroup): the block's threads.
   std::string value;
   std::string position;  // Store, Load: the element's (or the vector's first element's) position
-  int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes; Reduce (WarpGroup): its lanes
+  int width = 1;         // Store, Load: elements; Loop (Lanes): the lanes; Reduce, Barrier (WarpGroup): its lanes
   DType memory = DType::f32;  // Load (width 1): the element type in memory, converted to `target`
   // Load (width > 1): the lane that loads the vector for all (`j == 0`); Loop (Strided): the
   // condition tested with the bound (`live`), or none; ArriveLast: who else leaves, or none.

@@ -442,7 +442,6 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
   const int64_t K = int64_t(cs.ops.size());
   const std::string W = std::to_string(cs.width), KW = std::to_string(K * cs.width), L = std::to_string(cs.lanes),
                     SL = std::to_string(int64_t(cs.slots) * cs.lanes), GPB = std::to_string(cs.groupsPerBlock);
-  auto comb = [&](size_t q) { return std::string(combiner(cs.ops[q]->kind)); };
   w.comment("column sums: this block's rows (its groups in order), then every block's");
   if (cs.groupsPerBlock > 1) {
     // The groups' accumulators side by side in shared memory ([group][slot][lane], as the
@@ -473,7 +472,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
       };
       w.var("float", "a", acc("0"));
       w.openOneLine(kir::countedLoopFrom("g", "1", GPB, -1));
-      w.accumulate("a", comb(q), acc("g"));
+      w.accumulate("a", combiner(cs.ops[q]->kind), acc("g"));
       w.close();
       w.store("fusec_cs_part", "blockIdx.x * " + KW + " + " + std::to_string(q) + " * " + W + " + col", "a");
       e.closeScope();
@@ -514,7 +513,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
     w.var("float", "a", "v[k][0]");
     w.openOneLine(kir::countedLoopFrom("b", "1", N, -1));
     w.openOneLine(kir::ifThen(first + " + b < " + end));
-    w.accumulate("a", comb(q), "v[k][b]");
+    w.accumulate("a", combiner(cs.ops[q]->kind), "v[k][b]");
     w.close();
     w.close();
     use();

@@ -752,9 +752,9 @@ class Planner {
   std::vector<size_t> resultBase_;  // by op number: the number of its first result
   std::vector<size_t> userStart_;   // by value number: where its readers start in userList_
   std::vector<Op*> userList_;       // every value's readers, in program order, value by value
-  // By op number: chosen for recomputation inside consumers (plan_.inlined's own copy, read
-  // at every step), or kept in memory whatever chooseInlined would say. By value number: a
-  // graph output.
+  // By op number: chosen for recomputation inside consumers (plan_.inlined's copy as a
+  // vector, which the planner's lookups read), or kept in memory whatever chooseInlined would
+  // say. By value number: a graph output.
   std::vector<char> inlined_, demoted_, output_;
   std::vector<std::optional<std::vector<Value*>>> srcMemo_;  // by value number
   std::vector<std::optional<std::vector<Op*>>> userMemo_;    // by value number

@@ -209,8 +209,11 @@ class CompiledGraph:
         static_inputs = static_inputs or {}
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         self.shared_outputs = 0  # program outputs that are an earlier one's tensor (_shared_outputs)
-        with _unfaked(), _example_run_context(example_inputs):
-            reals = [_checked(x) for x in example_inputs] if real_examples else [_real_like(x) for x in example_inputs]
+        if real_examples:
+            reals = [_checked(x) for x in example_inputs]
+        else:
+            with _unfaked(), _example_run_context(example_inputs):
+                reals = [_real_like(x) for x in example_inputs]
         devices = {r.device.type for r in reals}
         if len(devices) > 1:
             raise ExportError("unsupported graph with inputs on both the CPU and a GPU")
