@@ -46,10 +46,10 @@ struct Value {
 
 struct Op {
   OpKind kind;
-  // A pass's own dense number for the op (its place in program order, say), for side tables
-  // that are vectors instead of hash tables keyed by address: at a million ops those tables'
-  // random probes missed the caches. Meaningful only inside the pass that set it (one pass
-  // at a time); no pass reads a number it did not write. Fits in the padding after `kind`.
+  // The op's dense number in a GraphNumbering (ir/numbering.h), for side tables that are
+  // vectors instead of hash tables keyed by address: at a million ops those tables' random
+  // probes missed the caches. Meaningful only through the numbering that set it (one at a
+  // time per graph). Fits in the padding after `kind`.
   mutable uint32_t number = 0;
   std::vector<Value*> operands;
   std::vector<std::unique_ptr<Value>> results;

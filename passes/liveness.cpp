@@ -9,14 +9,14 @@
 
 namespace fusec {
 
-StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
-  PtrSet<const Value*> inPlace;
+StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)), numbers_(g), cls_(numbers_.numValues(), Storage::None) {
+  std::vector<char> inPlace(numbers_.numValues(), 0);
   for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (!g.updateOf(i).empty()) inPlace.insert(g.outputs[i]);
-  PtrMap<const Value*, int> uses;  // readers of each value (its ops and outputs)
+    if (!g.updateOf(i).empty()) inPlace[numbers_.of(g.outputs[i])] = 1;
+  std::vector<int> uses(numbers_.numValues(), 0);  // readers of each value (its ops and outputs)
   for (auto& op : g.ops)
-    for (const Value* v : op->operands) ++uses[v];
-  for (const Value* v : g.outputs) ++uses[v];
+    for (const Value* v : op->operands) ++uses[numbers_.of(v)];
+  for (const Value* v : g.outputs) ++uses[numbers_.of(v)];
 
   for (auto& op : g.ops) {
     Storage s = Storage::Arena;
@@ -28,14 +28,15 @@ StorageMap::StorageMap(const Graph& g) : resident_(layoutResident(g)) {
         else if ((isViewOp(op->kind) && resolveView(op->result())) || op->kind == OpKind::Shard) s = Storage::Alias;
     }
     for (auto& r : op->results) {
-      cls_[r.get()] = (s == Storage::Arena && inPlace.count(r.get())) ? Storage::InPlace : s;
+      const size_t n = numbers_.of(r.get());
+      cls_[n] = (s == Storage::Arena && inPlace[n]) ? Storage::InPlace : s;
       // An all_reduce reduces in place an operand that owns an arena buffer and that nothing
       // else reads (a gradient): the result is that buffer. Else it writes a buffer of its own;
       // so too over a step-invariant value, which is computed at the first call only and would
       // be reduced again, in place, every step.
-      if (const Value* x = inPlaceOperandOf(r.get()); x && cls_.at(x) == Storage::Arena && uses[x] == 1 &&
-                                                      !inPlace.count(r.get()) && !isStepInvariant(*x->def))
-        cls_[r.get()] = Storage::Alias;
+      if (const Value* x = inPlaceOperandOf(r.get()); x && of(x) == Storage::Arena && uses[numbers_.of(x)] == 1 &&
+                                                      !inPlace[n] && !isStepInvariant(*x->def))
+        cls_[n] = Storage::Alias;
     }
   }
 }
@@ -68,10 +69,15 @@ void sumLiveBytes(Liveness& l, size_t positions) {
 Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
   Liveness l;
   const int end = int(g.ops.size());
-  PtrMap<const Value*, size_t> index;
+  // By value number: the index of the buffer the value owns, or -1.
+  const GraphNumbering& numbers = storage.numbering();
+  std::vector<int32_t> index(numbers.numValues(), -1);
+  auto bufferOf = [&](const Value* v) -> Buffer* {
+    const int32_t b = index[numbers.of(storage.root(v))];
+    return b < 0 ? nullptr : &l.buffers[size_t(b)];
+  };
   auto use = [&](const Value* v, int at) {
-    auto it = index.find(storage.root(v));
-    if (it != index.end()) l.buffers[it->second].lastUse = std::max(l.buffers[it->second].lastUse, at);
+    if (Buffer* b = bufferOf(v)) b->lastUse = std::max(b->lastUse, at);
   };
   for (int i = 0; i < end; ++i) {
     const Op& op = *g.ops[size_t(i)];
@@ -80,7 +86,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
       for (const Value* v : op.operands) use(v, i);
     for (auto& r : op.results)
       if (storage.of(r.get()) == Storage::Arena) {
-        index[r.get()] = l.buffers.size();
+        index[numbers.of(r.get())] = int32_t(l.buffers.size());
         l.buffers.push_back(Buffer{r.get(), bufferBytes(r->type), i, i});
       }
   }
@@ -97,7 +103,7 @@ Liveness computeLiveness(const Graph& g, const StorageMap& storage) {
     if (!communicates(op->kind)) continue;
     int last = 0;
     for (auto& r : op->results)
-      if (auto it = index.find(storage.root(r.get())); it != index.end()) last = std::max(last, l.buffers[it->second].lastUse);
+      if (const Buffer* b = bufferOf(r.get())) last = std::max(last, b->lastUse);
       else last = end;
     for (const Value* v : op->operands) use(v, last);
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/numbering.h"
 #include "passes/resident_layout.h"
 #include "support/ptr_hash.h"
 
@@ -43,17 +44,22 @@ inline int64_t bufferBytes(const Type& t) { return alignArena(t.numel() * dtypeB
 enum class Storage { Resident, InPlace, Arena, Alias, None };
 
 // The storage classes of every top-level value of one graph.
+// Values are numbered (ir/numbering.h) when the map is made; the map and what is computed
+// from it (computeLiveness) stay valid while the ops are reordered, not when ops are added or
+// removed. A pass that keeps tables of its own beside it numbers them by numbering().
 class StorageMap {
  public:
   explicit StorageMap(const Graph& g);
-  Storage of(const Value* v) const { return cls_.at(v); }
+  Storage of(const Value* v) const { return cls_[numbers_.of(v)]; }
   // The value whose storage `v` reads: v itself unless it is an Alias.
   const Value* root(const Value* v) const;
   const ResidentLayout& resident() const { return resident_; }
+  const GraphNumbering& numbering() const { return numbers_; }
 
  private:
   ResidentLayout resident_;
-  PtrMap<const Value*, Storage> cls_;
+  GraphNumbering numbers_;
+  std::vector<Storage> cls_;  // by value number
 };
 
 struct Buffer {

@@ -44,30 +44,41 @@
 #include "ir/collectives.h"
 #include "passes/liveness.h"
 #include "passes/pass.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {
 
 bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
 
-// The dependence graph over the real ops of one function.
+// The dependence graph over the real ops of one function. Tables by op or value number are
+// by the StorageMap's numbering (ir/numbering.h), which reordering keeps.
 struct DepGraph {
+  const GraphNumbering* numbers = nullptr;
   std::vector<Op*> real;                     // in original order
-  PtrMap<const Op*, int> index;  // real op -> its index in `real`
+  std::vector<int> realIndex;                // by op number: its index in `real`, or -1
   std::vector<std::vector<int>> succ;        // data and anti successors (may repeat)
   std::vector<std::vector<int>> dataSucc;    // data successors only (may repeat)
-  PtrMap<const Value*, std::vector<int>> readers;  // Arena buffer -> real ops reading it
-  PtrSet<const Value*> outputBuffers;              // Arena buffers live to the end
+  std::vector<std::vector<int>> readers;     // by value number: real ops reading the Arena buffer
+  std::vector<char> outputBuffer;            // by value number: an Arena buffer live to the end
   std::vector<std::vector<const Value*>> operandBuffers;  // per real op: distinct Arena roots read
   std::vector<int64_t> resultBytes;          // per real op: Arena bytes whose range moves with it
   std::vector<int64_t> allocBytes;           // per real op: Arena bytes it writes
   std::vector<bool> liveToEnd;               // per real op: some result is (an alias of) an output
   std::vector<bool> updates;                 // per real op: some result is an update output
+
+  // The index in `real` of op, or -1 for an op that is not real.
+  int indexOf(const Op* op) const { return realIndex[numbers->of(op)]; }
+  size_t number(const Value* v) const { return numbers->of(v); }
+  const std::vector<int>& readersOf(const Value* buffer) const { return readers[number(buffer)]; }
+  bool isOutputBuffer(const Value* buffer) const { return outputBuffer[number(buffer)] != 0; }
 };
 
 DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   DepGraph d;
+  d.numbers = &storage.numbering();
+  d.realIndex.assign(d.numbers->numOps(), -1);
+  d.readers.resize(d.numbers->numValues());
+  d.outputBuffer.assign(d.numbers->numValues(), 0);
   for (auto& op : g.ops) {
     if (isSignature(*op)) continue;
     bool isReal = communicates(op->kind);  // it launches work even when it owns no buffer
@@ -76,7 +87,7 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
       isReal = isReal || s == Storage::Arena || s == Storage::InPlace;
     }
     if (!isReal) continue;
-    d.index[op.get()] = int(d.real.size());
+    d.realIndex[d.numbers->of(op.get())] = int(d.real.size());
     d.real.push_back(op.get());
   }
   const size_t n = d.real.size();
@@ -93,13 +104,13 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
   // the producer of the buffer it reuses.
   auto producer = [&](const Value* v) -> int {
     for (;;) {
-      if (auto it = d.index.find(v->def); it != d.index.end()) return it->second;
+      if (const int i = d.indexOf(v->def); i >= 0) return i;
       if (storage.of(v) != Storage::Alias) return -1;
       v = v->def->operands.at(0);
     }
   };
   // Params each real op reads (directly, through views, or through a resident concat).
-  PtrMap<const Value*, std::vector<int>> paramReaders;
+  std::vector<std::vector<int>> paramReaders(d.numbers->numValues());  // by value number
   std::vector<bool> hasUser(n, false);
   for (size_t i = 0; i < n; ++i) {
     for (const Value* v : d.real[i]->operands) {
@@ -109,14 +120,14 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
         d.dataSucc[size_t(p)].push_back(int(i));
         hasUser[size_t(p)] = true;
         if (storage.of(root) == Storage::Arena) {
-          d.readers[root].push_back(int(i));
+          d.readers[d.number(root)].push_back(int(i));
           auto& ob = d.operandBuffers[i];
           if (std::find(ob.begin(), ob.end(), root) == ob.end()) ob.push_back(root);
         }
       }
-      if (root->def->kind == OpKind::Param) paramReaders[root].push_back(int(i));
+      if (root->def->kind == OpKind::Param) paramReaders[d.number(root)].push_back(int(i));
       if (storage.resident().concats.count(root->def))
-        for (const Value* p : root->def->operands) paramReaders[p].push_back(int(i));
+        for (const Value* p : root->def->operands) paramReaders[d.number(p)].push_back(int(i));
     }
   }
   const StringTable<const Op*> paramsByName = g.paramsByName();
@@ -124,11 +135,11 @@ DepGraph buildDeps(const Graph& g, const StorageMap& storage) {
     int p = producer(g.outputs[o]);
     if (p < 0) continue;
     d.liveToEnd[size_t(p)] = d.liveToEnd[size_t(p)] || storage.of(g.outputs[o]) != Storage::InPlace;
-    d.outputBuffers.insert(storage.root(g.outputs[o]));
+    d.outputBuffer[d.number(storage.root(g.outputs[o]))] = 1;
     if (storage.of(g.outputs[o]) != Storage::InPlace) continue;
     d.updates[size_t(p)] = true;
     const Op* param = paramsByName.at(g.updateOf(o));
-    for (int reader : paramReaders[param->result()])
+    for (int reader : paramReaders[d.number(param->result())])
       if (reader != p) d.succ[size_t(reader)].push_back(p);
   }
   for (size_t i = 0; i < n; ++i)
@@ -167,14 +178,14 @@ std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist,
   std::vector<int> pending(n, 0);
   for (auto& ss : d.succ)
     for (int s : ss) ++pending[size_t(s)];
-  PtrMap<const Value*, int> unscheduledReaders;
+  std::vector<int> unscheduledReaders(d.numbers->numValues(), 0);  // by value number
   for (auto& ob : d.operandBuffers)
-    for (const Value* b : ob) ++unscheduledReaders[b];
+    for (const Value* b : ob) ++unscheduledReaders[d.number(b)];
   // Bytes op i would free net of what it allocates; nullopt when it frees nothing.
   auto netFreed = [&](int i) -> std::optional<int64_t> {
     int64_t freed = 0;
     for (const Value* b : d.operandBuffers[size_t(i)])
-      if (unscheduledReaders[b] == 1 && !d.outputBuffers.count(b)) freed += bufferBytes(b->type);
+      if (unscheduledReaders[d.number(b)] == 1 && !d.isOutputBuffer(b)) freed += bufferBytes(b->type);
     if (freed == 0) return std::nullopt;
     return freed - d.allocBytes[size_t(i)];
   };
@@ -221,8 +232,8 @@ std::vector<int> listSchedule(const DepGraph& d, const std::vector<bool>& hoist,
     isReady[size_t(i)] = false;
     order.push_back(i);
     for (const Value* b : d.operandBuffers[size_t(i)])
-      if (--unscheduledReaders[b] == 1 && eager)  // its last reader now frees it
-        for (int r : d.readers.at(b))
+      if (--unscheduledReaders[d.number(b)] == 1 && eager)  // its last reader now frees it
+        for (int r : d.readersOf(b))
           if (isReady[size_t(r)]) refresh(r);
     for (int s : d.succ[size_t(i)])
       if (--pending[size_t(s)] == 0) makeReady(s, int(order.size()));
@@ -237,7 +248,7 @@ void sink(const DepGraph& d, std::vector<int>& order) {
   const int n = int(order.size());
   std::vector<int> pos(d.real.size());
   for (int k = 0; k < n; ++k) pos[size_t(order[size_t(k)])] = k;
-  auto bufferOwner = [&](const Value* b) { return d.index.at(b->def); };
+  auto bufferOwner = [&](const Value* b) { return d.indexOf(b->def); };
 
   for (int at = n - 1; at >= 0; --at) {
     const int x = order[size_t(at)];
@@ -247,9 +258,9 @@ void sink(const DepGraph& d, std::vector<int>& order) {
     if (target <= at + 1 || d.resultBytes[size_t(x)] == 0) continue;
     int64_t cost = 0;
     for (const Value* b : d.operandBuffers[size_t(x)]) {
-      if (d.outputBuffers.count(b)) continue;
+      if (d.isOutputBuffer(b)) continue;
       int last = pos[size_t(bufferOwner(b))];
-      for (int r : d.readers.at(b))
+      for (int r : d.readersOf(b))
         if (r != x) last = std::max(last, pos[size_t(r)]);
       if (last < target - 1) cost += bufferBytes(b->type);
     }
@@ -263,16 +274,18 @@ void sink(const DepGraph& d, std::vector<int>& order) {
 std::vector<Op*> assemble(const Graph& g, const DepGraph& d, const std::vector<int>& order) {
   std::vector<Op*> out;
   out.reserve(g.ops.size());
-  PtrSet<const Op*> emitted;
+  std::vector<char> emitted(d.numbers->numOps(), 0);  // by op number
   for (auto& op : g.ops)
     if (isSignature(*op)) {
       out.push_back(op.get());
-      emitted.insert(op.get());
+      emitted[d.numbers->of(op.get())] = 1;
     }
   std::function<void(Op*)> emit = [&](Op* op) {
-    if (!emitted.insert(op).second) return;
+    char& done = emitted[d.numbers->of(op)];
+    if (done) return;
+    done = 1;
     for (Value* v : op->operands)
-      if (!d.index.count(v->def)) emit(v->def);
+      if (d.indexOf(v->def) < 0) emit(v->def);
     out.push_back(op);
   };
   for (int i : order) emit(d.real[size_t(i)]);
@@ -297,9 +310,9 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
   {
     int k = 0;
     for (Op* op : order)
-      if (auto it = d.index.find(op); it != d.index.end()) {
-        rank[size_t(it->second)] = k++;
-        if (communicates(op->kind)) collectives.push_back(it->second);
+      if (const int i = d.indexOf(op); i >= 0) {
+        rank[size_t(i)] = k++;
+        if (communicates(op->kind)) collectives.push_back(i);
       }
   }
   if (collectives.empty()) return order;
@@ -345,10 +358,10 @@ std::vector<Op*> overlapCollectives(const Graph& g, const DepGraph& d, const std
 }
 
 // Permutes g.ops into `order` (the same ops).
-void reorder(Graph& g, const std::vector<Op*>& order) {
-  PtrMap<const Op*, std::unique_ptr<Op>> owned;
-  for (auto& op : g.ops) owned[op.get()] = std::move(op);
-  for (size_t k = 0; k < order.size(); ++k) g.ops[k] = std::move(owned.at(order[k]));
+void reorder(Graph& g, const GraphNumbering& numbers, const std::vector<Op*>& order) {
+  std::vector<std::unique_ptr<Op>> owned(numbers.numOps());  // by op number
+  for (auto& op : g.ops) owned[numbers.of(op.get())] = std::move(op);
+  for (size_t k = 0; k < order.size(); ++k) g.ops[k] = std::move(owned[numbers.of(order[k])]);
 }
 
 bool scheduleGraph(Graph& g) {
@@ -365,7 +378,7 @@ bool scheduleGraph(Graph& g) {
     l = computeLiveness(g, storage);
     Cost c{l.lowerBound, 0, 0};
     for (size_t k = 0; k < g.ops.size(); ++k) {
-      if (d.index.count(g.ops[k].get())) c.area += l.liveBytes[k];  // where free ops stand must not matter
+      if (d.indexOf(g.ops[k].get()) >= 0) c.area += l.liveBytes[k];  // where free ops stand must not matter
       if (l.liveBytes[k] == l.lowerBound) c.peakAt = k;
     }
     return c;
@@ -377,7 +390,7 @@ bool scheduleGraph(Graph& g) {
     std::vector<int> order = listSchedule(d, hoist, eager, g.name);
     sink(d, order);
     std::vector<Op*> ops = assemble(g, d, order);
-    reorder(g, ops);
+    reorder(g, *d.numbers, ops);
     Cost c = cost(live);
     if (c.key() < bestCost.key()) {
       bestCost = c;
@@ -409,7 +422,7 @@ bool scheduleGraph(Graph& g) {
     int64_t worstBytes = 0;
     for (const Buffer& b : live.buffers) {
       if (b.def > int(c.peakAt) || b.lastUse < int(c.peakAt)) continue;
-      const int i = d.index.at(b.value->def);
+      const int i = d.indexOf(b.value->def);
       if (hoist[size_t(i)] && b.bytes > worstBytes) {
         worst = i;
         worstBytes = b.bytes;
@@ -419,7 +432,7 @@ bool scheduleGraph(Graph& g) {
     hoist[size_t(worst)] = false;
   }
   best = overlapCollectives(g, d, best);
-  reorder(g, best);
+  reorder(g, *d.numbers, best);
   return best != original;
 }
 

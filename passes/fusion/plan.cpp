@@ -16,6 +16,7 @@
 #include <string>
 
 #include "ir/collectives.h"
+#include "ir/numbering.h"
 #include "ir/roles.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
@@ -63,19 +64,13 @@ struct Group {
 
 class Planner {
  public:
-  explicit Planner(const Graph& g) : g_(g) {
-    if (g.ops.size() > UINT32_MAX) throw Error("fuse: more than 2^32 ops in one function");
-    // Ops numbered in program order; a value's number is its op's first result's plus its
-    // index (resultBase_). Its readers are a slice of one array (userStart_, userList_).
-    size_t numbered = 0, values = 0;
-    resultBase_.reserve(g.ops.size());
-    for (auto& op : g.ops) {
+  explicit Planner(const Graph& g) : g_(g), numbers_(g) {
+    // Ops and values by number (ir/numbering.h); a value's readers are a slice of one array
+    // (userStart_, userList_).
+    for (auto& op : g.ops)
       if (op->info().category == OpCategory::Composite && !isAttention(*op))
         throw Error("fuse: " + std::string(op->info().name) + " is a composite op; run decompose before fuse");
-      op->number = uint32_t(numbered++);
-      resultBase_.push_back(values);
-      values += op->results.size();
-    }
+    const size_t values = numbers_.numValues();
     userStart_.assign(values + 1, 0);
     for (auto& op : g.ops)
       for (Value* v : op->operands) ++userStart_[valueNumber(v) + 1];
@@ -111,9 +106,9 @@ class Planner {
  private:
   // ---- which ops are recomputed in place --------------------------------------------------
 
-  bool inlined(const Op* op) const { return inlined_[op->number] != 0; }
-  bool demoted(const Op* op) const { return demoted_[op->number] != 0; }
-  void demote(const Op* op) { demoted_[op->number] = 1; }
+  bool inlined(const Op* op) const { return inlined_[size_t(pos(op))] != 0; }
+  bool demoted(const Op* op) const { return demoted_[size_t(pos(op))] != 0; }
+  void demote(const Op* op) { demoted_[size_t(pos(op))] = 1; }
   bool isOutput(const Value* v) const { return output_[valueNumber(v)] != 0; }
 
   // The materialised values `v` is computed from (itself unless it is inlined).
@@ -187,7 +182,7 @@ class Planner {
       }
       if (cheap) {
         plan_.inlined.insert(op);
-        inlined_[op->number] = 1;
+        inlined_[size_t(pos(op))] = 1;
       }
     }
   }
@@ -293,8 +288,8 @@ class Planner {
   }
 
   // The op's place in the graph (Op::number, set by the constructor), and a value's number.
-  static int64_t pos(const Op* op) { return int64_t(op->number); }
-  size_t valueNumber(const Value* v) const { return resultBase_[v->def->number] + size_t(v->index); }
+  int64_t pos(const Op* op) const { return int64_t(numbers_.of(op)); }
+  size_t valueNumber(const Value* v) const { return numbers_.of(v); }
   // The ops that read `v`, in program order.
   std::span<Op* const> users(const Value* v) const {
     const size_t n = valueNumber(v);
@@ -749,7 +744,7 @@ class Planner {
 
   const Graph& g_;
   Plan plan_;
-  std::vector<size_t> resultBase_;  // by op number: the number of its first result
+  GraphNumbering numbers_;
   std::vector<size_t> userStart_;   // by value number: where its readers start in userList_
   std::vector<Op*> userList_;       // every value's readers, in program order, value by value
   // By op number: chosen for recomputation inside consumers (plan_.inlined's copy as a
