@@ -5,13 +5,13 @@
 //
 // Ops are numbered in the graph's order when the numbering is made, in Op::number; a value's
 // number is its op's first result's plus its index. A number names the op, not a place: the
-// numbering stays valid while the ops are reordered, and stops being valid when an op is
-// added to or removed from the graph, or when another numbering of the same graph (or of any
-// graph holding these ops) is made. So one numbering is made per pass, by whoever owns the
-// pass's work (a pass, or a StorageMap the pass shares with the helpers it calls), and the
-// helpers take it instead of making their own.
+// numbering stays valid while ops are reordered or removed, and for ops added through add();
+// it stops being valid when another numbering of the same ops is made. So one numbering is
+// made per pass, by whoever owns the pass's work (a pass, or a StorageMap the pass shares
+// with the helpers it calls), and the helpers take it instead of making their own.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "ir/graph.h"
@@ -21,6 +21,14 @@ namespace fusec {
 class GraphNumbering {
  public:
   explicit GraphNumbering(const Graph& g);
+
+  // Numbers an op made while the numbering is in use (a rewrite's replacement), after every
+  // op it has; its results must be final.
+  void add(const Op* op) {
+    op->number = uint32_t(opOf_.size());
+    opOf_.push_back(op);
+    resultBase_.push_back(resultBase_.back() + op->results.size());
+  }
 
   size_t numOps() const { return opOf_.size(); }
   size_t numValues() const { return resultBase_.back(); }

@@ -48,10 +48,10 @@
 #include <unordered_set>
 
 #include "ir/interpreter.h"
+#include "ir/numbering.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
 #include "passes/pass.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {
@@ -601,20 +601,30 @@ bool canonicalizeGraph(Graph& g, Driver& d) {
 
 bool sweep(Graph& g, Driver& d) {
   bool changed = false;
-  PtrMap<Value*, int> uses;
+  // Tables by number (ir/numbering.h); an op a rewrite makes is numbered as it comes.
+  GraphNumbering numbers(g);
+  std::vector<int> uses(numbers.numValues(), 0);
+  std::vector<Value*> repl(numbers.numValues(), nullptr);  // replaced value -> its replacement
+  std::vector<char> erased(numbers.numOps(), 0);           // kept ops that lost their last use
+  bool anyErased = false;
+  auto number = [&](const Op* op) {
+    numbers.add(op);
+    uses.resize(numbers.numValues(), 0);
+    repl.resize(numbers.numValues(), nullptr);
+    erased.resize(numbers.numOps(), 0);
+  };
+  auto usesOf = [&](const Value* v) -> int& { return uses[numbers.of(v)]; };
   for (auto& op : g.ops)
-    for (Value* v : op->operands) ++uses[v];
-  for (Value* v : g.outputs) ++uses[v];
+    for (Value* v : op->operands) ++usesOf(v);
+  for (Value* v : g.outputs) ++usesOf(v);
 
-  PtrMap<Value*, Value*> repl;  // replaced value -> its replacement
   auto resolve = [&](Value* v) {
-    for (auto it = repl.find(v); it != repl.end(); it = repl.find(v)) v = it->second;
+    while (Value* to = repl[numbers.of(v)]) v = to;
     return v;
   };
-  // Dropped ops stay allocated until the end so that no new Value reuses the address of a
-  // replaced one (the maps are keyed by address).
+  // Dropped ops stay allocated until the end: a replaced value is still resolved through
+  // `repl` from the operands that read it.
   std::vector<std::unique_ptr<Op>> graveyard;
-  PtrSet<const Op*> erased;  // kept ops that lost their last use
   // Drops one use of `v`; an op all of whose results lose their last use is erased, and
   // so on up the chain.
   auto release = [&](Value* v) {
@@ -622,13 +632,14 @@ bool sweep(Graph& g, Driver& d) {
     while (!stack.empty()) {
       Value* x = stack.back();
       stack.pop_back();
-      if (--uses[x] > 0) continue;
+      if (--usesOf(x) > 0) continue;
       Op* op = x->def;
-      if (!op || isSignature(*op) || erased.count(op)) continue;
+      if (!op || isSignature(*op) || erased[numbers.of(op)]) continue;
       bool allDead = true;
-      for (auto& r : op->results) allDead = allDead && uses[r.get()] <= 0;
+      for (auto& r : op->results) allDead = allDead && usesOf(r.get()) <= 0;
       if (!allDead) continue;
-      erased.insert(op);
+      erased[numbers.of(op)] = 1;
+      anyErased = true;
       for (Value* o : op->operands) stack.push_back(o);
     }
   };
@@ -647,19 +658,21 @@ bool sweep(Graph& g, Driver& d) {
       Value* r = cur->result(0);
       Value* to = rw.existing;
       if (rw.replacement) {
+        for (auto& pre : rw.before) number(pre.get());
+        number(rw.replacement.get());
         rw.replacement->loc = cur->loc;
         to = rw.replacement->result(0);
         to->name = r->name;
-        for (Value* o : rw.replacement->operands) ++uses[o];
+        for (Value* o : rw.replacement->operands) ++usesOf(o);
         for (auto& pre : rw.before) {
           pre->loc = cur->loc;
-          for (Value* o : pre->operands) ++uses[o];
+          for (Value* o : pre->operands) ++usesOf(o);
           out.push_back(std::move(pre));
         }
       }
-      repl[r] = to;
-      uses[to] += uses[r];
-      uses[r] = 0;
+      repl[numbers.of(r)] = to;
+      usesOf(to) += usesOf(r);
+      usesOf(r) = 0;
       for (Value* o : cur->operands) release(o);
       graveyard.push_back(std::move(cur));
       if (!rw.replacement) break;
@@ -669,7 +682,7 @@ bool sweep(Graph& g, Driver& d) {
   }
   for (Value*& v : g.outputs) v = resolve(v);
   g.ops = std::move(out);
-  if (!erased.empty()) g.eraseIf([&](Op* op) { return erased.count(op) != 0; });
+  if (anyErased) g.eraseIf([&](Op* op) { return erased[numbers.of(op)] != 0; });
   return changed;
 }
 

@@ -12,9 +12,9 @@
 #include <functional>
 #include <string_view>
 
+#include "ir/numbering.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {
@@ -135,13 +135,14 @@ class SeenOps {
 
 bool cseGraph(Graph& g) {
   bool changed = false;
-  PtrMap<Value*, Value*> repl;  // value of a removed op -> the surviving one
+  const GraphNumbering numbers(g);  // tables by number (ir/numbering.h)
+  std::vector<Value*> repl(numbers.numValues(), nullptr);  // value of a removed op -> the surviving one
   SeenOps seen(g.ops.size());
-  PtrSet<const Op*> removed;
+  std::vector<char> removed(numbers.numOps(), 0);
+  bool anyRemoved = false;
 
   auto remap = [&](Value*& v) {
-    auto it = repl.find(v);
-    if (it != repl.end()) v = it->second;  // targets are never replaced themselves
+    if (Value* to = repl[numbers.of(v)]) v = to;  // targets are never replaced themselves
   };
 
   for (auto& opPtr : g.ops) {
@@ -152,21 +153,21 @@ bool cseGraph(Graph& g) {
     // select(c, x, x): its two choices may become one value only here (canonicalize's rule
     // would otherwise need another round after CSE).
     if (op.kind == OpKind::Select && op.operands[1] == op.operands[2] && op.operands[1]->type == op.result()->type) {
-      repl[op.result()] = op.operands[1];
-      removed.insert(&op);
+      repl[numbers.of(op.result())] = op.operands[1];
+      removed[numbers.of(&op)] = anyRemoved = true;
       changed = true;
       continue;
     }
     Op* earlier = seen.findOrInsert(op, op.body ? printGraph(*op.body) : std::string());
     if (!earlier) continue;
     Op& first = *earlier;
-    for (size_t i = 0; i < op.results.size(); ++i) repl[op.results[i].get()] = first.results[i].get();
-    removed.insert(&op);
+    for (size_t i = 0; i < op.results.size(); ++i) repl[numbers.of(op.results[i].get())] = first.results[i].get();
+    removed[numbers.of(&op)] = anyRemoved = true;
     changed = true;
   }
-  if (!removed.empty()) {
+  if (anyRemoved) {
     for (Value*& v : g.outputs) remap(v);
-    g.eraseIf([&](Op* op) { return removed.count(op) != 0; });
+    g.eraseIf([&](Op* op) { return removed[numbers.of(op)] != 0; });
   }
   return changed;
 }

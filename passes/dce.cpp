@@ -6,9 +6,9 @@
 // signature). Kernel bodies are then cleaned recursively.
 #include <unordered_set>
 
+#include "ir/numbering.h"
 #include "passes/fusion/kernel_family.h"
 #include "passes/pass.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {
@@ -16,13 +16,14 @@ namespace {
 bool isSignature(const Op& op) { return op.kind == OpKind::Input || op.kind == OpKind::Param; }
 
 // Drops the results of a live kernel that nothing uses, with their body outputs.
-bool pruneResults(Op& kernel, const PtrSet<const Value*>& live) {
+template <class Live>
+bool pruneResults(Op& kernel, const Live& live) {
   Graph& body = *kernel.body;
   std::vector<std::unique_ptr<Value>> kept;
   std::vector<Value*> outs;
   std::vector<std::string> updates;
   for (size_t i = 0; i < kernel.results.size(); ++i) {
-    if (!live.count(kernel.results[i].get())) continue;
+    if (!live(kernel.results[i].get())) continue;
     kept.push_back(std::move(kernel.results[i]));
     kept.back()->index = int(kept.size() - 1);
     outs.push_back(body.outputs.at(i));
@@ -52,27 +53,27 @@ bool pruneResults(Op& kernel, const PtrSet<const Value*>& live) {
 }
 
 bool dceGraph(Graph& g) {
-  PtrSet<const Value*> live;
-  live.reserve(g.ops.size() * 2);
-  for (Value* v : g.outputs) live.insert(v);
+  const GraphNumbering numbers(g);  // tables by number (ir/numbering.h)
+  std::vector<char> liveValue(numbers.numValues(), 0), dead(numbers.numOps(), 0);
+  auto live = [&](const Value* v) { return liveValue[numbers.of(v)] != 0; };
+  for (Value* v : g.outputs) liveValue[numbers.of(v)] = 1;
 
-  PtrSet<const Op*> dead;
+  bool changed = false;
   for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
     Op& op = **it;
     bool isLive = isSignature(op);
     for (auto& r : op.results)
-      if (!isLive && live.count(r.get())) isLive = true;
+      if (!isLive && live(r.get())) isLive = true;
     if (!isLive) {
-      dead.insert(&op);
+      dead[numbers.of(&op)] = changed = true;
       continue;
     }
-    for (Value* v : op.operands) live.insert(v);
+    for (Value* v : op.operands) liveValue[numbers.of(v)] = 1;
   }
 
-  bool changed = !dead.empty();
-  if (changed) g.eraseIf([&](Op* op) { return dead.count(op) != 0; });
+  if (changed) g.eraseIf([&](Op* op) { return dead[numbers.of(op)] != 0; });
   for (auto& op : g.ops)
-    if (op->body && !dead.count(op.get())) changed |= pruneResults(*op, live);
+    if (op->body) changed |= pruneResults(*op, live);
   for (auto& op : g.ops)
     if (op->body) changed |= dceGraph(*op->body);
   return changed;
