@@ -1,6 +1,7 @@
 #include "passes/fusion/outline.h"
 
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "passes/fusion/kernel_family.h"
@@ -25,8 +26,10 @@ std::unique_ptr<Op> cloneWith(const Op& op, std::vector<Value*> operands) {
 
 class Outliner {
  public:
-  Outliner(Graph& g, const Plan& plan) : g_(g), plan_(plan) {
-    for (auto& op : g.ops) owned_[op.get()] = std::move(op);
+  Outliner(Graph& g, const Plan& plan)
+      : g_(g), plan_(plan), numbers_(plan.numbers), owned_(numbers_.numOps()), top_(numbers_.numValues()),
+        original_(numbers_.numOps()) {
+    for (auto& op : g.ops) owned_[numbers_.of(op.get())] = std::move(op);
   }
 
   void run() {
@@ -48,25 +51,25 @@ class Outliner {
  private:
   // Moves an original op to the new top level (once), its operands first.
   void emitTop(Op* op) {
-    auto it = owned_.find(op);
-    if (it == owned_.end() || !it->second) return;  // already emitted
-    std::unique_ptr<Op> p = std::move(it->second);
+    std::unique_ptr<Op>& slot = owned_[numbers_.of(op)];
+    if (!slot) return;  // already emitted
+    std::unique_ptr<Op> p = std::move(slot);
     // A top-level op that kernels also recompute (plan_.inlined) is cloned into them from its
     // original operands, not the top-level ones it gets here (which may be kernel results).
-    if (plan_.inlined.count(p.get())) original_[p.get()] = p->operands;
+    if (plan_.inlined(p.get())) original_[numbers_.of(p.get())] = p->operands;
     for (Value*& v : p->operands) v = top(v);
-    for (auto& r : p->results) top_[r.get()] = r.get();
+    for (auto& r : p->results) top_[numbers_.of(r.get())] = r.get();
     out_.push_back(std::move(p));
   }
 
   // The top-level value standing for original value `v`.
   Value* top(Value* v) {
-    if (auto it = top_.find(v); it != top_.end()) return it->second;
-    if (!plan_.keptTop.count(v->def))
+    if (Value* t = top_[numbers_.of(v)]) return t;
+    if (!plan_.keptTop(v->def))
       throw Error("internal: fuse left value " + (v->name.empty() ? std::string("?") : "%" + v->name) +
                   " without a top-level definition");
     emitTop(v->def);
-    return top_.at(v);
+    return top_[numbers_.of(v)];
   }
 
   void buildKernel(const Plan::Kernel& k, int index) {
@@ -80,10 +83,10 @@ class Outliner {
       Op* d = v->def;
       if (member.count(d)) throw Error("internal: fuse member used before its definition");
       std::unique_ptr<Op> c;
-      if (plan_.inlined.count(d)) {  // recomputed here
+      if (plan_.inlined(d)) {  // recomputed here
         std::vector<Value*> xs;
-        auto orig = original_.find(d);
-        for (Value* o : orig != original_.end() ? orig->second : d->operands) xs.push_back(get(o));
+        const std::optional<std::vector<Value*>>& orig = original_[numbers_.of(d)];
+        for (Value* o : orig ? *orig : d->operands) xs.push_back(get(o));
         c = cloneWith(*d, std::move(xs));
         ops.push_back(std::move(c));
         Op* placed = ops.back().get();
@@ -128,7 +131,7 @@ class Outliner {
     }
     kernel->body = std::move(body);
     recordKernelFamily(*kernel, family, hint);  // decided here, once: codegen and the profile read it
-    for (size_t i = 0; i < k.results.size(); ++i) top_[k.results[i]] = kernel->result(int(i));
+    for (size_t i = 0; i < k.results.size(); ++i) top_[numbers_.of(k.results[i])] = kernel->result(int(i));
     Op* placed = kernel.get();
     out_.push_back(std::move(kernel));
     for (size_t i = 0; i < placed->results.size(); ++i) {
@@ -139,9 +142,10 @@ class Outliner {
 
   Graph& g_;
   const Plan& plan_;
-  PtrMap<const Op*, std::unique_ptr<Op>> owned_;
-  PtrMap<const Value*, Value*> top_;
-  PtrMap<const Op*, std::vector<Value*>> original_;  // operands before emitTop
+  const GraphNumbering& numbers_;  // the planner's: the original ops and values
+  std::vector<std::unique_ptr<Op>> owned_;                   // by op number, until emitted
+  std::vector<Value*> top_;                                  // by value number: its top-level value
+  std::vector<std::optional<std::vector<Value*>>> original_;  // by op number: operands before emitTop
   std::vector<std::unique_ptr<Op>> out_;
 };
 

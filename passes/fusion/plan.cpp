@@ -64,7 +64,7 @@ struct Group {
 
 class Planner {
  public:
-  explicit Planner(const Graph& g) : g_(g), numbers_(g) {
+  explicit Planner(const Graph& g) : g_(g), plan_{GraphNumbering(g)}, numbers_(plan_.numbers) {
     // Ops and values by number (ir/numbering.h); a value's readers are a slice of one array
     // (userStart_, userList_).
     for (auto& op : g.ops)
@@ -81,7 +81,8 @@ class Planner {
       for (Value* v : op->operands) userList_[next[valueNumber(v)]++] = op.get();
     srcMemo_.resize(values);
     userMemo_.resize(values);
-    inlined_.assign(g.ops.size(), 0);
+    plan_.inlinedOps.assign(g.ops.size(), 0);
+    plan_.keptTopOps.assign(g.ops.size(), 0);
     demoted_.assign(g.ops.size(), 0);
     output_.assign(values, 0);
     for (Value* v : g.outputs) output_[valueNumber(v)] = 1;
@@ -106,7 +107,8 @@ class Planner {
  private:
   // ---- which ops are recomputed in place --------------------------------------------------
 
-  bool inlined(const Op* op) const { return inlined_[size_t(pos(op))] != 0; }
+  bool inlined(const Op* op) const { return plan_.inlined(op); }
+  void keepTop(const Op* op) { plan_.keptTopOps[size_t(pos(op))] = 1; }
   bool demoted(const Op* op) const { return demoted_[size_t(pos(op))] != 0; }
   void demote(const Op* op) { demoted_[size_t(pos(op))] = 1; }
   bool isOutput(const Value* v) const { return output_[valueNumber(v)] != 0; }
@@ -161,8 +163,7 @@ class Planner {
   }
 
   void chooseInlined() {
-    plan_.inlined.clear();
-    std::fill(inlined_.begin(), inlined_.end(), 0);
+    std::fill(plan_.inlinedOps.begin(), plan_.inlinedOps.end(), 0);
     for (auto& owned : g_.ops) {
       const Op* op = owned.get();
       if (demoted(op)) continue;
@@ -180,10 +181,7 @@ class Planner {
             if (x->type.numel() * 4 > n && std::find(s.begin(), s.end(), x) == s.end()) s.push_back(x);
         cheap = s.size() <= 1;
       }
-      if (cheap) {
-        plan_.inlined.insert(op);
-        inlined_[size_t(pos(op))] = 1;
-      }
+      if (cheap) plan_.inlinedOps[size_t(pos(op))] = 1;
     }
   }
 
@@ -234,7 +232,7 @@ class Planner {
     Op* d = v->def;
     if (!inlined(d)) return;
     if (d->kind == OpKind::Constant || d->kind == OpKind::Iota) {
-      plan_.keptTop.insert(d);
+      keepTop(d);
       return;
     }
     if (!isViewOp(d->kind)) {
@@ -254,17 +252,17 @@ class Planner {
       while (below->def->kind == OpKind::Reshape && inlined(below->def->operands[0]->def) &&
              isViewOp(below->def->operands[0]->def->kind))
         below = below->def->operands[0];
-      for (Value* x = v; x != below; x = x->def->operands[0]) plan_.keptTop.insert(x->def);
+      for (Value* x = v; x != below; x = x->def->operands[0]) keepTop(x->def);
       demote(below->def);
       return;
     }
     Value* x = v;
     while (x->def && isViewOp(x->def->kind)) {
-      plan_.keptTop.insert(x->def);
+      keepTop(x->def);
       x = x->def->operands[0];
     }
     if (inlined(x->def)) {  // the base itself must exist in memory
-      if (x->def->kind == OpKind::Constant || x->def->kind == OpKind::Iota) plan_.keptTop.insert(x->def);
+      if (x->def->kind == OpKind::Constant || x->def->kind == OpKind::Iota) keepTop(x->def);
       else demote(x->def);
     }
   }
@@ -304,7 +302,7 @@ class Planner {
     std::vector<Op*> out;
     for (Op* u : users(v)) {
       if (inlined(u)) {
-        if (plan_.keptTop.count(u)) out.push_back(u);
+        if (plan_.keptTop(u)) out.push_back(u);
         for (Op* w : effectiveUsers(u->result())) out.push_back(w);
       } else {
         out.push_back(u);
@@ -706,8 +704,7 @@ class Planner {
   }
 
   Plan finish() {
-    for (auto it = plan_.keptTop.begin(); it != plan_.keptTop.end();)
-      it = inlined(*it) ? std::next(it) : plan_.keptTop.erase(it);
+    for (size_t i = 0; i < plan_.keptTopOps.size(); ++i) plan_.keptTopOps[i] &= plan_.inlinedOps[i];
     std::vector<int> live;
     for (size_t gid = 0; gid < groups_.size(); ++gid)
       if (groups_[gid].alive && !groups_[gid].members.empty()) live.push_back(int(gid));
@@ -737,20 +734,19 @@ class Planner {
       plan_.kernels.push_back(std::move(k));
     }
     plan_.changes = !plan_.kernels.empty();
-    for (const Op* op : plan_.inlined) plan_.changes |= !plan_.keptTop.count(op);
+    for (size_t i = 0; i < plan_.inlinedOps.size(); ++i) plan_.changes |= plan_.inlinedOps[i] && !plan_.keptTopOps[i];
     return std::move(plan_);
   }
 
 
   const Graph& g_;
   Plan plan_;
-  GraphNumbering numbers_;
+  const GraphNumbering& numbers_;  // plan_'s
   std::vector<size_t> userStart_;   // by value number: where its readers start in userList_
   std::vector<Op*> userList_;       // every value's readers, in program order, value by value
-  // By op number: chosen for recomputation inside consumers (plan_.inlined's copy as a
-  // vector, which the planner's lookups read), or kept in memory whatever chooseInlined would
-  // say. By value number: a graph output.
-  std::vector<char> inlined_, demoted_, output_;
+  // By op number: kept in memory whatever chooseInlined would say. By value number: a graph
+  // output.
+  std::vector<char> demoted_, output_;
   std::vector<std::optional<std::vector<Value*>>> srcMemo_;  // by value number
   std::vector<std::optional<std::vector<Op*>>> userMemo_;    // by value number
   std::vector<int> groupOf_;

@@ -5,19 +5,23 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/numbering.h"
 #include "passes/fusion/domain.h"
-#include "support/ptr_hash.h"
 
 namespace fusec::fusion {
 
 struct Plan {
-  // Ops cloned into every kernel that reads them instead of being materialised: views,
-  // constants, iotas, and pointwise ops reading at most one materialised tensor (so a
-  // recompute reads no more memory than loading the saved value would).
-  PtrSet<const Op*> inlined;
-  // Inlined ops that also stay at top level: views read in place by GEMMs, kept views or
-  // graph outputs, and constants/iotas feeding them.
-  PtrSet<const Op*> keptTop;
+  // The graph's ops by number (ir/numbering.h), as the planner numbered them: the tables
+  // below and the outliner's are by these numbers.
+  GraphNumbering numbers;
+  // By op number. Inlined: cloned into every kernel that reads it instead of being
+  // materialised: views, constants, iotas, and pointwise ops reading at most one
+  // materialised tensor (so a recompute reads no more memory than loading the saved value
+  // would). Kept top: an inlined op that also stays at top level: views read in place by
+  // GEMMs, kept views or graph outputs, and constants/iotas feeding them.
+  std::vector<char> inlinedOps, keptTopOps;
+  bool inlined(const Op* op) const { return inlinedOps[numbers.of(op)] != 0; }
+  bool keptTop(const Op* op) const { return keptTopOps[numbers.of(op)] != 0; }
   struct Kernel {
     std::vector<Op*> members;   // graph order
     std::vector<Value*> results;  // member values read outside the kernel, graph order
