@@ -69,7 +69,7 @@ bool appendGradientReduction(Graph& g, const DataParallelConfig& cfg) {
   PtrSet<const Op*> foldedCasts;
   auto widenedGemm = [&](Value* x) -> Value* {
     // The cast goes, so nothing else may read it.
-    Value* r = uses[x] == 1 ? widenGemmCast(x, uses) : nullptr;
+    Value* r = uses[x] == 1 ? widenGemmCast(x, [&](const Value* v) { return uses[v]; }) : nullptr;
     if (!r) return nullptr;
     r->name = x->name;
     foldedCasts.insert(x->def);

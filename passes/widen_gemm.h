@@ -6,14 +6,15 @@
 // now the GEMM writes the f32 directly, and the value is the accumulator's, not rounded to bf16
 // first (nearer the f32 product than the cast's).
 #pragma once
+#include <functional>
+
 #include "ir/graph.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 
-// If `cast` is cast(bf16 -> f32) of a matmul result that nothing else reads (`uses`: every
-// value's readers, outputs counted), without an out_dtype yet: the matmul now writes f32
+// If `cast` is cast(bf16 -> f32) of a matmul result that nothing else reads (`uses`: a value's
+// readers, outputs counted), without an out_dtype yet: the matmul now writes f32
 // (out_dtype), and its result is returned; the cast is left for the caller to drop. Else null.
-Value* widenGemmCast(Value* cast, const PtrMap<const Value*, int>& uses);
+Value* widenGemmCast(Value* cast, const std::function<int(const Value*)>& uses);
 
 }  // namespace fusec
