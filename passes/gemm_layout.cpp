@@ -19,9 +19,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/numbering.h"
 #include "ir/strided_view.h"
+#include "ir/use_lists.h"
 #include "passes/pass.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 
@@ -47,27 +48,11 @@ bool isIdentity(const std::vector<int64_t>& p) {
   return true;
 }
 
-// Users of every value (an op using a value twice is listed twice) and graph-output counts.
-struct UseMap {
-  PtrMap<const Value*, std::vector<Op*>> users;
-  PtrMap<const Value*, int> outputs;
-  explicit UseMap(const Graph& g) {
-    for (auto& op : g.ops)
-      for (Value* v : op->operands) users[v].push_back(op.get());
-    for (Value* v : g.outputs) ++outputs[v];
-  }
-  size_t count(const Value* v) const {
-    auto u = users.find(v);
-    auto o = outputs.find(v);
-    return (u == users.end() ? 0 : u->second.size()) + size_t(o == outputs.end() ? 0 : o->second);
-  }
-};
-
 // Folds the single permute user of a matmul into the matmul (in place); true if it did.
-bool foldResultPermute(Graph& g, Op& mm, UseMap& uses, PtrSet<const Op*>& dead) {
+bool foldResultPermute(Graph& g, Op& mm, UseLists& uses, std::vector<char>& dead, const GraphNumbering& numbers) {
   Value* r = mm.result();
-  if (uses.count(r) != 1 || uses.users[r].size() != 1) return false;
-  Op* p = uses.users[r][0];
+  if (uses.uses(r) != 1 || uses.readers(r).size() != 1) return false;
+  Op* p = uses.readers(r)[0];
   if (p->kind != OpKind::Permute) return false;
   const auto& perm = p->attrInts("perm");
   const auto& old = mm.attrInts("out_perm");
@@ -90,16 +75,13 @@ bool foldResultPermute(Graph& g, Op& mm, UseMap& uses, PtrSet<const Op*>& dead) 
   Value* pr = p->result();
   r->type = pr->type;
   if (!pr->name.empty()) r->name = pr->name;
-  for (Op* u : uses.users[pr])
+  for (Op* u : uses.readers(pr))
     for (Value*& v : u->operands)
       if (v == pr) v = r;
   for (Value*& v : g.outputs)
     if (v == pr) v = r;
-  uses.users[r] = std::move(uses.users[pr]);
-  uses.outputs[r] = uses.outputs[pr];
-  uses.users.erase(pr);
-  uses.outputs.erase(pr);
-  dead.insert(p);
+  uses.moveUses(pr, r);
+  dead[numbers.of(p)] = 1;
   return true;
 }
 
@@ -115,12 +97,13 @@ std::optional<std::vector<int64_t>> withoutMatrixSwap(const Op& p) {
 
 bool gemmLayout(Graph& g) {
   bool changed = false;
-  PtrSet<const Op*> dead, touched;
+  GraphNumbering numbers(g);  // tables by number (ir/numbering.h); the permutes made below are added
+  std::vector<char> dead(numbers.numOps(), 0), touched(numbers.numOps(), 0);
   {
-    UseMap uses(g);
+    UseLists uses(g, numbers);
     for (auto& op : g.ops)
-      if (op->kind == OpKind::Matmul && !dead.count(op.get()))
-        while (foldResultPermute(g, *op, uses, dead)) changed = true;
+      if (op->kind == OpKind::Matmul && !dead[numbers.of(op.get())])
+        while (foldResultPermute(g, *op, uses, dead, numbers)) changed = true;
   }
 
   std::vector<std::unique_ptr<Op>> out;
@@ -133,10 +116,11 @@ bool gemmLayout(Graph& g) {
         auto rest = withoutMatrixSwap(*d);
         if (!rest) continue;
         Value* x = d->operands[0];
-        touched.insert(d);
+        touched[numbers.of(d)] = 1;
         if (!isIdentity(*rest)) {
           out.push_back(makePermute(x, *rest));
           out.back()->loc = d->loc;
+          numbers.add(out.back().get());
           x = out.back()->result();
         }
         op->operands[size_t(i)] = x;
@@ -151,10 +135,12 @@ bool gemmLayout(Graph& g) {
 
   // Permutes whose only users were folded away.
   if (changed) {
-    UseMap uses(g);
+    dead.resize(numbers.numOps(), 0);
+    touched.resize(numbers.numOps(), 0);
+    const UseLists uses(g, numbers);
     for (auto& op : g.ops)
-      if (touched.count(op.get()) && uses.count(op->result()) == 0) dead.insert(op.get());
-    g.eraseIf([&](Op* op) { return dead.count(op) != 0; });
+      if (touched[numbers.of(op.get())] && uses.uses(op->result()) == 0) dead[numbers.of(op.get())] = 1;
+    g.eraseIf([&](Op* op) { return dead[numbers.of(op)] != 0; });
   }
   return changed;
 }

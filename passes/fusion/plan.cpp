@@ -20,6 +20,7 @@
 #include "ir/roles.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
+#include "ir/use_lists.h"
 #include "ir/types.h"
 #include "passes/fusion/attention_output.h"
 #include "support/ptr_hash.h"
@@ -64,21 +65,12 @@ struct Group {
 
 class Planner {
  public:
-  explicit Planner(const Graph& g) : g_(g), plan_{GraphNumbering(g)}, numbers_(plan_.numbers) {
-    // Ops and values by number (ir/numbering.h); a value's readers are a slice of one array
-    // (userStart_, userList_).
+  explicit Planner(const Graph& g) : g_(g), plan_{GraphNumbering(g)}, numbers_(plan_.numbers), uses_(g, numbers_) {
+    // Ops and values by number (ir/numbering.h), readers by value (ir/use_lists.h).
     for (auto& op : g.ops)
       if (op->info().category == OpCategory::Composite && !isAttention(*op))
         throw Error("fuse: " + std::string(op->info().name) + " is a composite op; run decompose before fuse");
     const size_t values = numbers_.numValues();
-    userStart_.assign(values + 1, 0);
-    for (auto& op : g.ops)
-      for (Value* v : op->operands) ++userStart_[valueNumber(v) + 1];
-    for (size_t i = 0; i < values; ++i) userStart_[i + 1] += userStart_[i];
-    userList_.resize(userStart_[values]);
-    std::vector<size_t> next(userStart_.begin(), userStart_.end() - 1);
-    for (auto& op : g.ops)
-      for (Value* v : op->operands) userList_[next[valueNumber(v)]++] = op.get();
     srcMemo_.resize(values);
     userMemo_.resize(values);
     plan_.inlinedOps.assign(g.ops.size(), 0);
@@ -289,10 +281,7 @@ class Planner {
   int64_t pos(const Op* op) const { return int64_t(numbers_.of(op)); }
   size_t valueNumber(const Value* v) const { return numbers_.of(v); }
   // The ops that read `v`, in program order.
-  std::span<Op* const> users(const Value* v) const {
-    const size_t n = valueNumber(v);
-    return {userList_.data() + userStart_[n], userList_.data() + userStart_[n + 1]};
-  }
+  std::span<Op* const> users(const Value* v) const { return uses_.readers(v); }
   int groupOf(const Op* op) const { return groupOf_[size_t(pos(op))]; }
 
   // The ops that read `v` once inlined ops are seen through; kept top-level views count as
@@ -742,8 +731,7 @@ class Planner {
   const Graph& g_;
   Plan plan_;
   const GraphNumbering& numbers_;  // plan_'s
-  std::vector<size_t> userStart_;   // by value number: where its readers start in userList_
-  std::vector<Op*> userList_;       // every value's readers, in program order, value by value
+  const UseLists uses_;
   // By op number: kept in memory whatever chooseInlined would say. By value number: a graph
   // output.
   std::vector<char> demoted_, output_;
