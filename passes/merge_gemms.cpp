@@ -36,7 +36,9 @@
 #include <unordered_set>
 
 #include "ir/builder.h"
+#include "ir/numbering.h"
 #include "ir/strided_view.h"
+#include "ir/use_lists.h"
 #include "passes/pass.h"
 #include "support/ptr_hash.h"
 
@@ -100,12 +102,16 @@ Shape without(Shape s, int axis) {
 
 class Merger {
  public:
-  explicit Merger(Graph& g) : g_(g) {
+  // Ops and values by number (ir/numbering.h): the original ops' numbers are their positions;
+  // the ops the merges build are numbered as they are tracked (track()).
+  explicit Merger(Graph& g) : g_(g), numbers_(g), original_(g.ops.size()), users_(numbers_.numValues()) {
+    reach_.resize(original_);
     for (size_t i = 0; i < g.ops.size(); ++i) {
       Op* op = g.ops[i].get();
-      pos_[op] = reach_[op] = i;
-      for (Value* v : op->operands) users_[v].push_back(op);
+      reach_[i] = i;
+      for (Value* v : op->operands) users_[numbers_.of(v)].push_back(op);
     }
+    dead_.assign(original_, 0);
     for (size_t i = 0; i < g.outputs.size(); ++i) outputSlots_[g.outputs[i]].push_back(i);
   }
 
@@ -119,10 +125,14 @@ class Merger {
   }
 
  private:
-  size_t posOf(const Value* v) const {
-    auto it = v->def ? pos_.find(v->def) : pos_.end();
-    return it == pos_.end() ? pos_.size() : it->second;
-  }
+  // An original op's position; a built op's is past them all.
+  size_t posOf(const Op* op) const { return std::min(numbers_.of(op), original_); }
+  size_t posOf(const Value* v) const { return v->def ? posOf(v->def) : original_; }
+  size_t& reach(const Op* op) { return reach_[numbers_.of(op)]; }
+  size_t reach(const Op* op) const { return reach_[numbers_.of(op)]; }
+  std::vector<Op*>& usersOf(const Value* v) { return users_[numbers_.of(v)]; }
+  bool dead(const Op* op) const { return dead_[numbers_.of(op)] != 0; }
+  void kill(const Op* op) { dead_[numbers_.of(op)] = 1; }
 
   // True when `v`, or a view of it, is a function output.
   bool returned(const Value* v) const {
@@ -132,9 +142,7 @@ class Merger {
       const Value* x = work.back();
       work.pop_back();
       if (outputSlots_.count(x)) return true;
-      auto it = users_.find(x);
-      if (it == users_.end()) continue;
-      for (const Op* u : it->second)
+      for (const Op* u : users_[numbers_.of(x)])
         if (isViewOp(u->kind) && u->operands[0] == x)
           for (auto& r : u->results)
             if (seen.insert(r.get()).second) work.push_back(r.get());
@@ -148,12 +156,12 @@ class Merger {
   // the ops between the members instead of all their ancestors.
   bool interdependent(const std::vector<Op*>& members) const {
     PtrSet<const Op*> targets(members.begin(), members.end());
-    size_t earliest = pos_.size();
-    for (Op* m : members) earliest = std::min(earliest, pos_.at(m));
+    size_t earliest = original_;
+    for (Op* m : members) earliest = std::min(earliest, posOf(m));
     PtrSet<const Op*> seen;
     std::vector<const Op*> stack;
     auto push = [&](const Value* v) {
-      if (v->def && reach_.at(v->def) >= earliest && seen.insert(v->def).second) stack.push_back(v->def);
+      if (v->def && reach(v->def) >= earliest && seen.insert(v->def).second) stack.push_back(v->def);
     };
     for (Op* m : members)
       for (Value* v : m->operands) push(v);
@@ -176,25 +184,28 @@ class Merger {
     while (!work.empty()) {
       Op* o = work.back();
       work.pop_back();
-      size_t& cur = reach_[o];
+      size_t& cur = reach(o);
       if (cur >= r) continue;
       cur = r;
       for (auto& res : o->results)
-        for (Op* u : users_[res.get()]) work.push_back(u);
+        for (Op* u : usersOf(res.get())) work.push_back(u);
     }
   }
 
-  // Registers the ops built into `sg` since the last call: their uses and their reach.
+  // Registers the ops built into `sg` since the last call: their numbers, uses and reach.
   void track(Graph& sg) {
     size_t& from = tracked_[&sg];
     for (; from < sg.ops.size(); ++from) {
       Op* op = sg.ops[from].get();
+      numbers_.add(op);
+      users_.resize(numbers_.numValues());
+      dead_.resize(numbers_.numOps(), 0);
       size_t r = 0;
       for (Value* v : op->operands) {
-        users_[v].push_back(op);
-        if (v->def) r = std::max(r, reach_.at(v->def));
+        usersOf(v).push_back(op);
+        if (v->def) r = std::max(r, reach(v->def));
       }
-      reach_[op] = r;
+      reach_.push_back(r);
     }
   }
 
@@ -212,13 +223,13 @@ class Merger {
   void replace(Graph& sg, Value* from, Value* to) {
     track(sg);
     if (!from->name.empty() && to->name.empty()) to->name = from->name;
-    std::vector<Op*> moved = std::move(users_[from]);
-    users_.erase(from);
-    const size_t r = reach_.at(to->def);
+    std::vector<Op*> moved = std::move(usersOf(from));
+    usersOf(from).clear();
+    const size_t r = reach(to->def);
     for (Op* u : moved) {
       for (Value*& v : u->operands)
         if (v == from) v = to;
-      users_[to].push_back(u);
+      usersOf(to).push_back(u);
       raise(u, r);
     }
     // The outputs through their slots: a training step returns a few values a param, and a
@@ -238,7 +249,7 @@ class Merger {
     std::map<Key, std::vector<Op*>> groups;
     std::vector<Key> order;
     for (auto& op : g_.ops) {
-      if (op->kind != OpKind::Matmul || dead_.count(op.get())) continue;
+      if (op->kind != OpKind::Matmul || dead(op.get())) continue;
       MatmulInfo m(*op);
       Value* common = shared == Shared::A ? m.a : m.b;
       Shape rest = shared == Shared::A ? without(m.b->type.shape, m.nAxisB()) : without(m.a->type.shape, m.mAxisA());
@@ -318,7 +329,7 @@ class Merger {
       const int64_t len = m->result()->type.shape[size_t(axis)];
       replace(sg, m->result(), b.slice(merged, axis, start, start + len));
       start += len;
-      dead_.insert(m);
+      kill(m);
     }
     changed_ = true;
   }
@@ -346,18 +357,17 @@ class Merger {
 
   // ---- K-merges over add trees
   void mergeSums() {
-    // Roots: adds not used by exactly one add (those are interior to a larger tree).
-    PtrMap<const Value*, std::vector<const Op*>> users;
-    for (auto& op : g_.ops)
-      for (Value* v : op->operands) users[v].push_back(op.get());
-    PtrMap<const Value*, int> outs;
-    for (Value* v : g_.outputs) ++outs[v];
-    auto useCount = [&](const Value* v) { return int(users[v].size()) + outs[v]; };
+    // Roots: adds not used by exactly one add (those are interior to a larger tree). The use
+    // counts are those before any merge (a value the merges build has none).
+    const UseLists uses(g_, numbers_);
+    auto useCount = [&](const Value* v) {
+      return numbers_.of(v->def) < original_ ? int(uses.uses(v)) : 0;
+    };
 
     std::vector<Op*> roots;
     for (auto& op : g_.ops) {
       if (op->kind != OpKind::Add) continue;
-      auto& u = users[op->result()];
+      auto u = uses.readers(op->result());
       if (useCount(op->result()) == 1 && u.size() == 1 && u[0]->kind == OpKind::Add) continue;
       roots.push_back(op.get());
     }
@@ -388,7 +398,7 @@ class Merger {
     std::vector<Value*> others;
     for (Value* v : ls) {
       Op* d = v->def;
-      if (!d || d->kind != OpKind::Matmul || useCount(v) != 1 || dead_.count(d)) {
+      if (!d || d->kind != OpKind::Matmul || useCount(v) != 1 || dead(d)) {
         others.push_back(v);
         continue;
       }
@@ -412,7 +422,7 @@ class Merger {
           as.push_back(m->operands[0]);
           bs.push_back(m->operands[1]);
           merged.insert(m);
-          dead_.insert(m);
+          kill(m);
         }
         std::vector<const Value*> key;
         for (Value* a : as) key.push_back(unreshaped(a));
@@ -429,7 +439,7 @@ class Merger {
     if (!any) return;
     Value* sum = terms[0];
     for (size_t i = 1; i < terms.size(); ++i) sum = b.binary(OpKind::Add, sum, terms[i]);
-    for (Op* op : interior) dead_.insert(op);
+    for (Op* op : interior) kill(op);
     replace(sg, root->result(), sum);
     changed_ = true;
   }
@@ -444,7 +454,7 @@ class Merger {
           n->loc = op->loc;
           all.push_back(std::move(n));
         }
-      if (!dead_.count(op.get())) all.push_back(std::move(op));
+      if (!dead(op.get())) all.push_back(std::move(op));
     }
     // Stable depth-first topological order: each op after its operands' definitions.
     PtrMap<const Op*, size_t> index;
@@ -476,12 +486,14 @@ class Merger {
   }
 
   Graph& g_;
-  PtrMap<const Op*, size_t> pos_, reach_;
-  PtrMap<const Value*, std::vector<Op*>> users_;  // kept current through merges
+  GraphNumbering numbers_;
+  size_t original_;                    // the number of original ops
+  std::vector<size_t> reach_;          // by op number
+  std::vector<std::vector<Op*>> users_;  // by value number, kept current through merges
   PtrMap<const Value*, std::vector<size_t>> outputSlots_;  // value -> the outputs it is, kept current
   PtrMap<const Graph*, size_t> tracked_;         // scratch graph -> ops tracked
   std::map<Op*, std::unique_ptr<Graph>> pending_;
-  PtrSet<const Op*> dead_;
+  std::vector<char> dead_;  // by op number
   std::map<std::vector<const Value*>, std::vector<const Value*>> sumOrder_;  // K-merge concat orders by operand set
   bool changed_ = false;
 };
