@@ -66,8 +66,9 @@ int64_t maxOf(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_
 
 }  // namespace
 
-std::vector<LaunchPlace> launchPlaces(const Graph& g) {
-  const StorageMap storage(g);
+std::vector<LaunchPlace> launchPlaces(const Graph& g) { return launchPlaces(g, StorageMap(g)); }
+
+std::vector<LaunchPlace> launchPlaces(const Graph& g, const StorageMap& storage) {
   const std::unordered_set<std::string> tables = embeddingTables(g);
   const StringTable<const Op*> params = g.paramsByName();
   auto isLaunch = [&](const Op& op) {

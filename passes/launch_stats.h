@@ -40,8 +40,12 @@ struct LaunchPlace {
   bool backward = false;  // not an ancestor of an ordinary output (only with update outputs)
   int layer = -1;         // its layer; -1 outside the layers
 };
+class StorageMap;
+
 // One per op of g.ops, in order. Shared by the stats, the profile and the memory timeline.
 std::vector<LaunchPlace> launchPlaces(const Graph& g);
+// The same from the caller's StorageMap of g (one numbering of g at a time: ir/numbering.h).
+std::vector<LaunchPlace> launchPlaces(const Graph& g, const StorageMap& storage);
 
 // Launch statistics of one function.
 LaunchStats launchStats(const Graph& g);

@@ -76,7 +76,7 @@ std::vector<ResidentBand> residentBands(const Graph& g) {
 MemoryTimeline memoryTimeline(const Graph& g) {
   const StorageMap storage(g);
   const Liveness live = computeLiveness(g, storage);
-  const std::vector<LaunchPlace> places = launchPlaces(g);
+  const std::vector<LaunchPlace> places = launchPlaces(g, storage);
   const PtrSet<const Op*> optimizer = optimizerOps(g, storage);
   const auto names = valueNames(g);
 

@@ -68,6 +68,12 @@ struct DepGraph {
 
   // The index in `real` of op, or -1 for an op that is not real.
   int indexOf(const Op* op) const { return realIndex[numbers->of(op)]; }
+  // The index of an op that must be real (an Arena buffer's owner).
+  int realOf(const Op* op) const {
+    const int i = indexOf(op);
+    if (i < 0) throw Error("internal: schedule: an arena buffer's owner is not a real op");
+    return i;
+  }
   size_t number(const Value* v) const { return numbers->of(v); }
   const std::vector<int>& readersOf(const Value* buffer) const { return readers[number(buffer)]; }
   bool isOutputBuffer(const Value* buffer) const { return outputBuffer[number(buffer)] != 0; }
@@ -248,7 +254,7 @@ void sink(const DepGraph& d, std::vector<int>& order) {
   const int n = int(order.size());
   std::vector<int> pos(d.real.size());
   for (int k = 0; k < n; ++k) pos[size_t(order[size_t(k)])] = k;
-  auto bufferOwner = [&](const Value* b) { return d.indexOf(b->def); };
+  auto bufferOwner = [&](const Value* b) { return d.realOf(b->def); };
 
   for (int at = n - 1; at >= 0; --at) {
     const int x = order[size_t(at)];
@@ -422,7 +428,7 @@ bool scheduleGraph(Graph& g) {
     int64_t worstBytes = 0;
     for (const Buffer& b : live.buffers) {
       if (b.def > int(c.peakAt) || b.lastUse < int(c.peakAt)) continue;
-      const int i = d.indexOf(b.value->def);
+      const int i = d.realOf(b.value->def);
       if (hoist[size_t(i)] && b.bytes > worstBytes) {
         worst = i;
         worstBytes = b.bytes;

@@ -31,6 +31,8 @@ class Outliner {
         original_(numbers_.numOps()) {
     for (auto& op : g.ops) owned_[numbers_.of(op.get())] = std::move(op);
   }
+  Outliner(const Outliner&) = delete;
+  Outliner& operator=(const Outliner&) = delete;
 
   void run() {
     // Sources first, in their original order (they read nothing).
@@ -69,7 +71,9 @@ class Outliner {
       throw Error("internal: fuse left value " + (v->name.empty() ? std::string("?") : "%" + v->name) +
                   " without a top-level definition");
     emitTop(v->def);
-    return top_[numbers_.of(v)];
+    if (Value* t = top_[numbers_.of(v)]) return t;
+    throw Error("internal: fuse emitted the definition of " + (v->name.empty() ? std::string("?") : "%" + v->name) +
+                " without its top-level value");
   }
 
   void buildKernel(const Plan::Kernel& k, int index) {

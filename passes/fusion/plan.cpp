@@ -79,6 +79,8 @@ class Planner {
     output_.assign(values, 0);
     for (Value* v : g.outputs) output_[valueNumber(v)] = 1;
   }
+  Planner(const Planner&) = delete;  // numbers_ refers into plan_
+  Planner& operator=(const Planner&) = delete;
 
   Plan run() {
     findBroadcastTables();
