@@ -37,7 +37,6 @@ class GraphNumbering {
     return op->number;
   }
   size_t of(const Value* v) const { return resultBase_[of(v->def)] + size_t(v->index); }
-  const Op* op(size_t number) const { return opOf_[number]; }
 
  private:
   // Checks that the op is the one this numbering gave its number, so that a value of another

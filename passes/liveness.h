@@ -33,7 +33,6 @@
 #include "ir/graph.h"
 #include "ir/numbering.h"
 #include "passes/resident_layout.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 

@@ -38,7 +38,6 @@
 #include "ir/builder.h"
 #include "ir/numbering.h"
 #include "ir/strided_view.h"
-#include "ir/use_lists.h"
 #include "passes/pass.h"
 #include "support/ptr_hash.h"
 
@@ -358,16 +357,20 @@ class Merger {
   // ---- K-merges over add trees
   void mergeSums() {
     // Roots: adds not used by exactly one add (those are interior to a larger tree). The use
-    // counts are those before any merge (a value the merges build has none).
-    const UseLists uses(g_, numbers_);
+    // counts are those before any merge, taken from users_ while no merge has run (a value
+    // the merges build has none).
+    std::vector<int> before(numbers_.numValues(), 0);
+    for (size_t n = 0; n < before.size(); ++n) before[n] = int(users_[n].size());
+    for (const Value* v : g_.outputs) ++before[numbers_.of(v)];
     auto useCount = [&](const Value* v) {
-      return numbers_.of(v->def) < original_ ? int(uses.uses(v)) : 0;
+      const size_t n = numbers_.of(v);
+      return n < before.size() ? before[n] : 0;
     };
 
     std::vector<Op*> roots;
     for (auto& op : g_.ops) {
       if (op->kind != OpKind::Add) continue;
-      auto u = uses.readers(op->result());
+      const std::vector<Op*>& u = usersOf(op->result());
       if (useCount(op->result()) == 1 && u.size() == 1 && u[0]->kind == OpKind::Add) continue;
       roots.push_back(op.get());
     }
