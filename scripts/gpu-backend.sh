@@ -13,7 +13,10 @@ BUILD=build-gpu
 OUT=${OUT:-$PWD/$BUILD/out}
 PARTS=${PARTS:-test bench}
 mkdir -p "$OUT"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+# Configured as gpu-check.sh and gpu-sanitize.sh configure build-gpu/ (LibTorch found), so one
+# device call after another reuses the build instead of reconfiguring it.
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} >/dev/null &&
   cmake --build "$BUILD" -j"$(nproc)" --target fusec fusec_c | tail -1
 export FUSEC_LIB=$PWD/$BUILD/libfusec_c.so FUSEC=$PWD/$BUILD/fusec
 for part in $PARTS; do
