@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/op_table.h"
 #include "ir/types.h"
+#include "support/slab_pool.h"
 #include "support/string_table.h"
 
 namespace fusec {
@@ -26,7 +27,8 @@ std::string errorLine(const std::exception& e);  // "file:line:col: error: msg" 
 struct Op;
 class Graph;
 
-struct Value {
+// Ops and values come from slabs (support/slab_pool.h): a graph stays dense in memory.
+struct Value : SlabAllocated<Value> {
   Type type;
   Op* def = nullptr;  // the op that defines this value
   int index = 0;      // which result of `def`
@@ -44,7 +46,7 @@ struct Value {
   mutable uint64_t verifiedIn = 0;
 };
 
-struct Op {
+struct Op : SlabAllocated<Op> {
   OpKind kind;
   // The op's dense number in a GraphNumbering (ir/numbering.h), for side tables that are
   // vectors instead of hash tables keyed by address: at a million ops those tables' random
