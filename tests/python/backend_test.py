@@ -293,6 +293,27 @@ def check_first_call(device):
     return good
 
 
+def check_first_call_layouts(device):
+    """A first call's tensor laid out otherwise than in the trace (the GPT-2 models under bf16
+    autocast: fusec's forward writes its saved activations contiguous; the backward was traced
+    on another layout) still compiles: the example run reads a copy in the trace's layout,
+    where the graph's views apply, and the program reads the tensor by value. Here a view that
+    applies to the trace's contiguous [4, 6] and not to the call's transposed one."""
+    from fusec import graph_compile
+    gm = torch.fx.symbolic_trace(lambda x: torch.ops.aten.mul.Tensor(torch.ops.aten.view.default(x, [24]), 2.0))
+    x = torch.randn(6, 4, device=device).t()  # [4, 6], strides (1, 4)
+    try:
+        compiled = graph_compile.CompiledGraph(gm, [x], real_examples=True, example_layouts=[((4, 6), (6, 1))])
+        got = compiled(x)
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        good = torch.equal(got, x.reshape(24) * 2.0)
+        detail = f"the program's result {'equals' if good else 'differs from'} the graph's"
+    except Exception as e:
+        good, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    print(f"{'ok  ' if good else 'FAIL'} a first call's tensor in another layout than the trace's: {detail}")
+    return good
+
+
 def check_first_call_failures(device):
     """A graph that fails to compile at its first call is compiled once: with strict=True each
     call raises the same one-line error; without, the pair runs in PyTorch (matching eager)
@@ -451,6 +472,7 @@ def main():
     ok &= check_guarded_calls(args.device)
     ok &= check_first_call(args.device)
     ok &= check_first_call_failures(args.device)
+    ok &= check_first_call_layouts(args.device)
     if args.device == "cpu":
         steps = args.steps or 4
         vocab, batch, seq = 37, 2, 16

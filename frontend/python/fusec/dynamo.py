@@ -22,6 +22,7 @@ aot_module, which torch 1.13 has: how the CPU tests check the backend without Dy
 import functools
 import importlib.util
 import os
+import traceback
 import warnings
 import weakref
 
@@ -127,27 +128,31 @@ class _Pair:
         if self.fallback is not None:
             STATS["pytorch"] += 1
             return make_boxed_func(gm.forward)
-        return make_boxed_func(_FirstCall(self, gm, forward))
+        layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None for x in example_inputs]
+        return make_boxed_func(_FirstCall(self, gm, forward, layouts))
 
     def fail(self, e):
         """A graph fusec could not compile: one line, raised where the pair cannot run in
-        PyTorch instead (strict, or its forward already fusec's), else the refusal's warning."""
+        PyTorch instead (strict, or its forward already fusec's), else the refusal's warning.
+        $FUSEC_BACKEND_DEBUG=1 prints the traceback before it (stderr)."""
+        if os.environ.get("FUSEC_BACKEND_DEBUG") == "1":
+            traceback.print_exception(type(e), e, e.__traceback__)
         line = str(e) if isinstance(e, OneLineError) else f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
         if self.compiled or self.strict:  # the forward is fusec's: its backward cannot be PyTorch's
             raise FusecBackendError(f"fusec backend: {line}") from None
         self.refuse(line)
 
-    def build(self, gm, args, forward):
-        """The graph's callable, compiled by fusec from its first call's tensors `args`, or
-        gm.forward where this pair runs in PyTorch (a refusal, or a failure to compile the
-        forward when not strict)."""
+    def build(self, gm, args, forward, layouts):
+        """The graph's callable, compiled by fusec from its first call's tensors `args` (their
+        (shape, stride) in the trace: `layouts`), or gm.forward where this pair runs in
+        PyTorch (a refusal, or a failure to compile the forward when not strict)."""
         if self.fallback is None:
             try:
                 # The backward's saved tensors that its forward computed from no input (masks)
                 # are constants to it as well.
                 known = {k: v for c in self.compiled for k, v in c.static_outputs.items()}
                 compiled = CompiledGraph(gm, args, self.options, known, self.saved_from if forward else None,
-                                         self.guarded, real_examples=True)
+                                         self.guarded, real_examples=True, example_layouts=layouts)
                 self.compiled.append(compiled)
                 COMPILED.add(compiled)
                 STATS["fusec"] += 1
@@ -177,25 +182,25 @@ class _FirstCall:
     the stand-ins) at the peak of the first step. Here the example run reads the real ones.
     A failure is kept: later calls raise it again rather than compile again. (Slots: no
     __dict__ for make_boxed_func's wraps to copy, which would keep the graph alive.)"""
-    __slots__ = ("pair", "gm", "forward", "run")
+    __slots__ = ("pair", "gm", "forward", "layouts", "run")
 
-    def __init__(self, pair, gm, forward):
-        self.pair, self.gm, self.forward, self.run = pair, gm, forward, None
+    def __init__(self, pair, gm, forward, layouts):
+        self.pair, self.gm, self.forward, self.layouts, self.run = pair, gm, forward, layouts, None
 
     def __call__(self, *args):
         if self.run is None:
             if _any_fake(args):  # a trace through the graph, not a run: nothing to compile from
                 return self.gm.forward(*args)
             try:
-                run = self.pair.build(self.gm, args, self.forward)
+                run = self.pair.build(self.gm, args, self.forward, self.layouts)
             except FusecBackendError as e:
                 error = e
 
                 def again(*_):
                     raise error
-                self.run, self.pair, self.gm = again, None, None
+                self.run, self.pair, self.gm, self.layouts = again, None, None, None
                 raise
-            self.run, self.pair, self.gm = run, None, None  # what runs holds what it needs
+            self.run, self.pair, self.gm, self.layouts = run, None, None, None  # what runs holds what it needs
         return self.run(*args)
 
 

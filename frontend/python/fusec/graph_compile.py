@@ -71,6 +71,20 @@ def _real_like(x):
     return base.as_strided(shape, stride)
 
 
+def _as_traced(x, layout):
+    """x, or a copy of it laid out as `layout` ((shape, stride), the trace's) where its strides
+    differ; x where the layout is unknown or overlaps itself (a stride 0 over a dim of 2 or
+    more: no copy can be written into it)."""
+    if layout is None:
+        return x
+    shape, stride = layout
+    if tuple(x.shape) != tuple(shape) or x.numel() <= 1 or tuple(x.stride()) == tuple(stride):
+        return x
+    if any(st == 0 and n > 1 for n, st in zip(shape, stride)):
+        return x
+    return torch.empty_strided(shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
 @contextlib.contextmanager
 def _example_run_context(tensors):
     """Where the converter's example run (and the random example inputs) compute: torch's
@@ -188,7 +202,7 @@ class CompiledGraph:
     """The callable: compiled(*tensors) -> list, as the graph returns."""
 
     def __init__(self, gm, example_inputs, options="", static_inputs=None, saved_from=None, guarded=False,
-                 real_examples=False):
+                 real_examples=False, example_layouts=None):
         """static_inputs: placeholder name -> the tensor it always is (a backward's saved
         tensor that its forward computed from no input, such as a causal mask): converted as
         a constant, so a mask is still seen to be causal; the argument is not read.
@@ -201,6 +215,11 @@ class CompiledGraph:
         real_examples: example_inputs are the first call's own tensors (the backend compiles
         at a graph's first call), used as they are: no random copies beside them (a
         backward's would double its saved activations), and the example run sees real data.
+        example_layouts: with real_examples, each input's (shape, stride) in the trace (None
+        where unknown). A real tensor laid out otherwise (fusec's forward writes its saved
+        activations contiguous, whatever the trace's layout) is copied into the trace's layout
+        for the example run alone, as the random stand-ins were made: the graph's views were
+        traced on that layout and may not apply to another. The compiled program reads its arguments by value, whatever their strides.
         Either way the example run leaves torch's random-number state as it found it, and
         computes as the graph says whatever autocast context the caller is in."""
         start = time.perf_counter()
@@ -210,7 +229,8 @@ class CompiledGraph:
         self.static_outputs = {}  # output node name -> its tensor, for the backward's static_inputs
         self.shared_outputs = 0  # program outputs that are an earlier one's tensor (_shared_outputs)
         if real_examples:
-            reals = [_checked(x) for x in example_inputs]
+            reals = [_as_traced(_checked(x), layout) for x, layout in
+                     zip(example_inputs, example_layouts or [None] * len(example_inputs))]
         else:
             with _unfaked(), _example_run_context(example_inputs):
                 reals = [_real_like(x) for x in example_inputs]
