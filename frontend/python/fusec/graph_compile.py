@@ -219,7 +219,8 @@ class CompiledGraph:
         where unknown). A real tensor laid out otherwise (fusec's forward writes its saved
         activations contiguous, whatever the trace's layout) is copied into the trace's layout
         for the example run alone, as the random stand-ins were made: the graph's views were
-        traced on that layout and may not apply to another. The compiled program reads its arguments by value, whatever their strides.
+        traced on that layout and may not apply to another. The compiled program reads its
+        arguments by value, whatever their strides.
         Either way the example run leaves torch's random-number state as it found it, and
         computes as the graph says whatever autocast context the caller is in."""
         start = time.perf_counter()
