@@ -195,6 +195,15 @@ __device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
 __device__ __forceinline__ void mbarArrive(unsigned bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
 }
+// A warp's one arrival (empty barriers count warps): lane 0 arrives for the warp, after a warp
+// barrier, so that every lane's own reads of the buffer (the backward's row statistics are
+// read by the threads, not only by the tensor cores) happen before the release that lets the
+// producer overwrite it. Without it those reads are ordered by nothing (racecheck reports the
+// producer's next copies racing them).
+__device__ __forceinline__ void warpReleases(unsigned bar) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) mbarArrive(bar);
+}
 // Arrives once every cp.async this thread has issued so far has landed (the copies complete
 // the arrival, not the thread: it goes on issuing).
 __device__ __forceinline__ void mbarArriveOnCopies(unsigned bar) {
@@ -403,7 +412,6 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
   }
   wg::consumerRegisters();
   const int warp = threadIdx.x >> 5, c = warp >> 2, wr = c * 64;  // the warpgroup and its first row of BR
-  const bool lead = (threadIdx.x & 31) == 0;                      // a warp's arrivals on the empty barriers
   q += fa_q_batch(z);
   // Each consumer copies its own 64 rows of Q and waits for them alone.
   wg::loadRows<BR, FA_D, 64, 128>(Qs, q, FA_Q_RS, q0, wr, FA_TQ, threadIdx.x & 127);
@@ -442,7 +450,7 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
     yourTurn();
     wg::wait<0>();
     wg::pin(s);
-    if (lead) wg::mbarArrive(emptyK(0));
+    wg::warpReleases(emptyK(0));
     softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, 0), q0 + warp * 16, 0);
     wg::packA<BC>(p, s);
   }
@@ -461,12 +469,12 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
     yourTurn();
     wg::wait<1>();
     wg::pin(s);
-    if (lead) wg::mbarArrive(emptyK(sk));
+    wg::warpReleases(emptyK(sk));
     softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, t * BC), q0 + warp * 16, t * BC);
     wg::wait<0>();
     wg::pin(acc);
     wg::pin(p);
-    if (lead) wg::mbarArrive(emptyV(sv));
+    wg::warpReleases(emptyV(sv));
     rescale(acc, alpha);
     wg::packA<BC>(p, s);
   }
@@ -716,7 +724,6 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
   }
   wg::consumerRegisters();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = warp >> 2, wr = c * 64;
-  const bool lead = lane == 0;  // a warp's arrival on the empty barriers
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
   // Each consumer copies its own 64 key rows of K and V and waits for them alone.
@@ -734,7 +741,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
     wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw);
-    if (lead) wg::mbarArrive(empty(buf));  // this warp's products have read the buffer
+    wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);

@@ -5,7 +5,9 @@
 # gpu-check.sh does), then runs each tool on a gtest filter, one log a tool in $OUT
 # (sanitize-TOOL.log), and prints each tool's summary line. A tool's own time limit
 # (SANITIZE_TIMEOUT seconds, default 240) keeps one slow tool from taking the whole call.
-#   TOOLS="memcheck synccheck racecheck" (default), FILTER (a gtest filter; the default below)
+#   TOOLS="memcheck synccheck racecheck" (default), FILTER (a gtest filter; the default below),
+#   SANITIZE_ARGS (more compute-sanitizer options, e.g. "--racecheck-report hazard" to see
+#   which access came first)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -20,7 +22,7 @@ status=0
 for tool in $TOOLS; do
   log=$OUT/sanitize-$tool.log
   echo "== compute-sanitizer --tool $tool ($FILTER)"
-  timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+  timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 ${SANITIZE_ARGS:-} \
     "$BUILD"/tests/gpu/fusec_gpu_tests --gtest_filter="$FILTER" >"$log" 2>&1
   rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|tests? (passed|failed)|PASSED|FAILED" "$log" | tail -4
