@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/op_table.h"
 #include "ir/types.h"
+#include "support/inline_vector.h"
 #include "support/slab_pool.h"
 #include "support/string_table.h"
 
@@ -25,7 +26,14 @@ Error errorAt(const std::string& file, SourceLoc loc, const std::string& msg);
 std::string errorLine(const std::exception& e);  // "file:line:col: error: msg" or "error: msg"
 
 struct Op;
+struct Value;
 class Graph;
+
+// An op's operands and results, inline up to three operands and one result
+// (support/inline_vector.h): a walk of the graph reads them with the op instead of from two
+// more heap blocks.
+using OperandList = InlineVector<Value*, 3>;
+using ResultList = InlineVector<std::unique_ptr<Value>, 1>;
 
 // Ops and values come from slabs (support/slab_pool.h): a graph stays dense in memory.
 struct Value : SlabAllocated<Value> {
@@ -53,8 +61,8 @@ struct Op : SlabAllocated<Op> {
   // probes missed the caches. Meaningful only through the numbering that set it (one at a
   // time per graph). Fits in the padding after `kind`.
   mutable uint32_t number = 0;
-  std::vector<Value*> operands;
-  std::vector<std::unique_ptr<Value>> results;
+  OperandList operands;
+  ResultList results;
   std::vector<AttrValue> attrs;  // one per OpInfo::attrs entry, defaults filled in
   std::unique_ptr<Graph> body;   // kernel ops only
   SourceLoc loc;

@@ -89,7 +89,7 @@ class Outliner {
       std::unique_ptr<Op> c;
       if (plan_.inlined(d)) {  // recomputed here
         std::vector<Value*> xs;
-        const std::optional<std::vector<Value*>>& orig = original_[numbers_.of(d)];
+        const std::optional<OperandList>& orig = original_[numbers_.of(d)];
         for (Value* o : orig ? *orig : d->operands) xs.push_back(get(o));
         c = cloneWith(*d, std::move(xs));
         ops.push_back(std::move(c));
@@ -149,7 +149,7 @@ class Outliner {
   const GraphNumbering& numbers_;  // the planner's: the original ops and values
   std::vector<std::unique_ptr<Op>> owned_;                   // by op number, until emitted
   std::vector<Value*> top_;                                  // by value number: its top-level value
-  std::vector<std::optional<std::vector<Value*>>> original_;  // by op number: operands before emitTop
+  std::vector<std::optional<OperandList>> original_;  // by op number: operands before emitTop
   std::vector<std::unique_ptr<Op>> out_;
 };
 
