@@ -26,7 +26,11 @@ bool validValueName(const std::string& n) {
 
 class Verifier {
  public:
-  explicit Verifier(const std::string& file) : file_(file) {}
+  Verifier(const std::string& file, KernelBodies bodies) : file_(file), walkBodies_(bodies == KernelBodies::Verify) {
+#ifndef NDEBUG
+    walkBodies_ = true;  // Debug builds check every body (ir/verifier.h)
+#endif
+  }
 
   // Linear in the graph: it runs after every pass, so the per-op work is lookups into sets
   // built here (keys view the graph's own strings) and the messages are built only to fail.
@@ -95,7 +99,7 @@ class Verifier {
           if (!isStepInvariantValue(op.operands[i]))
             fail("kernel \"" + op.attrStr("name") + "\" is recorded step_invariant but its operand " + std::to_string(i) +
                  " changes from step to step");
-      if (op.body) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
+      if (op.body && walkBodies_) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) r->verifiedIn = walk;
     }
     owners(g, paramOps, params, where);
@@ -167,17 +171,22 @@ class Verifier {
 
  private:
   const std::string& file_;
+  bool walkBodies_;
 };
 
 }  // namespace
 
-void verifyGraph(const Graph& g, const std::string& sourceName) { Verifier(sourceName).graph(g, "@" + g.name); }
+void verifyGraph(const Graph& g, const std::string& sourceName) {
+  Verifier(sourceName, KernelBodies::Verify).graph(g, "@" + g.name);
+}
 
-void verify(const Module& m) {
+void verify(const Module& m) { verify(m, KernelBodies::Verify); }
+
+void verify(const Module& m, KernelBodies bodies) {
   std::unordered_set<std::string> names;
   for (auto& f : m.funcs) {
     if (!names.insert(f->name).second) throw errorAt(m.sourceName, f->loc, "duplicate function @" + f->name);
-    verifyGraph(*f, m.sourceName);
+    Verifier(m.sourceName, bodies).graph(*f, "@" + f->name);
   }
 }
 

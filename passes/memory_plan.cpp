@@ -227,11 +227,14 @@ MemoryPlanStats planMemoryStats(const Graph& g) {
   return s;
 }
 
+// Both place top-level values only (a kernel body's values keep offset -1).
 std::unique_ptr<Pass> createMemoryPlanPass() {
-  return std::make_unique<FunctionPass>("memory-plan", [](Graph& g) { return memoryPlanGraph(g, false); });
+  return std::make_unique<FunctionPass>(
+      "memory-plan", [](Graph& g) { return memoryPlanGraph(g, false); }, FunctionPass::Bodies::Leaves);
 }
 std::unique_ptr<Pass> createMemoryPlanOutputsLastPass() {
-  return std::make_unique<FunctionPass>("memory-plan-outputs-last", [](Graph& g) { return memoryPlanGraph(g, true); });
+  return std::make_unique<FunctionPass>(
+      "memory-plan-outputs-last", [](Graph& g) { return memoryPlanGraph(g, true); }, FunctionPass::Bodies::Leaves);
 }
 
 }  // namespace fusec

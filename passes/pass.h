@@ -25,14 +25,21 @@ class Pass {
   virtual std::vector<std::string> patternNames() const { return {}; }
   virtual void disablePatterns(const std::set<std::string>& names) { (void)names; }
   virtual std::vector<std::pair<std::string, int64_t>> statistics() const { return {}; }
+  // True for a pass that never changes a kernel's body (ops, values, types, names): the pass
+  // manager's verification after it then checks each kernel op against its body without
+  // walking the body again (ir/verifier.h, KernelBodies::Trust).
+  virtual bool leavesKernelBodies() const { return false; }
 };
 
 // A pass that rewrites each function of the module on its own: most passes are this.
 class FunctionPass : public Pass {
  public:
   using Fn = bool (*)(Graph&);
-  FunctionPass(std::string_view name, Fn fn) : name_(name), fn_(fn) {}
+  enum class Bodies { MayChange, Leaves };
+  FunctionPass(std::string_view name, Fn fn, Bodies bodies = Bodies::MayChange)
+      : name_(name), fn_(fn), bodies_(bodies) {}
   std::string_view name() const override { return name_; }
+  bool leavesKernelBodies() const override { return bodies_ == Bodies::Leaves; }
   bool run(Module& m) override {
     bool changed = false;
     for (auto& f : m.funcs) changed |= fn_(*f);
@@ -42,6 +49,7 @@ class FunctionPass : public Pass {
  private:
   std::string_view name_;
   Fn fn_;
+  Bodies bodies_;
 };
 
 // The registry of every pass by name (passes/registry.cpp). Throws Error for an unknown name.

@@ -117,7 +117,7 @@ bool PassManager::run(Module& m) {
     if (opts_.verifyEach && changed) {
       auto v0 = std::chrono::steady_clock::now();
       try {
-        verify(m);
+        verify(m, p.leavesKernelBodies() ? KernelBodies::Trust : KernelBodies::Verify);
       } catch (const Error& e) {
         throw Error("IR is invalid after pass '" + name + "': " + e.what());
       }

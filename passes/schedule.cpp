@@ -444,6 +444,9 @@ bool scheduleGraph(Graph& g) {
 
 }  // namespace
 
-std::unique_ptr<Pass> createSchedulePass() { return std::make_unique<FunctionPass>("schedule", &scheduleGraph); }
+// It reorders top-level ops only.
+std::unique_ptr<Pass> createSchedulePass() {
+  return std::make_unique<FunctionPass>("schedule", &scheduleGraph, FunctionPass::Bodies::Leaves);
+}
 
 }  // namespace fusec

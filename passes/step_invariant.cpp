@@ -27,7 +27,8 @@ bool markStepInvariant(Graph& g) {
 }
 
 std::unique_ptr<Pass> createStepInvariantPass() {
-  return std::make_unique<FunctionPass>("step-invariant", &markStepInvariant);
+  // It sets the kernel ops' own attribute only.
+  return std::make_unique<FunctionPass>("step-invariant", &markStepInvariant, FunctionPass::Bodies::Leaves);
 }
 
 }  // namespace fusec
