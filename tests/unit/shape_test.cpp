@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 namespace fusec {
@@ -42,51 +41,7 @@ TEST(Shape, ConvertsToAndFromVectorsAndComparesLikeThem) {
   EXPECT_THROW(Shape().at(0), std::out_of_range);
 }
 
-// Random operations on a Shape and on a vector side by side, lengths crossing the inline
-// capacity both ways; inserts take ranges from the shape itself (aliasing).
-TEST(Shape, RandomEditsMatchAVector) {
-  std::mt19937 rng(7);
-  for (int trial = 0; trial < 300; ++trial) {
-    Shape s;
-    std::vector<int64_t> v;
-    for (int step = 0; step < 40; ++step) {
-      const int64_t x = int64_t(rng() % 100);
-      const size_t pos = v.empty() ? 0 : rng() % (v.size() + 1);
-      switch (rng() % 9) {
-        case 0: s.push_back(x); v.push_back(x); break;
-        case 1: if (!v.empty()) { s.pop_back(); v.pop_back(); } break;
-        case 2: s.insert(s.begin() + pos, x); v.insert(v.begin() + ptrdiff_t(pos), x); break;
-        case 3: if (pos < v.size()) { s.erase(s.begin() + pos); v.erase(v.begin() + ptrdiff_t(pos)); } break;
-        case 4: {
-          const size_t n = rng() % 12;
-          s.resize(n, x);
-          v.resize(n, x);
-          break;
-        }
-        case 5: {  // insert a copy of a prefix of itself
-          const size_t n = v.empty() ? 0 : rng() % (v.size() + 1);
-          s.insert(s.begin() + pos, s.begin(), s.begin() + n);
-          std::vector<int64_t> prefix(v.begin(), v.begin() + ptrdiff_t(n));
-          v.insert(v.begin() + ptrdiff_t(pos), prefix.begin(), prefix.end());
-          break;
-        }
-        case 6: s.insert(s.begin() + pos, 3, x); v.insert(v.begin() + ptrdiff_t(pos), 3, x); break;
-        case 7: {
-          Shape t = s;  // copy, then assign back through a move
-          s = std::move(t);
-          break;
-        }
-        case 8: if (v.size() > 2) { s.erase(s.begin() + 1, s.end() - 1); v.erase(v.begin() + 1, v.end() - 1); } break;
-      }
-      ASSERT_EQ(asVector(s), v) << "trial " << trial << " step " << step;
-      ASSERT_EQ(s.size(), v.size());
-      if (!v.empty()) {
-        ASSERT_EQ(s.front(), v.front());
-        ASSERT_EQ(s.back(), v.back());
-      }
-    }
-  }
-}
+// Random edits against a vector: inline_vector_test.cpp, for Shape as for other element types.
 
 }  // namespace
 }  // namespace fusec
