@@ -31,6 +31,9 @@ class GraphNumbering {
   }
 
   size_t numOps() const { return opOf_.size(); }
+  // Whether `op` is one of the ops this numbering numbered (checked in full, in every build:
+  // for a caller's "is this value of this graph" at its door, not for every lookup).
+  bool contains(const Op* op) const { return op->number < opOf_.size() && opOf_[op->number] == op; }
   size_t numValues() const { return resultBase_.back(); }
   size_t of(const Op* op) const {
     check(op);

@@ -14,18 +14,23 @@
 #include <optional>
 #include <string>
 
+#include "ir/numbering.h"
 #include "ir/op_table.h"
 #include "passes/vjp_rules.h"
-#include "support/ptr_hash.h"
 
 namespace fusec {
 namespace {
 
 std::string opName(const Op& op) { return std::string(op.info().name); }
 
+// Tables by value number of the graph as it was before the VJPs were appended (`numbers`):
+// only its values are ever looked up (operands and results of the ops being differentiated,
+// the loss, the wrt values). Hash sets keyed by address here grew faster than the graph
+// (issue 39: autodiff's instructions grew 14x for 4x the layers).
 class Autodiff : public Vjp {
  public:
-  Autodiff(Graph& g, PtrSet<const Value*> needed) : Vjp(g), needed_(std::move(needed)) {
+  Autodiff(Graph& g, const GraphNumbering& numbers, std::vector<char> needed)
+      : Vjp(g), numbers_(numbers), needed_(std::move(needed)), adj_(numbers.numValues(), nullptr) {
     // A test's planted fault (tests/python/export_verify_test.py): FUSEC_TEST_WRONG_VJP=OP
     // doubles every VJP of op OP, so that the checks downstream (the exporter's gradient
     // check) are shown to catch a wrong derivative rule. Unset, nothing changes.
@@ -33,12 +38,9 @@ class Autodiff : public Vjp {
       if (const OpInfo* info = findOp(name)) planted_ = info->kind;
   }
 
-  void seed(Value* v, Value* adjoint) { adj_[v] = adjoint; }
+  void seed(Value* v, Value* adjoint) { adj_[numbers_.of(v)] = adjoint; }
 
-  Value* adjoint(const Value* v) const {
-    auto it = adj_.find(v);
-    return it == adj_.end() ? nullptr : it->second;
-  }
+  Value* adjoint(const Value* v) const { return adj_[numbers_.of(v)]; }
 
   // Adds the VJPs of `op` (whose result has adjoint `dy`) to its operands' adjoints.
   void backprop(const Op& op, Value* dy) {
@@ -58,69 +60,69 @@ class Autodiff : public Vjp {
   }
 
   bool wants(const Op& op, size_t i) const override {
-    return carriesGradient(op, i) && needed_.count(op.operands[i]) != 0;
+    return carriesGradient(op, i) && needed_[numbers_.of(op.operands[i])] != 0;
   }
 
  private:
   void accumulate(const Op& op, size_t i, Value* d) override {
     if (planted_ == op.kind) d = add(d, d);
-    auto [it, inserted] = adj_.try_emplace(op.operands[i], d);
-    if (!inserted) it->second = add(it->second, d);
+    Value*& a = adj_[numbers_.of(op.operands[i])];
+    a = a ? add(a, d) : d;
   }
 
   std::optional<OpKind> planted_;  // FUSEC_TEST_WRONG_VJP's op, if any
-  PtrSet<const Value*> needed_;
-  PtrMap<const Value*, Value*> adj_;
+  const GraphNumbering& numbers_;
+  std::vector<char> needed_;  // by value number: carries a gradient from a wrt value to the loss
+  std::vector<Value*> adj_;   // by value number: the adjoint so far, or null
 };
 
 // The gradients of `loss` w.r.t. `wrt` with d(loss) = seed() (built only if some wrt value
 // depends on the loss).
 template <class Seed>
 std::vector<Value*> gradients(Graph& g, Value* loss, const std::vector<Value*>& wrt, Seed&& seed) {
+  const GraphNumbering numbers(g);
   std::vector<Op*> ops;
-  PtrSet<const Op*> inGraph;
   ops.reserve(g.ops.size());
-  for (auto& op : g.ops) {
-    ops.push_back(op.get());
-    inGraph.insert(op.get());
-  }
-  if (!inGraph.count(loss->def)) throw Error("autodiff: the loss is not defined in graph '" + g.name + "'");
+  for (auto& op : g.ops) ops.push_back(op.get());
+  if (!numbers.contains(loss->def)) throw Error("autodiff: the loss is not defined in graph '" + g.name + "'");
   for (size_t i = 0; i < wrt.size(); ++i)
-    if (!wrt[i] || !inGraph.count(wrt[i]->def))
+    if (!wrt[i] || !numbers.contains(wrt[i]->def))
       throw Error("autodiff: wrt value " + std::to_string(i) + " is not defined in graph '" + g.name + "'");
 
   // Needed: reachable from a wrt value (forward) and reaching the loss (backward), both
-  // through differentiable operand slots only.
-  PtrSet<const Value*> fromWrt(wrt.begin(), wrt.end());
+  // through differentiable operand slots only. By value number.
+  std::vector<char> fromWrt(numbers.numValues(), 0), toLoss(numbers.numValues(), 0);
+  for (const Value* w : wrt) fromWrt[numbers.of(w)] = 1;
   for (Op* op : ops) {
     bool reached = false;
     for (size_t i = 0; i < op->operands.size() && !reached; ++i)
-      reached = carriesGradient(*op, i) && fromWrt.count(op->operands[i]);
+      reached = carriesGradient(*op, i) && fromWrt[numbers.of(op->operands[i])];
     if (reached)
-      for (auto& r : op->results) fromWrt.insert(r.get());
+      for (auto& r : op->results) fromWrt[numbers.of(r.get())] = 1;
   }
-  PtrSet<const Value*> toLoss{loss}, needed;
+  toLoss[numbers.of(loss)] = 1;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     Op* op = *it;
     bool reaches = false;
-    for (auto& r : op->results) reaches = reaches || toLoss.count(r.get());
+    for (auto& r : op->results) reaches = reaches || toLoss[numbers.of(r.get())];
     if (!reaches) continue;
     for (size_t i = 0; i < op->operands.size(); ++i)
-      if (carriesGradient(*op, i)) toLoss.insert(op->operands[i]);
+      if (carriesGradient(*op, i)) toLoss[numbers.of(op->operands[i])] = 1;
   }
-  for (const Value* v : toLoss)
-    if (fromWrt.count(v)) needed.insert(v);
+  std::vector<char> needed(numbers.numValues(), 0);
+  for (size_t v = 0; v < needed.size(); ++v) needed[v] = char(fromWrt[v] && toLoss[v]);
+  auto isNeeded = [&](const Value* v) { return needed[numbers.of(v)] != 0; };
 
-  Autodiff ad(g, needed);
-  if (needed.count(loss)) {
+  Autodiff ad(g, numbers, needed);
+  if (isNeeded(loss)) {
     ad.seed(loss, seed(ad.b));
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       const Op& op = **it;
       if (op.operands.empty()) continue;
       Value* dy = nullptr;
-      bool isNeeded = false;
-      for (auto& r : op.results) isNeeded = isNeeded || needed.count(r.get());
-      if (!isNeeded) continue;
+      bool any = false;
+      for (auto& r : op.results) any = any || isNeeded(r.get());
+      if (!any) continue;
       if (op.kind != OpKind::Kernel) dy = ad.adjoint(op.result());
       if (op.kind != OpKind::Kernel && !dy) continue;
       ad.backprop(op, dy);
