@@ -198,8 +198,9 @@ __device__ __forceinline__ void mbarArrive(unsigned bar) {
 // A warp's one arrival (empty barriers count warps): lane 0 arrives for the warp, after a warp
 // barrier, so that every lane's own reads of the buffer (the backward's row statistics are
 // read by the threads, not only by the tensor cores) happen before the release that lets the
-// producer overwrite it. Without it those reads are ordered by nothing (racecheck reports the
-// producer's next copies racing them).
+// producer overwrite it. Without it those reads are ordered by nothing. (racecheck reports
+// those reads racing the producer's next copies with or without it: it credits the waiter with
+// only part of a phase's arrivals; scripts/probes/racecheck_mbarrier.cu.)
 __device__ __forceinline__ void warpReleases(unsigned bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) mbarArrive(bar);

@@ -88,11 +88,23 @@ class InlineVector {
 
   template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
   void assign(It first, It last) {
-    // Through a fresh vector when the range may be this one's own elements.
-    InlineVector fresh;
-    fresh.reserve(size_t(std::distance(first, last)));
-    for (; first != last; ++first) fresh.emplace_back(*first);
-    *this = std::move(fresh);
+    // Counted first. What fits is assigned in place, front to back: a range of this vector's
+    // own elements starts at or after the first, so each is read before it is overwritten,
+    // and it is never longer than the vector (no construction past the old end reads it).
+    // What does not fit goes through a fresh vector, this one's elements alive meanwhile.
+    const size_t n = size_t(std::distance(first, last));
+    if (n > cap_) {
+      InlineVector fresh;
+      fresh.reserve(n);
+      for (; first != last; ++first) fresh.emplace_back(*first);
+      *this = std::move(fresh);
+      return;
+    }
+    size_t i = 0;
+    for (; i < n && i < size_; ++i, ++first) data()[i] = *first;
+    for (; i < n; ++i, ++first) ::new (static_cast<void*>(data() + i)) T(*first);
+    if (n < size_) std::destroy(begin() + n, end());
+    size_ = uint32_t(n);
   }
   void assign(size_t n, const T& value) {
     InlineVector fresh;
