@@ -3,6 +3,10 @@
 // converting them each step. When the function updates W in place (adamw's `-> "W"`), it
 // also returns `cast(W.new -> bf16) -> "W.bf16"`: the optimizer refreshes the copy, and the
 // runtime binds W.bf16 = bf16(W) once, before the first step.
+// A cast of a weight seen through layout views (`cast(permute(W))`, as an imported
+// nn.Linear's `x @ W.t()` reaches autocast) is the same cast: the views are applied to
+// W.bf16 in its place (a cast commutes with permute and reshape), so imported models keep
+// no per-step weight casts either.
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,10 +21,17 @@ namespace {
 
 constexpr DType kLow = DType::bf16;
 
-bool isWeightCast(const Op& op) {
-  if (op.kind != OpKind::Cast || op.result()->type.dtype != kLow) return false;
+bool isLayoutView(const Op* op) { return op && (op->kind == OpKind::Permute || op->kind == OpKind::Reshape); }
+
+// The weight param a bf16 cast converts, seen through `views` (layout views, the cast's
+// operand's first), or null when the cast's source is not a wider weight.
+const Op* castWeight(const Op& op, std::vector<const Op*>& views) {
+  views.clear();
+  if (op.kind != OpKind::Cast || op.result()->type.dtype != kLow) return nullptr;
   const Op* src = op.operands[0]->def;
-  return src && src->kind == OpKind::Param && roleOf(*src) == Role::Weight && src->result()->type.dtype != kLow;
+  for (; isLayoutView(src); src = src->operands[0]->def) views.push_back(src);
+  const bool weight = src && src->kind == OpKind::Param && roleOf(*src) == Role::Weight && src->result()->type.dtype != kLow;
+  return weight ? src : nullptr;
 }
 
 bool cacheWeightCasts(Graph& g) {
@@ -36,25 +47,34 @@ bool cacheWeightCasts(Graph& g) {
   std::map<std::string, Value*> cached;  // weight name -> its bf16 param
   PtrMap<const Value*, Value*> copyOf;  // cast result -> the param replacing it
   PtrMap<const Op*, Op*> declaredAfter;  // weight -> its copy's param op
+  PtrMap<const Op*, std::vector<Op*>> viewsFor;  // a cast through views -> the views of the copy
   Builder b(g);
   const size_t original = g.ops.size();
+  std::vector<const Op*> views;
   for (size_t i = 0; i < original; ++i) {
     Op& op = *g.ops[i];
-    if (!isWeightCast(op)) continue;
-    const std::string weight = op.operands[0]->def->attrStr("name");
+    const Op* weightOp = castWeight(op, views);
+    if (!weightOp) continue;
+    const std::string weight = weightOp->attrStr("name");
     Value*& copy = cached[weight];
     if (!copy) {
       const std::string name = weight + "." + std::string(dtypeName(kLow));
       if (params.count(name)) throw Error("cache-weight-casts: @" + g.name + " already has a param named \"" + name + "\"");
-      copy = b.param(name, op.result()->type);
+      copy = b.param(name, Type{kLow, weightOp->result()->type.shape});
       setRole(*copy->def, Role::WeightCopy, weight);
-      setLayer(*copy->def, layerOf(*op.operands[0]->def));
+      setLayer(*copy->def, layerOf(*weightOp));
       // The cast's own name (if any) goes away with it; the param takes the weight's.
-      if (op.result()->name == name || names.insert(name).second) copy->name = name;
-      declaredAfter[op.operands[0]->def] = copy->def;  // beside the weight it copies
+      if ((views.empty() && op.result()->name == name) || names.insert(name).second) copy->name = name;
+      declaredAfter[weightOp] = copy->def;  // beside the weight it copies
+    }
+    Value* replacement = copy;
+    for (auto view = views.rbegin(); view != views.rend(); ++view) {
+      replacement = (*view)->kind == OpKind::Permute ? b.permute(replacement, (*view)->attrInts("perm"))
+                                                     : b.reshape(replacement, (*view)->result()->type.shape);
+      viewsFor[&op].push_back(replacement->def);
     }
     op.result()->name.clear();
-    copyOf[op.result()] = copy;
+    copyOf[op.result()] = replacement;
   }
   if (copyOf.empty()) return false;
 
@@ -68,6 +88,8 @@ bool cacheWeightCasts(Graph& g) {
   for (auto& op : g.ops) {
     auto after = declaredAfter.find(op.get());
     const bool dropped = op->kind == OpKind::Cast && copyOf.count(op->result());
+    if (auto v = viewsFor.find(op.get()); v != viewsFor.end())  // the copy's views take the cast's place
+      for (Op* view : v->second) ops.push_back(std::move(copyOp.at(view)));
     if (!dropped) ops.push_back(std::move(op));
     if (after != declaredAfter.end()) ops.push_back(std::move(copyOp.at(after->second)));
   }
