@@ -7,7 +7,9 @@
 #      small size (d 768, 12 layers, ctx 1024, batch 8): export, then `fusec bench --fir
 #      --dtype bf16 --passes step --vs-torch` (eager PyTorch, torch.compile default and
 #      reduce-overhead, fusec), the table to the log.
-# Everything is logged to $OUT/gpu-export-bench.log. FUSEC_SKIP_EXPORT_TEST=1 skips step 2.
+# Everything is logged to $OUT/gpu-export-bench.log. FUSEC_SKIP_EXPORT_TEST=1 skips step 2;
+# FUSEC_EXPORT_PROFILE=1 adds each model's `fusec profile` (bf16 train_step, by category and
+# kernel) to $OUT/profile-MODEL.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -49,6 +51,11 @@ main() {
     "$BUILD/fusec" compile --fir "$dir/model.fir" --program train_step --dtype bf16 --time-passes >/dev/null || status=1
     echo "== fusec bench --fir $m --dtype bf16 --passes step --vs-torch"
     "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --vs-torch --warmup 5 --iters 10 || status=1
+    if [[ ${FUSEC_EXPORT_PROFILE:-0} == 1 ]]; then
+      "$BUILD/fusec" profile --fir "$dir/model.fir" --dtype bf16 --iters 10 >"$OUT/profile-$m.txt" 2>&1 || status=1
+      echo "== fusec profile --fir $m: $OUT/profile-$m.txt"
+      head -30 "$OUT/profile-$m.txt"
+    fi
     rm -f "$dir/weights.safetensors"  # large, and rebuilt by the export
   done
   return $status
