@@ -5,6 +5,10 @@
 //                 (a transposed result) the operands swap (C^T = B^T A^T) and N is last again.
 //                 reshape(permute(matmul)) -- the attention output [B,H,T,dh] ->
 //                 [B,T,H,dh] -> [B,T,d] -- becomes a reshape of a contiguous result this way.
+//                 A single-use cast between them is looked through (permute(cast(matmul))
+//                 is cast(permute(matmul))): an imported Linear's weight gradient under
+//                 autocast is permute(cast(x^T dy)), which otherwise reached the optimizer
+//                 transposed, a strided read of every weight gradient.
 //   operand side  a permute feeding an operand that swaps the last two dims (possibly along
 //                 with a reorder of the batch dims) becomes that operand's transpose flag
 //                 (composed with the existing one), leaving at most a batch-only permute.
@@ -51,9 +55,11 @@ bool isIdentity(const std::vector<int64_t>& p) {
 // Folds the single permute user of a matmul into the matmul (in place); true if it did.
 bool foldResultPermute(Graph& g, Op& mm, UseLists& uses, std::vector<char>& dead, const GraphNumbering& numbers) {
   Value* r = mm.result();
-  if (uses.uses(r) != 1 || uses.readers(r).size() != 1) return false;
-  Op* p = uses.readers(r)[0];
-  if (p->kind != OpKind::Permute) return false;
+  auto onlyReader = [&](const Value* v) { return uses.uses(v) == 1 && uses.readers(v).size() == 1 ? uses.readers(v)[0] : nullptr; };
+  Op* p = onlyReader(r);
+  Op* cast = p && p->kind == OpKind::Cast ? p : nullptr;  // looked through: it commutes with the permute
+  if (cast) p = onlyReader(cast->result());
+  if (!p || p->kind != OpKind::Permute) return false;
   const auto& perm = p->attrInts("perm");
   const auto& old = mm.attrInts("out_perm");
   const int64_t n = int64_t(perm.size());
@@ -73,14 +79,19 @@ bool foldResultPermute(Graph& g, Op& mm, UseLists& uses, std::vector<char>& dead
   }
   mm.setAttr("out_perm", isIdentity(q) ? std::vector<int64_t>{} : q);
   Value* pr = p->result();
-  r->type = pr->type;
-  if (!pr->name.empty()) r->name = pr->name;
+  r->type.shape = pr->type.shape;
+  Value* to = r;  // what the permute's users read now
+  if (cast) {
+    to = cast->result();
+    to->type.shape = pr->type.shape;
+  }
+  if (!pr->name.empty()) to->name = pr->name;
   for (Op* u : uses.readers(pr))
     for (Value*& v : u->operands)
-      if (v == pr) v = r;
+      if (v == pr) v = to;
   for (Value*& v : g.outputs)
-    if (v == pr) v = r;
-  uses.moveUses(pr, r);
+    if (v == pr) v = to;
+  uses.moveUses(pr, to);
   dead[numbers.of(p)] = 1;
   return true;
 }
