@@ -556,12 +556,20 @@ constexpr int64_t kMinColumnTiles = 128;
 // output; else 1. `vectors`: the inputs the lanes load as 16-byte vectors (the alignment
 // test's pointers).
 
-int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool fullOuts,
+// `early`: full-shaped outputs written in the reductions' pass (ReductionEmitter::classify),
+// stored V lanes at a time too when their last axis is the reduced input's (so lane j's element
+// is column outer + j of one row) and their dtype is a float's.
+int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool fullOuts, const std::vector<const Value*>& early,
                 std::vector<const Value*>& vectors) {
   if (fullOuts) return 1;
   std::vector<DType> dtypes;
   for (const Op* in : body.inputs())
     if (isFloat(in->result()->type.dtype) && in->result()->type.numel() > 1) dtypes.push_back(in->result()->type.dtype);
+  const Shape& reduced = reds.at(0).op->operands[0]->type.shape;
+  for (const Value* o : early) {
+    if (!isFloat(o->type.dtype) || o->type.shape.empty() || o->type.shape.back() != reduced.back()) return 1;
+    dtypes.push_back(o->type.dtype);
+  }
   // Wider tiles mean fewer blocks: below kMinColumnTiles tiles a narrower V (or one column
   // per thread, 1024-thread tiles of 32) keeps more of the GPU busy. An unsplit norm-weight
   // gradient of medium at batch 4 (1,024 columns) ran as 4 tiles of 256 columns: 2 ms more
@@ -577,6 +585,7 @@ int planColumns(const Graph& body, const std::vector<Reduction>& reds, bool full
       return 1;
     roots.push_back(red.op->operands[0]);
   }
+  roots.insert(roots.end(), early.begin(), early.end());
   vectors = vectorInputs(body, roots, v);
   return v;
 }
@@ -742,6 +751,8 @@ class ReductionEmitter {
     writePreamble();
     std::vector<std::string> pointers;  // a column tile's vector loads' (colV_ > 1)
     for (const Value* in : columnVectors_) pointers.push_back(inputPointer(k_.body, in));
+    if (colV_ > 1)
+      for (int o : earlyOuts_) pointers.push_back("out" + std::to_string(o));
     if (!pointers.empty()) {
       // Columns of V > 1 where every vector's pointer is aligned read 16-byte vectors
       // (codegen/lanes.h), else the same loop reads element by element: one uniform branch.
@@ -818,6 +829,24 @@ class ReductionEmitter {
         throw Error("codegen: kernel '" + k_.body.name + "' output " + std::to_string(i) + " has " + std::to_string(c) +
                     " elements, neither " + std::to_string(n_) + " nor " + std::to_string(n_ * r_));
     }
+    // A column kernel's full-shaped outputs that read none of its reductions (GELU's backward
+    // beside its bias gradient) are written in the reductions' pass, which computes their
+    // elements anyway: a last pass read the inputs and computed every element again.
+    const auto readsReduction = [](const Value* v) {
+      std::vector<const Value*> stack{v};
+      std::set<const Value*> seen;
+      while (!stack.empty()) {
+        const Value* u = stack.back();
+        stack.pop_back();
+        if (!seen.insert(u).second) continue;
+        if (u->def->info().category == OpCategory::Reduction) return true;
+        for (const Value* o : u->def->operands) stack.push_back(o);
+      }
+      return false;
+    };
+    if (columns_ && std::none_of(fullOuts_.begin(), fullOuts_.end(),
+                                 [&](int o) { return readsReduction(k_.body.outputs[size_t(o)]); }))
+      earlyOuts_.swap(fullOuts_);
   }
 
   // Threads per point, block and grid; the row's registers; the scratch of column sums and totals.
@@ -829,7 +858,9 @@ class ReductionEmitter {
     } else {
       lanes_ = block_ = 1024;
     }
-    colV_ = columns_ ? planColumns(k_.body, reds_, !fullOuts_.empty(), columnVectors_) : 1;
+    std::vector<const Value*> early;
+    for (int o : earlyOuts_) early.push_back(k_.body.outputs[size_t(o)]);
+    colV_ = columns_ ? planColumns(k_.body, reds_, !fullOuts_.empty(), early, columnVectors_) : 1;
     if (columns_) {
       // V > 1: 8 row lanes (256 threads) rather than 32. A 1024-thread block of V-wide tiles
       // held one block per multiprocessor (registers and the 32 KB lane tile), and the
@@ -1122,8 +1153,11 @@ class ReductionEmitter {
     if (summed.empty()) return;
     std::vector<const Value*> passRoots;
     for (size_t i : summed) passRoots.push_back(reds_[i].op->operands[0]);
+    const std::vector<int> early = pass == 0 ? earlyOuts_ : std::vector<int>{};
+    for (int o : early) passRoots.push_back(k_.body.outputs[size_t(o)]);
     const int scopes = openPass(passRoots);
     std::optional<Index> first;
+    std::vector<ColumnTerm> terms;
     for (size_t a = 0; a < accs.size(); ++a) {
       const Reduction& red = reds_[summed[a]];
       const Op& op = *red.op;
@@ -1132,8 +1166,17 @@ class ReductionEmitter {
       if (regs_.chunks) bindRow(idx, op.operands[0]->type.shape, pass);
       const std::string& acc = accs[a].first;
       const std::string cast = "(" + registerType(op.result()->type.dtype) + ")";
-      if (colV_ > 1) accumulateColumns(acc, op, idx, cast);
+      if (colV_ > 1) terms.push_back({acc, &op, idx, cast});
       else w_.accumulate(acc, combiner(op.kind), cast + e_.eval(op.operands[0], idx));
+    }
+    if (colV_ > 1) {
+      accumulateColumns(terms, early);
+    } else {
+      const Shape& s = reds_[summed[0]].op->operands[0]->type.shape;
+      for (int o : early) {
+        const Value* v = k_.body.outputs[size_t(o)];
+        e_.store(v, "out" + std::to_string(o), outputIndex(v, *first, s));
+      }
     }
     if (regs_.chunks) keepRow(*first, pass);
     closePass(scopes);
@@ -1148,21 +1191,67 @@ class ReductionEmitter {
     }
   }
 
-  // Column tiles of V > 1: the element at `idx` (lane 0's, the first column's) added to the
-  // accumulator of each of the thread's columns, in a loop over them (vector-loop mode where
-  // the pointers are aligned: writePoints).
-  void accumulateColumns(const std::string& acc, const Op& op, Index idx, const std::string& cast) {
-    const Index lane0 = idx;
-    idx.back() = idx.back() + IndexExpr::var("j", 0, colV_ - 1);
+  // The element of full-shaped output `v` at the reduced input's index `full` (shape `s`): the
+  // same index where the shapes agree; else through the row-major position, keeping the last
+  // coordinate itself where the last axes agree (planColumns: so a vector lane's column is
+  // visibly lane 0's plus j).
+  Index outputIndex(const Value* v, const Index& full, const Shape& s) {
+    const Shape& vs = v->type.shape;
+    if (vs == s) return full;
+    if (vs.empty() || s.empty() || vs.back() != s.back())
+      return delinearize(w_, linearize(full, s), vs, e_.fresh("g"));
+    const Index rows(full.begin(), full.end() - 1);
+    Index idx = delinearize(w_, linearize(rows, Shape(s.begin(), s.end() - 1)), Shape(vs.begin(), vs.end() - 1), e_.fresh("g"));
+    idx.push_back(full.back());
+    return idx;
+  }
+
+  // One reduction's element in a column tile of V > 1: its accumulator, the reduction, lane
+  // 0's index (the first column's) and the cast to the accumulator's type.
+  struct ColumnTerm {
+    std::string acc;
+    const Op* op;
+    Index idx;
+    std::string cast;
+  };
+  // Column tiles of V > 1: each term's element added to the accumulator of each of the
+  // thread's columns, and the `early` outputs' elements stored (16-byte vectors in vector-loop
+  // mode), in one loop over the columns (vector-loop mode where the pointers are aligned:
+  // writePoints), so what the sums and the outputs share is computed once.
+  void accumulateColumns(const std::vector<ColumnTerm>& terms, const std::vector<int>& early) {
     const KernelBuilder::Mark declarations = w_.mark();
+    const IndexExpr j = IndexExpr::var("j", 0, colV_ - 1);
+    const Shape& s = terms.at(0).op->operands[0]->type.shape;
+    const std::string V = std::to_string(colV_);
+    std::vector<Index> firsts;  // each early output's lane 0 index, computed before the loop
+    for (int o : early) {
+      firsts.push_back(outputIndex(k_.body.outputs[size_t(o)], terms.at(0).idx, s));
+      if (lanesMode_) w_.array("float", "s" + std::to_string(o), V);
+    }
     if (lanesMode_) e_.beginLanes(colV_, "j");
     e_.openScope(lanesMode_ ? kir::laneLoop("j", colV_) : kir::countedLoop("j", colV_, -1));
-    const Value* x = op.operands[0];
-    w_.accumulate(acc + "[j]", combiner(op.kind), cast + (lanesMode_ ? e_.evalLanes(x, idx, lane0) : e_.eval(x, idx)));
+    for (const ColumnTerm& t : terms) {
+      Index idx = t.idx;
+      idx.back() = idx.back() + j;
+      const Value* x = t.op->operands[0];
+      w_.accumulate(t.acc + "[j]", combiner(t.op->kind), t.cast + (lanesMode_ ? e_.evalLanes(x, idx, t.idx) : e_.eval(x, idx)));
+    }
+    for (size_t k = 0; k < early.size(); ++k) {
+      const Value* v = k_.body.outputs[size_t(early[k])];
+      Index idx = firsts[k];
+      idx.back() = idx.back() + j;
+      if (lanesMode_) w_.assign("s" + std::to_string(early[k]) + "[j]", e_.evalLanes(e_.storedForm(v), idx, firsts[k]));
+      else e_.store(v, "out" + std::to_string(early[k]), idx);
+    }
     e_.closeScope();
     if (lanesMode_) {
       w_.insert(declarations, e_.takeDeclarations());
       e_.endLanes();
+      if (!early.empty()) w_.use(Helper::VectorIO);
+      for (size_t k = 0; k < early.size(); ++k) {
+        const Value* v = k_.body.outputs[size_t(early[k])];
+        w_.store("out" + std::to_string(early[k]), linearize(firsts[k], v->type.shape).str(), "s" + std::to_string(early[k]), colV_);
+      }
     }
   }
   // The row lanes of a column tile of V > 1 combined in place, each column's in lane order
@@ -1271,6 +1360,7 @@ class ReductionEmitter {
   std::vector<const Op*> cols_;    // a row kernel's column sums (see ColumnSums)
   std::vector<const Op*> totals_;  // a row kernel's totals of its rows' values (see RowTotals)
   std::vector<int> rowOuts_, fullOuts_, colOuts_, totalOuts_;
+  std::vector<int> earlyOuts_;  // a column kernel's full outputs written in the reductions' pass (classify)
   int64_t n_ = 0, r_ = 0;  // points, and reduced elements a point
   int lanes_ = 1, block_ = kBlock, colV_ = 1;
   bool lanesMode_ = false;  // writePoints: a column tile of V > 1 in vector-loop mode

@@ -102,6 +102,30 @@ std::string plainColumnSum(int64_t R, int64_t n) {
               {{"$F", ty("f32", R, n)}, {"$COL", "f32[" + std::to_string(n) + "]"}});
 }
 
+// A bias gradient beside the activation's backward (GPT-2's MLP): the full-shaped gradient
+// in `dt` and its column sum, one col_reduce kernel (two when split) writing the gradient in
+// the sums' pass.
+std::string activationBiasGrad(const std::string& dt, int64_t R, int64_t n) {
+  return fill(R"(func @bias_grad {
+  %dyi = input() {name = "dy"} : $D
+  %x = input() {name = "x"} : $F
+  %b = input() {name = "b"} : $COL
+  %dy = cast(%dyi) : $F
+  %bb = broadcast(%b) : $F
+  %h = add(%x, %bb) : $F
+  %t = tanh(%h) : $F
+  %tt = mul(%t, %t) : $F
+  %one = constant() {value = 1} : $F
+  %d = sub(%one, %tt) : $F
+  %g = mul(%dy, %d) : $F
+  %go = cast(%g) : $D
+  %db = sum(%g) {axes = [0]} : $COL
+  return %go, %db
+}
+)",
+              {{"$D", ty(dt, R, n)}, {"$F", ty("f32", R, n)}, {"$COL", "f32[" + std::to_string(n) + "]"}});
+}
+
 int countKernels(const Graph& g, const std::string& family) {
   int n = 0;
   for (auto& op : g.ops) n += op->kind == OpKind::Kernel && op->attrStr("name").rfind(family, 0) == 0;
@@ -160,6 +184,15 @@ TEST_F(ColumnSums, RowsTooLongForRegisters) { check(wideRows(3, 16000), 1, 0, 1e
 TEST_F(ColumnSums, ColumnReductionsOfTheirOwn) {
   check(plainColumnSum(8192, 64), 0, 2, 1e-6, 7);
   check(plainColumnSum(100, 48), 0, 1, 1e-6, 8);
+}
+
+// The gradient written in the sums' pass: split in two launches (8192 rows), one launch of
+// 8-column tiles (32,768 columns), and one column a thread (48 columns).
+TEST_F(ColumnSums, FullOutputBesideItsColumnSum) {
+  check(activationBiasGrad("f32", 8192, 3072), 0, 2, 1e-5, 9);
+  check(activationBiasGrad("bf16", 8192, 3072), 0, 2, 1e-2, 10);
+  check(activationBiasGrad("bf16", 96, 32768), 0, 1, 1e-2, 11);
+  check(activationBiasGrad("f32", 100, 48), 0, 1, 1e-5, 12);
 }
 
 }  // namespace
