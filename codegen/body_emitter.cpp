@@ -133,16 +133,22 @@ void BodyEmitter::openScope(kir::Stmt scope) {
   memo_.emplace_back();
 }
 
-static std::string elementKey(const Value* input, const std::string& linear) {
-  return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear;
+// A bound element is keyed by its position with every register expanded to what it holds:
+// a read through a reshape of a cast of the input (GPT-2's layernorm backward reads its bf16
+// dy as [B*T, C] and its f32 saves as [B, T, C]) reaches the input at coordinates made
+// registers of their own, which print differently from the row's binding though they name
+// the same element; the element was then loaded again from memory in every pass.
+static std::string elementKey(const Value* input, const IndexExpr& linear) {
+  constexpr int kDepth = 16;  // more than any chain of reshapes a body holds
+  return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear.expanded(kDepth).str();
 }
 
 void BodyEmitter::bindElement(const Value* input, const IndexExpr& linear, const std::string& reg) {
-  memo_.back()[elementKey(input, linear.str())] = reg;
+  memo_.back()[elementKey(input, linear)] = reg;
   hasBoundElements_.insert(input);
 }
 
-const std::string* BodyEmitter::boundElement(const Value* input, const std::string& linear) const {
+const std::string* BodyEmitter::boundElement(const Value* input, const IndexExpr& linear) const {
   const std::string key = elementKey(input, linear);
   for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
     auto m = it->find(key);
@@ -178,7 +184,7 @@ std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   // An element the family already holds (a row kernel's registers); inputs check this where
   // they are loaded, after their reshapes.
   if (v->def->kind != OpKind::Input && hasBoundElements_.count(v))
-    if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
+    if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
   for (const auto& d : idx) key += "|" + d.str();
   for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
@@ -369,7 +375,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
   switch (op.kind) {
     case OpKind::Input: {
       if (hasBoundElements_.count(v))
-        if (const std::string* r = boundElement(v, linearize(idx, v->type.shape).str())) return *r;
+        if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
       if (auto r = laneLoad(v, idx)) return *r;
       std::string reg = fresh("x");
       w_.load(rt, reg, dt, "in" + std::to_string(inputNumber_.at(&op)), linearize(idx, v->type.shape).str(), describe(op));
@@ -384,7 +390,7 @@ std::string BodyEmitter::compute(const Value* v, const Index& idx) {
       const Value* src = op.operands[0];
       while (src->def->kind == OpKind::Reshape) src = src->def->operands[0];
       if (src->def->kind == OpKind::Input && hasBoundElements_.count(src))
-        if (const std::string* r = boundElement(src, linearize(idx, v->type.shape).str())) return *r;
+        if (const std::string* r = boundElement(src, linearize(idx, v->type.shape))) return *r;
       [[fallthrough]];
     }
     case OpKind::Permute:

@@ -92,7 +92,7 @@ class BodyEmitter {
   std::string compute(const Value* v, const Index& idx);
   // `const int <name>[V] = {entries};  // note`: a table the unrolled lane loop indexes by lane.
   std::unique_ptr<kir::Stmt> laneTable(const std::string& name, const std::string& entries, const std::string& note) const;
-  const std::string* boundElement(const Value* input, const std::string& linear) const;
+  const std::string* boundElement(const Value* input, const IndexExpr& linear) const;
   void layoutOperandIndex(KernelBuilder& w, const Op& op, const Index& idx, Index& in);
   // In vector-loop mode, the index of one lane that reads a value, free of the lane variable
   // (computed before the lane loop): every lane's index is this plus a constant offset.
