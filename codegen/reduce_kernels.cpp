@@ -549,6 +549,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
 }
 
 constexpr int64_t kMinColumnTiles = 128;
+constexpr int kStreamedRowUnroll = 8;  // openPass: a row kernel's passes over rows not in registers
 
 // Columns per thread of a col_reduce (see the top): V when every reduction keeps the last
 // axis, V divides it, there are at least kMinColumnTiles tiles of 32 x V, the accumulators
@@ -992,8 +993,12 @@ class ReductionEmitter {
   int openPass(const std::vector<const Value*>& roots) {
     if (regs_.chunks == 0) {
       // Columns: a few rows' loads in flight per thread (the loop is short and its only
-      // dependency is the accumulator).
-      e_.openScope(kir::stridedLoop("inner", "lane", R_, L_, columns_ ? "live" : "", columns_ ? 4 : 0));
+      // dependency is the accumulator). A row too long for registers (cross-entropy over a
+      // 50,304-token vocabulary: 98 elements a thread of 512) streams in every pass: 8
+      // loads in flight per thread, where the compiler's own unrolling by 4 left a 16-bit
+      // load's 64 bytes a warp too few to cover DRAM latency (GPT-2's cross-entropy at 35%
+      // of the copy bandwidth).
+      e_.openScope(kir::stridedLoop("inner", "lane", R_, L_, columns_ ? "live" : "", columns_ ? 4 : kStreamedRowUnroll));
       return 1;
     }
     e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
