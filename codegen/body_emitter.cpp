@@ -133,14 +133,15 @@ void BodyEmitter::openScope(kir::Stmt scope) {
   memo_.emplace_back();
 }
 
+constexpr int kExpandDepth = 16;  // registers within registers: more than any chain of reshapes a body holds
+
 // A bound element is keyed by its position with every register expanded to what it holds:
 // a read through a reshape of a cast of the input (GPT-2's layernorm backward reads its bf16
 // dy as [B*T, C] and its f32 saves as [B, T, C]) reaches the input at coordinates made
 // registers of their own, which print differently from the row's binding though they name
 // the same element; the element was then loaded again from memory in every pass.
 static std::string elementKey(const Value* input, const IndexExpr& linear) {
-  constexpr int kDepth = 16;  // more than any chain of reshapes a body holds
-  return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear.expanded(kDepth).str();
+  return "@" + std::to_string(reinterpret_cast<uintptr_t>(input)) + "|" + linear.expanded(kExpandDepth).str();
 }
 
 void BodyEmitter::bindElement(const Value* input, const IndexExpr& linear, const std::string& reg) {
@@ -186,7 +187,9 @@ std::string BodyEmitter::eval(const Value* v, const Index& idx) {
   if (v->def->kind != OpKind::Input && hasBoundElements_.count(v))
     if (const std::string* r = boundElement(v, linearize(idx, v->type.shape))) return *r;
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
-  for (const auto& d : idx) key += "|" + d.str();
+  // Coordinates with their registers expanded: a value reached through another chain of
+  // reshapes (a column kernel's full output beside its sum) names the same element.
+  for (const auto& d : idx) key += "|" + d.expanded(kExpandDepth).str();
   for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
     auto m = it->find(key);
     if (m != it->end()) return m->second;

@@ -1224,7 +1224,6 @@ class ReductionEmitter {
   // mode), in one loop over the columns (vector-loop mode where the pointers are aligned:
   // writePoints), so what the sums and the outputs share is computed once.
   void accumulateColumns(const std::vector<ColumnTerm>& terms, const std::vector<int>& early) {
-    const KernelBuilder::Mark declarations = w_.mark();
     const IndexExpr j = IndexExpr::var("j", 0, colV_ - 1);
     const Shape& s = terms.at(0).op->operands[0]->type.shape;
     const std::string V = std::to_string(colV_);
@@ -1233,6 +1232,8 @@ class ReductionEmitter {
       firsts.push_back(outputIndex(k_.body.outputs[size_t(o)], terms.at(0).idx, s));
       if (lanesMode_) w_.array("float", "s" + std::to_string(o), V);
     }
+    // The lane loop's hoisted declarations go here, after the registers they may read.
+    const KernelBuilder::Mark declarations = w_.mark();
     if (lanesMode_) e_.beginLanes(colV_, "j");
     e_.openScope(lanesMode_ ? kir::laneLoop("j", colV_) : kir::countedLoop("j", colV_, -1));
     for (const ColumnTerm& t : terms) {
