@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On a GPU machine (torch with CUDA): one imported model, quickly: builds fusec into
+# build-gpu/, checks the model against CUDA eager (tests/python/export_test.py --device cuda
+# --only MODEL: fp32 and bf16 forward, gradients, three AdamW steps), exports it at GPT-2 small
+# size (batch 8, seq 1024), then `fusec bench --vs-torch` (eager, torch.compile default and
+# reduce-overhead, fusec, one process) and `fusec profile` (by category and kernel).
+# Logs in $OUT: check.txt, bench.txt, profile.txt.   MODEL=gpt2|llama|cs336 (default gpt2)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-gpu
+OUT=${OUT:-$PWD/$BUILD/out}
+MODEL=${MODEL:-gpt2}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/frontend/python
+declare -A SPEC=([gpt2]="tests/python/models/gpt2.py:GPT" [llama]="tests/python/models/llama.py:Transformer"
+                 [cs336]="tests/python/models/cs336_lm.py:TransformerLM")
+declare -A KWARGS=(
+  [gpt2]='{"vocab_size": 50304, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768}'
+  [llama]='{"vocab_size": 32000, "dim": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 4, "hidden_dim": 2048, "max_seq_len": 1024}'
+  [cs336]='{"vocab_size": 10000, "context_length": 1024, "d_model": 768, "num_layers": 12, "num_heads": 12, "d_ff": 2048}'
+)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.txt" 2>&1
+cmake --build "$BUILD" -j"$(nproc)" --target fusec >"$OUT/build.txt" 2>&1 || { tail -30 "$OUT/build.txt"; exit 1; }
+echo "== export_test.py --device cuda --only $MODEL"
+timeout 240 python3 tests/python/export_test.py --fusec "$BUILD/fusec" --device cuda --only "$MODEL" >"$OUT/check.txt" 2>&1
+echo "rc=$?"; grep -E "^(ok|FAIL)" "$OUT/check.txt" | grep -E "FAIL|logits|three AdamW|every"
+dir=$OUT/$MODEL
+timeout 180 python3 -m fusec.export --model "${SPEC[$MODEL]}" --kwargs "${KWARGS[$MODEL]}" --batch 8 --seq 1024 --out "$dir" \
+  --no-verify 2>&1 | grep -v Warning | tail -1
+echo "== fusec bench --fir $MODEL --vs-torch"
+timeout 300 "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --vs-torch --warmup 5 --iters 10 \
+  >"$OUT/bench.txt" 2>&1
+grep -E "median" "$OUT/bench.txt"
+echo "== fusec profile --fir $MODEL"
+timeout 120 "$BUILD/fusec" profile --fir "$dir/model.fir" --dtype bf16 --iters 10 >"$OUT/profile.txt" 2>&1
+sed -n '/## train_step/,/Top 10/p' "$OUT/profile.txt" | grep -E "^\| (gemm|pointwise|row_reduce|col_reduce|attention|optimizer) |col_reduce_|row_reduce_|multi_tensor"
+grep -E "whole step" "$OUT/profile.txt"
+rm -f "$dir/weights.safetensors"
