@@ -878,6 +878,18 @@ class ReductionEmitter {
     if (rowKernel_)
       for (size_t i = 0; i < reds_.size(); ++i) picked_[i] = (picks_[i] = pickedElement(reds_[i])).has_value();
     if (rowKernel_) regs_ = planRow(k_.body, reds_, levels_, picked_, fullOuts_, cols_, lanes_, e_);
+    // Column sums whose accumulators fit neither beside the row's registers nor in shared
+    // memory spilled (GPT-2's layernorm backward: three sums of 24 columns a thread beside
+    // three inputs, 300 bytes of spill stores a thread at 128 registers). Twice the threads a
+    // row halve every array a thread holds, the sums' and the row's.
+    while (rowKernel_ && !cols_.empty() && regs_.chunks > 0 && !regs_.columnRegisters && lanes_ < 512 &&
+           int64_t(std::max(kBlock, lanes_)) * regs_.chunks * regs_.width * int64_t(cols_.size()) * 4 >
+               k_.target.smemStaticPerBlock - kOtherSharedBytes) {
+      lanes_ *= 2;
+      block_ = std::max(kBlock, lanes_);
+      grid_ = std::clamp<int64_t>((n_ * lanes_ + block_ - 1) / block_, 1, 65535);
+      regs_ = planRow(k_.body, reds_, levels_, picked_, fullOuts_, cols_, lanes_, e_);
+    }
     // Column sums: a fixed grid of at most two blocks per SM (each block's partial is one row
     // of the scratch the last blocks add up).
     // Totals: a fixed grid of at most the blocks the device holds at once (its threads an SM),

@@ -126,6 +126,29 @@ std::string activationBiasGrad(const std::string& dt, int64_t R, int64_t n) {
               {{"$D", ty(dt, R, n)}, {"$F", ty("f32", R, n)}, {"$COL", "f32[" + std::to_string(n) + "]"}});
 }
 
+// Three column sums beside a row of three inputs (GPT-2's layernorm backward): too many
+// accumulators for registers or shared memory at a warp a row, so two warps take a row.
+std::string threeColumnSums(int64_t R, int64_t n) {
+  return fill(R"(func @three_sums {
+  %dyi = input() {name = "dy"} : $D
+  %x = input() {name = "x"} : $F
+  %z = input() {name = "z"} : $F
+  %dy = cast(%dyi) : $F
+  %a = mul(%dy, %x) : $F
+  %m = mean(%a) {axes = [1], keepdim = true} : $ROW
+  %mb = broadcast(%m) : $F
+  %d = sub(%z, %mb) : $F
+  %e = mul(%d, %dy) : $F
+  %s0 = sum(%a) {axes = [0]} : $COL
+  %s1 = sum(%dy) {axes = [0]} : $COL
+  %s2 = sum(%e) {axes = [0]} : $COL
+  return %e, %s0, %s1, %s2
+}
+)",
+              {{"$D", ty("bf16", R, n)}, {"$F", ty("f32", R, n)}, {"$ROW", ty("f32", R, 1)},
+               {"$COL", "f32[" + std::to_string(n) + "]"}});
+}
+
 int countKernels(const Graph& g, const std::string& family) {
   int n = 0;
   for (auto& op : g.ops) n += op->kind == OpKind::Kernel && op->attrStr("name").rfind(family, 0) == 0;
@@ -184,6 +207,11 @@ TEST_F(ColumnSums, RowsTooLongForRegisters) { check(wideRows(3, 16000), 1, 0, 1e
 TEST_F(ColumnSums, ColumnReductionsOfTheirOwn) {
   check(plainColumnSum(8192, 64), 0, 2, 1e-6, 7);
   check(plainColumnSum(100, 48), 0, 1, 1e-6, 8);
+}
+
+TEST_F(ColumnSums, ThreeSumsBesideThreeInputs) {
+  check(threeColumnSums(8192, 768), 1, 0, 1e-5, 13);
+  check(threeColumnSums(37, 768), 1, 0, 1e-5, 14);
 }
 
 // The gradient written in the sums' pass: split in two launches (8192 rows), one launch of
