@@ -549,7 +549,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
 }
 
 constexpr int64_t kMinColumnTiles = 128;
-constexpr int kStreamedRowUnroll = 8;  // openPass: a row kernel's passes over rows not in registers
+constexpr int kStreamedRowUnroll = 8;  // openPass: passes over elements not held in registers (long rows, reduce_all)
 
 // Columns per thread of a col_reduce (see the top): V when every reduction keeps the last
 // axis, V divides it, there are at least kMinColumnTiles tiles of 32 x V, the accumulators
