@@ -197,6 +197,9 @@ struct AttentionPath {
   // copying the walked tiles into a ring of `stages` buffers.
   bool producer = false;
   int stages = 0;
+  // The bf16 causal backward on wgmma in one pass (Target::wgmmaFusedDq): the dK/dV launch
+  // computes dQ too, after a statistics-only dQ launch.
+  bool fusedDq = false;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -243,6 +246,10 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
     p.producer = true;
     p.stages = 2;
   }
+  // One pass needs every query tile seen by key block 0 and the last key block that sees a
+  // tile known in closed form: causal self-attention (Tq == Tk). The dK/dV kernel without a
+  // producer has it.
+  p.fusedDq = p.wgmma && backward && !p.producer && target.wgmmaFusedDq && att.attrBool("causal") && Tq == Tk;
   return p;
 }
 
@@ -293,7 +300,10 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
          (att.attrBool("causal") ? ", causal" : "") + (a.group > 1 ? ", " + std::to_string(a.group) + " query heads a key/value head" : ""));
   w.comment(!mma    ? "path: SIMT (FFMA): " + path.simtWhy
             : wgmma ? std::string("path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
-                          (!path.producer ? ")" : backward ? ", dK/dV with a producer warpgroup)" : ", a producer warpgroup)")
+                          (path.fusedDq   ? ", dQ in the dK/dV pass)"
+                           : !path.producer ? ")"
+                           : backward       ? ", dK/dV with a producer warpgroup)"
+                                            : ", a producer warpgroup)")
             : tf32  ? std::string("path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
                     : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.define("FA_BACKWARD", backward ? "1" : "0");
@@ -328,6 +338,15 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
       if (rows * 8 > (int64_t(1) << 31))
         throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
       w.define("FA_ROWSTATS", std::to_string(rows));
+    }
+    if (wgmma) w.define("FA_WG_FUSED_DQ", path.fusedDq ? "1" : "0");
+    if (path.fusedDq) {
+      // dQ's f32 sums (a query tile of 64 rows x d each) and their turn counters
+      // (attention_wgmma.cuh dqTile), module-scope like the row statistics.
+      const int64_t tiles = std::max<int64_t>(1, a.batch * ((a.Tq + 63) / 64));
+      if (tiles * 64 * a.D * 4 > (int64_t(1) << 31))
+        throw Error(where + "the one-pass backward's dQ sums take more than 2 GiB (FUSEC_WGMMA_FUSED_DQ=0 runs two passes)");
+      w.define("FA_DQTILES", std::to_string(tiles));
     }
   }
 }
@@ -375,7 +394,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   std::vector<SmemLayout> layouts = simtSmemLayouts(D, DV, kRows);
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
-                               path.stages};
+                               path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
     if (wgmma) {
       for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
@@ -415,14 +434,18 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
-  // dq is unused (a null dq: statistics only).
-  if (outOf.count(0) || (mma && (outOf.count(1) || outOf.count(2))))
+  // dq is unused (a null dq: statistics only). In one pass (fusedDq) it is only that, and the
+  // dK/dV launch computes dq.
+  const bool anyDkdv = outOf.count(1) || outOf.count(2), dkdvLaunch = anyDkdv || (path.fusedDq && outOf.count(0));
+  if (outOf.count(0) || (mma && anyDkdv))
     launch(k.name + "_dq", threads, qTiles, dqBytes,
-           std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " + out(0) + ");", wgmma ? 1 : 0);
-  if (outOf.count(1) || outOf.count(2))
+           std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " +
+               (path.fusedDq ? std::string("nullptr") : out(0)) + ");",
+           wgmma ? 1 : 0);
+  if (dkdvLaunch)
     launch(k.name + "_dkdv", producerThreads, kTiles, dkdvBytes,
            std::string(path.producer ? "fa_backward_dkdv_wgmma_ws(" : wgmma ? "fa_backward_dkdv_wgmma(" : "fa_backward_dkdv(") +
-               common + ", " + out(1) + ", " + out(2) + ");",
+               common + ", " + out(1) + ", " + out(2) + (path.fusedDq ? ", " + out(0) : std::string()) + ");",
            wgmma ? 1 : mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;
 }

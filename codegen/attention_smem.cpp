@@ -73,6 +73,9 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
   dkdv.add("K", br * t.d * es, kTile).add("V", br * t.dv * es, kTile);
   dkdv.add("Q", 2 * bq * t.d * es, kTile).add("G", 2 * bq * t.dv * es, kTile);
   dkdv.add("RS", 2 * bq * 8);  // {D, L2} of each query row of both buffers, float2
+  // One pass (fusedDq): each warpgroup's dS^T (its 64 key rows x bq queries, swizzled), the A
+  // operand of its dQ product, read transposed by the tensor cores.
+  if (t.fusedDq) dkdv.add("DS", 2 * 64 * bq * es, kTile);
   if (t.producerStages <= 0) return {fwd, dq, dkdv};
   // The producer's ring: `stages` K and V buffers, then their full and empty mbarriers.
   SmemLayout fws = named("WG_FWS", kTile);

@@ -85,14 +85,15 @@ __device__ __forceinline__ void pin(unsigned (&a)[N][4]) {
 }
 
 // d (64 x N, f32 accumulators) = (scale ? d : 0) + A B^T, A (64 x 16) and B (N x 16) K-major
-// in shared memory. mmaRS: d += A B, A (64 x 16) in registers, B (16 x N) MN-major in shared
-// memory. The operand lists are written out per N (PTX takes no register arrays).
+// in shared memory, or either MN-major (TA, TB: the tensor cores read it transposed). mmaRS:
+// d += A B, A (64 x 16) in registers, B (16 x N) MN-major in shared memory. The operand lists are written out per N (PTX takes no register arrays).
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void mmaSS(float (&d)[8][4], unsigned long long a, unsigned long long b, int scale) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b), "r"(scale));
+      : "l"(a), "l"(b), "r"(scale), "n"(TA), "n"(TB));
 }
 __device__ __forceinline__ void mmaRS(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
   asm volatile(
@@ -101,12 +102,13 @@ __device__ __forceinline__ void mmaRS(float (&d)[8][4], const unsigned (&a)[4], 
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void mmaSS(float (&d)[16][4], unsigned long long a, unsigned long long b, int scale) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-      : "l"(a), "l"(b), "r"(scale));
+      : "l"(a), "l"(b), "r"(scale), "n"(TA), "n"(TB));
 }
 __device__ __forceinline__ void mmaRS(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b) {
   asm volatile(
@@ -500,14 +502,28 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
 #if FA_BACKWARD
 namespace fa {
 namespace wg {
+// A warpgroup's dS^T (its 64 key rows x BQ queries, as packA's A fragments: rows are keys)
+// into a swizzled tile of 64 rows: dQ's product reads it as its A operand, MN-major (queries
+// contiguous). Fragment kk holds rows g and g + 8 of the warp's 16 keys, 16-byte chunks 2 kk
+// and 2 kk + 1, 4 bytes a lane (t4) in each.
+__device__ __forceinline__ void storeDsT(char* dsT, const unsigned (&da)[BQ / 16][4]) {
+  static_assert(BQ == 64, "one 128-byte swizzle row a key");
+  const int lane = threadIdx.x & 31, r = ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2), t4 = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < BQ / 16; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      *reinterpret_cast<unsigned*>(dsT + swizzled<64>(r + 8 * (e & 1), 2 * kk + (e >> 1)) + 4 * t4) = da[kk][e];
+}
 // One query tile of dK/dV on wgmma, for this warpgroup's 64 key rows (from wr of the K and V
 // tiles at kAddr, vAddr): S^T = K Q^T and dP^T = V dO^T in one group (Q, dO: the swizzled
 // tiles at qt, gt), P^T and dS^T in registers (dsTransposed, from the query rows' {D, L2} in
 // Rb), then dV += P^T dO and dK += dS^T Q with dO and Q read transposed. Returns once the
-// products are done: the caller may then free the query tile's buffer.
+// products are done: the caller may then free the query tile's buffer. With `dsT` (one pass,
+// FA_WG_FUSED_DQ) it also leaves dS^T there, bf16 as the dK product reads it (dqTile).
 __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], unsigned kAddr,
                                          unsigned vAddr, unsigned qt, unsigned gt, int wr, const float2* Rb, int q0,
-                                         int k0, int kw) {
+                                         int k0, int kw, char* dsT = nullptr) {
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
   float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
@@ -530,12 +546,83 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   mmaPB<BQ, FA_DV>(gv, pa, gt);
   mmaPB<BQ, FA_D>(gk, da, qt);
   commit();
+  if (dsT) storeDsT(dsT, da);  // while the products run: they only read these registers too
   wait<0>();
   pin(gk);
   pin(gv);
   pin(pa);
   pin(da);
 }
+
+#if FA_WG_FUSED_DQ
+// One pass: each query tile's dQ summed in f32 over the key blocks that see it, in a fixed
+// order: key blocks from the last that sees the tile (the first to reach it on the causal walk)
+// down to block 0, and within a block warpgroup 0's 64 keys before warpgroup 1's. fa_dqsem
+// counts, per (query head, query tile), the blocks that have added; a block waits for its turn
+// before it reads the sum. No float atomics: the result is the same bit for bit every run.
+// Blocks start last key block first (gridDim.y - 1 - blockIdx.y), so the blocks one waits for
+// started before it, and it never waits on one that has no multiprocessor yet. Block 0's
+// warpgroup 1 stores dQ itself, times the scale, and leaves the counter at 0 for the next launch
+// (module-scope memory starts zeroed).
+__device__ unsigned fa_dqsem[FA_DQTILES];
+__device__ float4 fa_dqsum[(long long)FA_DQTILES * 128 * (FA_D / 8)];
+
+__device__ __forceinline__ unsigned ldAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void releaseIncrement(unsigned* p) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p) : "memory");
+}
+
+// dQ of query tile q0 of head zq from this warpgroup's 64 key rows (from kRows, the block's K
+// tile at row wr) and its dS^T tile: dQ_part = dS K, A read transposed from dsT (queries
+// contiguous), B the K rows read MN-major (d contiguous); then added into the tile's sum in its
+// turn. k0 is the block's first key row, c its warpgroup.
+__device__ __forceinline__ void dqTile(unsigned kRows, unsigned dsT, int zq, int q0, int k0, int c, fa_t* dq) {
+  float acc[FA_D / 8][4];
+  fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) mmaSS<1, 1>(acc, mnMajor<64>(dsT, kk), mnMajor<BR>(kRows, kk), kk);
+  commit();
+  wait<0>();
+  pin(acc);
+  const int tid = threadIdx.x & 127, warp = tid >> 5, qi = q0 / BQ, tilesQ = (FA_TQ + BQ - 1) / BQ;
+  // Key blocks that see query tile qi: 0 .. last (FA_TQ == FA_TK, causal: the generator's condition).
+  const int last = min((FA_TK + BR - 1) / BR - 1, ((qi + 1) * BQ - 1) / BR), kb = k0 / BR;
+  const long long tile = (long long)zq * tilesQ + qi;
+  unsigned* sem = fa_dqsem + tile;
+  float4* sum = fa_dqsum + tile * 128 * (FA_D / 8) + tid;  // this thread's float4 j at sum[128 j]
+  const bool first = c == 0 && kb == last, final = c == 1 && kb == 0;
+  if (c == 0 && !first) {
+    if (tid == 0)
+      while (ldAcquire(sem) != unsigned(last - kb)) {
+      }
+    namedSync(1, 128);  // thread 0 saw the blocks before this one done
+  }
+  if (c == 1) namedSync(3, 256);  // warpgroup 0 of this block has added (its namedArrive below)
+  if (!first)
+#pragma unroll
+    for (int j = 0; j < FA_D / 8; ++j) {
+      const float4 p = __ldcg(sum + 128 * j);  // L2: another multiprocessor wrote it
+      acc[j][0] += p.x, acc[j][1] += p.y, acc[j][2] += p.z, acc[j][3] += p.w;
+    }
+  if (final) {
+    storeRows<FA_D>(dq + (long long)zq * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
+    if (tid == 0) *sem = 0;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < FA_D / 8; ++j) __stcg(sum + 128 * j, make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
+  if (c == 0) {
+    namedArrive(3, 256);
+  } else {
+    namedSync(2, 128);  // every thread's stores precede thread 0's release
+    if (tid == 0) releaseIncrement(sem);
+  }
+}
+#endif  // FA_WG_FUSED_DQ
 }  // namespace wg
 }  // namespace fa
 
@@ -629,7 +716,8 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
 __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                        const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                        const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                       fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+                                                       fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                       fa_t* __restrict__ dq = nullptr) {
   using namespace fa;
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
@@ -639,7 +727,14 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
+#if FA_WG_FUSED_DQ
+  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (dqTile).
+  const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
+  char* dsT = smem + FA_SMEM_WG_DKDV_DS + (warp >> 2) * 64 * BQ * 2;  // this warpgroup's dS^T
+#else
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
+  char* const dsT = nullptr;
+#endif
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
   const QueryWalk walk(k0);  // attention_mma.cuh
@@ -666,7 +761,14 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     wg::proxyFence();
     __syncthreads();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw);
+    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, dq ? dsT : nullptr);
+#if FA_WG_FUSED_DQ
+    if (dq) {
+      wg::proxyFence();  // dS^T, written by the threads, is read next by the tensor cores
+      wg::namedSync(1 + (warp >> 2), 128);
+      wg::dqTile(kAddr + wr * 128, smemAddr(dsT), walk.head(z, it), q0, k0, warp >> 2, dq);
+    }
+#endif
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();

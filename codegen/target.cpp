@@ -9,16 +9,23 @@ bool wgmmaAllowedByEnv() {
   return !(v && std::string(v) == "0");
 }
 
-bool wgmmaProducerByEnv(bool fallback, bool backward) {
-  const char* v = std::getenv(backward ? "FUSEC_WGMMA_PRODUCER_BWD" : "FUSEC_WGMMA_PRODUCER");
+namespace {
+bool switchByEnv(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
   return v && std::string(v) == "1" ? true : v && std::string(v) == "0" ? false : fallback;
+}
+}  // namespace
+
+void applyEnvSwitches(Target& t) {
+  t.wgmmaProducer = switchByEnv("FUSEC_WGMMA_PRODUCER", t.wgmmaProducer);
+  t.wgmmaProducerBackward = switchByEnv("FUSEC_WGMMA_PRODUCER_BWD", t.wgmmaProducerBackward);
+  t.wgmmaFusedDq = switchByEnv("FUSEC_WGMMA_FUSED_DQ", t.wgmmaFusedDq);
 }
 
 Target offlineTarget() {
   Target t;
   t.wgmma = wgmmaAllowedByEnv();
-  t.wgmmaProducer = wgmmaProducerByEnv(t.wgmmaProducer);
-  t.wgmmaProducerBackward = wgmmaProducerByEnv(t.wgmmaProducerBackward, true);
+  applyEnvSwitches(t);
   return t;
 }
 

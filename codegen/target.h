@@ -35,6 +35,12 @@ struct Target {
   // 0.88 ms, [16, 8192, 64]) and within 4% either way at d 128 (bench/RESULTS.md); what limits
   // this pass is not its copies.
   bool wgmmaProducerBackward = false;
+  // The bf16 causal backward on wgmma in one pass instead of two (attention_wgmma.cuh,
+  // FA_WG_FUSED_DQ): the dK/dV blocks also multiply dS by their K tile and add the product to
+  // each query tile's f32 dQ sum in a fixed order, key blocks from the last down, so the dQ
+  // pass no longer recomputes S and dP (five products a tile pair instead of seven); a light
+  // launch before it leaves the row statistics. FUSEC_WGMMA_FUSED_DQ=1 / 0.
+  bool wgmmaFusedDq = false;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
@@ -47,9 +53,9 @@ struct Target {
 // False when FUSEC_WGMMA=0: the mma.sync kernels instead of wgmma's, on a device or off it.
 bool wgmmaAllowedByEnv();
 
-// FUSEC_WGMMA_PRODUCER (the forward) and FUSEC_WGMMA_PRODUCER_BWD (dK/dV): "1" on, "0" off,
-// unset the default.
-bool wgmmaProducerByEnv(bool fallback, bool backward = false);
+// The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
+// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_WGMMA_FUSED_DQ ("1" on, "0" off, unset the default).
+void applyEnvSwitches(Target& t);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile
 // --emit`): the default, an H100/H200's, with wgmma as FUSEC_WGMMA says.

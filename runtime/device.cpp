@@ -66,8 +66,7 @@ codegen::Target targetOf(const cudaDeviceProp& prop) {
   t.smemStaticPerBlock = int64_t(prop.sharedMemPerBlock);
   t.smemReservedPerBlock = int64_t(prop.reservedSharedMemPerBlock);
   t.wgmma = prop.major == 9 && prop.minor == 0 && codegen::wgmmaAllowedByEnv();
-  t.wgmmaProducer = codegen::wgmmaProducerByEnv(t.wgmmaProducer);
-  t.wgmmaProducerBackward = codegen::wgmmaProducerByEnv(t.wgmmaProducerBackward, true);
+  codegen::applyEnvSwitches(t);
   return t;
 }
 

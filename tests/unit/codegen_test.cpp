@@ -482,18 +482,23 @@ TEST(CodegenTest, DropoutKernelsCarryTheirRandomNumbersAndCompile) {
 
 // The attention templates the models at ctx 256 do not reach: the bf16 backward on wgmma
 // (from 1024 queries) at d 64 and 128, beside the forward (also the forward with a producer
-// warpgroup), and the same programs for a target without wgmma (mma.sync). Each path says so
-// in its source, and NVRTC compiles it.
+// warpgroup, and the backward in one pass), and the same programs for a target without wgmma
+// (mma.sync). Each path says so in its source, and NVRTC compiles it.
 TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
   std::vector<CompileJob> jobs;
-  for (auto [wgmma, producer] : {std::pair{true, false}, std::pair{true, true}, std::pair{false, false}})
+  struct Variant {
+    bool wgmma, producer, fusedDq;
+  };
+  for (auto [wgmma, producer, fusedDq] : {Variant{true, false, false}, Variant{true, true, false},
+                                          Variant{true, false, true}, Variant{false, false, false}})
     for (int64_t d : {64, 128}) {
-      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : ""));
+      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : "") + (fusedDq ? ", one pass" : ""));
       auto m = models::compileAttentionProgram("attention_backward", 2, 1024, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
       t.wgmmaProducer = producer;
       t.wgmmaProducerBackward = producer;
+      t.wgmmaFusedDq = fusedDq;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -511,6 +516,10 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
           EXPECT_EQ(k.launches.back().block[0], producer ? 384u : 256u);
           if (bwd) {
             EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
+            // One pass: the dQ launch leaves the row statistics only, the dK/dV launch writes dq.
+            EXPECT_EQ(k.source.find("dQ in the dK/dV pass") != std::string::npos, fusedDq);
+            EXPECT_EQ(k.source.find("fa_backward_dq_wgmma(in0, in1, in2, in3, in4, in5, nullptr)") != std::string::npos,
+                      fusedDq);
           }
         }
         jobs.push_back({k.image, k.source});
