@@ -597,8 +597,7 @@ __device__ __forceinline__ void dqTile(unsigned kRows, unsigned dsT, int zq, int
   const bool first = c == 0 && kb == last, final = c == 1 && kb == 0;
   if (c == 0 && !first) {
     if (tid == 0)
-      while (ldAcquire(sem) != unsigned(last - kb)) {
-      }
+      while (ldAcquire(sem) != unsigned(last - kb)) __nanosleep(32);
     namedSync(1, 128);  // thread 0 saw the blocks before this one done
   }
   if (c == 1) namedSync(3, 256);  // warpgroup 0 of this block has added (its namedArrive below)
