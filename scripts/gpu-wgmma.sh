@@ -21,8 +21,12 @@ fi
 fusec=$BUILD/fusec
 if [[ ${WG_TESTS:-FusedAttention.*:*KernelRun*} != none ]]; then
   echo "== GPU tests (${WG_TESTS:-FusedAttention.*:*KernelRun*})"
-  timeout 300 "$BUILD/tests/gpu/fusec_gpu_tests" --gtest_filter="${WG_TESTS:-FusedAttention.*:*KernelRun*}" >"$OUT/gtest.log" 2>&1
+  timeout "${WG_TEST_TIMEOUT:-300}" "$BUILD/tests/gpu/fusec_gpu_tests" --gtest_filter="${WG_TESTS:-FusedAttention.*:*KernelRun*}" \
+    >"$OUT/gtest.log" 2>&1
+  rc=$?
   grep -E "^\[  (PASSED|FAILED) |Failure|rel err [1-9]e-0[0-2]|rel err (nan|inf)" "$OUT/gtest.log" | head -40
+  # WG_STOP_ON_FAIL=1: no benchmarks after a failed or timed-out test (a kernel that hangs).
+  [[ $rc != 0 && ${WG_STOP_ON_FAIL:-0} == 1 ]] && { echo "tests rc=$rc: stopping"; tail -5 "$OUT/gtest.log"; exit 1; }
 fi
 bench() {  # LABEL [VAR=VALUE ...] [extra flags]: the bench under those variables, into attention-LABEL.txt
   local label=$1 envs=()
