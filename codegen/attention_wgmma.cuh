@@ -519,11 +519,14 @@ __device__ __forceinline__ void storeDsT(char* dsT, const unsigned (&da)[BQ / 16
 // tiles at kAddr, vAddr): S^T = K Q^T and dP^T = V dO^T in one group (Q, dO: the swizzled
 // tiles at qt, gt), P^T and dS^T in registers (dsTransposed, from the query rows' {D, L2} in
 // Rb), then dV += P^T dO and dK += dS^T Q with dO and Q read transposed. Returns once the
-// products are done: the caller may then free the query tile's buffer. With `dsT` (one pass,
-// FA_WG_FUSED_DQ) it also leaves dS^T there, bf16 as the dK product reads it (dqTile).
+// products are done: the caller may then free the query tile's buffer. DQ (one pass,
+// FA_WG_FUSED_DQ): dS^T also goes to this warpgroup's tile dsT, bf16 as the dK product reads
+// it, and gq = dS K, this warpgroup's 64 keys' share of the query tile's dQ, in the same group
+// of products (A read transposed from dsT, B the block's K rows from wr read MN-major).
+template <bool DQ>
 __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], unsigned kAddr,
                                          unsigned vAddr, unsigned qt, unsigned gt, int wr, const float2* Rb, int q0,
-                                         int k0, int kw, char* dsT = nullptr) {
+                                         int k0, int kw, float (&gq)[FA_D / 8][4], char* dsT) {
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
   float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
@@ -538,6 +541,11 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   unsigned pa[BQ / 16][4], da[BQ / 16][4];
   packA<BQ>(pa, s);
   packA<BQ>(da, dp);
+  if (DQ) {
+    storeDsT(dsT, da);
+    proxyFence();  // written by the threads, read next by the tensor cores
+    namedSync(1 + wr / 64, 128);
+  }
   pin(pa);
   pin(da);
   pin(gk);
@@ -545,13 +553,18 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   fence();
   mmaPB<BQ, FA_DV>(gv, pa, gt);
   mmaPB<BQ, FA_D>(gk, da, qt);
+  if (DQ) {
+    const unsigned ds = smemAddr(dsT), kRows = kAddr + wr * 128;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) mmaSS<1, 1>(gq, mnMajor<64>(ds, kk), mnMajor<BR>(kRows, kk), kk);
+  }
   commit();
-  if (dsT) storeDsT(dsT, da);  // while the products run: they only read these registers too
   wait<0>();
   pin(gk);
   pin(gv);
   pin(pa);
   pin(da);
+  if (DQ) pin(gq);
 }
 
 #if FA_WG_FUSED_DQ
@@ -576,18 +589,10 @@ __device__ __forceinline__ void releaseIncrement(unsigned* p) {
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p) : "memory");
 }
 
-// dQ of query tile q0 of head zq from this warpgroup's 64 key rows (from kRows, the block's K
-// tile at row wr) and its dS^T tile: dQ_part = dS K, A read transposed from dsT (queries
-// contiguous), B the K rows read MN-major (d contiguous); then added into the tile's sum in its
-// turn. k0 is the block's first key row, c its warpgroup.
-__device__ __forceinline__ void dqTile(unsigned kRows, unsigned dsT, int zq, int q0, int k0, int c, fa_t* dq) {
-  float acc[FA_D / 8][4];
-  fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) mmaSS<1, 1>(acc, mnMajor<64>(dsT, kk), mnMajor<BR>(kRows, kk), kk);
-  commit();
-  wait<0>();
-  pin(acc);
+// This warpgroup's share of query tile q0's dQ (head zq; dkdvTile<true>'s gq) added into the
+// tile's sum in its turn; k0 is the block's first key row, c its warpgroup. The last share
+// stores dQ itself.
+__device__ __forceinline__ void addDq(float (&acc)[FA_D / 8][4], int zq, int q0, int k0, int c, fa_t* dq) {
   const int tid = threadIdx.x & 127, warp = tid >> 5, qi = q0 / BQ, tilesQ = (FA_TQ + BQ - 1) / BQ;
   // Key blocks that see query tile qi: 0 .. last (FA_TQ == FA_TK, causal: the generator's condition).
   const int last = min((FA_TK + BR - 1) / BR - 1, ((qi + 1) * BQ - 1) / BR), kb = k0 / BR;
@@ -727,12 +732,11 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
 #if FA_WG_FUSED_DQ
-  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (dqTile).
+  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
   const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
   char* dsT = smem + FA_SMEM_WG_DKDV_DS + (warp >> 2) * 64 * BQ * 2;  // this warpgroup's dS^T
 #else
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
-  char* const dsT = nullptr;
 #endif
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
@@ -760,14 +764,17 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     wg::proxyFence();
     __syncthreads();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, dq ? dsT : nullptr);
 #if FA_WG_FUSED_DQ
     if (dq) {
-      wg::proxyFence();  // dS^T, written by the threads, is read next by the tensor cores
-      wg::namedSync(1 + (warp >> 2), 128);
-      wg::dqTile(kAddr + wr * 128, smemAddr(dsT), walk.head(z, it), q0, k0, warp >> 2, dq);
-    }
+      float gq[FA_D / 8][4];
+      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
+      wg::addDq(gq, walk.head(z, it), q0, k0, warp >> 2, dq);
+    } else
 #endif
+    {
+      float unused[FA_D / 8][4];
+      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
+    }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
@@ -842,7 +849,8 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::mbarWait(full(buf), (it / S) & 1);
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    wg::dkdvTile(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw);
+    float unused[FA_D / 8][4];
+    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
     wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
