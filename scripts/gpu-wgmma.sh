@@ -5,7 +5,7 @@
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
 # leaves them out; WG_BASELINE=0 the mma.sync rows; WG_NOPRODUCER=1, WG_PRODUCER_BWD=1 and
-# WG_FUSED_DQ=1 add rows below), and the bf16 train step of WG_MODELS (model:batch) with WG_STEP_ENV
+# WG_FUSED_DQ add rows below), and the bf16 train step of WG_MODELS (model:batch) with WG_STEP_ENV
 # (default FUSEC_WGMMA) 0 and 1 alternating, WG_ROUNDS times. Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,10 +47,9 @@ bench wgmma FUSEC_WGMMA=1 $torch_flag
 # backward's dK/dV with one (FUSEC_WGMMA_PRODUCER_BWD=1).
 [[ ${WG_NOPRODUCER:-0} == 1 ]] && bench noproducer FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER=0
 [[ ${WG_PRODUCER_BWD:-0} == 1 ]] && bench producer-bwd FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER_BWD=1
-# WG_FUSED_DQ=1: the causal backward in one pass (FUSEC_WGMMA_FUSED_DQ=1; FUSEC_WGMMA_FUSED_DQ=0 the
-# two passes, for a default that changes).
-[[ ${WG_FUSED_DQ:-0} == 1 ]] && bench fused-dq FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ=1
-[[ ${WG_FUSED_DQ:-0} == 1 ]] && bench two-pass FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ=0
+# WG_FUSED_DQ=1 / 0: the causal backward in one pass / in two (FUSEC_WGMMA_FUSED_DQ), a row set
+# beside the default's.
+[[ -n ${WG_FUSED_DQ:-} ]] && bench "fused-dq-$WG_FUSED_DQ" FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ="$WG_FUSED_DQ"
 for round in $(seq "${WG_ROUNDS:-2}"); do
   for mb in ${WG_MODELS:-small:64 medium:16}; do
     for w in 0 1; do
