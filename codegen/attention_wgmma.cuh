@@ -103,6 +103,14 @@ __device__ __forceinline__ void mmaRS(float (&d)[8][4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 template <int TA = 0, int TB = 0>
+__device__ __forceinline__ void mmaSS(float (&d)[4][4], unsigned long long a, unsigned long long b, int scale) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+      : "l"(a), "l"(b), "r"(scale), "n"(TA), "n"(TB));
+}
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void mmaSS(float (&d)[16][4], unsigned long long a, unsigned long long b, int scale) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -519,21 +527,25 @@ __device__ __forceinline__ void storeDsT(char* dsT, const unsigned (&da)[BQ / 16
 // tiles at kAddr, vAddr): S^T = K Q^T and dP^T = V dO^T in one group (Q, dO: the swizzled
 // tiles at qt, gt), P^T and dS^T in registers (dsTransposed, from the query rows' {D, L2} in
 // Rb), then dV += P^T dO and dK += dS^T Q with dO and Q read transposed. Returns once the
-// products are done: the caller may then free the query tile's buffer. DQ (one pass,
-// FA_WG_FUSED_DQ): dS^T also goes to this warpgroup's tile dsT, bf16 as the dK product reads
-// it, and gq = dS K, this warpgroup's 64 keys' share of the query tile's dQ, in the same group
-// of products (A read transposed from dsT, B the block's K rows from wr read MN-major).
-template <bool DQ>
+// products are done: the caller may then free the query tile's buffer. `between()` runs while
+// the tensor cores compute S^T and dP^T (the one-pass backward adds the previous tile's dQ
+// there). DQ (one pass, FA_WG_FUSED_DQ): dS^T also goes to the block's dS^T tile (dsT: this
+// warpgroup's 64 key rows of its 128, bf16 as the dK product reads them), and once both
+// warpgroups' rows are in, gq = dS K for this warpgroup's half of d over all 128 keys, in the
+// same group of products (A read transposed from the dS^T tile, B the K tile's columns from
+// c d / 2, read MN-major).
+template <bool DQ, class Between>
 __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], unsigned kAddr,
                                          unsigned vAddr, unsigned qt, unsigned gt, int wr, const float2* Rb, int q0,
-                                         int k0, int kw, float (&gq)[FA_D / 8][4], char* dsT) {
+                                         int k0, int kw, float (&gq)[FA_D / 16][4], char* dsT, Between between) {
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
-  static_assert(BR % 64 == 0 && (BQ == 64 || BQ == 128), "warpgroups of 64 rows, query tiles of one wgmma's n");
+  static_assert(BR == 128 && BQ == 64, "two warpgroups of 64 key rows, query tiles of one wgmma's n");
   float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
   fence();
   mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
   mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
   commit();
+  between();
   wait<0>();
   pin(s);
   pin(dp);
@@ -542,9 +554,9 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   packA<BQ>(pa, s);
   packA<BQ>(da, dp);
   if (DQ) {
-    storeDsT(dsT, da);
+    storeDsT(dsT + wr * 128, da);
     proxyFence();  // written by the threads, read next by the tensor cores
-    namedSync(1 + wr / 64, 128);
+    namedSync(3, 256);  // both warpgroups' rows: each one's dQ product reads all 128
   }
   pin(pa);
   pin(da);
@@ -554,9 +566,11 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   mmaPB<BQ, FA_DV>(gv, pa, gt);
   mmaPB<BQ, FA_D>(gk, da, qt);
   if (DQ) {
-    const unsigned ds = smemAddr(dsT), kRows = kAddr + wr * 128;
+    // The K tile's columns [c d / 2, (c + 1) d / 2): at d 128 column block c (BR x 128 bytes
+    // each), at d 64 the second half of each 128-byte row.
+    const unsigned ds = smemAddr(dsT), kCols = kAddr + (FA_D == 128 ? wr / 64 * BR * 128 : wr / 64 * 64);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mmaSS<1, 1>(gq, mnMajor<64>(ds, kk), mnMajor<BR>(kRows, kk), kk);
+    for (int kk = 0; kk < BR / 16; ++kk) mmaSS<1, 1>(gq, mnMajor<BR>(ds, kk), mnMajor<BR>(kCols, kk), kk);
   }
   commit();
   wait<0>();
@@ -569,15 +583,15 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
 
 #if FA_WG_FUSED_DQ
 // One pass: each query tile's dQ summed in f32 over the key blocks that see it, in a fixed
-// order: key blocks from the last that sees the tile (the first to reach it on the causal walk)
-// down to block 0, and within a block warpgroup 0's 64 keys before warpgroup 1's. fa_dqsem
-// counts, per (query head, query tile), the blocks that have added; a block waits for its turn
-// before it reads the sum. No float atomics: the result is the same bit for bit every run.
-// Blocks start last key block first (gridDim.y - 1 - blockIdx.y), so the blocks one waits for
-// started before it, and it never waits on one that has no multiprocessor yet. Block 0's
-// warpgroup 1 stores dQ itself, times the scale, and leaves the counter at 0 for the next launch
-// (module-scope memory starts zeroed).
-__device__ unsigned fa_dqsem[FA_DQTILES];
+// order, key blocks from the last that sees the tile (the first to reach it on the causal
+// walk) down to block 0. Warpgroup c of a block owns columns [c d / 2, (c + 1) d / 2) of the
+// tile, so the two halves are two independent chains: fa_dqsem counts, per (query head, query
+// tile, half), the blocks that have added, and a warpgroup waits for its turn before it reads
+// the sum. No float atomics: the result is the same bit for bit every run. Blocks start last
+// key block first (gridDim.y - 1 - blockIdx.y), so the blocks one waits for started before it
+// and it never waits on one without a multiprocessor. Block 0 stores dQ itself, times the
+// scale, and leaves the counter at 0 for the next launch (module-scope memory starts zeroed).
+__device__ unsigned fa_dqsem[FA_DQTILES * 2];
 __device__ float4 fa_dqsum[(long long)FA_DQTILES * 128 * (FA_D / 8)];
 
 __device__ __forceinline__ unsigned ldAcquire(const unsigned* p) {
@@ -589,42 +603,43 @@ __device__ __forceinline__ void releaseIncrement(unsigned* p) {
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p) : "memory");
 }
 
-// This warpgroup's share of query tile q0's dQ (head zq; dkdvTile<true>'s gq) added into the
-// tile's sum in its turn; k0 is the block's first key row, c its warpgroup. The last share
-// stores dQ itself.
-__device__ __forceinline__ void addDq(float (&acc)[FA_D / 8][4], int zq, int q0, int k0, int c, fa_t* dq) {
-  const int tid = threadIdx.x & 127, warp = tid >> 5, qi = q0 / BQ, tilesQ = (FA_TQ + BQ - 1) / BQ;
+// This warpgroup's half of query tile q0's dQ (head zq; dkdvTile<true>'s gq, accumulator layout
+// of 64 rows x d / 2) added into the tile's sum in its turn; k0 is the block's first key row,
+// c its warpgroup. Block 0 stores dQ itself.
+__device__ __forceinline__ void addDq(float (&acc)[FA_D / 16][4], int zq, int q0, int k0, int c, fa_t* dq) {
+  constexpr int J = FA_D / 16;  // float4s a thread
+  const int tid = threadIdx.x & 127, qi = q0 / BQ, tilesQ = (FA_TQ + BQ - 1) / BQ;
   // Key blocks that see query tile qi: 0 .. last (FA_TQ == FA_TK, causal: the generator's condition).
   const int last = min((FA_TK + BR - 1) / BR - 1, ((qi + 1) * BQ - 1) / BR), kb = k0 / BR;
-  const long long tile = (long long)zq * tilesQ + qi;
-  unsigned* sem = fa_dqsem + tile;
-  float4* sum = fa_dqsum + tile * 128 * (FA_D / 8) + tid;  // this thread's float4 j at sum[128 j]
-  const bool first = c == 0 && kb == last, final = c == 1 && kb == 0;
-  if (c == 0 && !first) {
+  const long long chain = ((long long)zq * tilesQ + qi) * 2 + c;
+  unsigned* sem = fa_dqsem + chain;
+  float4* sum = fa_dqsum + chain * 128 * J + tid;  // this thread's float4 j at sum[128 j]
+  if (kb != last) {
     if (tid == 0)
       while (ldAcquire(sem) != unsigned(last - kb)) __nanosleep(32);
-    namedSync(1, 128);  // thread 0 saw the blocks before this one done
-  }
-  if (c == 1) namedSync(3, 256);  // warpgroup 0 of this block has added (its namedArrive below)
-  if (!first)
+    namedSync(1 + c, 128);  // thread 0 saw the blocks before this one done
 #pragma unroll
-    for (int j = 0; j < FA_D / 8; ++j) {
+    for (int j = 0; j < J; ++j) {
       const float4 p = __ldcg(sum + 128 * j);  // L2: another multiprocessor wrote it
       acc[j][0] += p.x, acc[j][1] += p.y, acc[j][2] += p.z, acc[j][3] += p.w;
     }
-  if (final) {
-    storeRows<FA_D>(dq + (long long)zq * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
+  }
+  if (kb == 0) {
+    const int lane = tid & 31, r = q0 + (tid >> 5) * 16 + (lane >> 2), col = c * (FA_D / 2) + 2 * (lane & 3);
+    fa_t* out = dq + (long long)zq * FA_TQ * FA_D;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (r + 8 * h < FA_TQ)
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+          store2(out + (long long)(r + 8 * h) * FA_D + col + 8 * j, acc[j][2 * h] * FA_SCALE, acc[j][2 * h + 1] * FA_SCALE);
     if (tid == 0) *sem = 0;
     return;
   }
 #pragma unroll
-  for (int j = 0; j < FA_D / 8; ++j) __stcg(sum + 128 * j, make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
-  if (c == 0) {
-    namedArrive(3, 256);
-  } else {
-    namedSync(2, 128);  // every thread's stores precede thread 0's release
-    if (tid == 0) releaseIncrement(sem);
-  }
+  for (int j = 0; j < J; ++j) __stcg(sum + 128 * j, make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
+  namedSync(1 + c, 128);  // every thread's stores precede thread 0's release
+  if (tid == 0) releaseIncrement(sem);
 }
 #endif  // FA_WG_FUSED_DQ
 }  // namespace wg
@@ -734,7 +749,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
 #if FA_WG_FUSED_DQ
   // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
   const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
-  char* dsT = smem + FA_SMEM_WG_DKDV_DS + (warp >> 2) * 64 * BQ * 2;  // this warpgroup's dS^T
+  char* dsT = smem + FA_SMEM_WG_DKDV_DS;  // dS^T of the block's 128 keys x BQ queries
 #else
   const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
 #endif
@@ -756,6 +771,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   zero(gk);
   zero(gv);
   const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
+  float gq[FA_D / 16][4];  // one pass: the last tile's dQ half, added under the next tile's products
   for (int it = 0; it < steps; ++it) {
     const int q0 = walk.q0(it), buf = it & 1;
     if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
@@ -766,17 +782,18 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
 #if FA_WG_FUSED_DQ
     if (dq) {
-      float gq[FA_D / 8][4];
-      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
-      wg::addDq(gq, walk.head(z, it), q0, k0, warp >> 2, dq);
+      auto previous = [&] {
+        if (it > 0) wg::addDq(gq, walk.head(z, it - 1), walk.q0(it - 1), k0, warp >> 2, dq);
+      };
+      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT, previous);
     } else
 #endif
-    {
-      float unused[FA_D / 8][4];
-      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
-    }
+      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr, [] {});
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
+#if FA_WG_FUSED_DQ
+  if (dq && steps > 0) wg::addDq(gq, walk.head(z, steps - 1), walk.q0(steps - 1), k0, warp >> 2, dq);
+#endif
   cpWait<0>();
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
@@ -849,8 +866,8 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::mbarWait(full(buf), (it / S) & 1);
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    float unused[FA_D / 8][4];
-    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
+    float unused[FA_D / 16][4];
+    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr, [] {});
     wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
