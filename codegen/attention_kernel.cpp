@@ -438,7 +438,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   // dK/dV launch computes dq.
   const bool anyDkdv = outOf.count(1) || outOf.count(2), dkdvLaunch = anyDkdv || (path.fusedDq && outOf.count(0));
   if (outOf.count(0) || (mma && anyDkdv))
-    launch(k.name + "_dq", threads, qTiles, dqBytes,
+    launch(k.name + "_dq", threads, qTiles, path.fusedDq ? 0 : dqBytes,  // statistics only: no tiles
            std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " +
                (path.fusedDq ? std::string("nullptr") : out(0)) + ");",
            wgmma ? 1 : 0);

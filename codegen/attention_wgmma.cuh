@@ -527,17 +527,16 @@ __device__ __forceinline__ void storeDsT(char* dsT, const unsigned (&da)[BQ / 16
 // tiles at kAddr, vAddr): S^T = K Q^T and dP^T = V dO^T in one group (Q, dO: the swizzled
 // tiles at qt, gt), P^T and dS^T in registers (dsTransposed, from the query rows' {D, L2} in
 // Rb), then dV += P^T dO and dK += dS^T Q with dO and Q read transposed. Returns once the
-// products are done: the caller may then free the query tile's buffer. `between()` runs while
-// the tensor cores compute S^T and dP^T (the one-pass backward adds the previous tile's dQ
-// there). DQ (one pass, FA_WG_FUSED_DQ): dS^T also goes to the block's dS^T tile (dsT: this
+// products are done: the caller may then free the query tile's buffer. DQ (one pass,
+// FA_WG_FUSED_DQ): dS^T also goes to the block's dS^T tile (dsT: this
 // warpgroup's 64 key rows of its 128, bf16 as the dK product reads them), and once both
 // warpgroups' rows are in, gq = dS K for this warpgroup's half of d over all 128 keys, in the
 // same group of products (A read transposed from the dS^T tile, B the K tile's columns from
 // c d / 2, read MN-major).
-template <bool DQ, class Between>
+template <bool DQ>
 __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], unsigned kAddr,
                                          unsigned vAddr, unsigned qt, unsigned gt, int wr, const float2* Rb, int q0,
-                                         int k0, int kw, float (&gq)[FA_D / 16][4], char* dsT, Between between) {
+                                         int k0, int kw, float (&gq)[FA_D / 16][4], char* dsT) {
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR == 128 && BQ == 64, "two warpgroups of 64 key rows, query tiles of one wgmma's n");
   float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
@@ -545,7 +544,6 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   mmaABt<BR, BQ, FA_D>(s, kAddr, wr, qt);
   mmaABt<BR, BQ, FA_DV>(dp, vAddr, wr, gt);
   commit();
-  between();
   wait<0>();
   pin(s);
   pin(dp);
@@ -771,7 +769,6 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   zero(gk);
   zero(gv);
   const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
-  float gq[FA_D / 16][4];  // one pass: the last tile's dQ half, added under the next tile's products
   for (int it = 0; it < steps; ++it) {
     const int q0 = walk.q0(it), buf = it & 1;
     if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
@@ -780,20 +777,18 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     wg::proxyFence();
     __syncthreads();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
+    float gq[FA_D / 16][4];  // one pass: this warpgroup's half of the tile's dQ
 #if FA_WG_FUSED_DQ
     if (dq) {
-      auto previous = [&] {
-        if (it > 0) wg::addDq(gq, walk.head(z, it - 1), walk.q0(it - 1), k0, warp >> 2, dq);
-      };
-      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT, previous);
+      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
+      // Added at once: gq, defined by a wgmma, read on a later iteration or under another
+      // wgmma's flight would make ptxas serialize every wgmma of the kernel (C7517, C7518).
+      wg::addDq(gq, walk.head(z, it), q0, k0, warp >> 2, dq);
     } else
 #endif
-      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr, [] {});
+      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr);
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
-#if FA_WG_FUSED_DQ
-  if (dq && steps > 0) wg::addDq(gq, walk.head(z, steps - 1), walk.q0(steps - 1), k0, warp >> 2, dq);
-#endif
   cpWait<0>();
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
@@ -867,7 +862,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
     float unused[FA_D / 16][4];
-    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr, [] {});
+    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
     wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
