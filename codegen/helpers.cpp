@@ -14,6 +14,7 @@ std::string helperSource(Helper h) {
   switch (h) {
     case Helper::VectorIO: return vectorPrelude();
     case Helper::Philox: return uniformDeviceSource();
+    case Helper::RowShared: return rowSharedPrelude();
   }
   return "";
 }

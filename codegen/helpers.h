@@ -12,8 +12,9 @@ namespace fusec::codegen {
 enum class Helper {
   VectorIO,  // fusec_vload / fusec_vload_packed / fusec_vstore (codegen/vector_io.h)
   Philox,    // fusec_uniform (ir/philox.h): the interpreter's random numbers, as CUDA
+  RowShared,  // fusec_words_put / fusec_words_get (codegen/vector_io.h): a row staged in shared memory
 };
-constexpr int kHelpers = 2;
+constexpr int kHelpers = 3;
 
 // The helper a pointwise op's scalar formula (ir/ops.def) calls, if any.
 std::optional<Helper> helperOf(OpKind k);

@@ -202,6 +202,16 @@ struct RowRegisters {
   // the reduction levels in order, then the full outputs' pass).
   std::vector<std::pair<const Value*, size_t>> cached;
   bool columnRegisters = true;  // column sums' accumulators fit beside the row
+  // The row staged in shared memory instead (Target::rowShared): too long for registers, it
+  // fits there. Loaded from memory once, each thread's chunks go to its own slice of the
+  // dynamic shared memory (words stride[k] apart from one thread to the next, input k's
+  // slices from word offset[k]), and every pass reads a chunk back into a chunk-sized r<k>.
+  // A stride of 4 (mod 8) words lets a quarter warp's 16-byte accesses hit 32 banks.
+  bool shared = false;
+  std::vector<int64_t> stride, offset;
+  int64_t sharedBytes = 0;
+  // 32-bit words chunk-sized r<k> takes (a packed input two elements a word).
+  int64_t chunkWords(size_t k) const { return packed[k] ? width / 2 : width; }
 };
 
 constexpr int64_t kMaxRowElementsPerThread = 32, kMaxRowRegisters = 96, kMaxColumnRegisters = 80;
@@ -219,7 +229,7 @@ bool reducesSuffix(const Reduction& red) {
 
 RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, const std::vector<std::vector<size_t>>& levels,
                      const std::vector<bool>& picked, const std::vector<int>& fullOuts,
-                     const std::vector<const Op*>& cols, int lanes, const BodyEmitter& emitter) {
+                     const std::vector<const Op*>& cols, int lanes, const BodyEmitter& emitter, int64_t sharedBudget = 0) {
   RowRegisters plan;
   std::vector<const Value*> roots;
   for (size_t i = 0; i < reds.size(); ++i) {
@@ -260,10 +270,35 @@ RowRegisters planRow(const Graph& body, const std::vector<Reduction>& reds, cons
     plan.packed.push_back(plan.width % 4 == 0 && (in->type.dtype == DType::bf16 || in->type.dtype == DType::f16));
     rowRegisters += plan.packed.back() ? perThread / 2 : perThread;
   }
-  if (perThread <= kMaxRowElementsPerThread && rowRegisters <= kMaxRowRegisters)
+  if (perThread <= kMaxRowElementsPerThread && rowRegisters <= kMaxRowRegisters) {
     plan.chunks = chunks;
-  else
+  } else if (sharedBudget > 0 && cols.empty()) {
+    // Shared memory (sharedBudget: what the block may take; 0: not allowed). Chunks of whole
+    // 16-byte words only.
+    const int64_t block = std::max<int64_t>(kBlock, lanes);
+    int64_t words = 0;
+    bool whole = true;
+    for (size_t k = 0; k < plan.inputs.size(); ++k) {
+      const int64_t w = plan.packed[k] ? plan.width / 2 : plan.width;
+      whole &= w % 4 == 0;
+      int64_t stride = chunks * w;
+      while (stride % 8 != 4) stride += 4;
+      plan.offset.push_back(words);
+      plan.stride.push_back(stride);
+      words += block * stride;
+    }
+    if (whole && words * 4 <= sharedBudget) {
+      plan.chunks = chunks;
+      plan.shared = true;
+      plan.sharedBytes = words * 4;
+      plan.columnRegisters = false;
+      return plan;  // no values kept for a later pass: the registers hold one chunk
+    }
+    plan.offset.clear(), plan.stride.clear();
+    plan.vectorOuts.clear(), plan.rowConstants.clear();
+  } else {
     plan.vectorOuts.clear(), plan.rowConstants.clear();  // the row is re-read in every pass, element by element
+  }
   if (plan.chunks == 0) return plan;
   // Column sums' accumulators (one per element a thread holds) join the row in registers
   // while the arrays leave 48 of the 128 registers to the rest, else they live in shared
@@ -549,6 +584,7 @@ void emitColumnSumsFinish(BodyEmitter& e, const Graph& body, const ColumnSums& c
 }
 
 constexpr int64_t kMinColumnTiles = 128;
+constexpr int64_t kRowStaticSharedBytes = 2 * 1024;  // a row kernel's static shared arrays (group parts, totals' stage)
 constexpr int kStreamedRowUnroll = 8;  // openPass: passes over elements not held in registers (long rows, reduce_all)
 
 // Columns per thread of a col_reduce (see the top): V when every reduction keeps the last
@@ -769,7 +805,7 @@ class ReductionEmitter {
     if (!cols_.empty()) emitColumnSumsFinish(e_, k_.body, colSums_, colOuts_, n_);
     if (!totals_.empty()) emitRowTotalsFinish(e_, k_.body, totals_, totalOuts_, grid_, block_, lanes_);
     w_.close();
-    return {Launch{k_.name, {uint32_t(grid_), 1, 1}, {uint32_t(block_), 1, 1}, 0}};
+    return {Launch{k_.name, {uint32_t(grid_), 1, 1}, {uint32_t(block_), 1, 1}, uint32_t(regs_.sharedBytes)}};
   }
 
  private:
@@ -877,7 +913,18 @@ class ReductionEmitter {
     picked_.assign(reds_.size(), false);
     if (rowKernel_)
       for (size_t i = 0; i < reds_.size(); ++i) picked_[i] = (picks_[i] = pickedElement(reds_[i])).has_value();
-    if (rowKernel_) regs_ = planRow(k_.body, reds_, levels_, picked_, fullOuts_, cols_, lanes_, e_);
+    // Shared memory for a row too long for registers (Target::rowShared): what two blocks an
+    // SM leave a block, less the static arrays' room.
+    const int64_t sharedBudget =
+        k_.target.rowShared ? std::min(k_.target.smemPerBlock, k_.target.smemPerSm / 2 - k_.target.smemReservedPerBlock) -
+                                  kRowStaticSharedBytes
+                            : 0;
+    if (rowKernel_) regs_ = planRow(k_.body, reds_, levels_, picked_, fullOuts_, cols_, lanes_, e_, sharedBudget);
+    // A staged row's blocks: as many as the multiprocessors hold at once (its rows loop).
+    if (regs_.shared)
+      grid_ = std::min<int64_t>(grid_, int64_t(k_.target.sms) *
+                                           std::max<int64_t>(1, k_.target.smemPerSm / (regs_.sharedBytes + kRowStaticSharedBytes +
+                                                                                        k_.target.smemReservedPerBlock)));
     // Column sums whose accumulators fit neither beside the row's registers nor in shared
     // memory spilled (GPT-2's layernorm backward: three sums of 24 columns a thread beside
     // three inputs, 300 bytes of spill stores a thread at 128 registers). Twice the threads a
@@ -1016,6 +1063,13 @@ class ReductionEmitter {
     e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
     w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
     e_.openScope(kir::ifThen("base < " + R_));
+    if (regs_.shared)  // this chunk of each input the pass reads, from the thread's slices
+      for (size_t a = 0; a < regs_.inputs.size(); ++a) {
+        if (!reads(roots, regs_.inputs[a])) continue;
+        const std::string W = std::to_string(regs_.chunkWords(a));
+        w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + std::to_string(a), regs_.packed[a] ? W : V_);
+        w_.line("fusec_words_get<" + W + ">(r" + std::to_string(a) + ", " + sliceOf(a) + ");");
+      }
     for (size_t a = 0; a < regs_.rowConstants.size(); ++a) {
       if (!reads(roots, regs_.rowConstants[a])) continue;
       const std::string b = "b" + std::to_string(a), p = rowConstantPointers_[a];
@@ -1040,10 +1094,11 @@ class ReductionEmitter {
   // which the body reads them in `shape`).
   // Cached values computed by an earlier pass (`pass`: the current one) come from theirs.
   void bindRow(const Index& idx, const Shape& shape, size_t pass) {
+    const std::string at = regs_.shared ? "j" : "c * " + V_ + " + j";  // shared: r<a> holds the chunk
     for (size_t a = 0; a < regs_.inputs.size(); ++a)
       e_.bindElement(regs_.inputs[a], linearize(idx, shape),
-                     regs_.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", c * " + V_ + " + j, " + vectorPointers_[a] + ")"
-                                     : "r" + std::to_string(a) + "[c * " + V_ + " + j]");
+                     regs_.packed[a] ? "fusec_elem(r" + std::to_string(a) + ", " + at + ", " + vectorPointers_[a] + ")"
+                                     : "r" + std::to_string(a) + "[" + at + "]");
     // A broadcast reads the last coordinate (codegen/body_emitter.cpp layoutOperandIndex).
     for (size_t a = 0; a < regs_.rowConstants.size(); ++a)
       e_.bindElement(regs_.rowConstants[a], linearize({idx.back()}, regs_.rowConstants[a]->type.shape),
@@ -1060,8 +1115,53 @@ class ReductionEmitter {
   }
 
   // The row in registers (when planRow chose it): loaded once, vectors where aligned.
+  // Thread's slice of input a's staged row, at chunk c (RowRegisters::shared).
+  std::string sliceOf(size_t a) const {
+    return "fusec_row_smem + " + std::to_string(regs_.offset[a]) + " + threadIdx.x * " + std::to_string(regs_.stride[a]) +
+           " + c * " + std::to_string(regs_.chunkWords(a));
+  }
+
+  // The row staged in shared memory: each chunk loaded (vectors where aligned) into a
+  // chunk-sized r<a> and put in the thread's slice.
+  void loadRowShared() {
+    w_.comment("the row in shared memory: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
+               " consecutive elements per thread, loaded once, each thread's in its own slice");
+    w_.use(Helper::RowShared);
+    w_.use(Helper::VectorIO);
+    w_.line("extern __shared__ uint4 fusec_row_smem4[];");
+    w_.line("unsigned* const fusec_row_smem = reinterpret_cast<unsigned*>(fusec_row_smem4);");
+    // Four chunks' loads in flight a thread (2 KB a warp, 32 KB a block of 512) cover the
+    // memory's latency; all of them (13 at GPT-2's vocabulary) spilled at 64 registers.
+    e_.openScope(kir::countedLoop("c", regs_.chunks, 4));
+    w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
+    e_.openScope(kir::ifThen("base < " + R_));
+    for (size_t a = 0; a < regs_.inputs.size(); ++a) {
+      const std::string A = std::to_string(a), p = vectorPointers_[a], at = "outer * " + R_ + " + base";
+      const std::string W = std::to_string(regs_.chunkWords(a));
+      w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + A, regs_.packed[a] ? W : V_);
+      e_.openScope(kir::ifThen("aligned"));
+      w_.line((regs_.packed[a] ? "fusec_vload_packed<" : "fusec_vload<") + V_ + ">(r" + A + ", " + p + " + " + at + ");");
+      e_.closeScope();
+      e_.openScope(kir::elseIf(""));
+      e_.openScope(kir::countedLoop("j", regs_.width, -1));
+      if (regs_.packed[a]) {
+        w_.openOneLine(kir::ifThen("j % 2 == 0"));
+        w_.assign("r" + A + "[j / 2]", "fusec_pack_raw(" + p + "[" + at + " + j], " + p + "[" + at + " + j + 1])");
+        w_.close();
+      } else {
+        w_.assign("r" + A + "[j]", loadExpr(regs_.inputs[a]->type.dtype, p, at + " + j"));
+      }
+      e_.closeScope();
+      e_.closeScope();
+      w_.line("fusec_words_put<" + W + ">(" + sliceOf(a) + ", r" + A + ");");
+    }
+    e_.closeScope();
+    e_.closeScope();
+  }
+
   void loadRowRegisters() {
     if (regs_.chunks == 0) return;
+    if (regs_.shared) return loadRowShared();
     w_.comment("the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
             " consecutive elements per thread, loaded once");
     const std::string E = std::to_string(regs_.chunks * regs_.width);

@@ -20,6 +20,7 @@ void applyEnvSwitches(Target& t) {
   t.wgmmaProducer = switchByEnv("FUSEC_WGMMA_PRODUCER", t.wgmmaProducer);
   t.wgmmaProducerBackward = switchByEnv("FUSEC_WGMMA_PRODUCER_BWD", t.wgmmaProducerBackward);
   t.wgmmaFusedDq = switchByEnv("FUSEC_WGMMA_FUSED_DQ", t.wgmmaFusedDq);
+  t.rowShared = switchByEnv("FUSEC_ROW_SHARED", t.rowShared);
 }
 
 Target offlineTarget() {

@@ -41,6 +41,10 @@ struct Target {
   // pass no longer recomputes S and dP (five products a tile pair instead of seven); a light
   // launch before it leaves the row statistics. FUSEC_WGMMA_FUSED_DQ=1 / 0.
   bool wgmmaFusedDq = false;
+  // Row kernels whose row fits shared memory but not registers (GPT-2's
+  // cross-entropy over 50,304 logits: 100 KB a row) stage it there once instead of streaming
+  // it from memory in every pass (reduce_kernels.cpp RowRegisters::shared). FUSEC_ROW_SHARED=1 / 0.
+  bool rowShared = false;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
@@ -54,7 +58,8 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_WGMMA_FUSED_DQ ("1" on, "0" off, unset the default).
+// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_WGMMA_FUSED_DQ and FUSEC_ROW_SHARED ("1" on, "0" off, unset
+// the default).
 void applyEnvSwitches(Target& t);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile

@@ -141,4 +141,33 @@ std::string inputPointer(const Graph& body, const Value* input) {
   return "in" + std::to_string(std::find(ins.begin(), ins.end(), input->def) - ins.begin());
 }
 
+std::string rowSharedPrelude() {
+  return R"(
+template <int W> __device__ __forceinline__ void fusec_words_put(unsigned* s, const unsigned* r) {
+#pragma unroll
+  for (int q = 0; q < W; q += 4) *reinterpret_cast<uint4*>(s + q) = make_uint4(r[q], r[q + 1], r[q + 2], r[q + 3]);
+}
+template <int W> __device__ __forceinline__ void fusec_words_put(unsigned* s, const float* r) {
+#pragma unroll
+  for (int q = 0; q < W; q += 4)
+    *reinterpret_cast<uint4*>(s + q) = make_uint4(__float_as_uint(r[q]), __float_as_uint(r[q + 1]),
+                                                  __float_as_uint(r[q + 2]), __float_as_uint(r[q + 3]));
+}
+template <int W> __device__ __forceinline__ void fusec_words_get(unsigned* r, const unsigned* s) {
+#pragma unroll
+  for (int q = 0; q < W; q += 4) {
+    const uint4 u = *reinterpret_cast<const uint4*>(s + q);
+    r[q] = u.x; r[q + 1] = u.y; r[q + 2] = u.z; r[q + 3] = u.w;
+  }
+}
+template <int W> __device__ __forceinline__ void fusec_words_get(float* r, const unsigned* s) {
+#pragma unroll
+  for (int q = 0; q < W; q += 4) {
+    const uint4 u = *reinterpret_cast<const uint4*>(s + q);
+    r[q] = __uint_as_float(u.x); r[q + 1] = __uint_as_float(u.y); r[q + 2] = __uint_as_float(u.z); r[q + 3] = __uint_as_float(u.w);
+  }
+}
+)";
+}
+
 }  // namespace fusec::codegen

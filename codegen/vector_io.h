@@ -33,6 +33,11 @@ int vectorWidth(const std::vector<DType>& dtypes);
 // touching twice the sectors it used: 1.6 of medium's 27 us rmsnorm backward (H200).
 int coalescedWidth(const std::vector<DType>& dtypes);
 
+// fusec_words_put<W>(s, r) / fusec_words_get<W>(r, s): W 32-bit words (a multiple of 4) of a
+// register array (unsigned or float) to and from shared memory, 16 bytes at a time: a row
+// kernel's row staged in shared memory (reduce_kernels.cpp, RowRegisters::shared).
+std::string rowSharedPrelude();
+
 // `((unsigned long long)p | ...) & 15) == 0` over the named pointers.
 std::string alignedTest(const std::vector<std::string>& pointers);
 

@@ -111,26 +111,6 @@ TEST_F(FusedAttention, MmaSyncKernelsWhereWgmmaIsOff) {
   else unsetenv("FUSEC_WGMMA");
 }
 
-// The environment variable `name` set to `value` for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (old) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // The bf16 forward and dK/dV pass on wgmma with a producer warpgroup (attention_wgmma.cuh
 // fa_forward_wgmma_ws, fa_backward_dkdv_wgmma_ws; FUSEC_WGMMA_PRODUCER and
 // FUSEC_WGMMA_PRODUCER_BWD): against the interpreter, and bit for bit against the kernels
@@ -145,7 +125,7 @@ TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
         const bool backward = std::string(program) == "attention_backward";
         if (backward && n < 1024) continue;
         const char* var = backward ? "FUSEC_WGMMA_PRODUCER_BWD" : "FUSEC_WGMMA_PRODUCER";
-        ScopedEnv on(var, "1");
+        test::ScopedEnv on(var, "1");
         check(program, DType::bf16, n >= 4096 ? 1 : 2, n, d, seed);
         // The same inputs through both kernels.
         Module ref;
@@ -155,7 +135,7 @@ TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
         for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
         std::vector<std::vector<HostTensor>> outs;
         for (const char* producer : {"1", "0"}) {
-          ScopedEnv choice(var, producer);
+          test::ScopedEnv choice(var, producer);
           auto fused = models::compileAttentionProgram(program, 2, n, d, AttentionLowering::Fused, DType::bf16);
           const Graph& g = *fused->funcs.front();  // every output: the backward's are dq, dk, dv
           rt::Executable exe(g);
@@ -183,7 +163,7 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
     for (int64_t n : {1024, 1100, 1000 + 64 * 3, 4096}) {
       const int64_t batch = n >= 4096 ? 1 : 2;
       {
-        ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
+        test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
         check("attention_backward", DType::bf16, batch, n, d, seed);
       }
       Module ref;
@@ -194,7 +174,7 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
       std::vector<std::vector<HostTensor>> outs;  // one pass twice, then two passes
       std::vector<std::string> names;               // the compiled program's: dq, dk, dv
       for (const char* fused : {"1", "1", "0"}) {
-        ScopedEnv choice("FUSEC_WGMMA_FUSED_DQ", fused);
+        test::ScopedEnv choice("FUSEC_WGMMA_FUSED_DQ", fused);
         auto m = models::compileAttentionProgram("attention_backward", batch, n, d, AttentionLowering::Fused, DType::bf16);
         const Graph& g = *m->funcs.front();
         rt::Executable exe(g);
@@ -220,7 +200,7 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
         }
       }
     }
-  ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
+  test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
   groupedQueryHeads(1900);
 }
 

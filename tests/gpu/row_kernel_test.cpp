@@ -135,6 +135,21 @@ TEST_F(RowKernels, CrossEntropyPicksTheLabelLogit) {
   check(crossEntropy(4099, 24, "f32"), ceInputs(4099, 24, DType::f32, rng), 1e-5);
 }
 
+// GPT-2's vocabulary: rows of 50,304, 98 logits a thread of 512, too long for registers.
+// Streamed from memory in every pass by default, staged once in shared memory with
+// FUSEC_ROW_SHARED=1 (codegen/reduce_kernels.cpp RowRegisters::shared; 106 KB a block, so
+// the grid holds two blocks an SM and 601 rows loop over it). Both against the interpreter,
+// labels outside the row among them; f32 logits (twice the bytes) stream in both.
+TEST_F(RowKernels, CrossEntropyOverAGpt2Vocabulary) {
+  for (const char* shared : {"0", "1"}) {
+    test::ScopedEnv choice("FUSEC_ROW_SHARED", shared);
+    std::mt19937 rng(23);
+    std::printf("FUSEC_ROW_SHARED=%s\n", shared);
+    check(crossEntropy(601, 50304, "bf16"), ceInputs(601, 50304, DType::bf16, rng), 1e-2);
+    check(crossEntropy(67, 50304, "f32"), ceInputs(67, 50304, DType::f32, rng), 1e-5);
+  }
+}
+
 // 100,003 rows of 64: a grid of more blocks than any device holds at once, its last block
 // partly empty.
 TEST_F(RowKernels, ManyRowsPerGroup) {

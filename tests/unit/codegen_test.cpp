@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "codegen/generate.h"
 #include "codegen/nvrtc_compiler.h"
 #include "codegen/scalar_ops.h"
+#include "codegen/target.h"
 #include "frontend/models/attention.h"
 #include "frontend/models/transformer.h"
 #include "ir/parser.h"
@@ -605,14 +607,27 @@ TEST(CodegenTest, EveryLitCodegenKernelCompilesWithNvrtc) {
       continue;  // a file of invalid IR (an error test)
     }
     ++files;
-    std::vector<GeneratedKernel> kernels;
-    try {
-      kernels = generateModule(*m);
-    } catch (const Error&) {
-      continue;  // a file whose point is codegen's refusal
+    // The default target, and each `env VAR=VALUE` a RUN line sets (a target switch:
+    // FUSEC_ROW_SHARED=1, FUSEC_WGMMA=0, ...) on its own.
+    std::vector<std::pair<std::string, std::string>> envs{{"", ""}};
+    for (size_t at = src.find("env "); at != std::string::npos; at = src.find("env ", at + 4)) {
+      const size_t eq = src.find('=', at), end = src.find_first_of(" \n", eq);
+      if (eq == std::string::npos || end == std::string::npos || src.find(' ', at + 4) < eq) continue;
+      envs.push_back({src.substr(at + 4, eq - at - 4), src.substr(eq + 1, end - eq - 1)});
     }
-    for (const auto& k : kernels)
-      if (k.image == k.name) jobs.push_back({entry.path().stem().string() + "_" + k.name, k.source});
+    for (const auto& [var, value] : envs) {
+      std::optional<test::ScopedEnv> scoped;
+      if (!var.empty()) scoped.emplace(var.c_str(), value.c_str());
+      std::vector<GeneratedKernel> kernels;
+      try {
+        kernels = generateModule(*m, offlineTarget());
+      } catch (const Error&) {
+        continue;  // a file whose point is codegen's refusal
+      }
+      for (const auto& k : kernels)
+        if (k.image == k.name)
+          jobs.push_back({entry.path().stem().string() + (var.empty() ? "" : "_" + var + value) + "_" + k.name, k.source});
+    }
   }
   ASSERT_GT(files, 10);
   ASSERT_GT(jobs.size(), 20u);

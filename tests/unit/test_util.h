@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -19,6 +20,27 @@
 #include "ir/interpreter.h"
 
 namespace fusec::test {
+
+// The environment variable `name` set to `value` for one scope (a target switch a test
+// compiles under: FUSEC_WGMMA_FUSED_DQ, FUSEC_ROW_SHARED, ...).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (old) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 // An empty directory under the system's temp directory, removed with everything in it at
 // the end of the scope; `name` plus the pid keeps parallel test processes apart.
