@@ -4,7 +4,8 @@
 # --only MODEL: fp32 and bf16 forward, gradients, three AdamW steps), exports it at GPT-2 small
 # size (batch 8, seq 1024), then `fusec bench --vs-torch` (eager, torch.compile default and
 # reduce-overhead, fusec, one process) and `fusec profile` (by category and kernel).
-# Logs in $OUT: check.txt, bench.txt, profile.txt.   MODEL=gpt2|llama|cs336 (default gpt2)
+# Logs in $OUT: check.txt, bench.txt, profile.txt.   MODEL=gpt2|llama|cs336 (default gpt2);
+# STEP_ENVS: target switches to time the step under too (below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -25,6 +26,18 @@ echo "== fusec bench --fir $MODEL --vs-torch"
 timeout 300 "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --vs-torch --warmup 5 --iters 10 \
   >"$OUT/bench.txt" 2>&1
 grep -E "median" "$OUT/bench.txt"
+# STEP_ENVS (space-separated VAR=VALUE, e.g. "FUSEC_ROW_SHARED=1 FUSEC_WGMMA_FUSED_DQ=1"): the
+# fusec step again under each switch, then under all of them, beside the default (same model).
+if [[ -n ${STEP_ENVS:-} ]]; then
+  read -ra envs <<<"$STEP_ENVS"
+  for e in "${envs[@]}" "${envs[*]}"; do
+    read -ra set <<<"$e"
+    echo "== fusec bench --fir $MODEL under ${set[*]}"
+    env "${set[@]}" timeout 120 "$BUILD/fusec" bench --fir "$dir/model.fir" --dtype bf16 --passes step --warmup 5 --iters 10 \
+      >"$OUT/bench-env.txt" 2>&1
+    grep -E "median" "$OUT/bench-env.txt" | tail -1
+  done
+fi
 echo "== fusec profile --fir $MODEL"
 timeout 120 "$BUILD/fusec" profile --fir "$dir/model.fir" --dtype bf16 --iters 10 >"$OUT/profile.txt" 2>&1
 sed -n '/## train_step/,/Top 10/p' "$OUT/profile.txt" | grep -E "^\| (gemm|pointwise|row_reduce|col_reduce|attention|optimizer) |col_reduce_|row_reduce_|multi_tensor"
