@@ -139,7 +139,8 @@ TEST_F(RowKernels, CrossEntropyPicksTheLabelLogit) {
 // Streamed from memory in every pass by default, staged once in shared memory with
 // FUSEC_ROW_SHARED=1 (codegen/reduce_kernels.cpp RowRegisters::shared; 106 KB a block, so
 // the grid holds two blocks an SM and 601 rows loop over it). Both against the interpreter,
-// labels outside the row among them; f32 logits (twice the bytes) stream in both.
+// labels outside the row among them; f32 logits (twice the bytes) stream in both; and a
+// softmax over f32 rows of 20,000, staged as f32.
 TEST_F(RowKernels, CrossEntropyOverAGpt2Vocabulary) {
   for (const char* shared : {"0", "1"}) {
     test::ScopedEnv choice("FUSEC_ROW_SHARED", shared);
@@ -147,6 +148,10 @@ TEST_F(RowKernels, CrossEntropyOverAGpt2Vocabulary) {
     std::printf("FUSEC_ROW_SHARED=%s\n", shared);
     check(crossEntropy(601, 50304, "bf16"), ceInputs(601, 50304, DType::bf16, rng), 1e-2);
     check(crossEntropy(67, 50304, "f32"), ceInputs(67, 50304, DType::f32, rng), 1e-5);
+    // f32 rows of 20,000 (80 KB): too long for registers, staged unpacked (4-word chunks).
+    Bindings env;
+    env["x"] = test::randomNonZero(Type{DType::f32, {301, 20000}}, rng, 4.0);
+    check(softmax(301, 20000), env, 1e-5);
   }
 }
 
