@@ -342,7 +342,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
     if (wgmma) w.define("FA_WG_FUSED_DQ", path.fusedDq ? "1" : "0");
     if (path.fusedDq) {
       // dQ's f32 sums (a query tile of 64 rows x d each) and their turn counters
-      // (attention_wgmma.cuh dqTile), module-scope like the row statistics.
+      // (attention_wgmma.cuh addDq), module-scope like the row statistics.
       const int64_t tiles = std::max<int64_t>(1, a.batch * ((a.Tq + 63) / 64));
       if (tiles * 64 * a.D * 4 > (int64_t(1) << 31))
         throw Error(where + "the one-pass backward's dQ sums take more than 2 GiB (FUSEC_WGMMA_FUSED_DQ=0 runs two passes)");
