@@ -198,8 +198,8 @@ struct AttentionPath {
   bool producer = false;
   int stages = 0;
   // The bf16 causal backward on wgmma in one pass (Target::wgmmaFusedDq): the dK/dV launch
-  // computes dQ too, after a statistics-only dQ launch.
-  bool fusedDq = false;
+  // computes dQ too, after a statistics-only dQ launch; 2: with a dQ writer warpgroup.
+  int fusedDq = 0;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -249,7 +249,7 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
   // One pass needs every query tile seen by key block 0 and the last key block that sees a
   // tile known in closed form: causal self-attention (Tq == Tk). The dK/dV kernel without a
   // producer has it.
-  p.fusedDq = p.wgmma && backward && !p.producer && target.wgmmaFusedDq && att.attrBool("causal") && Tq == Tk;
+  p.fusedDq = p.wgmma && backward && !p.producer && att.attrBool("causal") && Tq == Tk ? target.wgmmaFusedDq : 0;
   return p;
 }
 
@@ -300,7 +300,8 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
          (att.attrBool("causal") ? ", causal" : "") + (a.group > 1 ? ", " + std::to_string(a.group) + " query heads a key/value head" : ""));
   w.comment(!mma    ? "path: SIMT (FFMA): " + path.simtWhy
             : wgmma ? std::string("path: tensor cores (wgmma m64nNk16 bf16 from shared memory, f32 accumulation") +
-                          (path.fusedDq   ? ", dQ in the dK/dV pass)"
+                          (path.fusedDq == 2 ? ", dQ in the dK/dV pass, a dQ writer warpgroup)"
+                           : path.fusedDq   ? ", dQ in the dK/dV pass)"
                            : !path.producer ? ")"
                            : backward       ? ", dK/dV with a producer warpgroup)"
                                             : ", a producer warpgroup)")
@@ -339,7 +340,11 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
         throw Error(where + "the backward's row statistics take more than 2 GiB (" + std::to_string(rows) + " rows)");
       w.define("FA_ROWSTATS", std::to_string(rows));
     }
-    if (wgmma) w.define("FA_WG_FUSED_DQ", path.fusedDq ? "1" : "0");
+    if (wgmma) w.define("FA_WG_FUSED_DQ", std::to_string(path.fusedDq));
+    if (path.fusedDq == 2) {  // the writer's registers to the consumers: 2 x 128 x 240 + 128 x 24
+      w.define("FA_WG_MAXNREG", "1");
+      w.define("FA_WG_REGS", "240");
+    }
     if (path.fusedDq) {
       // dQ's f32 sums (a query tile of 64 rows x d each) and their turn counters
       // (attention_wgmma.cuh addDq), module-scope like the row statistics.
@@ -404,7 +409,8 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
   const int64_t fwdBytes = (path.producer ? layouts.at(3) : layouts[0]).bytes(), dqBytes = layouts[1].bytes(),
                 dkdvBytes = (path.producer ? layouts.at(4) : layouts[2]).bytes();
-  const int producerThreads = threads + (path.producer ? 128 : 0);  // the launch that has the producer
+  // The launch that has the producer (or the dQ writer): one warpgroup more.
+  const int producerThreads = threads + (path.producer || path.fusedDq == 2 ? 128 : 0);
   w.line(attentionCommonSource());
   w.line(mma ? attentionMmaSource() : attentionSimtSource());
   if (wgmma) w.line(attentionWgmmaSource());
@@ -444,7 +450,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
            wgmma ? 1 : 0);
   if (dkdvLaunch)
     launch(k.name + "_dkdv", producerThreads, kTiles, dkdvBytes,
-           std::string(path.producer ? "fa_backward_dkdv_wgmma_ws(" : wgmma ? "fa_backward_dkdv_wgmma(" : "fa_backward_dkdv(") +
+           std::string(path.producer       ? "fa_backward_dkdv_wgmma_ws("
+                       : path.fusedDq == 2 ? "fa_backward_dkdv_wgmma_dqw("
+                       : wgmma             ? "fa_backward_dkdv_wgmma("
+                                           : "fa_backward_dkdv(") +
                common + ", " + out(1) + ", " + out(2) + (path.fusedDq ? ", " + out(0) : std::string()) + ");",
            wgmma ? 1 : mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;

@@ -76,6 +76,9 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t) {
   // One pass (fusedDq): each warpgroup's dS^T (its 64 key rows x bq queries, swizzled), the A
   // operand of its dQ product, read transposed by the tensor cores.
   if (t.fusedDq) dkdv.add("DS", 2 * 64 * bq * es, kTile);
+  // With a dQ writer (2): the consumers' dQ halves handed to it, the sums it copies in (both
+  // 64 x d f32), and its full and empty mbarriers.
+  if (t.fusedDq == 2) dkdv.add("DQ", 64 * t.d * 4).add("DQL", 64 * t.d * 4).add("DQB", 16, 8);
   if (t.producerStages <= 0) return {fwd, dq, dkdv};
   // The producer's ring: `stages` K and V buffers, then their full and empty mbarriers.
   SmemLayout fws = named("WG_FWS", kTile);

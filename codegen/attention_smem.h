@@ -37,7 +37,7 @@ struct AttentionTiles {
   int64_t d = 0, dv = 0, elementBytes = 2, rows = 64, bc = 64, bq = 64;
   bool dqOTile = false;
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
-  bool fusedDq = false;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles
+  int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma

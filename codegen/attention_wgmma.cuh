@@ -242,14 +242,19 @@ __device__ __forceinline__ void namedArrive(int id, int count) {
 // 2 x 128 x 232 + 128 x 40 is the 384-thread block's 168 a thread); the producer ends with no
 // copy in flight; a consumer's own tile rows (copied by its 128 threads) are in and visible to
 // the tensor cores once ownRowsLanded returns (named barrier 1 + consumer).
+// (FA_WG_REGS, when defined, is the consumers' count instead, the producer's then 24: the
+// one-pass backward's consumers hold dQ's accumulators beside dK's and dV's.)
+#ifndef FA_WG_REGS
+#define FA_WG_REGS 232
+#endif
 __device__ __forceinline__ void producerRegisters() {
 #if FA_WG_MAXNREG
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FA_WG_REGS == 232 ? 40 : 24));
 #endif
 }
 __device__ __forceinline__ void consumerRegisters() {
 #if FA_WG_MAXNREG
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FA_WG_REGS));
 #endif
 }
 __device__ __forceinline__ void producerDone() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
@@ -560,22 +565,36 @@ __device__ __forceinline__ void dkdvTile(float (&gk)[FA_D / 8][4], float (&gv)[F
   pin(da);
   pin(gk);
   pin(gv);
-  fence();
-  mmaPB<BQ, FA_DV>(gv, pa, gt);
-  mmaPB<BQ, FA_D>(gk, da, qt);
-  if (DQ) {
-    // The K tile's columns [c d / 2, (c + 1) d / 2): at d 128 column block c (BR x 128 bytes
-    // each), at d 64 the second half of each 128-byte row.
+  // The K tile's columns [c d / 2, (c + 1) d / 2): at d 128 column block c (BR x 128 bytes
+  // each), at d 64 the second half of each 128-byte row.
+  auto dqProduct = [&] {
     const unsigned ds = smemAddr(dsT), kCols = kAddr + (FA_D == 128 ? wr / 64 * BR * 128 : wr / 64 * 64);
 #pragma unroll
     for (int kk = 0; kk < BR / 16; ++kk) mmaSS<1, 1>(gq, mnMajor<BR>(ds, kk), mnMajor<BR>(kCols, kk), kk);
-  }
+  };
+  // Under the dQ writer's register split (FA_WG_REGS: 240 a consumer thread) dQ's product runs
+  // after dK's and dV's, so that P^T and dS^T are dead before its accumulators are live.
+  constexpr bool SPLIT = FA_WG_FUSED_DQ == 2;
+  fence();
+  mmaPB<BQ, FA_DV>(gv, pa, gt);
+  mmaPB<BQ, FA_D>(gk, da, qt);
+  if (DQ && !SPLIT) dqProduct();
   commit();
   wait<0>();
   pin(gk);
   pin(gv);
   pin(pa);
   pin(da);
+  if (DQ && SPLIT) {
+    pin(gk);
+    pin(gv);
+    fence();
+    dqProduct();
+    commit();
+    wait<0>();
+    pin(gk);
+    pin(gv);
+  }
   if (DQ) pin(gq);
 }
 
@@ -744,7 +763,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
   const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
-#if FA_WG_FUSED_DQ
+#if FA_WG_FUSED_DQ == 1
   // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
   const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
   char* dsT = smem + FA_SMEM_WG_DKDV_DS;  // dS^T of the block's 128 keys x BQ queries
@@ -778,7 +797,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     __syncthreads();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
     float gq[FA_D / 16][4];  // one pass: this warpgroup's half of the tile's dQ
-#if FA_WG_FUSED_DQ
+#if FA_WG_FUSED_DQ == 1
     if (dq) {
       wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
       // Added at once: gq, defined by a wgmma, read on a later iteration or under another
@@ -794,6 +813,146 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
 }
 #endif  // FA_BACKWARD
+
+#if FA_BACKWARD && FA_WG_FUSED_DQ == 2
+namespace fa {
+namespace wg {
+// The dQ writer (FA_WG_FUSED_DQ 2): the one-pass backward's ordered adds moved off the
+// consumers. Each consumer warpgroup leaves its half of a tile's dQ in `stash` (thread t's
+// float4 j at [c][j][t]) and its warps arrive on `full`; the writer's warps 2c and 2c + 1
+// take chain c (half c): wait their turn on the counter, copy the tile's f32 sum into
+// `landing` with cp.async (all of it in flight at once, no registers), add the stash, store
+// (block 0: dQ itself, bf16 times the scale), arrive on `empty` (the stash may be refilled),
+// then release the chain. The order of the adds is addDq's; only who does them changed.
+__device__ __forceinline__ void dqWriter(const float4* stash, float4* landing, unsigned full, unsigned empty,
+                                         const QueryWalk& walk, int z, int k0, fa_t* dq) {
+  constexpr int J = FA_D / 16, E = 128 * J / 64;  // float4s a consumer thread, a writer thread
+  const int tid = threadIdx.x - NT, c = tid >> 6, w = tid & 63, kb = k0 / BR, tilesQ = (FA_TQ + BQ - 1) / BQ;
+  const float4* mine = stash + c * 128 * J;
+  float4* land = landing + c * 128 * J;
+  for (int it = 0; it < walk.steps; ++it) {
+    const int zq = walk.head(z, it), q0 = walk.q0(it), qi = q0 / BQ;
+    const int last = min((FA_TK + BR - 1) / BR - 1, ((qi + 1) * BQ - 1) / BR);
+    const long long chain = ((long long)zq * tilesQ + qi) * 2 + c;
+    unsigned* sem = fa_dqsem + chain;
+    float4* sum = fa_dqsum + chain * 128 * J;
+    if (kb != last) {
+      while (!__all_sync(0xffffffffu, ldAcquire(sem) == unsigned(last - kb))) __nanosleep(32);
+#pragma unroll
+      for (int i = 0; i < E; ++i) cpAsync16(land + w + 64 * i, sum + w + 64 * i, true);
+      cpCommit();
+    }
+    mbarWait(full, it & 1);  // the consumers' stash of this tile
+    if (kb != last) producerDone();  // this thread's own copies landed (it reads only those)
+#pragma unroll 1
+    for (int i = 0; i < E; ++i) {  // (the writer has 40 registers: unrolled, it spilled)
+      const int e = w + 64 * i;
+      float4 v = mine[e];
+      if (kb != last) {
+        const float4 p = land[e];
+        v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+      }
+      if (kb == 0) {  // float4 j of consumer thread t: rows r, r + 8, columns col, col + 1
+        const int j = e >> 7, t = e & 127, l = t & 31;
+        const int r = q0 + (t >> 5) * 16 + (l >> 2), col = c * (FA_D / 2) + 8 * j + 2 * (l & 3);
+        fa_t* out = dq + (long long)zq * FA_TQ * FA_D + col;
+        if (r < FA_TQ) store2(out + (long long)r * FA_D, v.x * FA_SCALE, v.y * FA_SCALE);
+        if (r + 8 < FA_TQ) store2(out + (long long)(r + 8) * FA_D, v.z * FA_SCALE, v.w * FA_SCALE);
+      } else {
+        __stcg(sum + e, v);
+      }
+    }
+    warpReleases(empty);         // this warp has read the stash
+    namedSync(5 + c, 64);        // the chain's stores (and polls) precede the release (reset)
+    if (w == 0) {
+      if (kb == 0) *sem = 0;     // ready for the next launch
+      else releaseIncrement(sem);
+    }
+  }
+}
+}  // namespace wg
+}  // namespace fa
+
+// ---- backward on wgmma, one pass with a dQ writer warpgroup: dk, dv and dq ----
+// fa_backward_dkdv_wgmma's consumers (their block barriers named, 256 threads) with dQ = dS K
+// per tile (dkdvTile<true>) handed to the writer warpgroup (the last 128 threads, dqWriter)
+// through shared memory: the ordered add's round trips leave the consumers' critical path.
+// setmaxnreg gives the consumers the writer's registers.
+__device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                           const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                           const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                           fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                           fa_t* __restrict__ dq) {
+  using namespace fa;
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_Q);      // [2][BQ][D]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_G);      // dO: [2][BQ][DV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
+  char* dsT = smem + FA_SMEM_WG_DKDV_DS;                              // dS^T of the block's 128 keys x BQ queries
+  float4* stash = reinterpret_cast<float4*>(smem + FA_SMEM_WG_DKDV_DQ);    // [2][J][128]: the consumers' dQ halves
+  float4* landing = reinterpret_cast<float4*>(smem + FA_SMEM_WG_DKDV_DQL);  // [2][J][128]: the sums, copied in
+  const unsigned bars = smemAddr(smem + FA_SMEM_WG_DKDV_DQB), full = bars, empty = bars + 8;
+  if (threadIdx.x == 0) {
+    wg::mbarInit(full, FA_WARPS);  // each consumer warp, once its stash is written
+    wg::mbarInit(empty, 4);        // each writer warp, once it has read the stash
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
+  const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
+  const QueryWalk walk(k0);  // attention_mma.cuh
+  const int steps = walk.steps;
+  if (threadIdx.x >= NT) {
+    wg::producerRegisters();
+    if (dq) wg::dqWriter(stash, landing, full, empty, walk, z, k0, dq);
+    return;
+  }
+  wg::consumerRegisters();
+  const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
+  k += fa_k_batch(z * FA_GROUP);
+  v += fa_v_batch(z * FA_GROUP);
+  auto loadQueryTile = [&](int b, int it) {
+    const int zq = walk.head(z, it), q0 = walk.q0(it);
+    wg::loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
+    wg::loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
+    loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
+  };
+  wg::loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
+  wg::loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
+  if (steps > 0) loadQueryTile(0, 0);
+  cpCommit();
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  zero(gk);
+  zero(gv);
+  const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
+  float4* st = stash + (warp >> 2) * 128 * (FA_D / 16) + (threadIdx.x & 127);
+  for (int it = 0; it < steps; ++it) {
+    const int q0 = walk.q0(it), buf = it & 1;
+    if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
+    cpCommit();
+    cpWait<1>();
+    wg::proxyFence();
+    wg::namedSync(4, NT);  // the consumers' block barrier (the writer is not in it)
+    const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
+    float gq[FA_D / 16][4];
+    if (dq) {
+      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
+      if (it > 0) wg::mbarWait(empty, (it - 1) & 1);  // the writer has read the last tile's stash
+#pragma unroll
+      for (int j = 0; j < FA_D / 16; ++j) st[128 * j] = make_float4(gq[j][0], gq[j][1], gq[j][2], gq[j][3]);
+      wg::warpReleases(full);
+    } else {
+      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr);
+    }
+    wg::namedSync(4, NT);  // this buffer is refilled by the next iteration's prefetch
+  }
+  cpWait<0>();
+  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
+  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+}
+#endif  // FA_BACKWARD && FA_WG_FUSED_DQ == 2
 
 #if FA_BACKWARD && FA_WG_PRODUCER
 // ---- backward on wgmma, pass 2 with a producer warpgroup: the same dk, dv ----

@@ -19,7 +19,8 @@ bool switchByEnv(const char* name, bool fallback) {
 void applyEnvSwitches(Target& t) {
   t.wgmmaProducer = switchByEnv("FUSEC_WGMMA_PRODUCER", t.wgmmaProducer);
   t.wgmmaProducerBackward = switchByEnv("FUSEC_WGMMA_PRODUCER_BWD", t.wgmmaProducerBackward);
-  t.wgmmaFusedDq = switchByEnv("FUSEC_WGMMA_FUSED_DQ", t.wgmmaFusedDq);
+  if (const char* v = std::getenv("FUSEC_WGMMA_FUSED_DQ"); v && (std::string(v) == "0" || std::string(v) == "1" || std::string(v) == "2"))
+    t.wgmmaFusedDq = v[0] - '0';
   t.rowShared = switchByEnv("FUSEC_ROW_SHARED", t.rowShared);
 }
 

@@ -39,8 +39,9 @@ struct Target {
   // FA_WG_FUSED_DQ): the dK/dV blocks also multiply dS by their K tile and add the product to
   // each query tile's f32 dQ sum in a fixed order, key blocks from the last down, so the dQ
   // pass no longer recomputes S and dP (five products a tile pair instead of seven); a light
-  // launch before it leaves the row statistics. FUSEC_WGMMA_FUSED_DQ=1 / 0.
-  bool wgmmaFusedDq = false;
+  // launch before it leaves the row statistics. 1: each consumer warpgroup adds its half of
+  // dQ itself; 2: a writer warpgroup of its own does the adds. FUSEC_WGMMA_FUSED_DQ=0 / 1 / 2.
+  int wgmmaFusedDq = 0;
   // Row kernels whose row fits shared memory but not registers (GPT-2's
   // cross-entropy over 50,304 logits: 100 KB a row) stage it there once instead of streaming
   // it from memory in every pass (reduce_kernels.cpp RowRegisters::shared). FUSEC_ROW_SHARED=1 / 0.

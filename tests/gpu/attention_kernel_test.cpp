@@ -150,20 +150,33 @@ TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
 }
 
 void groupedQueryHeads(uint32_t seed);  // below: the grouped-query cases against the interpreter
+void onePassAgainstTwo(const char* mode);
 
-// The bf16 causal backward on wgmma in one pass (FUSEC_WGMMA_FUSED_DQ=1, attention_wgmma.cuh
-// dqTile): the dK/dV blocks add each query tile's dQ in a fixed order. Against the interpreter;
-// dK and dV (and the forward) bit for bit against the two passes, whose arithmetic for them is
+// The bf16 causal backward on wgmma in one pass (FUSEC_WGMMA_FUSED_DQ=1 and 2, attention_wgmma.cuh
+// addDq and dqWriter): the dK/dV blocks add each query tile's dQ in a fixed order, themselves or
+// through a writer warpgroup. Against the interpreter (grouped-query cases too);
+// dK and dV bit for bit against the two passes, whose arithmetic for them is
 // the same; dQ within bf16's rounding of them (its sums group the keys differently); and dQ the
 // same bit for bit on a second run of the same inputs (the order is fixed, not a race). Lengths
 // with a partial last tile, one key block more than the query tiles' multiple, and many.
 TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
+  for (const char* mode : {"1", "2"}) onePassAgainstTwo(mode);
+  test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
+  groupedQueryHeads(1900);
+  test::ScopedEnv writer("FUSEC_WGMMA_FUSED_DQ", "2");
+  groupedQueryHeads(1950);
+}
+
+// One of the one-pass forms (FUSEC_WGMMA_FUSED_DQ=`mode`: 1, each warpgroup adds its half of
+// dQ; 2, a writer warpgroup does) against the interpreter and the two passes.
+void onePassAgainstTwo(const char* mode) {
+  std::printf("FUSEC_WGMMA_FUSED_DQ=%s\n", mode);
   uint32_t seed = 900;
   for (int64_t d : {64, 128})
     for (int64_t n : {1024, 1100, 1000 + 64 * 3, 4096}) {
       const int64_t batch = n >= 4096 ? 1 : 2;
       {
-        test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
+        test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", mode);
         check("attention_backward", DType::bf16, batch, n, d, seed);
       }
       Module ref;
@@ -173,7 +186,7 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
       for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
       std::vector<std::vector<HostTensor>> outs;  // one pass twice, then two passes
       std::vector<std::string> names;               // the compiled program's: dq, dk, dv
-      for (const char* fused : {"1", "1", "0"}) {
+      for (const char* fused : {mode, mode, "0"}) {
         test::ScopedEnv choice("FUSEC_WGMMA_FUSED_DQ", fused);
         auto m = models::compileAttentionProgram("attention_backward", batch, n, d, AttentionLowering::Fused, DType::bf16);
         const Graph& g = *m->funcs.front();
@@ -200,8 +213,6 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
         }
       }
     }
-  test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", "1");
-  groupedQueryHeads(1900);
 }
 
 // Grouped-query attention (k, v with fewer heads than q): the forward reads kv head h / group,

@@ -489,12 +489,14 @@ TEST(CodegenTest, DropoutKernelsCarryTheirRandomNumbersAndCompile) {
 TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
   std::vector<CompileJob> jobs;
   struct Variant {
-    bool wgmma, producer, fusedDq;
+    bool wgmma, producer;
+    int fusedDq;
   };
-  for (auto [wgmma, producer, fusedDq] : {Variant{true, false, false}, Variant{true, true, false},
-                                          Variant{true, false, true}, Variant{false, false, false}})
+  for (auto [wgmma, producer, fusedDq] : {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1},
+                                          Variant{true, false, 2}, Variant{false, false, 0}})
     for (int64_t d : {64, 128}) {
-      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : "") + (fusedDq ? ", one pass" : ""));
+      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : "") +
+                   (fusedDq ? ", one pass " + std::to_string(fusedDq) : ""));
       auto m = models::compileAttentionProgram("attention_backward", 2, 1024, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
@@ -511,17 +513,17 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
         EXPECT_EQ(hasWgmma, wgmma);
         if (wgmma) {
           const bool bwd = k.image.find("bwd") != std::string::npos;
-          EXPECT_NE(k.source.find(bwd ? (producer ? "fa_backward_dkdv_wgmma_ws(" : "fa_backward_dkdv_wgmma(")
-                                      : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("),
-                    std::string::npos);
-          // The producer's launch (the forward, dK/dV): one warpgroup more than the consumers' two.
-          EXPECT_EQ(k.launches.back().block[0], producer ? 384u : 256u);
+          const char* dkdv = producer ? "fa_backward_dkdv_wgmma_ws(" : fusedDq == 2 ? "fa_backward_dkdv_wgmma_dqw(" : "fa_backward_dkdv_wgmma(";
+          EXPECT_NE(k.source.find(bwd ? dkdv : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("), std::string::npos);
+          // The producer's launch (the forward, dK/dV; or dK/dV with the dQ writer): one
+          // warpgroup more than the consumers' two.
+          EXPECT_EQ(k.launches.back().block[0], producer || (bwd && fusedDq == 2) ? 384u : 256u);
           if (bwd) {
             EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
             // One pass: the dQ launch leaves the row statistics only, the dK/dV launch writes dq.
-            EXPECT_EQ(k.source.find("dQ in the dK/dV pass") != std::string::npos, fusedDq);
+            EXPECT_EQ(k.source.find("dQ in the dK/dV pass") != std::string::npos, fusedDq > 0);
             EXPECT_EQ(k.source.find("fa_backward_dq_wgmma(in0, in1, in2, in3, in4, in5, nullptr)") != std::string::npos,
-                      fusedDq);
+                      fusedDq > 0);
           }
         }
         jobs.push_back({k.image, k.source});
