@@ -845,7 +845,7 @@ __device__ __forceinline__ void dqWriter(const float4* stash, float4* landing, u
     mbarWait(full, it & 1);  // the consumers' stash of this tile
     if (kb != last) producerDone();  // this thread's own copies landed (it reads only those)
 #pragma unroll 1
-    for (int i = 0; i < E; ++i) {  // (the writer has 40 registers: unrolled, it spilled)
+    for (int i = 0; i < E; ++i) {  // (the writer has 24 registers: unrolled, it spilled)
       const int e = w + 64 * i;
       float4 v = mine[e];
       if (kb != last) {
