@@ -745,43 +745,38 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
   storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
 }
 
-// ---- backward on wgmma, pass 2: dk, dv for a block of BR key rows ----
-// attention_mma.cuh's fa_backward_dkdv: per query tile S^T = K Q^T and dP^T = V dO^T in one
-// group, P^T and dS^T in registers, then dV += P^T dO and dK += dS^T Q with dO and Q read
-// transposed; the group's query heads in a fixed order (no atomics).
-__device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
-                                                       const fa_t* __restrict__ v, const fa_t* __restrict__ o,
-                                                       const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                       fa_t* __restrict__ dk, fa_t* __restrict__ dv,
-                                                       fa_t* __restrict__ dq = nullptr) {
-  using namespace fa;
-  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+namespace fa {
+namespace wg {
+// The dK/dV blocks' consumers (the first NT threads): K and V rows of key block k0 in shared
+// memory, its query tiles (QueryWalk) double-buffered with cp.async behind `barrier()` (the
+// consumers' block barrier), `tile(gk, gv, gq, qt, gt, Rb, it, zq, q0, kw)` on each (the
+// products and, in one pass, dQ's share), then dK and dV stored. Shared by
+// fa_backward_dkdv_wgmma and the dQ writer's fa_backward_dkdv_wgmma_dqw, which differ in their
+// tile and barrier.
+template <class Barrier, class Tile>
+__device__ __forceinline__ void dkdvConsumers(char* smem, const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                              const fa_t* __restrict__ v, const fa_t* __restrict__ dO,
+                                              fa_t* __restrict__ dk, fa_t* __restrict__ dv, int z, int k0,
+                                              Barrier barrier, Tile tile) {
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
   fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
   fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_Q);      // [2][BQ][D]
   fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_G);      // dO: [2][BQ][DV]
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
-  const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
-#if FA_WG_FUSED_DQ == 1
-  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
-  const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
-  char* dsT = smem + FA_SMEM_WG_DKDV_DS;  // dS^T of the block's 128 keys x BQ queries
-#else
-  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
-#endif
+  const unsigned qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   k += fa_k_batch(z * FA_GROUP);
   v += fa_v_batch(z * FA_GROUP);
   const QueryWalk walk(k0);  // attention_mma.cuh
   const int steps = walk.steps;
   auto loadQueryTile = [&](int b, int it) {
     const int zq = walk.head(z, it), q0 = walk.q0(it);
-    wg::loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
-    wg::loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
+    loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
+    loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
     loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
   };
-  wg::loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
-  wg::loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
+  loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
+  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
   if (steps > 0) loadQueryTile(0, 0);
   cpCommit();
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
@@ -793,24 +788,55 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
     if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
     cpCommit();
     cpWait<1>();
-    wg::proxyFence();
-    __syncthreads();
+    proxyFence();
+    barrier();
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
     float gq[FA_D / 16][4];  // one pass: this warpgroup's half of the tile's dQ
-#if FA_WG_FUSED_DQ == 1
-    if (dq) {
-      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
-      // Added at once: gq, defined by a wgmma, read on a later iteration or under another
-      // wgmma's flight would make ptxas serialize every wgmma of the kernel (C7517, C7518).
-      wg::addDq(gq, walk.head(z, it), q0, k0, warp >> 2, dq);
-    } else
-#endif
-      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr);
-    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+    tile(gk, gv, gq, qt, gt, RS + buf * BQ, it, walk.head(z, it), q0, kw);
+    barrier();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+}
+}  // namespace wg
+}  // namespace fa
+
+// ---- backward on wgmma, pass 2: dk, dv for a block of BR key rows ----
+// attention_mma.cuh's fa_backward_dkdv: per query tile S^T = K Q^T and dP^T = V dO^T in one
+// group, P^T and dS^T in registers, then dV += P^T dO and dK += dS^T Q with dO and Q read
+// transposed; the group's query heads in a fixed order (no atomics). In one pass
+// (FA_WG_FUSED_DQ 1) dQ's share too, each warpgroup adding its half in turn (addDq).
+__device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                       const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                       const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                       fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                       fa_t* __restrict__ dq = nullptr) {
+  using namespace fa;
+  char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
+  const unsigned kAddr = smemAddr(smem + FA_SMEM_WG_DKDV_K), vAddr = smemAddr(smem + FA_SMEM_WG_DKDV_V);
+  const int wr = (threadIdx.x >> 7) * 64;
+#if FA_WG_FUSED_DQ == 1
+  // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
+  const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
+  char* dsT = smem + FA_SMEM_WG_DKDV_DS;  // dS^T of the block's 128 keys x BQ queries
+#else
+  const int z = blockIdx.x, k0 = blockIdx.y * BR;  // causal: the first key rows have the most work
+#endif
+  auto tile = [&](float(&gk)[FA_D / 8][4], float(&gv)[FA_DV / 8][4], float(&gq)[FA_D / 16][4], unsigned qt,
+                  unsigned gt, const float2* Rb, int it, int zq, int q0, int kw) {
+#if FA_WG_FUSED_DQ == 1
+    if (dq) {
+      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, dsT);
+      // Added at once: gq, defined by a wgmma, read on a later iteration or under another
+      // wgmma's flight would make ptxas serialize every wgmma of the kernel (C7517, C7518).
+      wg::addDq(gq, zq, q0, k0, wr / 64, dq);
+      return;
+    }
+#endif
+    wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, nullptr);
+  };
+  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, [] { __syncthreads(); }, tile);
 }
 #endif  // FA_BACKWARD
 
@@ -885,12 +911,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
                                                            fa_t* __restrict__ dq) {
   using namespace fa;
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
-  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
-  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
-  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_Q);      // [2][BQ][D]
-  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_G);      // dO: [2][BQ][DV]
-  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_WG_DKDV_RS);  // {D, L2}: [2][BQ]
-  char* dsT = smem + FA_SMEM_WG_DKDV_DS;                              // dS^T of the block's 128 keys x BQ queries
+  char* dsT = smem + FA_SMEM_WG_DKDV_DS;  // dS^T of the block's 128 keys x BQ queries
   float4* stash = reinterpret_cast<float4*>(smem + FA_SMEM_WG_DKDV_DQ);    // [2][J][128]: the consumers' dQ halves
   float4* landing = reinterpret_cast<float4*>(smem + FA_SMEM_WG_DKDV_DQL);  // [2][J][128]: the sums, copied in
   const unsigned bars = smemAddr(smem + FA_SMEM_WG_DKDV_DQB), full = bars, empty = bars + 8;
@@ -902,55 +923,29 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
   // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
   const int z = blockIdx.x, k0 = (gridDim.y - 1 - blockIdx.y) * BR;
   const QueryWalk walk(k0);  // attention_mma.cuh
-  const int steps = walk.steps;
   if (threadIdx.x >= NT) {
     wg::producerRegisters();
     if (dq) wg::dqWriter(stash, landing, full, empty, walk, z, k0, dq);
     return;
   }
   wg::consumerRegisters();
-  const unsigned kAddr = smemAddr(Ks), vAddr = smemAddr(Vs), qAddr = smemAddr(Qs), gAddr = smemAddr(Gs);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = (warp >> 2) * 64;
-  k += fa_k_batch(z * FA_GROUP);
-  v += fa_v_batch(z * FA_GROUP);
-  auto loadQueryTile = [&](int b, int it) {
-    const int zq = walk.head(z, it), q0 = walk.q0(it);
-    wg::loadTile<BQ, FA_D>(Qs + b * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ);
-    wg::loadTile<BQ, FA_DV>(Gs + b * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ);
-    loadRowStats<BQ>(RS + b * BQ, fa_rowstats + (long long)zq * FA_TQ, q0);
-  };
-  wg::loadTile<BR, FA_D>(Ks, k, FA_K_RS, k0, FA_TK);
-  wg::loadTile<BR, FA_DV>(Vs, v, FA_V_RS, k0, FA_TK);
-  if (steps > 0) loadQueryTile(0, 0);
-  cpCommit();
-  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
-  zero(gk);
-  zero(gv);
-  const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
-  float4* st = stash + (warp >> 2) * 128 * (FA_D / 16) + (threadIdx.x & 127);
-  for (int it = 0; it < steps; ++it) {
-    const int q0 = walk.q0(it), buf = it & 1;
-    if (it + 1 < steps) loadQueryTile(buf ^ 1, it + 1);
-    cpCommit();
-    cpWait<1>();
-    wg::proxyFence();
-    wg::namedSync(4, NT);  // the consumers' block barrier (the writer is not in it)
-    const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
-    float gq[FA_D / 16][4];
-    if (dq) {
-      wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, dsT);
-      if (it > 0) wg::mbarWait(empty, (it - 1) & 1);  // the writer has read the last tile's stash
-#pragma unroll
-      for (int j = 0; j < FA_D / 16; ++j) st[128 * j] = make_float4(gq[j][0], gq[j][1], gq[j][2], gq[j][3]);
-      wg::warpReleases(full);
-    } else {
-      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, gq, nullptr);
+  const unsigned kAddr = smemAddr(smem + FA_SMEM_WG_DKDV_K), vAddr = smemAddr(smem + FA_SMEM_WG_DKDV_V);
+  const int wr = (threadIdx.x >> 7) * 64;
+  float4* st = stash + (threadIdx.x >> 7) * 128 * (FA_D / 16) + (threadIdx.x & 127);
+  auto tile = [&](float(&gk)[FA_D / 8][4], float(&gv)[FA_DV / 8][4], float(&gq)[FA_D / 16][4], unsigned qt,
+                  unsigned gt, const float2* Rb, int it, int zq, int q0, int kw) {
+    if (!dq) {
+      wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, nullptr);
+      return;
     }
-    wg::namedSync(4, NT);  // this buffer is refilled by the next iteration's prefetch
-  }
-  cpWait<0>();
-  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
-  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+    wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, dsT);
+    if (it > 0) wg::mbarWait(empty, (it - 1) & 1);  // the writer has read the last tile's stash
+#pragma unroll
+    for (int j = 0; j < FA_D / 16; ++j) st[128 * j] = make_float4(gq[j][0], gq[j][1], gq[j][2], gq[j][3]);
+    wg::warpReleases(full);
+  };
+  // The consumers' block barrier: named, 256 threads (the writer is not in it).
+  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, [] { wg::namedSync(4, NT); }, tile);
 }
 #endif  // FA_BACKWARD && FA_WG_FUSED_DQ == 2
 
