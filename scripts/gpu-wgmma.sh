@@ -47,9 +47,11 @@ bench wgmma FUSEC_WGMMA=1 $torch_flag
 # backward's dK/dV with one (FUSEC_WGMMA_PRODUCER_BWD=1).
 [[ ${WG_NOPRODUCER:-0} == 1 ]] && bench noproducer FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER=0
 [[ ${WG_PRODUCER_BWD:-0} == 1 ]] && bench producer-bwd FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER_BWD=1
-# WG_FUSED_DQ=1 / 0: the causal backward in one pass / in two (FUSEC_WGMMA_FUSED_DQ), a row set
-# beside the default's.
-[[ -n ${WG_FUSED_DQ:-} ]] && bench "fused-dq-$WG_FUSED_DQ" FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ="$WG_FUSED_DQ"
+# WG_FUSED_DQ (a list of 0, 1, 2): the causal backward in two passes / in one, its warpgroups
+# adding dQ / with a dQ writer (FUSEC_WGMMA_FUSED_DQ), a row set each beside the default's.
+for mode in ${WG_FUSED_DQ:-}; do
+  bench "fused-dq-$mode" FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ="$mode"
+done
 for round in $(seq "${WG_ROUNDS:-2}"); do
   for mb in ${WG_MODELS:-small:64 medium:16}; do
     for w in 0 1; do
