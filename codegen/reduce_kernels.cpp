@@ -1114,77 +1114,57 @@ class ReductionEmitter {
         w_.assign("k" + std::to_string(a) + "[c * " + V_ + " + j]", e_.eval(regs_.cached[a].first, idx));
   }
 
-  // The row in registers (when planRow chose it): loaded once, vectors where aligned.
   // Thread's slice of input a's staged row, at chunk c (RowRegisters::shared).
   std::string sliceOf(size_t a) const {
     return "fusec_row_smem + " + std::to_string(regs_.offset[a]) + " + threadIdx.x * " + std::to_string(regs_.stride[a]) +
            " + c * " + std::to_string(regs_.chunkWords(a));
   }
 
-  // The row staged in shared memory: each chunk loaded (vectors where aligned) into a
-  // chunk-sized r<a> and put in the thread's slice.
-  void loadRowShared() {
-    w_.comment("the row in shared memory: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
-               " consecutive elements per thread, loaded once, each thread's in its own slice");
-    w_.use(Helper::RowShared);
-    w_.use(Helper::VectorIO);
-    w_.line("extern __shared__ uint4 fusec_row_smem4[];");
-    w_.line("unsigned* const fusec_row_smem = reinterpret_cast<unsigned*>(fusec_row_smem4);");
-    // Four chunks' loads in flight a thread (2 KB a warp, 32 KB a block of 512) cover the
-    // memory's latency; all of them (13 at GPT-2's vocabulary) spilled at 64 registers.
-    e_.openScope(kir::countedLoop("c", regs_.chunks, 4));
-    w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
-    e_.openScope(kir::ifThen("base < " + R_));
-    for (size_t a = 0; a < regs_.inputs.size(); ++a) {
-      const std::string A = std::to_string(a), p = vectorPointers_[a], at = "outer * " + R_ + " + base";
-      const std::string W = std::to_string(regs_.chunkWords(a));
-      w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + A, regs_.packed[a] ? W : V_);
-      e_.openScope(kir::ifThen("aligned"));
-      w_.line((regs_.packed[a] ? "fusec_vload_packed<" : "fusec_vload<") + V_ + ">(r" + A + ", " + p + " + " + at + ");");
-      e_.closeScope();
-      e_.openScope(kir::elseIf(""));
-      e_.openScope(kir::countedLoop("j", regs_.width, -1));
-      if (regs_.packed[a]) {
-        w_.openOneLine(kir::ifThen("j % 2 == 0"));
-        w_.assign("r" + A + "[j / 2]", "fusec_pack_raw(" + p + "[" + at + " + j], " + p + "[" + at + " + j + 1])");
-        w_.close();
-      } else {
-        w_.assign("r" + A + "[j]", loadExpr(regs_.inputs[a]->type.dtype, p, at + " + j"));
-      }
-      e_.closeScope();
-      e_.closeScope();
-      w_.line("fusec_words_put<" + W + ">(" + sliceOf(a) + ", r" + A + ");");
-    }
-    e_.closeScope();
-    e_.closeScope();
-  }
-
+  // The row in registers (when planRow chose it): loaded once, vectors where aligned. A row
+  // staged in shared memory (RowRegisters::shared) is loaded the same way, a chunk at a time
+  // into a chunk-sized r<a>, which then goes to the thread's slice.
   void loadRowRegisters() {
     if (regs_.chunks == 0) return;
-    if (regs_.shared) return loadRowShared();
-    w_.comment("the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
-            " consecutive elements per thread, loaded once");
+    const bool shared = regs_.shared;
     const std::string E = std::to_string(regs_.chunks * regs_.width);
     const std::string P = std::to_string(regs_.chunks * regs_.width / 2), H = std::to_string(regs_.width / 2);
-    for (size_t a = 0; a < regs_.inputs.size(); ++a)
-      w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + std::to_string(a), regs_.packed[a] ? P : E,
-               regs_.packed[a] ? "16-bit pairs" : "");
-    for (size_t a = 0; a < regs_.cached.size(); ++a)
-      w_.array("float", "k" + std::to_string(a), E, e_.describe(*regs_.cached[a].first->def) + ", kept for a later pass");
-    e_.openScope(kir::countedLoop("c", regs_.chunks, -1));
+    // Element j of chunk c, and the chunk's first register, in r<a>.
+    const std::string at = shared ? "j" : "c * " + V_ + " + j", first = shared ? "" : " + c * ";
+    if (shared) {
+      w_.comment("the row in shared memory: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
+                 " consecutive elements per thread, loaded once, each thread's in its own slice");
+      w_.use(Helper::RowShared);
+      w_.line("extern __shared__ uint4 fusec_row_smem4[];");
+      w_.line("unsigned* const fusec_row_smem = reinterpret_cast<unsigned*>(fusec_row_smem4);");
+    } else {
+      w_.comment("the row in registers: " + std::to_string(regs_.chunks) + " chunk(s) of " + V_ +
+                 " consecutive elements per thread, loaded once");
+      for (size_t a = 0; a < regs_.inputs.size(); ++a)
+        w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + std::to_string(a), regs_.packed[a] ? P : E,
+                 regs_.packed[a] ? "16-bit pairs" : "");
+      for (size_t a = 0; a < regs_.cached.size(); ++a)
+        w_.array("float", "k" + std::to_string(a), E, e_.describe(*regs_.cached[a].first->def) + ", kept for a later pass");
+    }
+    // Staged: four chunks' loads in flight a thread (2 KB a warp, 32 KB a block of 512) cover
+    // the memory's latency; all of them (13 at GPT-2's vocabulary) spilled at 64 registers.
+    e_.openScope(kir::countedLoop("c", regs_.chunks, shared ? 4 : -1));
     w_.let("fusec_idx", "base", "(c * " + L_ + " + lane) * " + V_);
     e_.openScope(kir::ifThen("base < " + R_));
+    if (shared)
+      for (size_t a = 0; a < regs_.inputs.size(); ++a)
+        w_.array(regs_.packed[a] ? "unsigned" : "float", "r" + std::to_string(a),
+                 regs_.packed[a] ? std::to_string(regs_.chunkWords(a)) : V_);
     auto scalarLoads = [&] {
       e_.openScope(kir::countedLoop("j", regs_.width, -1));
       for (size_t a = 0; a < regs_.inputs.size(); ++a) {
-        const std::string p = vectorPointers_[a], at = "outer * " + R_ + " + base + j";
+        const std::string p = vectorPointers_[a], from = "outer * " + R_ + " + base + j";
         if (regs_.packed[a]) {  // pairs: j even
           w_.openOneLine(kir::ifThen("j % 2 == 0"));
-          w_.assign("r" + std::to_string(a) + "[(c * " + V_ + " + j) / 2]",
-                    "fusec_pack_raw(" + p + "[" + at + "], " + p + "[" + at + " + 1])");
+          w_.assign("r" + std::to_string(a) + "[(" + at + ") / 2]",
+                    "fusec_pack_raw(" + p + "[" + from + "], " + p + "[" + from + " + 1])");
           w_.close();
         } else {
-          w_.assign("r" + std::to_string(a) + "[c * " + V_ + " + j]", loadExpr(regs_.inputs[a]->type.dtype, p, at));
+          w_.assign("r" + std::to_string(a) + "[" + at + "]", loadExpr(regs_.inputs[a]->type.dtype, p, from));
         }
       }
       e_.closeScope();
@@ -1193,8 +1173,8 @@ class ReductionEmitter {
       e_.openScope(kir::ifThen("aligned"));
       w_.use(Helper::VectorIO);
       for (size_t a = 0; a < regs_.inputs.size(); ++a)
-        w_.line((regs_.packed[a] ? "fusec_vload_packed<" + V_ + ">(r" + std::to_string(a) + " + c * " + H
-                                 : "fusec_vload<" + V_ + ">(r" + std::to_string(a) + " + c * " + V_) +
+        w_.line((regs_.packed[a] ? "fusec_vload_packed<" + V_ + ">(r" + std::to_string(a) + (shared ? "" : first + H)
+                                 : "fusec_vload<" + V_ + ">(r" + std::to_string(a) + (shared ? "" : first + V_)) +
                 ", " + vectorPointers_[a] + " + outer * " + R_ + " + base);");
       e_.closeScope();
       e_.openScope(kir::elseIf(""));
@@ -1203,9 +1183,13 @@ class ReductionEmitter {
     } else {
       scalarLoads();
     }
+    if (shared)
+      for (size_t a = 0; a < regs_.inputs.size(); ++a)
+        w_.line("fusec_words_put<" + std::to_string(regs_.chunkWords(a)) + ">(" + sliceOf(a) + ", r" + std::to_string(a) + ");");
     e_.closeScope();
     e_.closeScope();
   }
+
 
   // Who combines a level's accumulators (see reductionLevels); a group of warps first stages
   // each warp's value in shared memory behind the group's barrier.
