@@ -2,25 +2,29 @@
 
 #include <cstdlib>
 
+#include "ir/error.h"
+
 namespace fusec::codegen {
 
-bool wgmmaAllowedByEnv() {
-  const char* v = std::getenv("FUSEC_WGMMA");
-  return !(v && std::string(v) == "0");
-}
-
 namespace {
-bool switchByEnv(const char* name, bool fallback) {
+// The value of the variable `name`: unset is `fallback`, "0" to "max" that number; anything
+// else is an error, so that a mistyped switch (FUSEC_ROW_SHARED=yes) is not silently the default.
+int choiceByEnv(const char* name, int fallback, int max) {
   const char* v = std::getenv(name);
-  return v && std::string(v) == "1" ? true : v && std::string(v) == "0" ? false : fallback;
+  if (!v) return fallback;
+  const std::string s(v);
+  if (s.size() == 1 && s[0] >= '0' && s[0] - '0' <= max) return s[0] - '0';
+  throw Error(std::string(name) + " must be " + (max == 1 ? "0 or 1" : "0 to " + std::to_string(max)) + ", got '" + s + "'");
 }
+bool switchByEnv(const char* name, bool fallback) { return choiceByEnv(name, fallback ? 1 : 0, 1) != 0; }
 }  // namespace
+
+bool wgmmaAllowedByEnv() { return switchByEnv("FUSEC_WGMMA", true); }
 
 void applyEnvSwitches(Target& t) {
   t.wgmmaProducer = switchByEnv("FUSEC_WGMMA_PRODUCER", t.wgmmaProducer);
   t.wgmmaProducerBackward = switchByEnv("FUSEC_WGMMA_PRODUCER_BWD", t.wgmmaProducerBackward);
-  if (const char* v = std::getenv("FUSEC_WGMMA_FUSED_DQ"); v && (std::string(v) == "0" || std::string(v) == "1" || std::string(v) == "2"))
-    t.wgmmaFusedDq = v[0] - '0';
+  t.wgmmaFusedDq = choiceByEnv("FUSEC_WGMMA_FUSED_DQ", t.wgmmaFusedDq, 2);
   t.rowShared = switchByEnv("FUSEC_ROW_SHARED", t.rowShared);
 }
 

@@ -59,8 +59,8 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_WGMMA_FUSED_DQ and FUSEC_ROW_SHARED ("1" on, "0" off, unset
-// the default).
+// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_ROW_SHARED ("1" on, "0" off, unset the default), and
+// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2). Any other value is an Error naming the variable.
 void applyEnvSwitches(Target& t);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile

@@ -126,6 +126,33 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 // Device facts come from the Target: grids that fill the GPU follow its multiprocessors and
 // thread slots, a launch that needs more shared memory than a block may have is refused here
 // (not when the step runs), and NVRTC compiles for the target's architecture.
+// The target switches read from the environment take exactly their values; anything else is
+// one error naming the variable rather than the default in silence.
+TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
+  {
+    test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "1"), wg("FUSEC_WGMMA", "0");
+    const Target t = offlineTarget();
+    EXPECT_EQ(t.wgmmaFusedDq, 2);
+    EXPECT_TRUE(t.rowShared);
+    EXPECT_FALSE(t.wgmma);
+  }
+  const Target defaults = offlineTarget();
+  EXPECT_EQ(defaults.wgmmaFusedDq, 0);
+  EXPECT_FALSE(defaults.rowShared);
+  const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
+                                                     {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
+                                                     {"FUSEC_WGMMA_PRODUCER", ""}};
+  for (const auto& [name, value] : bad) {
+    test::ScopedEnv scoped(name, value);
+    try {
+      offlineTarget();
+      ADD_FAILURE() << name << "='" << value << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {
   auto m = compiled("tiny", "train_step", DType::bf16, 2, 8, AttentionLowering::Fused);
   Target h100;
