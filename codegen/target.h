@@ -42,6 +42,10 @@ struct Target {
   // launch before it leaves the row statistics. 1: each consumer warpgroup adds its half of
   // dQ itself; 2: a writer warpgroup of its own does the adds. FUSEC_WGMMA_FUSED_DQ=0 / 1 / 2.
   int wgmmaFusedDq = 0;
+  // The shortest sequence whose bf16 backward runs on wgmma (shorter ones run on mma.sync,
+  // whose 64-row blocks, four an SM, overlap one another's prologues and stores where a 128-row
+  // wgmma block walks two to four tiles alone). FUSEC_WGMMA_BWD_MIN_SEQ=N measures another.
+  int64_t wgmmaBackwardMinSeq = 1024;
   // Row kernels whose row fits shared memory but not registers (GPT-2's
   // cross-entropy over 50,304 logits: 100 KB a row) stage it there once instead of streaming
   // it from memory in every pass (reduce_kernels.cpp RowRegisters::shared). FUSEC_ROW_SHARED=1 / 0.
@@ -59,8 +63,9 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_ROW_SHARED ("1" on, "0" off, unset the default), and
-// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2). Any other value is an Error naming the variable.
+// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_ROW_SHARED ("1" on, "0" off, unset the default),
+// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2) and FUSEC_WGMMA_BWD_MIN_SEQ (a length, 0 to 2^31). Any other
+// value is an Error naming the variable.
 void applyEnvSwitches(Target& t);
 
 // The target of sources and cubins made without a device (`fusec codegen`, `fusec compile

@@ -5,8 +5,9 @@
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
 # leaves them out; WG_BASELINE=0 the mma.sync rows; WG_NOPRODUCER=1, WG_PRODUCER_BWD=1 and
-# WG_FUSED_DQ add rows below), and the bf16 train step of WG_MODELS (model:batch) with WG_STEP_ENV
-# (default FUSEC_WGMMA) 0 and 1 alternating, WG_ROUNDS times. Logs in $OUT.
+# WG_FUSED_DQ add rows below; WG_SHORT=1 small's attention shape), and the bf16 train step of
+# WG_MODELS (model:batch) under each of WG_STEP_SETS (default: WG_STEP_ENV, itself FUSEC_WGMMA
+# unless given, 0 and 1) in turn, WG_ROUNDS times. Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -52,12 +53,27 @@ bench wgmma FUSEC_WGMMA=1 $torch_flag
 for mode in ${WG_FUSED_DQ:-}; do
   bench "fused-dq-$mode" FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ="$mode"
 done
+# WG_SHORT=1: small's own attention shape (d 64, N 256, batch x heads 768, dense) with the
+# backward on mma.sync (the default at that length) and on wgmma (FUSEC_WGMMA_BWD_MIN_SEQ=0) in
+# two passes and in one (FUSEC_WGMMA_FUSED_DQ=1, 2), SDPA's backends beside the first.
+if [[ ${WG_SHORT:-0} == 1 ]]; then
+  WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-mma $torch_flag
+  WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-wgmma FUSEC_WGMMA_BWD_MIN_SEQ=0
+  for mode in 1 2; do
+    WG_D=64 WG_SEQ=256 WG_BATCH=768 bench "short-fused-dq-$mode" FUSEC_WGMMA_BWD_MIN_SEQ=0 FUSEC_WGMMA_FUSED_DQ=$mode
+  done
+fi
+# The train step of WG_MODELS (model:batch) under each of WG_STEP_SETS (sets of VAR=VALUE
+# separated by '|'; default: WG_STEP_ENV, FUSEC_WGMMA unless given, 0 and 1) in turn, WG_ROUNDS times.
+step_env=${WG_STEP_ENV:-FUSEC_WGMMA}
+IFS='|' read -ra step_sets <<<"${WG_STEP_SETS:-$step_env=0|$step_env=1}"
 for round in $(seq "${WG_ROUNDS:-2}"); do
   for mb in ${WG_MODELS:-small:64 medium:16}; do
-    for w in 0 1; do
-      env "${WG_STEP_ENV:-FUSEC_WGMMA}=$w" timeout 120 "$fusec" run --program train_step --model "${mb%:*}" --dtype bf16 --random-inputs \
+    for set in "${step_sets[@]}"; do
+      read -ra vars <<<"$set"
+      env "${vars[@]}" timeout 120 "$fusec" run --program train_step --model "${mb%:*}" --dtype bf16 --random-inputs \
         --batch "${mb#*:}" --ctx 256 --steps 30 >"$OUT/step.log" 2>&1
-      echo "step ${mb%:*} b${mb#*:} ${WG_STEP_ENV:-FUSEC_WGMMA}=$w round $round: $(grep 'median step' "$OUT/step.log" || tail -2 "$OUT/step.log")"
+      echo "step ${mb%:*} b${mb#*:} ${set:-(defaults)} round $round: $(grep 'median step' "$OUT/step.log" || tail -2 "$OUT/step.log")"
     done
   done
 done

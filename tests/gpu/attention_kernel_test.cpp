@@ -171,9 +171,12 @@ TEST_F(FusedAttention, OnePassBackwardMatchesTwoPasses) {
 // dQ; 2, a writer warpgroup does) against the interpreter and the two passes.
 void onePassAgainstTwo(const char* mode) {
   std::printf("FUSEC_WGMMA_FUSED_DQ=%s\n", mode);
+  // The backward on wgmma at every length here, so that the short sequences (two key blocks,
+  // one ragged) run these kernels too, not mma.sync's.
+  test::ScopedEnv everyLength("FUSEC_WGMMA_BWD_MIN_SEQ", "0");
   uint32_t seed = 900;
   for (int64_t d : {64, 128})
-    for (int64_t n : {1024, 1100, 1000 + 64 * 3, 4096}) {
+    for (int64_t n : {256, 300, 1024, 1100, 1000 + 64 * 3, 4096}) {
       const int64_t batch = n >= 4096 ? 1 : 2;
       {
         test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", mode);

@@ -130,18 +130,23 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 // one error naming the variable rather than the default in silence.
 TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
-    test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "1"), wg("FUSEC_WGMMA", "0");
+    test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "1"), wg("FUSEC_WGMMA", "0"),
+        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
+    EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_TRUE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
   }
   const Target defaults = offlineTarget();
   EXPECT_EQ(defaults.wgmmaFusedDq, 0);
   EXPECT_FALSE(defaults.rowShared);
+  EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
-                                                     {"FUSEC_WGMMA_PRODUCER", ""}};
+                                                     {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -518,28 +523,34 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
   struct Variant {
     bool wgmma, producer;
     int fusedDq;
+    int64_t n = 1024, minSeq = 1024;  // the sequence; Target::wgmmaBackwardMinSeq
   };
-  for (auto [wgmma, producer, fusedDq] : {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1},
-                                          Variant{true, false, 2}, Variant{false, false, 0}})
+  for (auto [wgmma, producer, fusedDq, n, minSeq] :
+       {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, false, 2},
+        Variant{false, false, 0}, Variant{true, false, 0, 256}, Variant{true, false, 0, 256, 0},
+        Variant{true, false, 1, 256, 0}, Variant{true, false, 2, 256, 256}})
     for (int64_t d : {64, 128}) {
-      SCOPED_TRACE("d " + std::to_string(d) + (producer ? ", producer warpgroup" : "") +
-                   (fusedDq ? ", one pass " + std::to_string(fusedDq) : ""));
-      auto m = models::compileAttentionProgram("attention_backward", 2, 1024, d, AttentionLowering::Fused, DType::bf16);
+      SCOPED_TRACE("d " + std::to_string(d) + ", N " + std::to_string(n) + (producer ? ", producer warpgroup" : "") +
+                   (fusedDq ? ", one pass " + std::to_string(fusedDq) : "") +
+                   ", backward on wgmma from N " + std::to_string(minSeq));
+      auto m = models::compileAttentionProgram("attention_backward", 2, n, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
       t.wgmmaProducer = producer;
       t.wgmmaProducerBackward = producer;
       t.wgmmaFusedDq = fusedDq;
+      t.wgmmaBackwardMinSeq = minSeq;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
         if (k.family != KernelFamily::Attention) continue;
         ++flash;
         SCOPED_TRACE(k.image);
+        const bool bwd = k.image.find("bwd") != std::string::npos;
         const bool hasWgmma = k.source.find("path: tensor cores (wgmma") != std::string::npos;
-        EXPECT_EQ(hasWgmma, wgmma);
-        if (wgmma) {
-          const bool bwd = k.image.find("bwd") != std::string::npos;
+        // The backward of a sequence shorter than the target's least runs on mma.sync.
+        EXPECT_EQ(hasWgmma, wgmma && (!bwd || n >= minSeq));
+        if (hasWgmma) {
           const char* dkdv = producer ? "fa_backward_dkdv_wgmma_ws(" : fusedDq == 2 ? "fa_backward_dkdv_wgmma_dqw(" : "fa_backward_dkdv_wgmma(";
           EXPECT_NE(k.source.find(bwd ? dkdv : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("), std::string::npos);
           // The producer's launch (the forward, dK/dV; or dK/dV with the dQ writer): one
