@@ -30,6 +30,7 @@ if [[ ${WG_TESTS:-FusedAttention.*:*KernelRun*} != none ]]; then
   [[ $rc != 0 && ${WG_STOP_ON_FAIL:-0} == 1 ]] && { echo "tests rc=$rc: stopping"; tail -5 "$OUT/gtest.log"; exit 1; }
 fi
 bench() {  # LABEL [VAR=VALUE ...] [extra flags]: the bench under those variables, into attention-LABEL.txt
+  [[ ${WG_BENCH:-1} == 0 ]] && return 0  # WG_BENCH=0: no attention benches (steps only)
   local label=$1 envs=()
   shift
   while [[ $# -gt 0 && $1 == *=* ]]; do envs+=("$1"); shift; done
