@@ -46,10 +46,11 @@ struct Target {
   // whose 64-row blocks, four an SM, overlap one another's prologues and stores where a 128-row
   // wgmma block walks two to four tiles alone). FUSEC_WGMMA_BWD_MIN_SEQ=N measures another.
   int64_t wgmmaBackwardMinSeq = 1024;
-  // Row kernels whose row fits shared memory but not registers (GPT-2's
-  // cross-entropy over 50,304 logits: 100 KB a row) stage it there once instead of streaming
-  // it from memory in every pass (reduce_kernels.cpp RowRegisters::shared). FUSEC_ROW_SHARED=1 / 0.
-  bool rowShared = false;
+  // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
+  // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
+  // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665
+  // ms, its step 18.18 -> 17.56 ms on an H100 (bench/RESULTS.md). FUSEC_ROW_SHARED=0 streams.
+  bool rowShared = true;
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }

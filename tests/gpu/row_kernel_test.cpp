@@ -136,8 +136,8 @@ TEST_F(RowKernels, CrossEntropyPicksTheLabelLogit) {
 }
 
 // GPT-2's vocabulary: rows of 50,304, 98 logits a thread of 512, too long for registers.
-// Streamed from memory in every pass by default, staged once in shared memory with
-// FUSEC_ROW_SHARED=1 (codegen/reduce_kernels.cpp RowRegisters::shared; 106 KB a block, so
+// Staged once in shared memory by default (codegen/reduce_kernels.cpp RowRegisters::shared;
+// FUSEC_ROW_SHARED=0 streams it from memory in every pass; 106 KB a block, so
 // the grid holds two blocks an SM and 601 rows loop over it). Both against the interpreter,
 // labels outside the row among them; f32 logits (twice the bytes) stream in both; and a
 // softmax over f32 rows of 20,000, staged as f32.

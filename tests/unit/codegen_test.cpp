@@ -130,17 +130,17 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 // one error naming the variable rather than the default in silence.
 TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
-    test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "1"), wg("FUSEC_WGMMA", "0"),
+    test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
-    EXPECT_TRUE(t.rowShared);
+    EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
   }
   const Target defaults = offlineTarget();
   EXPECT_EQ(defaults.wgmmaFusedDq, 0);
-  EXPECT_FALSE(defaults.rowShared);
+  EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
