@@ -108,7 +108,7 @@ void scalarLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs,
   std::map<Shape, Index> idxOf;  // outputs of one shape share the index (and the values)
   for (int k : outs) {
     const Shape& s = body.outputs[size_t(k)]->type.shape;
-    if (!idxOf.count(s)) idxOf[s] = delinearize(e.writer(), IndexExpr::var("i", 0, n - 1), s, std::string("o").append(std::to_string(idxOf.size())));
+    if (!idxOf.count(s)) idxOf[s] = delinearize(e.writer(), IndexExpr::var("i", 0, n - 1), s, "o" + std::to_string(idxOf.size()));
     e.store(body.outputs[size_t(k)], "out" + std::to_string(k), idxOf[s]);
   }
   e.closeScope();
@@ -150,10 +150,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   KernelBuilder& w = e.writer();
   const std::string V = std::to_string(plan.width);
   const KernelBuilder::Mark declarations = w.mark();
-  // The lanes' array of output k. (Spelled with append: `"s" + std::to_string(k)` draws GCC 12's
-  // false -Wrestrict, an error under FUSEC_WERROR in a Release build.)
-  auto lanes = [](int k) { return std::string("s").append(std::to_string(k)); };
-  for (int k : plan.outputs) w.array("float", lanes(k), V);
+  for (int k : plan.outputs) w.array("float", "s" + std::to_string(k), V);
   e.beginLanes(plan.width, "j");
   e.openScope(kir::laneLoop("j", plan.width));
   Index lane = first;
@@ -161,14 +158,14 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   for (int k : outs) {
     const Value* o = body.outputs[size_t(k)];
     const std::string value = e.evalLanes(e.storedForm(o), lane, first);
-    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.assign(lanes(k) + "[j]", value);
+    if (std::count(plan.outputs.begin(), plan.outputs.end(), k)) w.assign("s" + std::to_string(k) + "[j]", value);
     else w.store("out" + std::to_string(k), linearize(lane, o->type.shape).str(), storeValue(o->type.dtype, value));
   }
   e.closeScope();
   w.insert(declarations, e.takeDeclarations());
   e.endLanes();
   w.use(Helper::VectorIO);
-  for (int k : plan.outputs) w.store("out" + std::to_string(k), "i", lanes(k), plan.width);
+  for (int k : plan.outputs) w.store("out" + std::to_string(k), "i", "s" + std::to_string(k), plan.width);
 }
 
 // The loop over n elements: with a vector plan, the vector path when every vectorised
