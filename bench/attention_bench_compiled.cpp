@@ -1,6 +1,8 @@
 // The compiled side of `fusec bench attention`: @attention and @attention_backward as runtime
 // Executables, one after the other (the forward's memory is released before the backward's
 // is allocated, as two separate programs would run), timed with CUDA events on their stream.
+// Their inputs and gradients are in the row's dtype (bf16 rows: bf16 q, k, v, grad_out, dq, dk,
+// dv), as PyTorch's SDPA rows have them.
 #include <algorithm>
 #include <random>
 
@@ -34,7 +36,8 @@ AttentionRun runCompiledAttention(const AttentionCase& c, const codegen::CubinCa
   AttentionRun r;
   int64_t peak = 0;
   for (const auto& program : models::attentionProgramNames()) {
-    auto m = models::compileAttentionProgram(program, c.batch, c.seq, c.d, lowering, dtype);
+    // Inputs in the row's dtype, as SDPA's rows get them (no cast kernels in the timing).
+    auto m = models::compileAttentionProgram(program, c.batch, c.seq, c.d, lowering, dtype, dtype);
     rt::Executable exe(*m->funcs.front(), opts);
     exe.bind(env);
     const bool forward = program == "attention";

@@ -36,16 +36,20 @@ bool isAttentionProgram(const std::string& program);
 // dq, dk, dv. Naive, autodiff differentiates decompose-attention's primitives (the backward
 // computes P with a softmax and never needs o); fused, the VJP is the attention_backward
 // composite, which reads the forward's o and lse.
-Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d);
-Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d);
-Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d);
+// `inputs` is the dtype of q, k, v (and grad_out): f32 as above, or bf16, which a bf16 program
+// then reads as it is, as PyTorch's SDPA is handed bf16 tensors (the f32 form spends a cast
+// kernel on each input, and on each gradient back to f32, that SDPA's timings do not have).
+Graph& buildAttentionProgram(Module& m, const std::string& program, int64_t batch, int64_t seq, int64_t d,
+                             DType inputs = DType::f32);
+Graph& buildAttention(Module& m, int64_t batch, int64_t seq, int64_t d, DType inputs = DType::f32);
+Graph& buildAttentionBackward(Module& m, int64_t batch, int64_t seq, int64_t d, DType inputs = DType::f32);
 
 // `program` as `fusec compile --program <program>` gives it: traced, its program passes at
 // `dtype` with `lowering`, then the default optimisation pipeline (GEMMs and fused kernels
 // over a planned arena), verified after every pass. The module is the function's only owner.
 std::unique_ptr<Module> compileAttentionProgram(const std::string& program, int64_t batch, int64_t seq, int64_t d,
                                                 AttentionLowering lowering = AttentionLowering::Naive,
-                                                DType dtype = DType::f32);
+                                                DType dtype = DType::f32, DType inputs = DType::f32);
 
 // Bytes of the attention probabilities P [B, N, N] that naive eager attention keeps from its
 // forward for its backward, at `elementBytes` per element (4 for f32): the dominant memory

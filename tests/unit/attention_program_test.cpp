@@ -184,6 +184,40 @@ TEST(AttentionProgram, Bf16BackwardNaiveAndFused) {
   }
 }
 
+// With bf16 inputs (what `fusec bench attention --dtype bf16` times, as SDPA is handed bf16
+// tensors) a bf16 program has no cast kernel, and computes what the f32-input program does on
+// the same bf16 values: its gradients are that program's, rounded to bf16.
+TEST(AttentionProgram, Bf16InputsNeedNoCasts) {
+  const Shape3 s{2, 7, 4};
+  Bindings env = randomQkv(s, true, 6);
+  for (auto& [name, t] : env)
+    for (float& x : t.f) x = roundToDType(x, DType::bf16);  // values both programs read exactly
+  for (AttentionLowering l : {AttentionLowering::Naive, AttentionLowering::Fused})
+    for (const char* program : {"attention", "attention_backward"}) {
+      SCOPED_TRACE(std::string(program) + ", " + std::string(attentionLoweringName(l)));
+      auto f32In = models::compileAttentionProgram(program, s.B, s.N, s.d, l, DType::bf16);
+      auto bf16In = models::compileAttentionProgram(program, s.B, s.N, s.d, l, DType::bf16, DType::bf16);
+      const Graph& g = *bf16In->funcs.at(0);
+      for (const Op* in : g.inputs()) EXPECT_EQ(in->result()->type.dtype, DType::bf16) << in->attrStr("name");
+      for (const auto& op : g.ops)
+        if (op->kind == OpKind::Kernel) {
+          EXPECT_NE(op->attrStr("hint"), "cast") << op->attrStr("name");
+        }
+      Bindings asBf16 = env;  // the same values, typed as the bf16 program's inputs
+      for (auto& [name, t] : asBf16) t.type.dtype = DType::bf16;
+      const std::vector<HostTensor> want = interpret(*f32In->funcs.at(0), env), got = interpret(g, asBf16);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].type.dtype, DType::bf16);
+        ASSERT_EQ(got[i].size(), want[i].size());
+        for (size_t k = 0; k < got[i].size(); ++k)
+          ASSERT_EQ(got[i].f[k], roundToDType(want[i].f[k], DType::bf16)) << "output " << i << " element " << k;
+      }
+    }
+  Module m;
+  EXPECT_EQ(test::errorOf([&] { models::buildAttention(m, 1, 2, 4, DType::i32); }), "attention inputs must be f32 or bf16, got i32");
+}
+
 TEST(AttentionProgram, Errors) {
   EXPECT_NO_THROW(programPassNames("attention_backward", DType::bf16));
   EXPECT_NO_THROW(programPassNames("attention_backward", DType::bf16, AttentionLowering::Fused));
