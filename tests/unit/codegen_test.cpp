@@ -146,7 +146,8 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
-                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"}};
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
