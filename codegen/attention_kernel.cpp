@@ -17,7 +17,9 @@
 // Forward: one launch, a block per (query rows, batch index). Backward: two launches, dq (a
 // block per query rows) and then dk, dv (a block per key rows): deterministic, no atomics. On
 // tensor cores the dq launch also leaves each query row's softmax statistics in a module-scope
-// array for the dk, dv launch (attention_mma.cuh).
+// array for the dk, dv launch (attention_mma.cuh). Short bf16 sequences (up to
+// Target::shortBackwardMaxSeq) take one launch instead, a block per head with every row in
+// shared memory (attention_mma.cuh fa_backward_short).
 // Three templates behind the same arguments: Hopper's warpgroup MMA for bf16 at d = dv of 64
 // or 128 (codegen/attention_wgmma.cuh: the forward always, the backward from 1024 queries;
 // entry points fa_forward_wgmma, fa_backward_dq_wgmma, fa_backward_dkdv_wgmma), tensor cores
@@ -200,12 +202,15 @@ struct AttentionPath {
   // The bf16 causal backward on wgmma in one pass (Target::wgmmaFusedDq): the dK/dV launch
   // computes dQ too, after a statistics-only dQ launch; 2: with a dQ writer warpgroup.
   int fusedDq = 0;
+  // The mma backward as one launch with every row resident (attention_mma.cuh
+  // fa_backward_short): the tiling's warps cover the longer length.
+  bool shortBackward = false;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
 };
 
-AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vector<OperandAccess>& acc,
+AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, const std::vector<OperandAccess>& acc,
                          const Target& target) {
   const bool backward = att.kind == OpKind::AttentionBackward;
   const Type& q = att.operands[0]->type;
@@ -242,6 +247,21 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, const std::vecto
     p.tiling.bc = backward ? 64 : 128;
     p.tiling.bq = 64;
     p.tiling.dqOTile = false;
+  }
+  // Short sequences' bf16 backward in one launch (Target::shortBackwardMaxSeq): a block per
+  // head whose 16-row warps cover the longer length rounded up to whole 32-row tiles (at most
+  // 16 warps: 128 registers a thread, which the dK/dV accumulators of d <= 64 fit), q, dO, k
+  // and v whole in its shared memory. Grouped-query attention keeps the two passes, whose
+  // dK/dV blocks sum a group's query heads.
+  const int64_t longest = std::max(Tq, Tk), shortRows = (longest + 31) / 32 * 32;
+  if (p.mma && !p.wgmma && !p.tf32 && backward && group == 1 && D <= 64 && longest <= target.shortBackwardMaxSeq &&
+      shortRows <= 256) {
+    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
+    if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
+      p.shortBackward = true;
+      p.tiling.warps = int(shortRows / 16);
+      p.tiling.bc = p.tiling.bq = 32;
+    }
   }
   if (p.mma) p.threads = 32 * p.tiling.warps, p.rows = 16 * p.tiling.warps;
   if (p.wgmma && (backward ? target.wgmmaProducerBackward : target.wgmmaProducer)) {
@@ -308,8 +328,11 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
                            : backward       ? ", dK/dV with a producer warpgroup)"
                                             : ", a producer warpgroup)")
             : tf32  ? std::string("path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
-                    : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
+            : path.shortBackward
+                ? std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation; one launch, every row in shared memory)")
+                : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.define("FA_BACKWARD", backward ? "1" : "0");
+  if (path.shortBackward) w.define("FA_SHORT", "1", "one launch: fa_backward_short");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
   w.define("FA_DV", std::to_string(a.DV));
@@ -389,7 +412,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   for (int i = 0; i < operands; ++i)
     acc.push_back(accessOf(att->operands[size_t(i)], k.body, kOperandNames[i], i == 5, i == 1 || i == 2 ? group : 1));
 
-  const AttentionPath path = choosePath(*att, Tq, Tk, acc, k.target);
+  const AttentionPath path = choosePath(*att, Tq, Tk, group, acc, k.target);
   const bool mma = path.mma, wgmma = path.wgmma;
   const MmaTiling& tiling = path.tiling;
   const int threads = path.threads, rows = path.rows;
@@ -403,6 +426,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
                                path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
+    if (path.shortBackward) writeSmemMacros(w, shortBackwardSmemLayout(tiles));
     if (wgmma) {
       for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
       layouts = wgmmaSmemLayouts(tiles);
@@ -441,6 +465,12 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
+  if (path.shortBackward) {  // one launch, a block per head
+    const AttentionTiles tiles{D, DV, 2, rows, tiling.bc, tiling.bq, false, 0, 0};
+    launch(k.name + "_bwd", threads, 1, shortBackwardSmemLayout(tiles).bytes(),
+           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + ");", 1);
+    return launches;
+  }
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
   // dq is unused (a null dq: statistics only). In one pass (fusedDq) it is only that, and the
   // dK/dV launch computes dq.

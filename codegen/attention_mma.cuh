@@ -308,13 +308,15 @@ __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
 // pass and read by the dK/dV pass.
 __device__ float2 fa_rowstats[FA_ROWSTATS];
 
-// {D, L2} of rows [q0, q0 + R) into `out` (fa_rowstats of this batch index), and into shared
-// D[r], L2[r] unless D is null, D = sum_d dO o and L2 = lse log2(e), from global memory: NT / R
-// threads per row, 16-byte loads. The dQ launch's statistics-only form (dq unused), and its
-// form where an o tile would cost it blocks per SM (!FA_DQ_OTILE).
+// {D, L2} of rows [q0, q0 + R) into `out` (fa_rowstats of this batch index) unless it is null,
+// into shared D[r], L2[r] unless D is null, and into shared RS[r] as a pair unless RS is null;
+// D = sum_d dO o and L2 = lse log2(e), from global memory: NT / R threads per row, 16-byte
+// loads. The dQ launch's statistics-only form (dq unused), its form where an o tile would cost
+// it blocks per SM (!FA_DQ_OTILE), and the one-launch backward's (fa_backward_short), whose
+// two threads a row sum in the order warpRowStats does.
 template <int R>
 __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
-                                         const float* lse, int q0) {
+                                         const float* lse, int q0, float2* RS = nullptr) {
   constexpr int TPR = NT / R;
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
   float s = 0.f;
@@ -328,8 +330,9 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const
   for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (part == 0) {
     const float l2 = row < FA_TQ ? lse[row] * LOG2E : 0.f;
-    if (row < FA_TQ) out[row] = make_float2(s, l2);
+    if (out && row < FA_TQ) out[row] = make_float2(s, l2);
     if (D) D[r] = s, L2[r] = l2;
+    if (RS) RS[r] = make_float2(s, l2);
   }
 }
 
@@ -420,6 +423,25 @@ __device__ __forceinline__ void dsTransposed(float (&s)[C / 8][4], float (&dp)[C
       if (mask && !visible(q0 + c, kw + 8 * (e >> 1))) p = 0.f;
       s[j][e] = p;                       // P^T
       dp[j][e] = p * (dp[j][e] - st.x);  // dS^T / scale
+    }
+}
+
+// dQ's elementwise step on one key tile in accumulator layout (this thread's query rows qw and
+// qw + 8, key columns k0 + 8 j + 2 t4 + (e & 1)): S becomes dS / scale = P (dP - D), P =
+// exp(S scale - L2), 0 where the mask hides the pair (the scale is applied once, to dQ). The
+// dQ pass and the one-launch backward share it.
+template <int C>
+__device__ __forceinline__ void dsRows(float (&s)[C / 8][4], const float (&dp)[C / 8][4], const float (&D)[2],
+                                       const float (&L2)[2], int qw, int k0, bool mask) {
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e >> 1;
+      float p = ex2(s[j][e] * FA_SCALE_LOG2 - L2[h]);
+      if (mask && !visible(qw + 8 * h, k0 + 8 * j + 2 * t4 + (e & 1))) p = 0.f;
+      s[j][e] = p * (dp[j][e] - D[h]);
     }
 }
 
@@ -590,7 +612,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
 #endif
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_K);  // [2][BC][LD]
   fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_DQ_V);  // [2][BC][LDV]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int z = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first, as the forward
   float2* stats;
   if (!dqOperands<BR>(z, q0, q, k, v, o, dO, lse, stats, dq)) return;
@@ -644,16 +666,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     zero(dp);
     gemmABt<BC, FA_D, LD, LD>(s, nullptr, Qs + warp * 16 * LD, Ks + buf * BC * LD);
     gemmABt<BC, FA_DV, LDV, LDV>(dp, nullptr, Gs + warp * 16 * LDV, Vs + buf * BC * LDV);
-    const bool mask = needsMask<BR, BC>(q0, k0);
-#pragma unroll
-    for (int j = 0; j < BC / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        float p = ex2(s[j][e] * FA_SCALE_LOG2 - L2r[h]);
-        if (mask && !visible(q0 + warp * 16 + g + 8 * h, k0 + 8 * j + 2 * t4 + (e & 1))) p = 0.f;
-        s[j][e] = p * (dp[j][e] - Dr[h]);  // dS / scale: the scale is applied once, to dQ
-      }
+    dsRows<BC>(s, dp, Dr, L2r, q0 + warp * 16 + g, k0, needsMask<BR, BC>(q0, k0));
     gemmPB<BC, FA_D, LD>(acc, s, Ks + buf * BC * LD);
     __syncthreads();
   }
@@ -722,4 +735,95 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
   if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
   if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
 }
+
+#if FA_SHORT
+// ---- backward in one launch for short sequences: a block per batch index ----
+// The block's BR = 16 FA_WARPS rows cover every query and every key (the generator rounds the
+// longer length up to whole BQ and BC tiles), and q, dO, k and v sit in shared memory whole,
+// copied once. Warp w then does, with no block-wide wait, the dK/dV pass's work for key rows
+// [16w, 16w + 16) (every query tile that sees them) and the dQ pass's for query rows
+// [16w, 16w + 16) (every key tile they see); under a causal mask the first shrinks with w as
+// the second grows, so every warp has about the same work. Against the two launches this
+// reads each operand once instead of once per tile pair's block, computes the row statistics
+// in the same launch, and pays one launch's prologue. The products, their order and the row
+// statistics' sums are those of the two passes (dQ's key tiles are BC = BQ here, but each
+// sums into the same accumulators k16 chunk after chunk), so the results are bit for bit
+// theirs (FusedAttention.ShortBackwardEqualsTwoPasses). attention_kernel.cpp picks it for
+// bf16 self-attention of one key/value head a query head, d <= 64, up to
+// Target::shortBackwardMaxSeq rows.
+__device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                  const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                  const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                  fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+  using namespace fa;
+  static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
+  extern __shared__ float4 fa_smem4[];
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q);      // [BR][LD]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G);      // dO: [BR][LDV]
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K);      // [BR][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V);      // [BR][LDV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS);  // {D, L2} of every query row: [BR]
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const int z = blockIdx.x;
+  q += fa_q_batch(z);
+  k += fa_k_batch(z);
+  v += fa_v_batch(z);
+  o += fa_o_batch(z);
+  dO += fa_do_batch(z);
+  lse += fa_lse_batch(z);
+  loadTile<BR, FA_D>(Qs, q, FA_Q_RS, 0, FA_TQ);
+  loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, 0, FA_TQ);
+  loadTile<BR, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
+  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
+  cpCommit();
+  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
+  cpWait<0>();
+  __syncthreads();
+  // dK, dV of key rows [k0, k0 + 16): the dK/dV pass's loop with every query tile resident.
+  const int k0 = warp * 16;
+  if ((dk || dv) && k0 < FA_TK) {
+    float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+    zero(gk);
+    zero(gv);
+    const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ * BQ : 0;
+    for (int q0 = first; q0 < FA_TQ; q0 += BQ) {
+      float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
+      zero(s);
+      zero(dp);
+      gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
+      gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
+      dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
+      gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
+      gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
+    }
+    if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0, FA_TK, FA_SCALE);
+    if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0, FA_TK, 1.f);
+  }
+  // dQ of query rows [q0, q0 + 16): the dQ pass's loop with every key tile resident.
+  const int q0 = warp * 16;
+  if (dq && q0 < FA_TQ) {
+    float Dr[2], L2r[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 st = RS[q0 + g + 8 * h];
+      Dr[h] = st.x, L2r[h] = st.y;
+    }
+    float acc[FA_D / 8][4];
+    zero(acc);
+    const int tiles = keyTiles<16, BC>(q0);  // attention_common.cuh
+    for (int t = 0; t < tiles; ++t) {
+      const int kt = t * BC;
+      float s[BC / 8][4], dp[BC / 8][4];
+      zero(s);
+      zero(dp);
+      gemmABt<BC, FA_D, LD, LD>(s, nullptr, Qs + q0 * LD, Ks + kt * LD);
+      gemmABt<BC, FA_DV, LDV, LDV>(dp, nullptr, Gs + q0 * LDV, Vs + kt * LDV);
+      dsRows<BC>(s, dp, Dr, L2r, q0 + g, kt, needsMask<16, BC>(q0, kt));
+      gemmPB<BC, FA_D, LD>(acc, s, Ks + kt * LD);
+    }
+    storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0, FA_TQ, FA_SCALE);
+  }
+}
+#endif  // FA_SHORT
 #endif  // FA_BACKWARD

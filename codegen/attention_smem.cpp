@@ -59,6 +59,13 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t) {
   return {fwd, dq, dkdv};
 }
 
+SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
+  const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
+  SmemLayout l = named("SHORT");
+  l.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("RS", rows * 8);
+  return l;
+}
+
 // attention_wgmma.cuh: unpadded tiles in the 128-byte swizzle, every one on a 1024-byte
 // boundary (the swizzle repeats every 8 rows of 128 bytes; the descriptors' base offset is 0),
 // after a base the template aligns up to 1 KB.

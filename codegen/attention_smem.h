@@ -47,6 +47,10 @@ struct AttentionTiles {
 std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
+// attention_mma.cuh's one-launch backward for short sequences (fa_backward_short, launch
+// SHORT): q, dO, k and v whole (t.rows rows each, padded as the mma tiles are) and every query
+// row's statistics.
+SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.
 void writeSmemMacros(KernelBuilder& w, const SmemLayout& l);

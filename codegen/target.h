@@ -46,6 +46,11 @@ struct Target {
   // whose 64-row blocks, four an SM, overlap one another's prologues and stores where a 128-row
   // wgmma block walks two to four tiles alone). FUSEC_WGMMA_BWD_MIN_SEQ=N measures another.
   int64_t wgmmaBackwardMinSeq = 1024;
+  // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
+  // as one launch, a block per head with q, dO, k and v whole in shared memory
+  // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
+  // takes up to 256 rows (16 warps). FUSEC_SHORT_BWD_MAX_SEQ=0 runs the two passes.
+  int64_t shortBackwardMaxSeq = 256;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665
@@ -65,7 +70,8 @@ bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
 // FUSEC_WGMMA_PRODUCER_BWD and FUSEC_ROW_SHARED ("1" on, "0" off, unset the default),
-// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2) and FUSEC_WGMMA_BWD_MIN_SEQ (a length, 0 to 2^31). Any other
+// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
+// 0 to 2^31). Any other
 // value is an Error naming the variable.
 void applyEnvSwitches(Target& t);
 

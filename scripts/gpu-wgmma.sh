@@ -5,7 +5,8 @@
 # interpreter (WG_TESTS, a gtest filter), then `fusec bench attention` (bf16, fused; WG_D,
 # WG_SEQ, WG_BATCH) with and without wgmma, PyTorch SDPA's backends beside them (WG_TORCH=0
 # leaves them out; WG_BASELINE=0 the mma.sync rows; WG_NOPRODUCER=1, WG_PRODUCER_BWD=1 and
-# WG_FUSED_DQ add rows below; WG_SHORT=1 small's attention shape), and the bf16 train step of
+# WG_FUSED_DQ add rows below; WG_SHORT=1 small's attention shape; WG_LONG=0 none but those;
+# WG_PROFILE `fusec profile` of model steps), and the bf16 train step of
 # WG_MODELS (model:batch) under each of WG_STEP_SETS (default: WG_STEP_ENV, itself FUSEC_WGMMA
 # unless given, 0 and 1) in turn, WG_ROUNDS times. Logs in $OUT.
 set -uo pipefail
@@ -41,10 +42,13 @@ bench() {  # LABEL [VAR=VALUE ...] [extra flags]: the bench under those variable
   cat "$OUT/attention-$label.txt"
   tail -3 "$OUT/attention-$label.err"
 }
-[[ ${WG_BASELINE:-1} == 0 ]] || bench mma FUSEC_WGMMA=0
 torch_flag=--vs-torch
 [[ ${WG_TORCH:-1} == 0 ]] && torch_flag=
-bench wgmma FUSEC_WGMMA=1 $torch_flag
+# WG_LONG=0: none of the rows at WG_D x WG_SEQ (only WG_SHORT's and the steps).
+if [[ ${WG_LONG:-1} != 0 ]]; then
+  [[ ${WG_BASELINE:-1} == 0 ]] || bench mma FUSEC_WGMMA=0
+  bench wgmma FUSEC_WGMMA=1 $torch_flag
+fi
 # WG_NOPRODUCER=1: the wgmma forward without its producer warpgroup too; WG_PRODUCER_BWD=1 the
 # backward's dK/dV with one (FUSEC_WGMMA_PRODUCER_BWD=1).
 [[ ${WG_NOPRODUCER:-0} == 1 ]] && bench noproducer FUSEC_WGMMA=1 FUSEC_WGMMA_PRODUCER=0
@@ -55,15 +59,28 @@ for mode in ${WG_FUSED_DQ:-}; do
   bench "fused-dq-$mode" FUSEC_WGMMA=1 FUSEC_WGMMA_FUSED_DQ="$mode"
 done
 # WG_SHORT=1: small's own attention shape (d 64, N 256, batch x heads 768, dense) with the
-# backward on mma.sync (the default at that length) and on wgmma (FUSEC_WGMMA_BWD_MIN_SEQ=0) in
-# two passes and in one (FUSEC_WGMMA_FUSED_DQ=1, 2), SDPA's backends beside the first.
-if [[ ${WG_SHORT:-0} == 1 ]]; then
-  WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-mma $torch_flag
+# backward in one launch (the default at that length, fa_backward_short), SDPA's backends
+# beside it, then in the two mma.sync passes (FUSEC_SHORT_BWD_MAX_SEQ=0) and on wgmma
+# (FUSEC_WGMMA_BWD_MIN_SEQ=0); WG_SHORT=2 adds wgmma's one-pass forms (FUSEC_WGMMA_FUSED_DQ=1, 2).
+if [[ ${WG_SHORT:-0} != 0 ]]; then
+  WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-one-launch $torch_flag
+  WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-two-passes FUSEC_SHORT_BWD_MAX_SEQ=0
   WG_D=64 WG_SEQ=256 WG_BATCH=768 bench short-wgmma FUSEC_WGMMA_BWD_MIN_SEQ=0
-  for mode in 1 2; do
-    WG_D=64 WG_SEQ=256 WG_BATCH=768 bench "short-fused-dq-$mode" FUSEC_WGMMA_BWD_MIN_SEQ=0 FUSEC_WGMMA_FUSED_DQ=$mode
-  done
+  if [[ ${WG_SHORT} == 2 ]]; then
+    for mode in 1 2; do
+      WG_D=64 WG_SEQ=256 WG_BATCH=768 bench "short-fused-dq-$mode" FUSEC_WGMMA_BWD_MIN_SEQ=0 FUSEC_WGMMA_FUSED_DQ=$mode
+    done
+  fi
 fi
+# WG_PROFILE="model:batch ...": `fusec profile` of each bf16 train step (ctx 256) under
+# WG_PROFILE_ENV, its category table into profile-<model>.txt and the attention rows printed.
+for mb in ${WG_PROFILE:-}; do
+  read -ra penv <<<"${WG_PROFILE_ENV:-}"
+  env "${penv[@]}" timeout 180 "$fusec" profile --program train_step --model "${mb%:*}" --dtype bf16 --batch "${mb#*:}" \
+    --ctx 256 >"$OUT/profile-${mb%:*}.txt" 2>&1
+  echo "== profile ${mb%:*} b${mb#*:} ${WG_PROFILE_ENV:-}"
+  grep -iE "attention|category|step|total" "$OUT/profile-${mb%:*}.txt" | head -30
+done
 # The train step of WG_MODELS (model:batch) under each of WG_STEP_SETS (sets of VAR=VALUE
 # separated by '|'; default: WG_STEP_ENV, FUSEC_WGMMA unless given, 0 and 1) in turn, WG_ROUNDS times.
 step_env=${WG_STEP_ENV:-FUSEC_WGMMA}

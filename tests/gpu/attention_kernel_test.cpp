@@ -218,6 +218,42 @@ void onePassAgainstTwo(const char* mode) {
     }
 }
 
+// Short sequences' bf16 backward in one launch (attention_mma.cuh fa_backward_short, up to
+// Target::shortBackwardMaxSeq rows at d <= 64): against the interpreter, and bit for bit
+// against the two passes (FUSEC_SHORT_BWD_MAX_SEQ=0), whose products, their order and the row
+// statistics' sums it keeps; a second run of the same inputs gives the same bits. Lengths of
+// one row, ragged tiles, and the most the launch takes (256: 16 warps); d 16 to 64.
+// (tests/unit/codegen_test.cpp ShortBackwardIsOneLaunch: which kernels these shapes get.)
+TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
+  uint32_t seed = 2100;
+  for (int64_t d : {16, 32, 64})
+    for (int64_t n : {1, 17, 100, 256}) {
+      check("attention_backward", DType::bf16, 2, n, d, seed);
+      Module ref;
+      Graph& rg = models::buildAttentionProgram(ref, "attention_backward", 3, n, d);
+      std::mt19937 rng(seed++);
+      Bindings env;
+      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+      std::vector<std::vector<HostTensor>> outs;  // one launch twice, then two passes
+      for (const char* maxSeq : {"256", "256", "0"}) {
+        test::ScopedEnv choice("FUSEC_SHORT_BWD_MAX_SEQ", maxSeq);
+        auto m = models::compileAttentionProgram("attention_backward", 3, n, d, AttentionLowering::Fused, DType::bf16);
+        const Graph& g = *m->funcs.front();
+        rt::Executable exe(g);
+        exe.bind(env);
+        exe.run();
+        outs.emplace_back();
+        for (size_t i = 0; i < g.outputs.size(); ++i) outs.back().push_back(exe.output(i));
+      }
+      ASSERT_EQ(outs[0].size(), 3u);  // dq, dk, dv
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
+        EXPECT_TRUE(outs[0][i].f == outs[2][i].f) << "one launch and two passes differ: output " << i << " d=" << d
+                                                  << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[2][i]);
+      }
+    }
+}
+
 // Grouped-query attention (k, v with fewer heads than q): the forward reads kv head h / group,
 // the dQ pass likewise, and the dK/dV pass sums the group's query heads in registers (one
 // block per key tile of a kv head). Forward and backward, the tensor-core template in bf16

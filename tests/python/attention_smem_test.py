@@ -47,7 +47,8 @@ def check(fusec, work, d, ctx, program, wgmma, producer):
         m = macros(src)
         uses_wgmma = "FA_SMEM_WG_FWD_Q" in m
         layouts = make_variant.smem_layouts(uses_wgmma, int(m["FA_D"]), 16 * int(m["FA_WARPS"]), int(m["FA_BC"]),
-                                            int(m["FA_BQ"]), int(m["FA_DQ_OTILE"]), int(m.get("FA_WG_STAGES", 0)))
+                                            int(m["FA_BQ"]), int(m["FA_DQ_OTILE"]), int(m.get("FA_WG_STAGES", 0)),
+                                            m.get("FA_SHORT") == "1")
         expected = {f"FA_SMEM_{launch}_{a}": str(off) for launch, arrays, _ in layouts for a, off in arrays}
         generated = {key: value for key, value in m.items() if key.startswith("FA_SMEM_")}
         if generated != expected:
@@ -56,7 +57,8 @@ def check(fusec, work, d, ctx, program, wgmma, producer):
         by_launch = {launch: size for launch, _, size in layouts}
         for launch in k["launches"]:
             fn = launch["function"]
-            kind = "DKDV" if fn.endswith("_dkdv") else "DQ" if fn.endswith("_dq") else "FWD"
+            kind = "DKDV" if fn.endswith("_dkdv") else "DQ" if fn.endswith("_dq") else "SHORT" if fn.endswith("_bwd_bwd") \
+                else "FWD"
             call = src.split(fn + "(", 1)[1].split(";")[0]
             if "wgmma_ws(" in call:
                 kind = "DKS" if kind == "DKDV" else "FWS"

@@ -131,10 +131,11 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
-        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256");
+        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
+    EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
   }
@@ -142,12 +143,14 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.wgmmaFusedDq, 0);
   EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
+  EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
-                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"}};
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
+                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -573,6 +576,76 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
       for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
       jobs.clear();
     }
+}
+
+// Short sequences' bf16 backward (up to Target::shortBackwardMaxSeq rows, d <= 64, one
+// key/value head a query head) is one launch, a block per head, every row in shared memory
+// (attention_mma.cuh fa_backward_short); past the length, at d 128, in f32, for grouped-query
+// heads, with the wgmma backward asked for at every length, or with the switch at 0 it is the
+// two passes. NVRTC compiles each one-launch variant (lengths of one tile, ragged, whole).
+TEST(CodegenTest, ShortBackwardIsOneLaunch) {
+  struct Case {
+    int64_t n, d;
+    DType dt;
+    int64_t kvHeads;    // 0: as many as the query's (the attention program)
+    int64_t maxSeq, wgmmaMinSeq;  // the target's
+    bool oneLaunch;
+  };
+  const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
+                        {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
+                        {200, 48, DType::bf16, 0, 256, 1024, true},  {257, 64, DType::bf16, 0, 256, 1024, false},
+                        {256, 64, DType::bf16, 0, 0, 1024, false},   {256, 64, DType::bf16, 0, 128, 1024, false},
+                        {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
+                        {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
+                        {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true}};
+  std::vector<CompileJob> jobs;
+  Target t;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
+                 (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
+                 std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq));
+    std::unique_ptr<Module> m;
+    if (c.kvHeads) {
+      const std::string n = std::to_string(c.n), d = std::to_string(c.d);
+      m = parseModule("func @gqa {\n"
+                    "  %q = input() {name = \"q\"} : bf16[2,4," + n + "," + d + "]\n"
+                    "  %k = input() {name = \"k\"} : bf16[2,2," + n + "," + d + "]\n"
+                    "  %v = input() {name = \"v\"} : bf16[2,2," + n + "," + d + "]\n"
+                    "  %o = input() {name = \"o\"} : bf16[2,4," + n + "," + d + "]\n"
+                    "  %do = input() {name = \"do\"} : bf16[2,4," + n + "," + d + "]\n"
+                    "  %lse = input() {name = \"lse\"} : f32[2,4," + n + "]\n"
+                    "  %dq, %dk, %dv = attention_backward(%q, %k, %v, %o, %do, %lse) {scale = 0.125, causal = true} : "
+                    "bf16[2,4," + n + "," + d + "], bf16[2,2," + n + "," + d + "], bf16[2,2," + n + "," + d + "]\n"
+                    "  return %dq, %dk, %dv\n}\n");
+      PassManager pm;
+      pm.addPipeline("decompose-keep-attention,fuse");
+      pm.run(*m);
+    } else {
+      m = models::compileAttentionProgram("attention_backward", 2, c.n, c.d, AttentionLowering::Fused, c.dt);
+    }
+    t.shortBackwardMaxSeq = c.maxSeq;
+    t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
+    int backward = 0;
+    for (const auto& k : generateModule(*m, t)) {
+      if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
+      ++backward;
+      SCOPED_TRACE(k.image);
+      const bool one = k.source.find("fa_backward_short(in") != std::string::npos;
+      EXPECT_EQ(one, c.oneLaunch);
+      EXPECT_EQ(k.launches.size(), c.oneLaunch ? 1u : 2u);
+      if (!c.oneLaunch) continue;
+      const int64_t rows = (c.n + 31) / 32 * 32;
+      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block per head
+      EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8));
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d), k.source});
+    }
+    EXPECT_EQ(backward, 1);
+  }
+  ASSERT_EQ(jobs.size(), 7u);
+  if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
+  auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
+  for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
 }
 
 TEST(CodegenTest, EveryModelKernelCompilesWithNvrtc) {
