@@ -355,19 +355,26 @@ __device__ __forceinline__ void warpRowStats(float (&D)[2], float (&L2)[2], cons
   }
 }
 
-// The dQ pass's start, both tensor-core templates: its operands moved to batch index z, and
-// when dq is unused (a null dq) the row statistics only, which the dK/dV pass reads. Returns
-// false when that was all.
 using cptr = const fa_t* __restrict__;  // the entry points' operand pointers, by reference below
-template <int R>
-__device__ __forceinline__ bool dqOperands(int z, int q0, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
-                                           const float* __restrict__& lse, float2*& stats, const fa_t* dq) {
+// The backward's operands moved to (query) batch index z: the dQ pass's and the one-launch
+// backward's.
+__device__ __forceinline__ void backwardOperands(int z, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
+                                                 const float* __restrict__& lse) {
   q += fa_q_batch(z);
   k += fa_k_batch(z);
   v += fa_v_batch(z);
   o += fa_o_batch(z);
   dO += fa_do_batch(z);
   lse += fa_lse_batch(z);
+}
+
+// The dQ pass's start, both tensor-core templates: its operands moved to batch index z, and
+// when dq is unused (a null dq) the row statistics only, which the dK/dV pass reads. Returns
+// false when that was all.
+template <int R>
+__device__ __forceinline__ bool dqOperands(int z, int q0, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
+                                           const float* __restrict__& lse, float2*& stats, const fa_t* dq) {
+  backwardOperands(z, q, k, v, o, dO, lse);
   stats = fa_rowstats + (long long)z * FA_TQ;
   if (dq) return true;
   rowStats<R>(nullptr, nullptr, stats, o, dO, lse, q0);
@@ -766,12 +773,7 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
   float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS);  // {D, L2} of every query row: [BR]
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const int z = blockIdx.x;
-  q += fa_q_batch(z);
-  k += fa_k_batch(z);
-  v += fa_v_batch(z);
-  o += fa_o_batch(z);
-  dO += fa_do_batch(z);
-  lse += fa_lse_batch(z);
+  backwardOperands(z, q, k, v, o, dO, lse);
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, 0, FA_TQ);
   loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, 0, FA_TQ);
   loadTile<BR, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
