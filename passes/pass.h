@@ -82,6 +82,7 @@ std::unique_ptr<Pass> createShardMasterWeightsPass();
 std::unique_ptr<Pass> createFusePass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createStepInvariantPass();
+std::unique_ptr<Pass> createCompactPass();
 std::unique_ptr<Pass> createMemoryPlanPass();
 // memory-plan with the outputs a caller has written in place planned above the rest of the
 // arena (passes/memory_plan.h): what the C interface compiles with.

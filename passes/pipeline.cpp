@@ -88,8 +88,9 @@ std::string defaultOptimizationPipeline(bool outputsToCaller) {
   // Clean up what the program passes left (stop_gradient, dead forward values, duplicate
   // casts), let GEMMs whose results are returned widened write them wide, fold layouts into
   // GEMMs and merge them, clean up again, split the long column reductions in two (so they
-  // fill the GPU), then fuse, order and plan.
-  return "canonicalize,cse,dce,widen-gemm-outputs,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,"
+  // fill the GPU), then fuse, lay the fused top level out afresh in program order (compact:
+  // what follows walks it densely), order and plan.
+  return "canonicalize,cse,dce,widen-gemm-outputs,gemm-layout,merge-gemms,canonicalize,cse,dce,split-reductions,fuse,compact,"
          "step-invariant,schedule," + std::string(outputsToCaller ? "memory-plan-outputs-last" : "memory-plan");
 }
 

@@ -26,6 +26,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"fuse", &createFusePass},
       {"schedule", &createSchedulePass},
       {"step-invariant", &createStepInvariantPass},
+      {"compact", &createCompactPass},
       {"memory-plan", &createMemoryPlanPass},
       {"memory-plan-outputs-last", &createMemoryPlanOutputsLastPass},
       {"gemm-layout", &createGemmLayoutPass},

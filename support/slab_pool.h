@@ -37,7 +37,7 @@ class SlabPool {
     SlabPool& p = instance();
     std::lock_guard<std::mutex> lock(p.mutex_);
     ++p.live_;
-    if (p.free_) {
+    if (p.free_ && p.fresh_ == 0) {
       void* b = p.free_;
       p.free_ = *static_cast<void**>(b);
       return b;
@@ -56,6 +56,23 @@ class SlabPool {
     p.free_ = b;
     if (--p.live_ == 0) p.reset();
   }
+
+  // While one of these lives, blocks come from the end of the slabs, never from the free list:
+  // objects made one after another then lie one after another (passes/compact.cpp).
+  class FreshBlocks {
+   public:
+    FreshBlocks() { adjust(1); }
+    ~FreshBlocks() { adjust(-1); }
+    FreshBlocks(const FreshBlocks&) = delete;
+    FreshBlocks& operator=(const FreshBlocks&) = delete;
+
+   private:
+    static void adjust(int by) {
+      SlabPool& p = instance();
+      std::lock_guard<std::mutex> lock(p.mutex_);
+      p.fresh_ += by;
+    }
+  };
 
   // Blocks handed out and not yet released; slabs held (both for tests).
   static size_t live() {
@@ -99,6 +116,7 @@ class SlabPool {
   char* next_ = nullptr;
   char* end_ = nullptr;
   size_t live_ = 0;
+  int fresh_ = 0;  // FreshBlocks alive
 };
 
 // Derive from this (T the deriving class) to take T's objects from a SlabPool; a class

@@ -26,6 +26,7 @@
 #include "ir/step_invariant.h"
 #include "random_graph.h"
 #include "support/ptr_hash.h"
+#include "support/slab_pool.h"
 
 namespace fusec {
 namespace {
@@ -472,6 +473,40 @@ TEST(Schedule, TinyTrainStepKeepsSemanticsAndNeverRaisesThePeak) {
   createPass("schedule")->run(*m);
   verify(*m);
   EXPECT_LE(computeLiveness(*m->funcs[0]).lowerBound, peak);
+  for (uint32_t seed : {1u, 2u})
+    expectSameOutputs(*before->funcs[0], *m->funcs[0], randomBindings(*before->funcs[0], seed, 37));
+}
+
+// compact (passes/compact.cpp) makes the top level again from fresh slab blocks in program
+// order: the same program (its text, and its outputs on random inputs), each op and its result
+// right after the one before (but where a new slab starts), kernel bodies moved over as they are.
+TEST(Compact, TheSameProgramLaidOutInProgramOrder) {
+  auto m = trainStep("tiny", 2, 8);
+  PassManager pm;
+  pm.addPipeline("decompose,canonicalize,cse,dce,fuse");
+  pm.run(*m);
+  auto before = cloneModule(*m);
+  const std::string text = printModule(*m);
+  std::vector<const Graph*> bodies;
+  for (auto& op : m->funcs[0]->ops)
+    if (op->body) bodies.push_back(op->body.get());
+  ASSERT_FALSE(bodies.empty());
+  EXPECT_FALSE(createPass("compact")->run(*m));  // nothing about the program changed
+  verify(*m);
+  EXPECT_EQ(printModule(*m), text);
+  std::vector<const Graph*> after;
+  for (auto& op : m->funcs[0]->ops)
+    if (op->body) after.push_back(op->body.get());
+  EXPECT_EQ(after, bodies);  // the same body objects, not copies
+#ifndef FUSEC_SLAB_POOL_BYPASS
+  const auto& ops = m->funcs[0]->ops;
+  size_t adjacent = 0;
+  for (size_t i = 1; i < ops.size(); ++i)
+    adjacent += reinterpret_cast<uintptr_t>(ops[i].get()) - reinterpret_cast<uintptr_t>(ops[i - 1].get()) ==
+                SlabPool<sizeof(Op)>::kBlock;
+  const size_t slabs = ops.size() * SlabPool<sizeof(Op)>::kBlock / SlabPool<sizeof(Op)>::kSlabBytes + 2;
+  EXPECT_GE(adjacent + slabs, ops.size()) << adjacent << " of " << ops.size() << " ops follow the one before";
+#endif
   for (uint32_t seed : {1u, 2u})
     expectSameOutputs(*before->funcs[0], *m->funcs[0], randomBindings(*before->funcs[0], seed, 37));
 }

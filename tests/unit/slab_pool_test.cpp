@@ -39,6 +39,31 @@ TEST(SlabPool, CarvesDenseBlocksReusesFreedOnesAndReturnsTheSlabs) {
   EXPECT_EQ(Pool::slabs(), 0u);
 }
 
+// While a FreshBlocks lives, blocks come from the end of the slabs even with freed blocks
+// waiting (passes/compact.cpp lays a graph out anew that way); after it, freed ones first again.
+TEST(SlabPool, FreshBlocksSkipTheFreedOnes) {
+  ASSERT_EQ(Pool::live(), 0u);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(Pool::allocate());
+  Pool::release(blocks[2]);
+  Pool::release(blocks[5]);
+  std::vector<void*> fresh;
+  {
+    Pool::FreshBlocks scope;
+    for (int i = 0; i < 3; ++i) fresh.push_back(Pool::allocate());
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(fresh[size_t(i)]) - reinterpret_cast<uintptr_t>(blocks[9]),
+              size_t(i + 1) * Pool::kBlock) << i;
+  void* reused = Pool::allocate();
+  EXPECT_TRUE(reused == blocks[2] || reused == blocks[5]);
+  Pool::release(reused);
+  for (int i : {0, 1, 3, 4, 6, 7, 8, 9}) Pool::release(blocks[size_t(i)]);
+  for (void* b : fresh) Pool::release(b);
+  EXPECT_EQ(Pool::live(), 0u);
+  EXPECT_EQ(Pool::slabs(), 0u);
+}
+
 TEST(SlabPool, OpsAndValuesComeFromTheirPools) {
 #ifdef FUSEC_SLAB_POOL_BYPASS
   GTEST_SKIP() << "AddressSanitizer build: ops and values come from the global allocator, so a use after free is reported";
