@@ -29,29 +29,36 @@ bool compactGraph(Graph& g) {
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(g.ops.size());
   {
+    // What may throw (allocation, a value of another graph) comes first, copying: until the
+    // moves below, the function is as it was.
     SlabPool<sizeof(Op)>::FreshBlocks freshOps;
     SlabPool<sizeof(Value)>::FreshBlocks freshValues;
     for (auto& old : g.ops) {
       auto op = std::make_unique<Op>();
       op->kind = old->kind;
+      op->loc = old->loc;
       for (Value* v : old->operands) op->operands.push_back(moved[numbers.of(v)]);
       for (auto& r : old->results) {
         auto v = std::make_unique<Value>();
         v->type = r->type;
         v->def = op.get();
         v->index = r->index;
-        v->name = std::move(r->name);
+        v->name = r->name;
         v->offset = r->offset;
         moved[numbers.of(r.get())] = v.get();
         op->results.push_back(std::move(v));
       }
-      op->attrs = std::move(old->attrs);
-      op->body = std::move(old->body);
-      op->loc = old->loc;
       ops.push_back(std::move(op));
     }
   }
-  for (Value*& v : g.outputs) v = moved[numbers.of(v)];
+  std::vector<Value*> outputs;
+  outputs.reserve(g.outputs.size());
+  for (Value* v : g.outputs) outputs.push_back(moved[numbers.of(v)]);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i]->attrs = std::move(g.ops[i]->attrs);
+    ops[i]->body = std::move(g.ops[i]->body);
+  }
+  g.outputs = std::move(outputs);
   g.ops = std::move(ops);  // the old ops and values go back to their pools
   return false;            // the same program
 }
