@@ -422,11 +422,16 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   // layouts are written (a wgmma source holds the mma text too, compiled though not launched),
   // and the launch takes its size from the same layout.
   std::vector<SmemLayout> layouts = simtSmemLayouts(D, DV, kRows);
+  int64_t shortBytes = 0;  // the one-launch backward's (path.shortBackward)
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
                                path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
-    if (path.shortBackward) writeSmemMacros(w, shortBackwardSmemLayout(tiles));
+    if (path.shortBackward) {
+      const SmemLayout shortLayout = shortBackwardSmemLayout(tiles);
+      writeSmemMacros(w, shortLayout);
+      shortBytes = shortLayout.bytes();
+    }
     if (wgmma) {
       for (const SmemLayout& l : layouts) writeSmemMacros(w, l);
       layouts = wgmmaSmemLayouts(tiles);
@@ -466,8 +471,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
   if (path.shortBackward) {  // one launch, a block per head
-    const AttentionTiles tiles{D, DV, 2, rows, tiling.bc, tiling.bq, false, 0, 0};
-    launch(k.name + "_bwd", threads, 1, shortBackwardSmemLayout(tiles).bytes(),
+    launch(k.name + "_bwd", threads, 1, shortBytes,
            "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + ");", 1);
     return launches;
   }
