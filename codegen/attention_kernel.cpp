@@ -203,9 +203,8 @@ struct AttentionPath {
   // computes dQ too, after a statistics-only dQ launch; 2: with a dQ writer warpgroup.
   int fusedDq = 0;
   // The mma backward as one launch with every row resident (attention_mma.cuh
-  // fa_backward_short): the tiling's warps cover the longer length; staged: its copies in
-  // chunks, an mbarrier each (Target::shortBackwardStaged).
-  bool shortBackward = false, shortStaged = false;
+  // fa_backward_short): the tiling's warps cover the longer length.
+  bool shortBackward = false;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -257,11 +256,9 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   const int64_t longest = std::max(Tq, Tk), shortRows = (longest + 31) / 32 * 32;
   if (p.mma && !p.wgmma && !p.tf32 && backward && group == 1 && D <= 64 && longest <= target.shortBackwardMaxSeq &&
       shortRows <= 256) {
-    const bool staged = target.shortBackwardStaged && target.major >= 9;
-    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0, staged};
+    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
-      p.shortStaged = staged;
       p.tiling.warps = int(shortRows / 16);
       p.tiling.bc = p.tiling.bq = 32;
     }
@@ -336,7 +333,6 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
                 : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.define("FA_BACKWARD", backward ? "1" : "0");
   if (path.shortBackward) w.define("FA_SHORT", "1", "one launch: fa_backward_short");
-  if (path.shortStaged) w.define("FA_SHORT_STAGED", "1", "its copies in chunks of 64 rows, an mbarrier each");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
   w.define("FA_DV", std::to_string(a.DV));
@@ -429,7 +425,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   int64_t shortBytes = 0;  // the one-launch backward's (path.shortBackward)
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
-                               path.stages, path.fusedDq, path.shortStaged};
+                               path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
     if (path.shortBackward) {
       const SmemLayout shortLayout = shortBackwardSmemLayout(tiles);

@@ -74,30 +74,6 @@ __device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group
 template <int N>
 __device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-#if __CUDA_ARCH__ >= 900  // try_wait is Hopper's; the wgmma kernels and the staged one-launch backward use these
-// mbarriers (PTX ISA, "mbarrier"): a count of arrivals per phase; a waiter names the phase by
-// its parity (the n-th completion of a barrier, from 0, has parity n & 1).
-__device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarArrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-// Arrives once every cp.async this thread has issued so far has landed (the copies complete
-// the arrival, not the thread: it goes on issuing).
-__device__ __forceinline__ void mbarArriveOnCopies(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-#endif
-
 // Rows [r0, r0 + R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD]
 // tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
 template <int R, int W>
@@ -798,47 +774,6 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const int z = blockIdx.x;
   backwardOperands(z, q, k, v, o, dO, lse);
-#if FA_SHORT_STAGED
-  // The copies in chunks of CH rows of all four operands, in row order, each chunk with an
-  // mbarrier that completes once every thread's copies of it (and before it) have landed, and
-  // one more for the row statistics. A warp waits for the chunk holding the last row its next
-  // tile reads, not for the whole head: with one block an SM (the head fills the shared
-  // memory) nothing else overlaps the copies, and the warps of the first rows, whose dK/dV
-  // walks the queries in the order they land, compute while the later chunks arrive.
-  constexpr int CH = 64, NCH = (BR + CH - 1) / CH;
-  const unsigned bars = smemAddr(smem + FA_SMEM_SHORT_BAR);  // [NCH + 1]: the chunks', the statistics'
-  if (threadIdx.x == 0)
-    for (int c = 0; c <= NCH; ++c) mbarInit(bars + 8 * c, NT);
-  __syncthreads();
-#pragma unroll
-  for (int c = 0; c < NCH; ++c) {
-    const int r0 = c * CH;
-    if (BR - r0 >= CH) {
-      loadTile<CH, FA_D>(Qs + r0 * LD, q, FA_Q_RS, r0, FA_TQ);
-      loadTile<CH, FA_DV>(Gs + r0 * LDV, dO, FA_DO_RS, r0, FA_TQ);
-      loadTile<CH, FA_D>(Ks + r0 * LD, k, FA_K_RS, r0, FA_TK);
-      loadTile<CH, FA_DV>(Vs + r0 * LDV, v, FA_V_RS, r0, FA_TK);
-    } else {  // BR is a multiple of 32: a last chunk of 32 rows
-      loadTile<32, FA_D>(Qs + r0 * LD, q, FA_Q_RS, r0, FA_TQ);
-      loadTile<32, FA_DV>(Gs + r0 * LDV, dO, FA_DO_RS, r0, FA_TQ);
-      loadTile<32, FA_D>(Ks + r0 * LD, k, FA_K_RS, r0, FA_TK);
-      loadTile<32, FA_DV>(Vs + r0 * LDV, v, FA_V_RS, r0, FA_TK);
-    }
-    cpCommit();
-    mbarArriveOnCopies(bars + 8 * c);
-  }
-  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
-  mbarArrive(bars + 8 * NCH);
-  int landed = -1;  // the last chunk this warp waited for
-  auto rowsIn = [&](int lastRow) {
-    const int c = lastRow / CH;
-    if (c > landed) {
-      mbarWait(bars + 8 * c, 0);
-      landed = c;
-    }
-  };
-  mbarWait(bars + 8 * NCH, 0);  // the statistics: written by every warp, read by every dK/dV tile
-#else
   loadTile<BR, FA_D>(Qs, q, FA_Q_RS, 0, FA_TQ);
   loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, 0, FA_TQ);
   loadTile<BR, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
@@ -847,8 +782,6 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
   rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
   cpWait<0>();
   __syncthreads();
-  auto rowsIn = [](int) {};  // every row is in
-#endif
   // dK, dV of key rows [k0, k0 + 16): the dK/dV pass's loop with every query tile resident.
   const int k0 = warp * 16;
   if ((dk || dv) && k0 < FA_TK) {
@@ -857,7 +790,6 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
     zero(gv);
     const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ * BQ : 0;
     for (int q0 = first; q0 < FA_TQ; q0 += BQ) {
-      rowsIn(max(k0 + 15, q0 + BQ - 1));
       float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
       zero(s);
       zero(dp);
@@ -879,8 +811,6 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
       const float2 st = RS[q0 + g + 8 * h];
       Dr[h] = st.x, L2r[h] = st.y;
     }
-    const int tiles = keyTiles<16, BC>(q0);  // attention_common.cuh
-    rowsIn(max(q0 + 15, tiles * BC - 1));  // its own rows and every key row it reads: one wait
     float acc[FA_D / 8][4];
     zero(acc);
     // The warp's q and dO rows are the A operand of every key tile's two products: read from
@@ -888,6 +818,7 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
     FragA qa[FA_D / KS], ga[FA_DV / KS];
     loadA<FA_D, LD>(qa, Qs + q0 * LD);
     loadA<FA_DV, LDV>(ga, Gs + q0 * LDV);
+    const int tiles = keyTiles<16, BC>(q0);  // attention_common.cuh
     for (int t = 0; t < tiles; ++t) {
       const int kt = t * BC;
       float s[BC / 8][4], dp[BC / 8][4];
@@ -900,9 +831,6 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
     }
     storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0, FA_TQ, FA_SCALE);
   }
-#if FA_SHORT_STAGED
-  cpWait<0>();  // a warp that waited for no late chunk leaves no copy of its own in flight
-#endif
 }
 #endif  // FA_SHORT
 #endif  // FA_BACKWARD

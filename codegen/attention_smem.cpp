@@ -63,8 +63,6 @@ SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
   SmemLayout l = named("SHORT");
   l.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("RS", rows * 8);
-  // Staged copies: an mbarrier for each chunk of 64 rows, and one for the row statistics.
-  if (t.shortStaged) l.add("BAR", ((rows + 63) / 64 + 1) * 8, 8);
   return l;
 }
 

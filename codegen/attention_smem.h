@@ -38,7 +38,6 @@ struct AttentionTiles {
   bool dqOTile = false;
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
   int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
-  bool shortStaged = false;  // the one-launch backward copies in chunks, an mbarrier each (Target::shortBackwardStaged)
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma

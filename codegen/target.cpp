@@ -37,7 +37,6 @@ void applyEnvSwitches(Target& t) {
   t.rowShared = switchByEnv("FUSEC_ROW_SHARED", t.rowShared);
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
-  t.shortBackwardStaged = switchByEnv("FUSEC_SHORT_BWD_STAGED", t.shortBackwardStaged);
 }
 
 Target offlineTarget() {

@@ -51,11 +51,6 @@ struct Target {
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
   // takes up to 256 rows (16 warps). FUSEC_SHORT_BWD_MAX_SEQ=0 runs the two passes.
   int64_t shortBackwardMaxSeq = 256;
-  // That launch's copies in chunks of 64 rows, each with an mbarrier a warp waits on before
-  // the first tile that reads it, instead of one wait for the whole head: with one block an SM
-  // nothing else overlaps the copies (Hopper's mbarrier try_wait: compute capability 9.0 on).
-  // FUSEC_SHORT_BWD_STAGED=1 / 0.
-  bool shortBackwardStaged = false;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665

@@ -131,10 +131,8 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
-        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
-        staged("FUSEC_SHORT_BWD_STAGED", "1");
+        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0");
     const Target t = offlineTarget();
-    EXPECT_TRUE(t.shortBackwardStaged);
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
@@ -146,15 +144,13 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
-  EXPECT_FALSE(defaults.shortBackwardStaged);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
-                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"},
-                                                     {"FUSEC_SHORT_BWD_STAGED", "on"}};
+                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -586,10 +582,7 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
 // key/value head a query head) is one launch, a block per head, every row in shared memory
 // (attention_mma.cuh fa_backward_short); past the length, at d 128, in f32, for grouped-query
 // heads, with the wgmma backward asked for at every length, or with the switch at 0 it is the
-// two passes. Staged (Target::shortBackwardStaged), its copies go in chunks of 64 rows with an
-// mbarrier each and one for the row statistics, 8 bytes each after them; not below compute
-// capability 9.0, whose mbarriers cannot be polled with try_wait. NVRTC compiles each
-// one-launch variant (lengths of one tile, ragged, whole; staged with one, two and four chunks).
+// two passes. NVRTC compiles each one-launch variant (lengths of one tile, ragged, whole).
 TEST(CodegenTest, ShortBackwardIsOneLaunch) {
   struct Case {
     int64_t n, d;
@@ -597,9 +590,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t kvHeads;    // 0: as many as the query's (the attention program)
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
-    bool staged = false;  // asked for (Target::shortBackwardStaged)
-    int major = 9;        // the target's compute capability
-    bool isStaged = false;  // what the kernel is
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -607,11 +597,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {256, 64, DType::bf16, 0, 0, 1024, false},   {256, 64, DType::bf16, 0, 128, 1024, false},
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
-                        {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, true, 9, true},
-                        {100, 32, DType::bf16, 0, 256, 1024, true, true, 9, true},
-                        {17, 16, DType::bf16, 0, 256, 1024, true, true, 9, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, true, 8, false}};
+                        {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
@@ -639,8 +625,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     }
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
-    t.shortBackwardStaged = c.staged;
-    t.major = c.major;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
@@ -650,19 +634,15 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       EXPECT_EQ(one, c.oneLaunch);
       EXPECT_EQ(k.launches.size(), c.oneLaunch ? 1u : 2u);
       if (!c.oneLaunch) continue;
-      const int64_t rows = (c.n + 31) / 32 * 32, bars = c.isStaged ? ((rows + 63) / 64 + 1) * 8 : 0;
-      EXPECT_EQ(k.source.find("#define FA_SHORT_STAGED 1") != std::string::npos, c.isStaged);
+      const int64_t rows = (c.n + 31) / 32 * 32;
       EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block per head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8 + bars));
-      if (c.major == 9)  // NVRTC compiles for the target's architecture: the compute capability 8 case only generates
-        jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.staged ? "_staged" : ""),
-                        k.source});
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8));
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d), k.source});
     }
     EXPECT_EQ(backward, 1);
   }
-  ASSERT_EQ(jobs.size(), 10u);
-  t.major = 9;
+  ASSERT_EQ(jobs.size(), 7u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
