@@ -155,6 +155,43 @@ __device__ __forceinline__ void store2(fa_t* p, float x, float y) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
 #endif
 }
+#if !FA_TF32
+// Row g + 8 h of a 16 x W accumulator tile (this lane's), scaled and rounded to the operand
+// dtype, handed to put(column, 16 bytes) in pieces of eight adjacent columns.
+// An m16n8 accumulator gives each lane two adjacent columns of every n8 block: stored as they
+// are, a warp's store writes 4 bytes to each of 32 places, eight rows by 16 bytes, half of each
+// 32-byte sector. A transpose among each quad of lanes (two rounds of xor shuffles) hands lane
+// t4 the whole n8 block 4i + t4 of every four, so a warp's store writes eight rows by 64
+// bytes, whole sectors, with a quarter of the store instructions. Every lane must call it (the
+// shuffles); put decides what is stored.
+template <int W, class Put>
+__device__ __forceinline__ void rowPieces(const float (&acc)[W / 8][4], int h, float scale, Put put) {
+  static_assert(W % 32 == 0, "whole groups of four n8 blocks");
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int i = 0; i < W / 32; ++i) {
+    unsigned v[4];  // lane t4: block 4i + c's columns 2 t4, 2 t4 + 1, by c; then block 4i + t4's, by pair
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = pack(acc[4 * i + c][2 * h] * scale, acc[4 * i + c][2 * h + 1] * scale);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {  // 2 x 2 blocks transposed between lanes t4 ^ 1
+      const bool odd = t4 & 1;
+      const unsigned y = __shfl_xor_sync(0xffffffffu, odd ? v[2 * k] : v[2 * k + 1], 1);
+      if (odd) v[2 * k] = y;
+      else v[2 * k + 1] = y;
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {  // then the off-diagonal 2 x 2 blocks swapped between lanes t4 ^ 2
+      const bool high = t4 & 2;
+      const unsigned y = __shfl_xor_sync(0xffffffffu, high ? v[k] : v[k + 2], 2);
+      if (high) v[k] = y;
+      else v[k + 2] = y;
+    }
+    put(8 * (4 * i + t4), make_uint4(v[0], v[1], v[2], v[3]));
+  }
+}
+#endif
+
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -398,9 +435,24 @@ struct QueryWalk {
 
 // Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
 // `scale`, into dst (row-major, W columns): dQ, dK and dV of both backward templates.
+
+// The warp's 16 x W accumulator rows r0.. into dst ([*, W], dense), scaled, rows at or past
+// `limit` left out.
 template <int W>
 __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#if !FA_TF32
+  if constexpr (W % 32 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + g + 8 * h;
+      rowPieces<W>(acc, h, scale, [&](int c, uint4 x) {
+        if (r < limit) *reinterpret_cast<uint4*>(dst + (long long)r * W + c) = x;
+      });
+    }
+    return;
+  }
+#endif
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r0 + g + 8 * h;
@@ -410,6 +462,7 @@ __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4
       store2(dst + (long long)r * W + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
   }
 }
+
 
 // dK/dV's elementwise step on one query tile in accumulator layout (this thread's key rows kw
 // and kw + 8, query columns q0 + 8 j + 2 t4 + (e & 1)): S^T becomes P^T = exp(S^T scale - L2),
@@ -527,18 +580,27 @@ __device__ __forceinline__ void storeForward(const float (&acc)[FA_DV / 8][4], c
                                              fa_t* o, float* lse, int z, int r0) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const long long ob = (long long)z * FA_TQ;
+  fa_t* const ob0 = o ? o + fa_out_batch(z) : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = l[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int qi = r0 + g + 8 * h;
-    if (qi >= FA_TQ) continue;
     const float inv = 1.f / sum;  // sum = 0 (nothing visible) gives NaN, as softmax over -inf
-    if (o)
+#if !FA_TF32
+    if constexpr (FA_DV % 32 == 0) {
+      if (o)  // every lane: the pieces are shuffled
+        rowPieces<FA_DV>(acc, h, inv, [&](int c, uint4 x) {
+          if (qi < FA_TQ) *reinterpret_cast<uint4*>(ob0 + (long long)qi * FA_OUT_RS + c) = x;
+        });
+    }
+#endif
+    if (qi >= FA_TQ) continue;
+    if (o && (FA_TF32 || FA_DV % 32 != 0))
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
-        store2(o + fa_out_batch(z) + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+        store2(ob0 + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
     if (lse && t4 == 0) lse[ob + qi] = sum == 0.f ? FA_NEG_INF : (m[h] * FA_SCALE_LOG2 + __log2f(sum)) * LN2;
   }
 }
