@@ -144,9 +144,23 @@ const Op* splittableConcat(const Graph& body, const std::vector<int>& outs, int 
   return nullptr;
 }
 
-// The vector path's body for one thread's vector at `first` (lane 0's output index): the lane
-// loop, its declarations before it, and the vector stores.
-void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, const Index& first) {
+// The extent along `ax` of each operand of concat c when they are all the same and every output
+// is the concat's shape (so an output element and the concat's element share their index); 0
+// otherwise.
+int64_t equalPartExtent(const Op& c, size_t ax, const Graph& body, const std::vector<int>& outs) {
+  const int64_t part = c.operands.at(0)->type.shape[ax];
+  for (const Value* u : c.operands)
+    if (u->type.shape[ax] != part) return 0;
+  for (int k : outs)
+    if (body.outputs[size_t(k)]->type.shape != c.result()->type.shape) return 0;
+  return part;
+}
+
+// The vector path's body for one thread's vector at `first` (lane 0's output index), whose
+// linear position in the outputs is `at`: the lane loop, its declarations before it, and the
+// vector stores.
+void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, const VectorPlan& plan, const Index& first,
+              const std::string& at) {
   KernelBuilder& w = e.writer();
   const std::string V = std::to_string(plan.width);
   const KernelBuilder::Mark declarations = w.mark();
@@ -165,7 +179,7 @@ void laneLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs, c
   w.insert(declarations, e.takeDeclarations());
   e.endLanes();
   w.use(Helper::VectorIO);
-  for (int k : plan.outputs) w.store("out" + std::to_string(k), "i", "s" + std::to_string(k), plan.width);
+  for (int k : plan.outputs) w.store("out" + std::to_string(k), at, "s" + std::to_string(k), plan.width);
 }
 
 // The loop over n elements: with a vector plan, the vector path when every vectorised
@@ -181,12 +195,43 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   for (const Value* in : plan.inputs) pointers.push_back(inputPointer(body, in));
   for (int k : plan.outputs) pointers.push_back("out" + std::to_string(k));
   e.openScope(kir::ifThen(alignedTest(pointers)));
+  const Op* c = splittableConcat(body, outs, plan.width);
+  const size_t ax = c ? size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat")) : 0;
+  if (const int64_t part = c ? equalPartExtent(*c, ax, body, outs) : 0) {
+    // A concat of equal parts (SwiGLU's backward: the gradients of both halves of the up
+    // projection, from the same elements of both halves and of dh): each thread's vector is a
+    // position in one part, and the thread computes that position of every part in turn.
+    // A thread per output vector instead reads the shared inputs once per part from memory,
+    // half a row apart in time; here the second part's reads of them hit the cache.
+    const int64_t parts = int64_t(c->operands.size());
+    Shape partShape = shape;
+    partShape[ax] = part;
+    w.comment(V + " consecutive elements per thread in each of " + std::to_string(parts) +
+              " equal concat parts: 16-byte loads and stores");
+    e.openScope(kir::gridStrideLoop("v", n / parts / plan.width, block, blocks));
+    w.let("fusec_idx", "i", "v * " + V);
+    const Index first = delinearize(w, IndexExpr::var("i", 0, n / parts - 1), partShape, "o");
+    for (int64_t k = 0; k < parts; ++k) {
+      e.openScope("");
+      e.pinConcat(c, size_t(k));
+      Index inPart = first;  // lane 0's coordinate along the axis, in part k
+      if (k) inPart[ax] = (first[ax] + IndexExpr(k * part)).within(k * part, (k + 1) * part - 1);
+      laneLoop(e, body, outs, plan, inPart, k ? linearize(inPart, shape).str() : linearize(first, shape).str());
+      e.pinConcat(nullptr, 0);
+      e.closeScope();
+    }
+    e.closeScope();
+    e.closeScope();
+    e.openScope(kir::elseIf(""));
+    scalarLoop(e, body, outs, n, block, blocks);
+    e.closeScope();
+    return;
+  }
   w.comment(V + " consecutive elements per thread: 16-byte loads and stores");
   e.openScope(kir::gridStrideLoop("v", n / plan.width, block, blocks));
   w.let("fusec_idx", "i", "v * " + V);
   const Index first = delinearize(w, IndexExpr::var("i", 0, n - 1), shape, "o");
-  if (const Op* c = splittableConcat(body, outs, plan.width)) {
-    const size_t ax = size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat"));
+  if (c) {
     int64_t end = 0;
     for (size_t k = 0; k < c->operands.size(); ++k) {
       const int64_t start = end;
@@ -196,12 +241,12 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
       e.pinConcat(c, k);
       Index inBranch = first;  // lane 0's coordinate along the axis lies in operand k's part
       inBranch[ax] = first[ax].within(start, end - 1);
-      laneLoop(e, body, outs, plan, inBranch);
+      laneLoop(e, body, outs, plan, inBranch, "i");
       e.pinConcat(nullptr, 0);
       e.closeScope();
     }
   } else {
-    laneLoop(e, body, outs, plan, first);
+    laneLoop(e, body, outs, plan, first, "i");
   }
   e.closeScope();
   e.closeScope();

@@ -186,7 +186,7 @@ void printInto(std::string& out, const std::vector<std::unique_ptr<Stmt>>& stmts
           out += in + header(s) + " " + line;
           break;
         }
-        out += in + header(s) + " {\n";
+        out += in + (header(s).empty() ? std::string("{\n") : header(s) + " {\n");  // a bare block: no leading space
         printInto(out, s.body, depth + 1);
         out += in + (s.kind == StmtKind::Block ? s.close : "}") + "\n";
         break;
