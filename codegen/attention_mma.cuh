@@ -442,7 +442,8 @@ template <int W>
 __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #if !FA_TF32
-  if constexpr (W % 32 == 0) {
+  // 16-byte pieces where the output allows them (a caller's buffer may sit at any even address).
+  if constexpr (W % 32 == 0) if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r0 + g + 8 * h;
@@ -581,6 +582,8 @@ __device__ __forceinline__ void storeForward(const float (&acc)[FA_DV / 8][4], c
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const long long ob = (long long)z * FA_TQ;
   fa_t* const ob0 = o ? o + fa_out_batch(z) : nullptr;
+  // 16-byte pieces where the output allows them (a caller's buffer may sit at any even address).
+  const bool pieces = !FA_TF32 && FA_DV % 32 == 0 && FA_OUT_RS % 8 == 0 && (reinterpret_cast<unsigned long long>(ob0) & 15) == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = l[h];
@@ -590,14 +593,14 @@ __device__ __forceinline__ void storeForward(const float (&acc)[FA_DV / 8][4], c
     const float inv = 1.f / sum;  // sum = 0 (nothing visible) gives NaN, as softmax over -inf
 #if !FA_TF32
     if constexpr (FA_DV % 32 == 0) {
-      if (o)  // every lane: the pieces are shuffled
+      if (pieces)  // uniform: every lane takes part in the shuffles
         rowPieces<FA_DV>(acc, h, inv, [&](int c, uint4 x) {
           if (qi < FA_TQ) *reinterpret_cast<uint4*>(ob0 + (long long)qi * FA_OUT_RS + c) = x;
         });
     }
 #endif
     if (qi >= FA_TQ) continue;
-    if (o && (FA_TF32 || FA_DV % 32 != 0))
+    if (o && !pieces)
 #pragma unroll
       for (int j = 0; j < FA_DV / 8; ++j)
         store2(ob0 + (long long)qi * FA_OUT_RS + 8 * j + 2 * t4, acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
