@@ -7,6 +7,8 @@
 # run and the median of each side's medians; logs in $OUT (default build-gpu/out). ATTN=1 also
 # times `fusec bench attention` (bf16, fused, ATTN_D x ATTN_SEQ, batch 8) with each build,
 # before and after alternating ROUNDS times: for a change to the attention templates.
+# PROFILE=1 also writes `fusec profile` of each model and batch of SCALE with each build
+# ($OUT/ba-profile-MODEL-bBATCH-SIDE.txt) and prints the kernels whose time changed most.
 #   scripts/gpu-before-after.sh dbd7d73
 #   ATTN=1 SCALE= scripts/gpu-before-after.sh 0ee5376   # the attention kernels only
 set -uo pipefail
@@ -45,6 +47,28 @@ for mb in $SCALE; do
       "$(echo "${meds[$m-$side]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')"
   done
 done
+if [[ ${PROFILE:-0} == 1 ]]; then
+  for mb in $SCALE; do
+    m=${mb%:*} b=${mb#*:}
+    for side in before after; do
+      f=build-gpu/fusec
+      [[ $side == before ]] && f=build-gpu-before/build/fusec
+      $f profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$OUT/ba-profile-$m-b$b-$side.txt" 2>&1
+    done
+    echo "$m b$b, train_step kernels by total ms (before -> after), largest changes first:"
+    # The train_step section's "By kernel" table: | name | category | launches | total ms | ...
+    for side in before after; do
+      awk -F'|' '/^## / {t = /^## train_step/} /^### / {k = /^### By kernel/}
+        t && k && $4 ~ /^ *[0-9]+ *$/ && $3 !~ /^ *[0-9]/ {gsub(/^ +| +$/, "", $2); gsub(/ /, "", $5); print $2 "\t" $5}' \
+        "$OUT/ba-profile-$m-b$b-$side.txt" | sort -u >"$OUT/ba-profile-$m-b$b-$side.tsv"
+    done
+    join -t $'\t' <(sort "$OUT/ba-profile-$m-b$b-before.tsv") <(sort "$OUT/ba-profile-$m-b$b-after.tsv") |
+      awk -F'\t' '{d = $3 - $2; print (d < 0 ? -d : d) "\t" $1 "\t" $2 " -> " $3 " ms"}' | sort -gr | head -8 | cut -f2-
+    for side in before after; do  # the train_step section's line is the file's last
+      echo "  $side: $(grep -o 'whole step as one CUDA graph: [0-9.]* ms' "$OUT/ba-profile-$m-b$b-$side.txt" | tail -1)"
+    done
+  done
+fi
 if [[ ${ATTN:-0} == 1 ]]; then
   for ((r = 1; r <= ROUNDS; ++r)); do
     for side in before after; do
