@@ -435,9 +435,6 @@ struct QueryWalk {
 
 // Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
 // `scale`, into dst (row-major, W columns): dQ, dK and dV of both backward templates.
-
-// The warp's 16 x W accumulator rows r0.. into dst ([*, W], dense), scaled, rows at or past
-// `limit` left out.
 template <int W>
 __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -463,7 +460,6 @@ __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4
       store2(dst + (long long)r * W + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
   }
 }
-
 
 // dK/dV's elementwise step on one query tile in accumulator layout (this thread's key rows kw
 // and kw + 8, query columns q0 + 8 j + 2 t4 + (e & 1)): S^T becomes P^T = exp(S^T scale - L2),

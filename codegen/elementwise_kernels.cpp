@@ -197,41 +197,32 @@ void elementLoop(BodyEmitter& e, const Graph& body, const std::vector<int>& outs
   e.openScope(kir::ifThen(alignedTest(pointers)));
   const Op* c = splittableConcat(body, outs, plan.width);
   const size_t ax = c ? size_t(normalizeAxis(c->attrInt("axis"), int(shape.size()), "concat")) : 0;
-  if (const int64_t part = c ? equalPartExtent(*c, ax, body, outs) : 0) {
-    // A concat of equal parts (SwiGLU's backward: the gradients of both halves of the up
-    // projection, from the same elements of both halves and of dh): each thread's vector is a
-    // position in one part, and the thread computes that position of every part in turn.
-    // A thread per output vector instead reads the shared inputs once per part from memory,
-    // half a row apart in time; here the second part's reads of them hit the cache.
-    const int64_t parts = int64_t(c->operands.size());
-    Shape partShape = shape;
-    partShape[ax] = part;
-    w.comment(V + " consecutive elements per thread in each of " + std::to_string(parts) +
-              " equal concat parts: 16-byte loads and stores");
-    e.openScope(kir::gridStrideLoop("v", n / parts / plan.width, block, blocks));
-    w.let("fusec_idx", "i", "v * " + V);
-    const Index first = delinearize(w, IndexExpr::var("i", 0, n / parts - 1), partShape, "o");
+  // A concat of equal parts (SwiGLU's backward: the gradients of both halves of the up
+  // projection, from the same elements of both halves and of dh): each thread's vector is a
+  // position in one part, and the thread computes that position of every part in turn. A
+  // thread per output vector instead reads the shared inputs once per part from memory, half
+  // a row apart in time; here the second part's reads of them hit the cache.
+  const int64_t part = c ? equalPartExtent(*c, ax, body, outs) : 0;
+  const int64_t parts = part ? int64_t(c->operands.size()) : 1;
+  Shape loopShape = shape;  // what one thread's vector position ranges over
+  if (part) loopShape[ax] = part;
+  w.comment(V + " consecutive elements per thread" +
+            (part ? " in each of " + std::to_string(parts) + " equal concat parts" : std::string()) +
+            ": 16-byte loads and stores");
+  e.openScope(kir::gridStrideLoop("v", n / parts / plan.width, block, blocks));
+  w.let("fusec_idx", "i", "v * " + V);
+  const Index first = delinearize(w, IndexExpr::var("i", 0, n / parts - 1), loopShape, "o");
+  if (part) {
     for (int64_t k = 0; k < parts; ++k) {
       e.openScope("");
       e.pinConcat(c, size_t(k));
       Index inPart = first;  // lane 0's coordinate along the axis, in part k
       if (k) inPart[ax] = (first[ax] + IndexExpr(k * part)).within(k * part, (k + 1) * part - 1);
-      laneLoop(e, body, outs, plan, inPart, k ? linearize(inPart, shape).str() : linearize(first, shape).str());
+      laneLoop(e, body, outs, plan, inPart, linearize(inPart, shape).str());
       e.pinConcat(nullptr, 0);
       e.closeScope();
     }
-    e.closeScope();
-    e.closeScope();
-    e.openScope(kir::elseIf(""));
-    scalarLoop(e, body, outs, n, block, blocks);
-    e.closeScope();
-    return;
-  }
-  w.comment(V + " consecutive elements per thread: 16-byte loads and stores");
-  e.openScope(kir::gridStrideLoop("v", n / plan.width, block, blocks));
-  w.let("fusec_idx", "i", "v * " + V);
-  const Index first = delinearize(w, IndexExpr::var("i", 0, n - 1), shape, "o");
-  if (c) {
+  } else if (c) {
     int64_t end = 0;
     for (size_t k = 0; k < c->operands.size(); ++k) {
       const int64_t start = end;
