@@ -74,6 +74,13 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
     w.line("");
     const std::string bounds = std::to_string(threads) + (minBlocks > 0 ? ", " + std::to_string(minBlocks) : "");
     w.open("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + fn + "(" + params + ")");
+    // First, before any read or write (kernel_abi.h, dependent launch): wait for the grid
+    // before this one, then let the grid after this one be scheduled into the SMs that this
+    // grid's last wave leaves free.
+    if (target.hasDependentLaunch()) {
+      w.line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
+      w.line("asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");");
+    }
   };
 
   KernelBuilder w;
@@ -102,6 +109,7 @@ GeneratedKernel generateKernel(const Op& kernel, const Graph& enclosing, const T
     case KernelFamily::Attention: k.launches = emitAttention(in, fw); break;
     default: k.launches = emitReduction(in, k.family, fw); break;
   }
+  for (Launch& l : k.launches) l.dependent = target.hasDependentLaunch();
   // A launch the device could not start would fail only when the step runs, far from here.
   for (const Launch& l : k.launches)
     if (int64_t(l.dynamicSmem) > target.smemPerBlock)

@@ -33,6 +33,10 @@
 //   launches of a module's kernels run one after another on one stream, never two at once,
 //   and each loaded module (KernelModule) has its own copy of the arrays, so executables
 //   never share them.
+// * Dependent launch: a Launch marked `dependent` waits, before it reads or writes anything,
+//   for the grid before it in the stream to finish (griddepcontrol.wait), so the runtime may
+//   launch it with programmatic stream serialization; its body still never overlaps another
+//   kernel's, which the module-scope state above relies on.
 // * All shapes are static: they are baked into the source, so a kernel is launched with
 //   exactly the grid/block/shared memory of its Launch entries, no other.
 #pragma once
@@ -52,6 +56,9 @@ struct Launch {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t dynamicSmem = 0;              // bytes
+  // The function begins with griddepcontrol.wait (codegen::Target::dependentLaunch): the
+  // runtime may launch it as a programmatic dependent of the kernel before it in the stream.
+  bool dependent = false;
 };
 
 struct GeneratedKernel {

@@ -35,6 +35,7 @@ void applyEnvSwitches(Target& t) {
   t.wgmmaProducerBackward = switchByEnv("FUSEC_WGMMA_PRODUCER_BWD", t.wgmmaProducerBackward);
   t.wgmmaFusedDq = int(countByEnv("FUSEC_WGMMA_FUSED_DQ", t.wgmmaFusedDq, 2));
   t.rowShared = switchByEnv("FUSEC_ROW_SHARED", t.rowShared);
+  t.dependentLaunch = switchByEnv("FUSEC_DEPENDENT_LAUNCH", t.dependentLaunch);
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
 }

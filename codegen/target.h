@@ -56,6 +56,16 @@ struct Target {
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665
   // ms, its step 18.18 -> 17.56 ms on an H100 (bench/RESULTS.md). FUSEC_ROW_SHARED=0 streams.
   bool rowShared = true;
+  // Programmatic dependent launch (Hopper): every generated function begins by waiting for the
+  // grid before it in the stream (griddepcontrol.wait) and then lets the grid after it launch
+  // (griddepcontrol.launch_dependents), so the runtime launches it as a programmatic dependent
+  // (codegen::Launch::dependent): its blocks are scheduled while its predecessor's last wave
+  // runs, and the launch latency between two kernels of the step is hidden behind that wave.
+  // Nothing of a kernel's body runs before its predecessor has finished and its writes are
+  // visible, so results are unchanged. FUSEC_DEPENDENT_LAUNCH=0 launches as before.
+  bool dependentLaunch = true;
+  // Whether generated functions wait for their predecessor and may be launched as dependents.
+  bool hasDependentLaunch() const { return dependentLaunch && major >= 9; }
 
   // Whether kernels may use wgmma: the flag, on the one architecture that has it.
   bool hasWgmma() const { return wgmma && major == 9 && minor == 0; }
@@ -69,7 +79,8 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD and FUSEC_ROW_SHARED ("1" on, "0" off, unset the default),
+// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED and FUSEC_DEPENDENT_LAUNCH ("1" on, "0" off,
+// unset the default),
 // FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
 // 0 to 2^31). Any other
 // value is an Error naming the variable.

@@ -501,7 +501,9 @@ struct Executable::Impl {
         argv = many.data();
       }
       for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
-      launchKernel(*e.kernel, argv, stream);
+      // A dependent of the kernel before it in this stream, unless it also waits for a
+      // collective's event (a programmatic edge is between two kernels of one stream).
+      launchKernel(*e.kernel, argv, stream, isolated || e.waits.empty());
     } else {
       e.tuning = &gemm->run(e.plan, e.a, e.b, e.c, stream, e.what, e.gemmSms);
     }

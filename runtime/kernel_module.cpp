@@ -55,11 +55,24 @@ const LoadedKernel& KernelModule::find(const std::string& name) const {
   return it->second;
 }
 
-void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream) {
+void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream, bool asDependent) {
   for (const LoadedKernel::Step& s : k.steps) {
     const auto& l = s.launch;
-    cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(s.fn), dim3(l.grid[0], l.grid[1], l.grid[2]),
-                                          dim3(l.block[0], l.block[1], l.block[2]), args, l.dynamicSmem, stream);
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+    config.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
+    config.dynamicSmemBytes = l.dynamicSmem;
+    config.stream = stream;
+    cudaLaunchAttribute dependent{};
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    // A kernel's later launches follow its first in the same stream, so they may be dependents
+    // as well.
+    if (l.dependent && asDependent) {
+      config.attrs = &dependent;
+      config.numAttrs = 1;
+    }
+    cudaError_t status = cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(s.fn), args);
     if (status != cudaSuccess) {
       cudaGetLastError();
       throw Error("CUDA launch of " + l.function + " failed: " + cudaGetErrorString(status));

@@ -26,9 +26,12 @@ struct LoadedKernel {
 };
 
 // Enqueues every launch of `k` on `stream` with `args` (the address of each of its `arity`
-// device pointers, as cudaLaunchKernel takes them). Throws
+// device pointers, as cudaLaunchKernel takes them). With `asDependent`, each launch whose
+// function waits for its predecessor (codegen::Launch::dependent) is a programmatic dependent
+// of the work before it in the stream; the caller says so only where that work is a kernel
+// launched in the same stream, not a wait on another stream's event. Throws
 // Error("CUDA launch of <function> failed: <message>").
-void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream);
+void launchKernel(const LoadedKernel& k, void** args, cudaStream_t stream, bool asDependent = false);
 
 class KernelModule {
  public:

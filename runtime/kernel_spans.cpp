@@ -97,13 +97,18 @@ std::vector<float> launchTimesFromSpans(std::vector<KernelSpan> spans, const std
   std::stable_sort(spans.begin(), spans.end(), [](const KernelSpan& a, const KernelSpan& b) { return a.start < b.start; });
   std::vector<float> ms(kernels.size(), 0.0f);
   size_t next = 0;
+  uint64_t chainEnd = 0;  // where the launches before this one ended
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (kernels[i] < 0) throw Error("internal: launch " + std::to_string(i) + " runs a negative number of kernels");
     if (kernels[i] == 0) continue;
-    const uint64_t first = spans[next].start;
+    // A dependent launch's blocks start while its predecessor's last wave runs and wait for
+    // it to finish: that wait is the predecessor's time, so a launch counts from where the
+    // chain before it ended (a no-op for launches that never overlap).
+    const uint64_t first = std::max(spans[next].start, std::min(chainEnd, spans[next].end));
     uint64_t last = 0;
     for (int k = 0; k < kernels[i]; ++k) last = std::max(last, spans[next++].end);
     ms[i] = float(double(last - first) * 1e-6);
+    chainEnd = std::max(chainEnd, last);
   }
   return ms;
 }

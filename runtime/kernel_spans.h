@@ -23,10 +23,11 @@ bool isCommKernelName(const std::string& name);
 
 // The spans of one run of a launch list whose launch i ran kernels[i] kernels (cuBLASLt may run
 // two for one GEMM: split-K's reduction), in list order, as a CUDA graph's chain of nodes runs
-// them. Launch i's time, in ms, is from its first kernel's start to its last kernel's end (0
-// for a launch of no kernel). `spans` may come in any order: they are ordered by start, which
-// is the chain's order even where a kernel starts before its predecessor ends (programmatic
-// dependent launch). Throws Error (one line) when the spans are not those launches': another
+// them. Launch i's time, in ms, is from its first kernel's start, or from the end of the
+// launches before it where it started earlier (a programmatic dependent launch waiting for its
+// predecessor), to its last kernel's end (0 for a launch of no kernel): so the launches' times
+// add up to the chain's. `spans` may come in any order: they are ordered by start, which is
+// the chain's order even where a kernel starts before its predecessor ends. Throws Error (one line) when the spans are not those launches': another
 // count, or a span that ends before it starts.
 // Launches with `onComm[i]` (when given) ran on the collectives' stream: the comm spans are
 // theirs, in start order, and the others' the rest, so the two streams' overlap does not mix

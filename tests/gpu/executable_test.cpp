@@ -109,8 +109,15 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
   optimise(m);
   const Graph& g = *m.funcs.at(0);
   const double bound = c.dtype == DType::f32 ? 1e-5 : 2e-2;
-  std::map<bool, Bindings> finals;
-  for (bool graph : {true, false}) {
+  // Modes: the CUDA graph, direct launches, and the graph with generated kernels that do not
+  // wait for their predecessor and are launched as before (FUSEC_DEPENDENT_LAUNCH=0,
+  // codegen::Target::dependentLaunch): all three give the same bits.
+  enum Mode { Graph, Direct, GraphIndependent };
+  std::map<int, Bindings> finals;
+  for (Mode modeId : {Graph, Direct, GraphIndependent}) {
+    const bool graph = modeId != Direct;
+    std::optional<test::ScopedEnv> independent;
+    if (modeId == GraphIndependent) independent.emplace("FUSEC_DEPENDENT_LAUNCH", "0");
     rt::ExecutableOptions o;
     o.cudaGraph = graph;
     rt::Executable exe(g, o);
@@ -124,12 +131,12 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
       else logits = exe.output(0);
     }
     EXPECT_EQ(exe.graphCaptured(), graph && steps > 1);
-    const char* mode = graph ? "graph" : "direct";
+    const char* mode = modeId == Graph ? "graph" : modeId == Direct ? "direct" : "graph, independent launches";
     if (!train) {
       double e = test::normRelError(logits, refLogits);
       std::printf("%s %s logits: %.3g\n", label(c).c_str(), mode, e);
       EXPECT_LE(e, bound);
-      finals[graph]["logits"] = logits;
+      finals[modeId]["logits"] = logits;
       continue;
     }
     for (int s = 0; s < steps; ++s) {
@@ -144,13 +151,14 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
       HostTensor got = exe.read(name);
       double e = test::normRelError(got, refEnv.at(name));
       if (e > worst) worst = e, worstName = name;
-      finals[graph][name] = std::move(got);
+      finals[modeId][name] = std::move(got);
     }
     std::printf("%s %s params after %d steps: worst %.3g (%s)\n", label(c).c_str(), mode, steps, worst, worstName.c_str());
     EXPECT_LE(worst, bound) << worstName;
   }
-  for (auto& [name, t] : finals[true]) {
-    EXPECT_EQ(t.f, finals[false].at(name).f) << name << ": graph vs direct differ";
+  for (auto& [name, t] : finals[Graph]) {
+    EXPECT_EQ(t.f, finals[Direct].at(name).f) << name << ": graph vs direct differ";
+    EXPECT_EQ(t.f, finals[GraphIndependent].at(name).f) << name << ": dependent vs independent launches differ";
   }
 }
 

@@ -44,11 +44,23 @@ TEST(KernelSpans, RecordOrderDoesNotMatter) {
 }
 
 TEST(KernelSpans, AKernelThatStartsBeforeItsPredecessorEndsStaysInChainOrder) {
-  // Programmatic dependent launch: launch 1's kernel starts while launch 0's still runs.
+  // Programmatic dependent launch: launch 1's kernel starts while launch 0's still runs, and
+  // waits for it; that wait is launch 0's time, not launch 1's.
   std::vector<KernelSpan> spans{{2000, 6000}, {1000, 5000}};
   std::vector<float> ms = rt::launchTimesFromSpans(spans, {1, 1});
   EXPECT_FLOAT_EQ(ms[0], 0.004f);
-  EXPECT_FLOAT_EQ(ms[1], 0.004f);
+  EXPECT_FLOAT_EQ(ms[1], 0.001f);
+}
+
+TEST(KernelSpans, DependentLaunchesAddUpToTheChain) {
+  // Three launches, each starting before the one before it ends; the second runs two kernels.
+  // Their times add up to the chain's first start to last end, 10 us.
+  std::vector<KernelSpan> spans{{0, 4000}, {3000, 5000}, {5000, 7000}, {6500, 10000}};
+  std::vector<float> ms = rt::launchTimesFromSpans(spans, {1, 2, 1});
+  EXPECT_FLOAT_EQ(ms[0], 0.004f);
+  EXPECT_FLOAT_EQ(ms[1], 0.003f);
+  EXPECT_FLOAT_EQ(ms[2], 0.003f);
+  EXPECT_FLOAT_EQ(ms[0] + ms[1] + ms[2], 0.010f);
 }
 
 TEST(KernelSpans, ALaunchOfNoKernelTakesNoTime) {

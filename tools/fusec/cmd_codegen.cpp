@@ -44,7 +44,8 @@ Command addCodegenCommand(CLI::App& app) {
     for (const auto& k : kernels) {
       std::cout << "// ===== kernel " << k.name << " family=" << familyName(k.family);
       for (const auto& l : k.launches)
-        std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem;
+        std::cout << " launch " << l.function << " grid=" << l.grid[0] << " block=" << l.block[0] << " smem=" << l.dynamicSmem
+                  << (l.dependent ? " dependent" : "");
       std::cout << "\n" << (a->emit.emit == "kir" ? k.kernelIr : k.source);
     }
     std::cout.flush();
