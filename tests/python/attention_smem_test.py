@@ -59,7 +59,9 @@ def check(fusec, work, d, ctx, program, wgmma, producer):
             fn = launch["function"]
             kind = "DKDV" if fn.endswith("_dkdv") else "DQ" if fn.endswith("_dq") else "SHORT" if fn.endswith("_bwd_bwd") \
                 else "FWD"
-            call = src.split(fn + "(", 1)[1].split(";")[0]
+            # The template the function calls: the first fa_ call of its body (the dependent-launch
+            # prologue, griddepcontrol, comes before it on Hopper).
+            call = re.search(r"\bfa_\w+\(", src.split(fn + "(", 1)[1].split("{", 1)[1]).group(0)
             if "wgmma_ws(" in call:
                 kind = "DKS" if kind == "DKDV" else "FWS"
             want = by_launch[("WG_" if "wgmma(" in call or "wgmma_ws(" in call else "") + kind]
