@@ -27,8 +27,9 @@ bool isCommKernelName(const std::string& name);
 // launches before it where it started earlier (a programmatic dependent launch waiting for its
 // predecessor), to its last kernel's end (0 for a launch of no kernel): so the launches' times
 // add up to the chain's. `spans` may come in any order: they are ordered by start, which is
-// the chain's order even where a kernel starts before its predecessor ends. Throws Error (one line) when the spans are not those launches': another
-// count, or a span that ends before it starts.
+// the chain's order even where a kernel starts before its predecessor ends. Throws Error (one
+// line) when the spans are not those launches': another count, or a span that ends before it
+// starts.
 // Launches with `onComm[i]` (when given) ran on the collectives' stream: the comm spans are
 // theirs, in start order, and the others' the rest, so the two streams' overlap does not mix
 // them up.
