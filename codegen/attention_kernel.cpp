@@ -39,6 +39,8 @@
 #include "codegen/attention_sources.h"
 #include "codegen/cuda_types.h"
 #include "codegen/family_emitters.h"
+#include "ir/attention_assembly.h"
+#include "ir/attention_path.h"
 #include "ir/strided_view.h"
 #include "ir/type_rules.h"
 
@@ -67,25 +69,22 @@ struct OperandAccess {
 };
 
 // The offset of batch index z (over the first `batchDims` dims of `s`, row-major) as a C++
-// expression; clears `aligned16` when a batch stride is not a multiple of `vec` elements.
-// `group` > 1: z is the query's batch index and this operand (grouped-query attention's k or
-// v) has 1/group of its heads, so its own batch index is z / group.
-std::string batchOffset(const Shape& s, const std::vector<int64_t>& strides, int64_t offset, int batchDims, int64_t vec,
-                        bool& aligned16, int64_t group = 1) {
+// expression. `group` > 1: z is the query's batch index and this operand (grouped-query
+// attention's k or v) has 1/group of its heads, so its own batch index is z / group.
+std::string batchOffset(const Shape& s, const std::vector<int64_t>& strides, int64_t offset, int batchDims,
+                        int64_t group = 1) {
   std::string e = ll(offset);
   const std::string index = group > 1 ? "((long long)z / " + ll(group) + ")" : "(long long)z";
   int64_t inner = 1;
   for (int d = batchDims - 1; d >= 0; --d) {
     const int64_t n = s[size_t(d)], st = strides[size_t(d)];
     if (n != 1 && st != 0) e += " + (" + index + " / " + ll(inner) + " % " + ll(n) + ") * " + ll(st);
-    if (n != 1 && st % vec != 0) aligned16 = false;
     inner *= n;
   }
   return e;
 }
 
 OperandAccess accessOf(const Value* v, const Graph& body, const std::string& what, bool rowsAreLast, int64_t group = 1) {
-  const int64_t vec = std::max<int64_t>(1, 16 / int64_t(dtypeBytes(v->type.dtype)));  // elements per 16 bytes
   auto view = resolveView(v);
   const auto inputs = body.inputs();
   OperandAccess a;
@@ -101,8 +100,8 @@ OperandAccess accessOf(const Value* v, const Graph& body, const std::string& wha
   const int64_t unit = view->strides[size_t(r - 1)];
   if (unit != 1 && s[size_t(r - 1)] != 1) throw Error(where + what + " has no unit stride along its last dim");
   a.rowStride = rowsAreLast ? 1 : view->strides[size_t(r - 2)];
-  a.aligned16 = view->offset % vec == 0 && (rowsAreLast || s[size_t(r - 2)] == 1 || a.rowStride % vec == 0);
-  a.batchOffset = batchOffset(s, view->strides, view->offset, batchDims, vec, a.aligned16, group);
+  a.aligned16 = attentionRowsAligned(*view, s, dtypeBytes(v->type.dtype), rowsAreLast);
+  a.batchOffset = batchOffset(s, view->strides, view->offset, batchDims, group);
   return a;
 }
 
@@ -119,8 +118,7 @@ OutputStore permutedOutput(const Shape& o, const Shape& p, const std::vector<int
   for (size_t k = p.size(); k-- > 1;) dense[k - 1] = dense[k] * p[k];
   for (size_t k = 0; k < perm.size(); ++k) strides[size_t(perm[k])] = dense[k];
   const int r = int(o.size());
-  bool aligned = true;  // the store is element-wise: no alignment to keep
-  return {strides[size_t(r - 2)], batchOffset(o, strides, 0, r - 2, 1, aligned)};
+  return {strides[size_t(r - 2)], batchOffset(o, strides, 0, r - 2)};
 }
 
 // The mma template's tiling for head dim d (codegen/attention_mma.cuh's FA_WARPS, FA_BC,
@@ -219,11 +217,7 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   AttentionPath p;
   p.tf32 = q.dtype == DType::f32;
   std::string& simtWhy = p.simtWhy;
-  if (q.dtype != DType::bf16 && !p.tf32) simtWhy = "dtype " + std::string(dtypeName(q.dtype)) + " is not bf16 or f32";
-  else if (D != DV) simtWhy = "d != dv";
-  else if (D % 16 != 0 || D > 128) simtWhy = "d is not a multiple of 16 up to 128";
-  else if (!(att.attrFloat("scale") > 0)) simtWhy = "the scale is not positive";
-  else if ((std::max(Tq, Tk) + 63) / 64 > 65535) simtWhy = "more than 65535 row tiles (the mma grid's y)";
+  simtWhy = attentionSimtReason(att);  // ir/attention_path.h: the planner asks the same
   for (size_t i = 0; simtWhy.empty() && i < std::min<size_t>(acc.size(), 5); ++i)
     if (!acc[i].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   p.mma = simtWhy.empty();
@@ -276,28 +270,62 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
 }
 
 // Which kernel result `out<i>` each result of the attention op is stored to; the forward's O
-// may be a permute of it (see the top), stored through `oStore`.
+// may be a permute of it (see the top), stored through `oStore`. The backward's dq, dk and dv
+// are stored through `gradStore` (dense, or their parts of one assembled result: see
+// ir/attention_assembly.h), dq and dk rotated by RoPE's tables where `rope` names them.
 struct AttentionOutputs {
   std::map<int, int> kernelResult;  // the attention op's result index -> i of out<i>
   std::optional<OutputStore> oStore;
+  std::array<OutputStore, 3> gradStore;
+  std::array<std::pair<int, int>, 3> rope{{{-1, -1}, {-1, -1}, {-1, -1}}};  // kernel inputs: cos, sin
+  bool assembled = false;  // some result stored elsewhere than dense at its own out<i>
 };
+
+// The kernel input `v` is (a table RoPE's rotation reads).
+int inputIndex(const Graph& body, const Value* v, const std::string& where) {
+  const auto inputs = body.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->result() == v) return int(i);
+  throw Error(where + "a RoPE table of the stored gradients is not a kernel operand");
+}
 
 AttentionOutputs attentionOutputs(const Graph& body, const Op* att, const std::string& where, bool backward, int64_t Tq,
                                   int64_t DV) {
   AttentionOutputs r;
+  if (backward)
+    for (int i = 0; i < 3; ++i) {  // dense unless assembled below
+      const Shape& s = att->result(i)->type.shape;
+      const int n = int(s.size());
+      r.gradStore[size_t(i)] = {s[size_t(n - 1)], "(long long)z * " + ll(s[size_t(n - 2)] * s[size_t(n - 1)])};
+    }
   for (size_t i = 0; i < body.outputs.size(); ++i) {
     const Value* v = body.outputs[i];
-    int result = v->index;
-    if (v->def != att) {
+    std::vector<int> results = {v->index};
+    if (v->def != att && backward) {
+      auto parts = matchAttentionAssembly(v, *att);
+      if (!parts) throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor assembled from its results");
+      results.clear();
+      for (const AssemblyPart& p : *parts) {
+        const Shape& s = att->result(p.result)->type.shape;
+        const int n = int(s.size());
+        r.gradStore[size_t(p.result)] = {p.strides[size_t(n - 2)], batchOffset(s, p.strides, p.offset, n - 2)};
+        if (p.cos) r.rope[size_t(p.result)] = {inputIndex(body, p.cos, where), inputIndex(body, p.sin, where)};
+        results.push_back(p.result);
+      }
+      r.assembled = true;
+    } else if (v->def != att) {
       const Value* o = v->def->operands.at(0);
-      if (backward || v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
+      if (v->def->kind != OpKind::Permute || o->def != att || o->index != 0)
         throw Error(where + "result " + std::to_string(i) + " is neither the attention's nor its output permuted");
       r.oStore = permutedOutput(o->type.shape, v->type.shape, v->def->attrInts("perm"));
-      result = 0;
+      results = {0};
     }
-    if (r.kernelResult.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
-    r.kernelResult[result] = int(i);
+    for (int result : results) {
+      if (r.kernelResult.count(result)) throw Error(where + "stores the attention's result " + std::to_string(result) + " twice");
+      r.kernelResult[result] = int(i);
+    }
   }
+  if (backward && r.rope[2].first >= 0) throw Error(where + "dv cannot be stored rotated");
   if (!backward && !r.oStore) r.oStore = OutputStore{DV, "(long long)z * " + ll(Tq * DV)};  // dense
   return r;
 }
@@ -345,6 +373,16 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
   if (!backward) {
     w.define("FA_OUT_RS", ll(outputs.oStore->rowStride), "O's row stride in its result");
     w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + outputs.oStore->batchOffset + "; }");
+  }
+  if (backward) {
+    const char* grads[] = {"DQ", "DK", "DV"};
+    for (int i = 0; i < 3; ++i) {
+      std::string low = grads[i];
+      for (char& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
+      const OutputStore& st = outputs.gradStore[size_t(i)];
+      w.define(std::string("FA_") + grads[i] + "_OUT_RS", ll(st.rowStride), low + "'s row stride in its result");
+      w.line("__device__ __forceinline__ long long fa_" + low + "_out(int z) { return " + st.batchOffset + "; }");
+    }
   }
   for (int i = 0; i < int(acc.size()); ++i) writeOperandMacros(w, kOperandNames[i], acc[size_t(i)]);
   if (mma) {
@@ -412,7 +450,13 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   for (int i = 0; i < operands; ++i)
     acc.push_back(accessOf(att->operands[size_t(i)], k.body, kOperandNames[i], i == 5, i == 1 || i == 2 ? group : 1));
 
-  const AttentionPath path = choosePath(*att, Tq, Tk, group, acc, k.target);
+  AttentionPath path = choosePath(*att, Tq, Tk, group, acc, k.target);
+  if (outputs.assembled) {
+    // The stores into an assembled result (row strides, RoPE) are the tensor-core templates'
+    // storeRows; the planner asks ir/attention_path.h before it makes such a kernel.
+    if (!path.mma) throw Error(where + "stores its gradients into an assembled result, which needs tensor cores, but " + path.simtWhy);
+    path.fusedDq = 0;  // the one-pass dQ sums store dense dQ (attention_wgmma.cuh addDq)
+  }
   const bool mma = path.mma, wgmma = path.wgmma;
   const MmaTiling& tiling = path.tiling;
   const int threads = path.threads, rows = path.rows;
@@ -470,9 +514,16 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);
+  // RoPE's tables for dQ's and dK's stores (attention_mma.cuh FaRope), where a rotation was matched.
+  std::string rope;
+  if (outputs.rope[0].first >= 0 || outputs.rope[1].first >= 0) {
+    auto table = [&](int i) { return i >= 0 ? "in" + std::to_string(i) : std::string("nullptr"); };
+    rope = ", fa::FaRope{" + table(outputs.rope[0].first) + ", " + table(outputs.rope[0].second) + ", " +
+           table(outputs.rope[1].first) + ", " + table(outputs.rope[1].second) + "}";
+  }
   if (path.shortBackward) {  // one launch, a block per head
     launch(k.name + "_bwd", threads, 1, shortBytes,
-           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + ");", 1);
+           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", 1);
     return launches;
   }
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when
@@ -482,7 +533,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   if (outOf.count(0) || (mma && anyDkdv))
     launch(k.name + "_dq", threads, qTiles, path.fusedDq ? 0 : dqBytes,  // statistics only: no tiles
            std::string(wgmma ? "fa_backward_dq_wgmma(" : "fa_backward_dq(") + common + ", " +
-               (path.fusedDq ? std::string("nullptr") : out(0)) + ");",
+               (path.fusedDq ? std::string("nullptr") : out(0)) + rope + ");",
            wgmma ? 1 : 0);
   if (dkdvLaunch)
     launch(k.name + "_dkdv", producerThreads, kTiles, dkdvBytes,
@@ -490,7 +541,11 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
                        : path.fusedDq == 2 ? "fa_backward_dkdv_wgmma_dqw("
                        : wgmma             ? "fa_backward_dkdv_wgmma("
                                            : "fa_backward_dkdv(") +
-               common + ", " + out(1) + ", " + out(2) + (path.fusedDq ? ", " + out(0) : std::string()) + ");",
+               common + ", " + out(1) + ", " + out(2) +
+               (path.fusedDq                                      ? ", " + out(0)
+                : wgmma && !path.producer && !rope.empty() ? std::string(", nullptr")  // dq: the dQ pass stores it
+                                                                   : std::string()) +
+               rope + ");",
            wgmma ? 1 : mma ? tiling.dkdvMinBlocks : 0, kvZs);
   return launches;
 }

@@ -147,6 +147,14 @@ __device__ __forceinline__ unsigned pack(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&h);
 }
 #endif
+// x rounded to the operand dtype and back.
+__device__ __forceinline__ float roundTo(float x) {
+#if FA_TF32
+  return x;
+#else
+  return __bfloat162float(__float2bfloat16_rn(x));
+#endif
+}
 // Two adjacent results (columns c, c + 1 of a row) stored in the operand dtype.
 __device__ __forceinline__ void store2(fa_t* p, float x, float y) {
 #if FA_TF32
@@ -323,6 +331,16 @@ __device__ __forceinline__ bool needsMask(int q0, int k0) {
 }
 
 #if FA_BACKWARD
+// RoPE's tables for the stores of dQ (qc, qs) and of dK (kc, ks), [T][d / 2] f32 each, where
+// the backward stores the gradients of the rotation's inputs (storeRows); null: stored as
+// computed. attention_kernel.cpp passes them where ir/attention_assembly.h matched a rotation.
+struct FaRope {
+  const float* qc = nullptr;
+  const float* qs = nullptr;
+  const float* kc = nullptr;
+  const float* ks = nullptr;
+};
+
 // s + the dot product of two 16-byte vectors of the operand dtype (D = rowsum(dO o)).
 __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
 #if FA_TF32
@@ -434,18 +452,20 @@ struct QueryWalk {
 };
 
 // Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
-// `scale`, into dst (row-major, W columns): dQ, dK and dV of both backward templates.
-template <int W>
-__device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
+// `scale`, into dst (row r at dst + r RS, W columns): dQ, dK and dV of both backward
+// templates. RS is the result's row stride (W, or its part's in a tensor assembled from dq, dk
+// and dv: attention_kernel.cpp's FA_D*_OUT_RS).
+template <int W, long long RS = W>
+__device__ __forceinline__ void storeRowsPlain(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #if !FA_TF32
   // 16-byte pieces where the output allows them (a caller's buffer may sit at any even address).
-  if constexpr (W % 32 == 0) if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
+  if constexpr (W % 32 == 0 && RS % 8 == 0) if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r0 + g + 8 * h;
       rowPieces<W>(acc, h, scale, [&](int c, uint4 x) {
-        if (r < limit) *reinterpret_cast<uint4*>(dst + (long long)r * W + c) = x;
+        if (r < limit) *reinterpret_cast<uint4*>(dst + (long long)r * RS + c) = x;
       });
     }
     return;
@@ -457,8 +477,36 @@ __device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4
     if (r >= limit) continue;
 #pragma unroll
     for (int j = 0; j < W / 8; ++j)
-      store2(dst + (long long)r * W + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
+      store2(dst + (long long)r * RS + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
   }
+}
+
+// storeRowsPlain, the pairs of columns (2i, 2i + 1) first rounded to fa_t (as a stored dQ or
+// dK would be) and rotated by RoPE's tables of the row's position, cos[r][i] and sin[r][i]
+// (W / 2 columns each, f32): x c - y s, x s + y c, the backward rotation of a model's rotary
+// embedding done where the gradient is stored (ir/attention_assembly.h). rc null: no rotation.
+// An m16n8 accumulator holds a lane's pairs whole (columns 8j + 2 t4, + 1: pair 4j + t4).
+template <int W, long long RS = W>
+__device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale,
+                                          const float* __restrict__ rc = nullptr, const float* __restrict__ rs = nullptr) {
+  if (!rc) {
+    storeRowsPlain<W, RS>(dst, acc, r0, limit, scale);
+    return;
+  }
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  float rot[W / 8][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long row = (long long)min(r0 + g + 8 * h, limit - 1) * (W / 2);  // rows past limit: not stored
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) {
+      const float x = roundTo(acc[j][2 * h] * scale), y = roundTo(acc[j][2 * h + 1] * scale);
+      const float c = __ldg(rc + row + 4 * j + t4), sn = __ldg(rs + row + 4 * j + t4);
+      rot[j][2 * h] = x * c - y * sn;
+      rot[j][2 * h + 1] = x * sn + y * c;
+    }
+  }
+  storeRowsPlain<W, RS>(dst, rot, r0, limit, 1.f);
 }
 
 // dK/dV's elementwise step on one query tile in accumulator layout (this thread's key rows kw
@@ -669,7 +717,7 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
 __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                               fa_t* __restrict__ dq) {
+                                               fa_t* __restrict__ dq, fa::FaRope rope = {}) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
   char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
@@ -739,7 +787,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
     __syncthreads();
   }
   cpWait<0>();
-  storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
+  storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, q0 + warp * 16, FA_TQ, FA_SCALE, rope.qc, rope.qs);
 }
 
 // ---- backward, pass 2: dk, dv for a block of BR key rows ----
@@ -749,7 +797,7 @@ __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const
 __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                  const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                  const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                 fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+                                                 fa_t* __restrict__ dk, fa_t* __restrict__ dv, fa::FaRope rope = {}) {
   using namespace fa;
   extern __shared__ float4 fa_smem4[];
   char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
@@ -800,8 +848,8 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     __syncthreads();
   }
   cpWait<0>();
-  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
-  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
 }
 
 #if FA_SHORT
@@ -822,7 +870,8 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                   const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                   const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                  fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+                                                  fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                  fa::FaRope rope = {}) {
   using namespace fa;
   static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
   extern __shared__ float4 fa_smem4[];
@@ -860,8 +909,8 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
       gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
       gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
     }
-    if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0, FA_TK, FA_SCALE);
-    if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0, FA_TK, 1.f);
+    if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
+    if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0, FA_TK, 1.f);
   }
   // dQ of query rows [q0, q0 + 16): the dQ pass's loop with every key tile resident.
   const int q0 = warp * 16;
@@ -890,7 +939,7 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
       dsRows<BC>(s, dp, Dr, L2r, q0 + g, kt, needsMask<16, BC>(q0, kt));
       gemmPB<BC, FA_D, LD>(acc, s, Ks + kt * LD);
     }
-    storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0, FA_TQ, FA_SCALE);
+    storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, q0, FA_TQ, FA_SCALE, rope.qc, rope.qs);
   }
 }
 #endif  // FA_SHORT

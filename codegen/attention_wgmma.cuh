@@ -669,7 +669,7 @@ __device__ __forceinline__ void addDq(float (&acc)[FA_D / 16][4], int zq, int q0
 __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                      const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                      const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                     fa_t* __restrict__ dq) {
+                                                     fa_t* __restrict__ dq, fa::FaRope rope = {}) {
   using namespace fa;
   static_assert(FA_D == FA_DV && (FA_D == 64 || FA_D == 128), "the wgmma backward takes d = dv of 64 or 128");
   static_assert(BR % 64 == 0 && (BC == 64 || BC == 128) && NT % BR == 0, "warpgroups of 64 rows");
@@ -742,7 +742,7 @@ __device__ __forceinline__ void fa_backward_dq_wgmma(const fa_t* __restrict__ q,
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
-  storeRows<FA_D>(dq + (long long)z * FA_TQ * FA_D, acc, q0 + warp * 16, FA_TQ, FA_SCALE);
+  storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, q0 + warp * 16, FA_TQ, FA_SCALE, rope.qc, rope.qs);
 }
 
 namespace fa {
@@ -757,7 +757,7 @@ template <class Barrier, class Tile>
 __device__ __forceinline__ void dkdvConsumers(char* smem, const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                               const fa_t* __restrict__ v, const fa_t* __restrict__ dO,
                                               fa_t* __restrict__ dk, fa_t* __restrict__ dv, int z, int k0,
-                                              Barrier barrier, Tile tile) {
+                                              FaRope rope, Barrier barrier, Tile tile) {
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_K);      // [BR][D] swizzled
   fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_V);      // [BR][DV]
   fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_WG_DKDV_Q);      // [2][BQ][D]
@@ -796,8 +796,8 @@ __device__ __forceinline__ void dkdvConsumers(char* smem, const fa_t* __restrict
     barrier();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
-  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
-  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
 }
 }  // namespace wg
 }  // namespace fa
@@ -811,7 +811,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
                                                        const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                        const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                        fa_t* __restrict__ dk, fa_t* __restrict__ dv,
-                                                       fa_t* __restrict__ dq = nullptr) {
+                                                       fa_t* __restrict__ dq = nullptr, fa::FaRope rope = {}) {
   using namespace fa;
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_*)
   const unsigned kAddr = smemAddr(smem + FA_SMEM_WG_DKDV_K), vAddr = smemAddr(smem + FA_SMEM_WG_DKDV_V);
@@ -836,7 +836,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma(const fa_t* __restrict__ 
 #endif
     wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, nullptr);
   };
-  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, [] { __syncthreads(); }, tile);
+  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, rope, [] { __syncthreads(); }, tile);
 }
 #endif  // FA_BACKWARD
 
@@ -945,7 +945,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
     wg::warpReleases(full);
   };
   // The consumers' block barrier: named, 256 threads (the writer is not in it).
-  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, [] { wg::namedSync(4, NT); }, tile);
+  wg::dkdvConsumers(smem, q, k, v, dO, dk, dv, z, k0, FaRope{}, [] { wg::namedSync(4, NT); }, tile);
 }
 #endif  // FA_BACKWARD && FA_WG_FUSED_DQ == 2
 
@@ -959,7 +959,8 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
 __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                           const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                           const fa_t* __restrict__ dO, const float* __restrict__ lse,
-                                                          fa_t* __restrict__ dk, fa_t* __restrict__ dv) {
+                                                          fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                          fa::FaRope rope = {}) {
   using namespace fa;
   constexpr int S = FA_WG_STAGES;
   char* smem = wg::alignedSmem();  // arrays at the generator's offsets (FA_SMEM_WG_DKS_*)
@@ -1019,7 +1020,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
     wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
-  if (dk) storeRows<FA_D>(dk + (long long)z * FA_TK * FA_D, gk, k0 + warp * 16, FA_TK, FA_SCALE);
-  if (dv) storeRows<FA_DV>(dv + (long long)z * FA_TK * FA_DV, gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
 }
 #endif  // FA_BACKWARD && FA_WG_PRODUCER

@@ -29,8 +29,6 @@ std::vector<int64_t> contiguousStrides(const Shape& s) {
   return st;
 }
 
-namespace {
-
 // Strides of `to` over the same elements as `from` viewed with `strides`, if they exist.
 // This is the stride-chaining rule of PyTorch's view(): walk `from` from the innermost dim,
 // cut it into chunks whose dims chain (stride[k-1] == size[k] * stride[k]), and require
@@ -63,8 +61,6 @@ std::optional<std::vector<int64_t>> reshapeStrides(const Shape& from, const std:
   if (viewD != -1) return std::nullopt;
   return out;
 }
-
-}  // namespace
 
 std::optional<StridedView> resolveView(const Value* v) {
   const Op* op = v->def;

@@ -28,6 +28,11 @@ bool keepsDimOrder(const Shape& in, const std::vector<int64_t>& perm);
 // Row-major strides of `s`.
 std::vector<int64_t> contiguousStrides(const Shape& s);
 
+// Strides of `to` over the same elements as `from` laid out with `strides`, if a view can
+// express them (PyTorch's view() rule); nullopt when some chunk of `from` does not chain.
+std::optional<std::vector<int64_t>> reshapeStrides(const Shape& from, const std::vector<int64_t>& strides,
+                                                   const Shape& to);
+
 // The view `v` is of the storage of its base. A value not defined by a view op is its own
 // base with contiguous strides. nullopt when some reshape in the chain merges dims whose
 // strides do not chain (a reshape of a transposed view): that value needs a copy.

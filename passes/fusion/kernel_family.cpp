@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/attention_assembly.h"
 #include "ir/strided_view.h"
 #include "passes/fusion/attention_output.h"
 #include "passes/fusion/domain.h"
@@ -80,19 +81,32 @@ KernelFamily classifyKernel(const Graph& body) {
     attentions += op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
   if (attentions > 0) {
     if (attentions > 1) return fail("it holds more than one attention");
-    for (auto& op : body.ops) {
-      const bool attention = op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward;
-      if (!attention && op->kind != OpKind::Input && !isViewOp(op->kind))
-        return fail("an attention kernel holds only views of its inputs, not " + std::string(op->info().name));
-    }
-    // The forward's output may be stored permuted (fusion/attention_output.h): a permute
-    // keeping the last axis of the attention's first result.
+    const Op* att = nullptr;
+    for (auto& op : body.ops)
+      if (op->kind == OpKind::Attention || op->kind == OpKind::AttentionBackward) att = op.get();
+    // Its results: the attention's; the forward's output may be stored permuted
+    // (fusion/attention_output.h: a permute keeping the last axis of the attention's first
+    // result); the backward's gradients may be stored into one assembled result
+    // (ir/attention_assembly.h), whose ops it then holds.
+    std::set<const Op*> assembly;
     for (Value* v : body.outputs) {
       const Op& d = *v->def;
-      const bool permutedO = fusion::keepsRows(d) && d.operands[0]->def->kind == OpKind::Attention &&
-                             d.operands[0]->index == 0;
-      if (d.kind != OpKind::Attention && d.kind != OpKind::AttentionBackward && !permutedO)
-        return fail("an attention kernel returns only the attention's results (its output O also permuted)");
+      if (&d == att) continue;
+      const bool permutedO = fusion::keepsRows(d) && d.operands[0]->def == att && d.operands[0]->index == 0 &&
+                             att->kind == OpKind::Attention;
+      if (permutedO) continue;
+      std::vector<const Op*> ops;
+      if (att->kind == OpKind::AttentionBackward && matchAttentionAssembly(v, *att, &ops)) {
+        assembly.insert(ops.begin(), ops.end());
+        continue;
+      }
+      return fail("an attention kernel returns only the attention's results (its output O also permuted, its gradients "
+                  "assembled: ir/attention_assembly.h)");
+    }
+    for (auto& op : body.ops) {
+      const bool attention = op.get() == att;
+      if (!attention && op->kind != OpKind::Input && !isViewOp(op->kind) && !assembly.count(op.get()))
+        return fail("an attention kernel holds only views of its inputs, not " + std::string(op->info().name));
     }
     return KernelFamily::Attention;
   }

@@ -15,6 +15,8 @@
 #include <set>
 #include <string>
 
+#include "ir/attention_assembly.h"
+#include "ir/attention_path.h"
 #include "ir/collectives.h"
 #include "ir/numbering.h"
 #include "ir/roles.h"
@@ -94,6 +96,7 @@ class Planner {
     mergeProducersIntoConsumers();
     mergeSiblings();
     mergeProducersIntoConsumers();
+    absorbBackwardAssembly();
     fuseScattersIntoConsumers();
     return finish();
   }
@@ -467,6 +470,52 @@ class Planner {
       groups_[size_t(gone)].members.clear();
       groups_[size_t(gone)].alive = false;
       groupOf_[size_t(pos(p))] = into;
+    }
+  }
+
+  // An attention backward whose dq, dk and dv are read by one kernel alone, which does nothing
+  // but assemble them into one result (ir/attention_assembly.h: d(QKV) through permutes and
+  // reshapes, dq and dk through RoPE's backward rotation): that kernel's ops join the flash
+  // kernel, which stores each gradient where the assembled result holds it
+  // (codegen/attention_kernel.cpp). The gradients are then written once, straight into
+  // d(QKV), and never read back. Only where the tensor-core templates run the backward
+  // (ir/attention_path.h): their stores are the ones that take row strides and rotations.
+  void absorbBackwardAssembly() {
+    for (auto& owned : g_.ops) {
+      Op* att = owned.get();
+      if (att->kind != OpKind::AttentionBackward || inlined(att) || !attentionTensorCoreBlocker(*att).empty()) continue;
+      const int ga = groupOf(att);
+      int gm = -1;
+      bool ok = true;
+      for (auto& r : att->results) {
+        ok &= !isOutput(r.get());
+        for (Op* u : effectiveUsers(r.get())) {
+          const int g = inlined(u) ? -1 : groupOf(u);
+          ok &= g >= 0 && g != ga && (gm < 0 || g == gm);
+          gm = g;
+        }
+      }
+      if (!ok || gm < 0 || !mergeable(gm)) continue;
+      // The assembling kernel's one result, and nothing in it but the assembly's ops.
+      const Group& m = groups_[size_t(gm)];
+      const Value* out = nullptr;
+      for (Op* member : m.members)
+        for (auto& r : member->results) {
+          bool external = isOutput(r.get());
+          for (Op* u : effectiveUsers(r.get())) external |= inlined(u) || groupOf(u) != gm;
+          if (external) ok &= out == nullptr, out = r.get();
+        }
+      std::vector<const Op*> ops;
+      const auto parts = ok && out ? matchAttentionAssembly(out, *att, &ops) : std::nullopt;
+      if (!parts) continue;
+      // RoPE's tables are read from memory (findBroadcastTables materialises them), not
+      // recomputed in the kernel.
+      for (const AssemblyPart& p : *parts)
+        for (const Value* t : {p.cos, p.sin}) ok &= !t || !t->def || !inlined(t->def);
+      for (Op* member : m.members) ok &= std::find(ops.begin(), ops.end(), member) != ops.end();
+      for (const Op* op : ops) ok &= inlined(op) || groupOf(op) == gm;
+      const auto rank = ok ? placement(ga, gm) : std::nullopt;
+      if (rank) absorb(ga, gm, *rank);
     }
   }
 

@@ -344,6 +344,22 @@ TEST(PassFuse, AttentionStoresItsOutputMergedForTheProjection) {
   EXPECT_EQ(kernels(g, KernelFamily::Pointwise), 0) << printModule(*m);
 }
 
+// The attention backward's gradients assembled into d(QKV), dq and dk through RoPE's backward
+// rotation (ir/attention_assembly.h): the tail joins the flash kernel (same values), unless a
+// gradient is also needed by itself.
+TEST(PassFuse, AttentionBackwardStoresItsGradientsAssembled) {
+  auto m = parseFile(std::string(FUSEC_SOURCE_DIR) + "/tests/lit/passes/fuse-attention-assembly.fir");
+  for (const char* pass : {"decompose-keep-attention", "canonicalize", "cse", "dce"}) createPass(pass)->run(*m);
+  fuseChecked(*m, 1e-6);
+  for (const char* f : {"assembled", "dq_also_returned"}) {
+    const Graph& g = *m->find(f);
+    int flashResults = -1;
+    for (auto& op : g.ops)
+      if (op->kind == OpKind::Kernel && classifyKernel(*op->body) == KernelFamily::Attention) flashResults = op->numResults();
+    EXPECT_EQ(flashResults, std::string(f) == "assembled" ? 1 : 3) << printModule(*m);
+  }
+}
+
 TEST(PassFuse, TinyForward) { modelChecked("forward"); }
 TEST(PassFuse, TinyTrainStep) { modelChecked("train_step"); }
 
