@@ -451,62 +451,71 @@ struct QueryWalk {
   __device__ __forceinline__ int q0(int it) const { return (first + it % span) * BQ; }
 };
 
+#if !FA_TF32
+// A 16-byte piece of a row (eight bf16, columns c .. c + 7: pairs c / 2 .. c / 2 + 3) rotated
+// by RoPE's entries for those pairs, cos at `c` and sin at `s` (four f32 each, 16-byte aligned):
+// x cos - y sin, x sin + y cos, rounded to bf16 again.
+__device__ __forceinline__ uint4 ropePiece(uint4 x, const float* __restrict__ c, const float* __restrict__ s) {
+  const float4 cv = __ldg(reinterpret_cast<const float4*>(c)), sv = __ldg(reinterpret_cast<const float4*>(s));
+  const float cs[4] = {cv.x, cv.y, cv.z, cv.w}, sn[4] = {sv.x, sv.y, sv.z, sv.w};
+  unsigned v[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 p = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[k]));
+    v[k] = pack(p.x * cs[k] - p.y * sn[k], p.x * sn[k] + p.y * cs[k]);
+  }
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+#endif
+
 // Rows r0 + g and r0 + g + 8 (those below `limit`) of a warp's 16 x W accumulator, times
 // `scale`, into dst (row r at dst + r RS, W columns): dQ, dK and dV of both backward
 // templates. RS is the result's row stride (W, or its part's in a tensor assembled from dq, dk
 // and dv: attention_kernel.cpp's FA_D*_OUT_RS).
+// With RoPE's tables rc and rs ([T][W / 2] f32, the row's position indexing them: the
+// backward rotation of a model's rotary embedding, done where the gradient is stored,
+// ir/attention_assembly.h) each pair of columns (2i, 2i + 1) is first rounded to fa_t, as a
+// stored dQ or dK would be, then stored as x c - y s, x s + y c with c = rc[r][i], s =
+// rs[r][i]. In 16-byte pieces the rotation takes the transposed piece (four whole pairs, one
+// float4 of each table); element-wise, each lane's pair (columns 8j + 2 t4, + 1).
 template <int W, long long RS = W>
-__device__ __forceinline__ void storeRowsPlain(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale) {
+__device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale,
+                                          const float* __restrict__ rc = nullptr, const float* __restrict__ rs = nullptr) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #if !FA_TF32
-  // 16-byte pieces where the output allows them (a caller's buffer may sit at any even address).
-  if constexpr (W % 32 == 0 && RS % 8 == 0) if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
+  // 16-byte pieces where the output allows them (a caller's buffer may sit at any even address,
+  // a table at any float's).
+  if constexpr (W % 32 == 0 && RS % 8 == 0)
+    if (((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(rc) |
+          reinterpret_cast<unsigned long long>(rs)) & 15) == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r0 + g + 8 * h;
-      rowPieces<W>(acc, h, scale, [&](int c, uint4 x) {
-        if (r < limit) *reinterpret_cast<uint4*>(dst + (long long)r * RS + c) = x;
-      });
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + g + 8 * h;
+        rowPieces<W>(acc, h, scale, [&](int c, uint4 x) {
+          if (r >= limit) return;
+          if (rc) x = ropePiece(x, rc + (long long)r * (W / 2) + c / 2, rs + (long long)r * (W / 2) + c / 2);
+          *reinterpret_cast<uint4*>(dst + (long long)r * RS + c) = x;
+        });
+      }
+      return;
     }
-    return;
-  }
 #endif
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r0 + g + 8 * h;
     if (r >= limit) continue;
 #pragma unroll
-    for (int j = 0; j < W / 8; ++j)
-      store2(dst + (long long)r * RS + 8 * j + 2 * t4, acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
-  }
-}
-
-// storeRowsPlain, the pairs of columns (2i, 2i + 1) first rounded to fa_t (as a stored dQ or
-// dK would be) and rotated by RoPE's tables of the row's position, cos[r][i] and sin[r][i]
-// (W / 2 columns each, f32): x c - y s, x s + y c, the backward rotation of a model's rotary
-// embedding done where the gradient is stored (ir/attention_assembly.h). rc null: no rotation.
-// An m16n8 accumulator holds a lane's pairs whole (columns 8j + 2 t4, + 1: pair 4j + t4).
-template <int W, long long RS = W>
-__device__ __forceinline__ void storeRows(fa_t* dst, const float (&acc)[W / 8][4], int r0, int limit, float scale,
-                                          const float* __restrict__ rc = nullptr, const float* __restrict__ rs = nullptr) {
-  if (!rc) {
-    storeRowsPlain<W, RS>(dst, acc, r0, limit, scale);
-    return;
-  }
-  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  float rot[W / 8][4];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const long long row = (long long)min(r0 + g + 8 * h, limit - 1) * (W / 2);  // rows past limit: not stored
-#pragma unroll
     for (int j = 0; j < W / 8; ++j) {
-      const float x = roundTo(acc[j][2 * h] * scale), y = roundTo(acc[j][2 * h + 1] * scale);
-      const float c = __ldg(rc + row + 4 * j + t4), sn = __ldg(rs + row + 4 * j + t4);
-      rot[j][2 * h] = x * c - y * sn;
-      rot[j][2 * h + 1] = x * sn + y * c;
+      float x = acc[j][2 * h] * scale, y = acc[j][2 * h + 1] * scale;
+      if (rc) {
+        const long long at = (long long)r * (W / 2) + 4 * j + t4;
+        const float c = __ldg(rc + at), sn = __ldg(rs + at), xr = roundTo(x), yr = roundTo(y);
+        x = xr * c - yr * sn;
+        y = xr * sn + yr * c;
+      }
+      store2(dst + (long long)r * RS + 8 * j + 2 * t4, x, y);
     }
   }
-  storeRowsPlain<W, RS>(dst, rot, r0, limit, 1.f);
 }
 
 // dK/dV's elementwise step on one query tile in accumulator layout (this thread's key rows kw
@@ -848,8 +857,9 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
     __syncthreads();
   }
   cpWait<0>();
-  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  // dV first: its accumulators are free by the time dK's (rotated) stores need registers.
   if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
 }
 
 #if FA_SHORT
@@ -909,8 +919,8 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
       gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
       gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
     }
-    if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
     if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0, FA_TK, 1.f);
+    if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
   }
   // dQ of query rows [q0, q0 + 16): the dQ pass's loop with every key tile resident.
   const int q0 = warp * 16;

@@ -796,8 +796,9 @@ __device__ __forceinline__ void dkdvConsumers(char* smem, const fa_t* __restrict
     barrier();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();
-  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  // dV first: its accumulators are free by the time dK's (rotated) stores need registers.
   if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
 }
 }  // namespace wg
 }  // namespace fa
@@ -1020,7 +1021,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     wg::dkdvTile<false>(gk, gv, kAddr, vAddr, qt, gt, wr, RS + buf * BQ, q0, k0, kw, unused, nullptr);
     wg::warpReleases(empty(buf));  // this warp's products have read the buffer
   }
-  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
   if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0 + warp * 16, FA_TK, 1.f);
+  if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0 + warp * 16, FA_TK, FA_SCALE, rope.kc, rope.ks);
 }
 #endif  // FA_BACKWARD && FA_WG_PRODUCER
