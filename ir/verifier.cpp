@@ -7,6 +7,7 @@
 
 #include "ir/printer.h"
 #include "ir/roles.h"
+#include "ir/side_stream.h"
 #include "ir/step_invariant.h"
 #include "ir/type_rules.h"
 #include "support/string_table.h"
@@ -44,6 +45,7 @@ class Verifier {
     StringTable<bool> names(g.ops.size()), inputNames;
     StringTable<const Op*> params;
     std::vector<const Op*> paramOps;  // in graph order, for owners()
+    std::vector<const Op*> sideStream;  // kernels recorded side_stream, checked at the end
     std::unordered_set<std::string> roleInputs;
     std::vector<Type> operandTypes, resultTypes, inferred;  // reused: copying into them keeps capacity
     for (size_t k = 0; k < g.ops.size(); ++k) {
@@ -99,10 +101,18 @@ class Verifier {
           if (!isStepInvariantValue(op.operands[i]))
             fail("kernel \"" + op.attrStr("name") + "\" is recorded step_invariant but its operand " + std::to_string(i) +
                  " changes from step to step");
+      if (op.kind == OpKind::Kernel && op.attrBool("side_stream")) sideStream.push_back(&op);
       if (op.body && walkBodies_) graph(*op.body, where + " kernel \"" + op.attrStr("name") + "\"");
       for (auto& r : op.results) r->verifiedIn = walk;
     }
     owners(g, paramOps, params, where);
+    if (!sideStream.empty()) {  // ir/side_stream.h: the runtime would run them beside their readers
+      const PtrSet<const Value*> read = valuesRead(g);
+      for (const Op* op : sideStream)
+        if (!offCriticalPath(*op, read))
+          throw errorAt(file_, op->loc, where + ": kernel \"" + op->attrStr("name") +
+                                            "\" is recorded side_stream but a later op reads its results (or it is step-invariant)");
+    }
     for (size_t i = 0; i < g.outputs.size(); ++i)
       if (!g.outputs[i] || !defined(g.outputs[i]))
         throw errorAt(file_, g.loc, where + ": returned value " + std::to_string(i) + " is not defined in this graph");

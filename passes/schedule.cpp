@@ -28,6 +28,8 @@
 //      reduction of one bucket overlaps the backward that produces the next ones, and the
 //      compute stream waits for a bucket only once that backward is done (or at the end).
 //      Readers of an all_gather's results (ZeRO-1's bf16 weight copies) go to the end.
+//   4. Kernels that nothing after them reads (AdamW's updates) are recorded side_stream
+//      (ir/side_stream.h): the runtime runs them beside the compute, from where they stand.
 //
 // The pass keeps the best of {original order, sinking alone, step 1 (eager or hoisting) and
 // sinking} by peak live
@@ -42,6 +44,7 @@
 #include <tuple>
 
 #include "ir/collectives.h"
+#include "ir/side_stream.h"
 #include "passes/liveness.h"
 #include "passes/pass.h"
 
@@ -370,6 +373,20 @@ void reorder(Graph& g, const GraphNumbering& numbers, const std::vector<Op*>& or
   for (size_t k = 0; k < order.size(); ++k) g.ops[k] = std::move(owned[numbers.of(order[k])]);
 }
 
+// Step 4: the side_stream record of every kernel, from ir/side_stream.h's rule.
+bool markSideStream(Graph& g) {
+  const PtrSet<const Value*> read = valuesRead(g);
+  bool changed = false;
+  for (auto& op : g.ops) {
+    if (op->kind != OpKind::Kernel) continue;
+    const bool side = offCriticalPath(*op, read);
+    if (op->attrBool("side_stream") == side) continue;
+    op->setAttr("side_stream", side);
+    changed = true;
+  }
+  return changed;
+}
+
 bool scheduleGraph(Graph& g) {
   const StorageMap storage(g);
   const DepGraph d = buildDeps(g, storage);
@@ -439,7 +456,7 @@ bool scheduleGraph(Graph& g) {
   }
   best = overlapCollectives(g, d, best);
   reorder(g, *d.numbers, best);
-  return best != original;
+  return markSideStream(g) | (best != original);
 }
 
 }  // namespace

@@ -42,6 +42,18 @@ bool envSwitch(const char* name) {
 }
 bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE"); }
 bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY"); }
+bool sideStreamAllowedByEnv() { return envSwitch("FUSEC_SIDE_STREAM"); }
+
+// [lo, hi) byte ranges of device memory.
+struct Span {
+  uintptr_t lo = 0, hi = 0;
+};
+bool overlap(const std::vector<Span>& a, const std::vector<Span>& b) {
+  for (const Span& x : a)
+    for (const Span& y : b)
+      if (x.lo < y.hi && y.lo < x.hi) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -86,6 +98,12 @@ struct Executable::Impl {
     std::vector<Transfer> transfers;
     cudaEvent_t ready = nullptr, done = nullptr;
     std::vector<size_t> waits;
+    // A kernel on the side stream (ir/side_stream.h): `ready` marks the compute stream's work
+    // before it, `done` its end, which later entries in `waits` wait for. `reads`, `writes`:
+    // the storage its operands and results span (whole base buffers), for those overlaps.
+    bool side = false;
+    std::vector<Span> reads, writes;
+    size_t collectiveWaits = 0;  // the first entries of `waits`; the rest are side kernels'
   };
   std::vector<Entry> list;
   std::vector<LaunchInfo> infos;
@@ -101,6 +119,8 @@ struct Executable::Impl {
   bool isolated = false;  // capturing one launch alone (timeKernels): no waits on other launches
   cudaStream_t commStream = nullptr;  // collectives (created only when the graph has some)
   cudaEvent_t commJoined = nullptr;   // the comm stream's end of a call, which the call waits for
+  cudaStream_t sideStream = nullptr;  // side_stream kernels (created only when the list has some)
+  cudaEvent_t sideJoined = nullptr;   // the side stream's end of a call
   cudaEvent_t callerEvent = nullptr;  // waitFor/signal: ordering against a caller's stream
 
   ~Impl() {
@@ -111,6 +131,8 @@ struct Executable::Impl {
       if (e.done) cudaEventDestroy(e.done);
     }
     if (commJoined) cudaEventDestroy(commJoined);
+    if (sideJoined) cudaEventDestroy(sideJoined);
+    if (sideStream) cudaStreamDestroy(sideStream);
     if (callerEvent) cudaEventDestroy(callerEvent);
     if (commStream) cudaStreamDestroy(commStream);
     if (stream) cudaStreamDestroy(stream);
@@ -349,9 +371,77 @@ struct Executable::Impl {
       if (list.size() > before) {
         if (isStepInvariant(*op)) list.back().info.once = true;
         list.back().waits = collectivesReadBy(*op);
+        list.back().collectiveWaits = list.back().waits.size();
       }
     }
+    if (opts.sideStream && !opts.callerBuffers && sideStreamAllowedByEnv()) placeSideEntries();
     for (const Entry& e : list) infos.push_back(e.info);
+  }
+
+  // The storage `v` lives in, whole (through views to the base; a shard's operand): what a
+  // launch reading or writing `v` may touch, as far as ordering against the side stream goes.
+  Span storageSpan(const Value* v) const {
+    auto view = resolveView(v);
+    if (!view) return {0, ~uintptr_t(0)};
+    const Value* base = view->base;
+    if (base->def && base->def->kind == OpKind::Shard) return storageSpan(base->def->operands.at(0));
+    const Value* s = storageOf(base);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(storageAddress(s));
+    return {lo, lo + size_t(s->type.numel()) * dtypeBytes(s->type.dtype)};
+  }
+
+  // Kernels recorded side_stream go to the side stream (not a step-invariant one, nor one that
+  // waits for a collective: its waits are on the compute stream), and every later entry on
+  // the compute stream waits for the last of them it overlaps: it writes what one reads or
+  // writes, or reads what one writes (a buffer of the plan reused; the side stream runs in
+  // order, so waiting for the last such kernel covers the ones before it).
+  void placeSideEntries() {
+    auto spans = [&](const std::vector<const Value*>& vs) {
+      std::vector<Span> out;
+      for (const Value* v : vs) out.push_back(storageSpan(v));
+      return out;
+    };
+    auto accesses = [&](Entry& e) {
+      std::vector<const Value*> in, out;
+      for (const Value* v : e.op->operands) in.push_back(v);
+      for (const auto& r : e.op->results) out.push_back(r.get());
+      e.reads = spans(in);
+      e.writes = spans(out);
+    };
+    std::vector<size_t> pending;  // side entries no compute entry has waited for yet
+    for (size_t i = 0; i < list.size(); ++i) {
+      Entry& e = list[i];
+      e.waits.resize(e.collectiveWaits);  // again after a relink: the addresses moved
+      e.side = false;
+      accesses(e);
+      if (e.kernel && e.op->attrBool("side_stream") && e.waits.empty() && !e.info.once) {
+        e.side = true;
+        pending.push_back(i);
+        continue;
+      }
+      size_t last = pending.size();
+      for (size_t k = 0; k < pending.size(); ++k) {
+        const Entry& s = list[pending[k]];
+        if (overlap(e.writes, s.reads) || overlap(e.writes, s.writes) || overlap(e.reads, s.writes)) last = k;
+      }
+      if (last == pending.size()) continue;
+      e.waits.push_back(pending[last]);
+      pending.erase(pending.begin(), pending.begin() + long(last) + 1);
+    }
+    bool any = false;
+    for (Entry& e : list)
+      if (e.side) {
+        any = true;
+        if (!e.ready) FUSEC_CUDA(cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming), "creating the side stream's events");
+        if (!e.done) FUSEC_CUDA(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming), "creating the side stream's events");
+      }
+    if (!any || sideStream) return;
+    // The lowest priority: the compute stream's queued blocks go first, the side stream's fill
+    // the SMs they leave (a small batch's GEMMs leave many).
+    int least = 0, greatest = 0;
+    FUSEC_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "creating the side stream");
+    FUSEC_CUDA(cudaStreamCreateWithPriority(&sideStream, cudaStreamNonBlocking, least), "creating the side stream");
+    FUSEC_CUDA(cudaEventCreateWithFlags(&sideJoined, cudaEventDisableTiming), "creating the side stream");
   }
 
   // Which collectives' results `op` reads (through views): list indices of their entries.
@@ -398,6 +488,7 @@ struct Executable::Impl {
   void relink() {
     ++counts.relinks;
     for (Entry& e : list) resolve(e);
+    if (sideStream) placeSideEntries();
     bool once = false;
     for (const Entry& e : list) once = once || e.info.once;
     if (once) {  // with or without a graph: the invariants' operands may have moved
@@ -481,6 +572,10 @@ struct Executable::Impl {
   // The comm stream's work so far joins the compute stream (a call's end; a graph capture
   // must end with every stream it forked joined).
   void joinComm() {
+    if (sideStream) {
+      FUSEC_CUDA(cudaEventRecord(sideJoined, sideStream), "joining the side stream");
+      FUSEC_CUDA(cudaStreamWaitEvent(stream, sideJoined, 0), "joining the side stream");
+    }
     if (!commStream) return;
     FUSEC_CUDA(cudaEventRecord(commJoined, commStream), "joining the collectives");
     FUSEC_CUDA(cudaStreamWaitEvent(stream, commJoined, 0), "joining the collectives");
@@ -501,9 +596,17 @@ struct Executable::Impl {
         argv = many.data();
       }
       for (size_t i = 0; i < e.pointers.size(); ++i) argv[i] = &e.pointers[i];
-      // A dependent of the kernel before it in this stream, unless it also waits for a
-      // collective's event (a programmatic edge is between two kernels of one stream).
-      launchKernel(*e.kernel, argv, stream, isolated || e.waits.empty());
+      if (e.side && !isolated) {  // after the compute stream's work so far, beside what follows
+        FUSEC_CUDA(cudaEventRecord(e.ready, stream), "ordering " + e.info.name);
+        FUSEC_CUDA(cudaStreamWaitEvent(sideStream, e.ready, 0), "ordering " + e.info.name);
+        launchKernel(*e.kernel, argv, sideStream, false);
+        FUSEC_CUDA(cudaEventRecord(e.done, sideStream), "ordering " + e.info.name);
+      } else {
+        // A dependent of the kernel before it in this stream, unless it also waits for a
+        // collective's or a side kernel's event (a programmatic edge is between two kernels of
+        // one stream).
+        launchKernel(*e.kernel, argv, stream, isolated || e.waits.empty());
+      }
     } else {
       e.tuning = &gemm->run(e.plan, e.a, e.b, e.c, stream, e.what, e.gemmSms);
     }
@@ -563,7 +666,8 @@ struct Executable::Impl {
     // With collectives, the graph keeps each node's stream priority (the comm stream's is the
     // highest): without the flag every node runs at the launching stream's priority, and a
     // bucket's reduction waits behind the backward's queued blocks.
-    const unsigned long long flags = commStream && nodePriorityAllowedByEnv() ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    const unsigned long long flags =
+        (commStream || sideStream) && nodePriorityAllowedByEnv() ? cudaGraphInstantiateFlagUseNodePriority : 0;
     FUSEC_CUDA(cudaGraphInstantiate(&exec, into, flags), "instantiating the step's CUDA graph");
   }
 };

@@ -60,6 +60,13 @@ struct ExecutableOptions {
   // arena where memory-plan-outputs-last put the outputs' storage (once an output is not
   // placed): a backward's saved activations, a forward's outputs, are not held twice.
   bool callerBuffers = false;
+  // Kernels recorded side_stream (ir/side_stream.h: AdamW's updates) run on a second,
+  // lower-priority stream beside the compute, each after the work scheduled before it; a
+  // later launch waits for one only where their memory overlaps (a buffer the plan reuses).
+  // FUSEC_SIDE_STREAM=0 in the environment runs everything on one stream (A/B measurements).
+  // Not with callerBuffers: a caller may move a buffer between calls, and the overlaps are
+  // computed once, from the addresses the launch list holds.
+  bool sideStream = true;
 };
 
 // One entry of the launch list, as `fusec profile` and the tests see it.

@@ -3,10 +3,13 @@
 # run the GPU tests matching TESTS (a ctest -R regex; default the attention kernels and the
 # executable against the interpreter), then time the change against commit REV with
 # scripts/gpu-before-after.sh (SCALE, ROUNDS, STEPS, PROFILE as there; default SCALE
-# "small:64 medium:4", ROUNDS 2). Each part has its own time limit (TEST_LIMIT, AB_LIMIT
-# seconds) so one that hangs leaves the others their share of the call. A one-screen summary
-# goes to $OUT/summary.txt (and stdout); the logs beside it.
+# "small:64 medium:4", ROUNDS 2; REV "-" skips it). ENV_AB="NAME=A NAME=B" also A/Bs one
+# environment switch with this build (scripts/gpu-env-ab.sh, same SCALE and ROUNDS). Each
+# part has its own time limit (TEST_LIMIT, AB_LIMIT seconds) so one that hangs leaves the
+# others their share of the call. A one-screen summary goes to $OUT/summary.txt (and
+# stdout); the logs beside it.
 #   scripts/gpu-verify-change.sh 1782faa
+#   ENV_AB="FUSEC_SIDE_STREAM=0 FUSEC_SIDE_STREAM=1" PROFILE=1 scripts/gpu-verify-change.sh -
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REV=${1:?usage: scripts/gpu-verify-change.sh REV}
@@ -23,8 +26,22 @@ prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/n
 (cd build-gpu && timeout "${TEST_LIMIT:-240}" ctest -L gpu -R "$TESTS" --output-on-failure -V -j8 >"$OUT/gpu-tests.log" 2>&1
  echo "ctest rc=$?")>>"$S"
 grep -E "tests passed|\(Failed\)|\*\*\*Failed|rel err .*e\+|d\(QKV\)" "$OUT/gpu-tests.log" | sort -u | tail -40 >>"$S"
-SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-300}" scripts/gpu-before-after.sh "$REV" \
-  >"$OUT/before-after.txt" 2>&1
-echo "before-after rc=$?" >>"$S"
-grep -E "median|error|failed|->" "$OUT/before-after.txt" >>"$S"
+if [[ -n ${ENV_AB:-} ]]; then
+  read -ra ab <<<"$ENV_AB"
+  SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-300}" scripts/gpu-env-ab.sh "${ab[@]}" \
+    >"$OUT/env-ab.txt" 2>&1
+  echo "env-ab rc=$?" >>"$S"
+  grep -E "median|error|failed|->|round|whole step" "$OUT/env-ab.txt" >>"$S"
+  for f in "$OUT"/env-profile-*.txt; do  # PROFILE=1: the categories and the attention kernels
+    [[ -e $f ]] || continue
+    echo "== $(basename "$f")" >>"$S"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_bwd|adamw" | cut -c1-110 >>"$S"
+  done
+fi
+if [[ $REV != - ]]; then
+  SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-300}" scripts/gpu-before-after.sh "$REV" \
+    >"$OUT/before-after.txt" 2>&1
+  echo "before-after rc=$?" >>"$S"
+  grep -E "median|error|failed|->" "$OUT/before-after.txt" >>"$S"
+fi
 cat "$S"

@@ -109,15 +109,18 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
   optimise(m);
   const Graph& g = *m.funcs.at(0);
   const double bound = c.dtype == DType::f32 ? 1e-5 : 2e-2;
-  // Modes: the CUDA graph, direct launches, and the graph with generated kernels that do not
+  // Modes: the CUDA graph, direct launches, the graph with generated kernels that do not
   // wait for their predecessor and are launched as before (FUSEC_DEPENDENT_LAUNCH=0,
-  // codegen::Target::dependentLaunch): all three give the same bits.
-  enum Mode { Graph, Direct, GraphIndependent };
+  // codegen::Target::dependentLaunch), and the graph with every launch on one stream
+  // (FUSEC_SIDE_STREAM=0: AdamW's kernels beside the backward otherwise, ir/side_stream.h):
+  // all four give the same bits.
+  enum Mode { Graph, Direct, GraphIndependent, OneStream };
   std::map<int, Bindings> finals;
-  for (Mode modeId : {Graph, Direct, GraphIndependent}) {
+  for (Mode modeId : {Graph, Direct, GraphIndependent, OneStream}) {
     const bool graph = modeId != Direct;
-    std::optional<test::ScopedEnv> independent;
+    std::optional<test::ScopedEnv> independent, oneStream;
     if (modeId == GraphIndependent) independent.emplace("FUSEC_DEPENDENT_LAUNCH", "0");
+    if (modeId == OneStream) oneStream.emplace("FUSEC_SIDE_STREAM", "0");
     rt::ExecutableOptions o;
     o.cudaGraph = graph;
     rt::Executable exe(g, o);
@@ -131,7 +134,10 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
       else logits = exe.output(0);
     }
     EXPECT_EQ(exe.graphCaptured(), graph && steps > 1);
-    const char* mode = modeId == Graph ? "graph" : modeId == Direct ? "direct" : "graph, independent launches";
+    const char* mode = modeId == Graph              ? "graph"
+                       : modeId == Direct           ? "direct"
+                       : modeId == GraphIndependent ? "graph, independent launches"
+                                                    : "graph, one stream";
     if (!train) {
       double e = test::normRelError(logits, refLogits);
       std::printf("%s %s logits: %.3g\n", label(c).c_str(), mode, e);
@@ -159,6 +165,7 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
   for (auto& [name, t] : finals[Graph]) {
     EXPECT_EQ(t.f, finals[Direct].at(name).f) << name << ": graph vs direct differ";
     EXPECT_EQ(t.f, finals[GraphIndependent].at(name).f) << name << ": dependent vs independent launches differ";
+    EXPECT_EQ(t.f, finals[OneStream].at(name).f) << name << ": the side stream changed a value";
   }
 }
 
