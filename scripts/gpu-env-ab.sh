@@ -18,8 +18,11 @@ SCALE=${SCALE-small:64 medium:16}
 STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-  cmake --build build-gpu -j"$(nproc)" --target fusec | tail -1 || { echo "error: the build failed" >&2; exit 1; }
+# NO_BUILD=1: build-gpu/fusec is already there (a binary carried to the device, say).
+if [[ ${NO_BUILD:-0} != 1 ]]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build build-gpu -j"$(nproc)" --target fusec | tail -1 || { echo "error: the build failed" >&2; exit 1; }
+fi
 declare -A meds
 for mb in $SCALE; do
   m=${mb%:*} b=${mb#*:}
