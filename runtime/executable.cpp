@@ -18,6 +18,7 @@
 #include "runtime/kernel_activity.h"
 #include "runtime/kernel_module.h"
 #include "runtime/kernel_spans.h"
+#include "runtime/side_stream_waits.h"
 #if FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
 #include "support/ptr_hash.h"
@@ -34,26 +35,19 @@ size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
 // A switch in the environment, on unless set to 0 (for A/B measurements): unset or 1 is on.
-bool envSwitch(const char* name) {
+bool envSwitch(const char* name, bool unset = true) {
   const char* v = std::getenv(name);
-  if (!v || !*v || std::string(v) == "1") return true;
+  if (!v || !*v) return unset;
+  if (std::string(v) == "1") return true;
   if (std::string(v) == "0") return false;
   throw Error(std::string(name) + " must be 0 or 1, got '" + v + "'");
 }
 bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE"); }
 bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY"); }
-bool sideStreamAllowedByEnv() { return envSwitch("FUSEC_SIDE_STREAM"); }
+// Off unless FUSEC_SIDE_STREAM=1: the side stream has not yet run on a GPU (its bits against
+// one stream, ExecutableTest, and its step times are the next device session's first work).
+bool sideStreamAllowedByEnv() { return envSwitch("FUSEC_SIDE_STREAM", false); }
 
-// [lo, hi) byte ranges of device memory.
-struct Span {
-  uintptr_t lo = 0, hi = 0;
-};
-bool overlap(const std::vector<Span>& a, const std::vector<Span>& b) {
-  for (const Span& x : a)
-    for (const Span& y : b)
-      if (x.lo < y.hi && y.lo < x.hi) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -99,10 +93,9 @@ struct Executable::Impl {
     cudaEvent_t ready = nullptr, done = nullptr;
     std::vector<size_t> waits;
     // A kernel on the side stream (ir/side_stream.h): `ready` marks the compute stream's work
-    // before it, `done` its end, which later entries in `waits` wait for. `reads`, `writes`:
-    // the storage its operands and results span (whole base buffers), for those overlaps.
+    // before it, `done` its end, which later entries in `waits` wait for
+    // (runtime/side_stream_waits.h).
     bool side = false;
-    std::vector<Span> reads, writes;
     size_t collectiveWaits = 0;  // the first entries of `waits`; the rest are side kernels'
   };
   std::vector<Entry> list;
@@ -391,43 +384,22 @@ struct Executable::Impl {
   }
 
   // Kernels recorded side_stream go to the side stream (not a step-invariant one, nor one that
-  // waits for a collective: its waits are on the compute stream), and every later entry on
-  // the compute stream waits for the last of them it overlaps: it writes what one reads or
-  // writes, or reads what one writes (a buffer of the plan reused; the side stream runs in
-  // order, so waiting for the last such kernel covers the ones before it).
+  // waits for a collective: its waits are on the compute stream); every later entry on the
+  // compute stream waits for the side kernel runtime/side_stream_waits.h names, from the
+  // storage each entry's operands and results span (whole base buffers).
   void placeSideEntries() {
-    auto spans = [&](const std::vector<const Value*>& vs) {
-      std::vector<Span> out;
-      for (const Value* v : vs) out.push_back(storageSpan(v));
-      return out;
-    };
-    auto accesses = [&](Entry& e) {
-      std::vector<const Value*> in, out;
-      for (const Value* v : e.op->operands) in.push_back(v);
-      for (const auto& r : e.op->results) out.push_back(r.get());
-      e.reads = spans(in);
-      e.writes = spans(out);
-    };
-    std::vector<size_t> pending;  // side entries no compute entry has waited for yet
+    std::vector<LaunchAccess> access(list.size());
     for (size_t i = 0; i < list.size(); ++i) {
       Entry& e = list[i];
       e.waits.resize(e.collectiveWaits);  // again after a relink: the addresses moved
-      e.side = false;
-      accesses(e);
-      if (e.kernel && e.op->attrBool("side_stream") && e.waits.empty() && !e.info.once) {
-        e.side = true;
-        pending.push_back(i);
-        continue;
-      }
-      size_t last = pending.size();
-      for (size_t k = 0; k < pending.size(); ++k) {
-        const Entry& s = list[pending[k]];
-        if (overlap(e.writes, s.reads) || overlap(e.writes, s.writes) || overlap(e.reads, s.writes)) last = k;
-      }
-      if (last == pending.size()) continue;
-      e.waits.push_back(pending[last]);
-      pending.erase(pending.begin(), pending.begin() + long(last) + 1);
+      e.side = e.kernel && e.op->attrBool("side_stream") && e.waits.empty() && !e.info.once;
+      access[i].side = e.side;
+      for (const Value* v : e.op->operands) access[i].reads.push_back(storageSpan(v));
+      for (const auto& r : e.op->results) access[i].writes.push_back(storageSpan(r.get()));
     }
+    const std::vector<long> waits = sideStreamWaits(access);
+    for (size_t i = 0; i < list.size(); ++i)
+      if (waits[i] >= 0) list[i].waits.push_back(size_t(waits[i]));
     bool any = false;
     for (Entry& e : list)
       if (e.side) {

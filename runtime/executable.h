@@ -63,7 +63,8 @@ struct ExecutableOptions {
   // Kernels recorded side_stream (ir/side_stream.h: AdamW's updates) run on a second,
   // lower-priority stream beside the compute, each after the work scheduled before it; a
   // later launch waits for one only where their memory overlaps (a buffer the plan reuses).
-  // FUSEC_SIDE_STREAM=0 in the environment runs everything on one stream (A/B measurements).
+  // For now only with FUSEC_SIDE_STREAM=1 in the environment (runtime/executable.cpp
+  // sideStreamAllowedByEnv says why); =0 or unset runs everything on one stream.
   // Not with callerBuffers: a caller may move a buffer between calls, and the overlaps are
   // computed once, from the addresses the launch list holds.
   bool sideStream = true;

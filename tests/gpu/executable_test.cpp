@@ -111,16 +111,15 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
   const double bound = c.dtype == DType::f32 ? 1e-5 : 2e-2;
   // Modes: the CUDA graph, direct launches, the graph with generated kernels that do not
   // wait for their predecessor and are launched as before (FUSEC_DEPENDENT_LAUNCH=0,
-  // codegen::Target::dependentLaunch), and the graph with every launch on one stream
-  // (FUSEC_SIDE_STREAM=0: AdamW's kernels beside the backward otherwise, ir/side_stream.h):
-  // all four give the same bits.
-  enum Mode { Graph, Direct, GraphIndependent, OneStream };
+  // codegen::Target::dependentLaunch), and the graph with AdamW's kernels on a side stream
+  // beside the backward (FUSEC_SIDE_STREAM=1, ir/side_stream.h): all four give the same bits.
+  enum Mode { Graph, Direct, GraphIndependent, SideStream };
   std::map<int, Bindings> finals;
-  for (Mode modeId : {Graph, Direct, GraphIndependent, OneStream}) {
+  for (Mode modeId : {Graph, Direct, GraphIndependent, SideStream}) {
     const bool graph = modeId != Direct;
-    std::optional<test::ScopedEnv> independent, oneStream;
+    std::optional<test::ScopedEnv> independent, sideStream;
     if (modeId == GraphIndependent) independent.emplace("FUSEC_DEPENDENT_LAUNCH", "0");
-    if (modeId == OneStream) oneStream.emplace("FUSEC_SIDE_STREAM", "0");
+    if (modeId == SideStream) sideStream.emplace("FUSEC_SIDE_STREAM", "1");
     rt::ExecutableOptions o;
     o.cudaGraph = graph;
     rt::Executable exe(g, o);
@@ -137,7 +136,7 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
     const char* mode = modeId == Graph              ? "graph"
                        : modeId == Direct           ? "direct"
                        : modeId == GraphIndependent ? "graph, independent launches"
-                                                    : "graph, one stream";
+                                                    : "graph, side stream";
     if (!train) {
       double e = test::normRelError(logits, refLogits);
       std::printf("%s %s logits: %.3g\n", label(c).c_str(), mode, e);
@@ -165,7 +164,7 @@ TEST_P(ExecutableTest, MatchesInterpreter) {
   for (auto& [name, t] : finals[Graph]) {
     EXPECT_EQ(t.f, finals[Direct].at(name).f) << name << ": graph vs direct differ";
     EXPECT_EQ(t.f, finals[GraphIndependent].at(name).f) << name << ": dependent vs independent launches differ";
-    EXPECT_EQ(t.f, finals[OneStream].at(name).f) << name << ": the side stream changed a value";
+    EXPECT_EQ(t.f, finals[SideStream].at(name).f) << name << ": the side stream changed a value";
   }
 }
 
