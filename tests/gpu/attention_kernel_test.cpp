@@ -47,6 +47,25 @@ class FusedAttention : public ::testing::Test {
   }
 };
 
+// Two rounds of random non-zero inputs (an unwritten element fails the second): `g` on the GPU
+// against the interpreter's `ref`, every output within `tol`; `what` labels the printed errors.
+void twoRoundsAgainstInterpreter(const Graph& g, const Graph& ref, uint32_t seed, double tol, const std::string& what) {
+  rt::Executable exe(g);
+  std::mt19937 rng(seed);
+  for (int round = 0; round < 2; ++round) {
+    Bindings env;
+    for (Op* in : ref.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+    exe.bind(env);
+    exe.run();
+    const std::vector<HostTensor> want = interpret(ref, env);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double err = test::normRelError(exe.output(i), want[i]);
+      std::printf("%s output %zu round %d: rel err %.2e\n", what.c_str(), i, round, err);
+      EXPECT_LE(err, tol) << what << " output " << i << " round " << round;
+    }
+  }
+}
+
 void check(const std::string& program, DType dt, int64_t batch, int64_t n, int64_t d, uint32_t seed) {
   auto fused = models::compileAttentionProgram(program, batch, n, d, AttentionLowering::Fused, dt);
   const Graph& g = *fused->funcs.front();
@@ -422,20 +441,7 @@ TEST_F(FusedAttention, MergedOutputFeedsTheProjection) {
       }
     EXPECT_EQ(attention, 2) << printModule(*m);
     EXPECT_EQ(pointwise, 0) << "a copy kernel between the attention and its projection\n" << printModule(*m);
-    rt::Executable exe(g);
-    std::mt19937 rng{uint32_t(d)};
-    for (int round = 0; round < 2; ++round) {
-      Bindings env;
-      for (Op* in : ref->funcs.front()->inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      exe.bind(env);
-      exe.run();
-      const std::vector<HostTensor> want = interpret(*ref->funcs.front(), env);
-      for (size_t i = 0; i < want.size(); ++i) {
-        const double err = test::normRelError(exe.output(i), want[i]);
-        std::printf("merged output, d=%lld output %zu round %d: rel err %.2e\n", (long long)d, i, round, err);
-        EXPECT_LE(err, 1e-4) << "d=" << d << " output " << i << " round " << round;
-      }
-    }
+    twoRoundsAgainstInterpreter(g, *ref->funcs.front(), uint32_t(d), 1e-4, "merged output, d=" + std::to_string(d));
   }
 }
 
@@ -489,22 +495,8 @@ TEST_F(FusedAttention, GradientsStoredIntoTheProjectionsGradient) {
       if (op->kind == OpKind::Kernel && op->attrStr("family") == "attention")
         assembled += op->numResults() == 1 && op->result()->type.shape == ref->funcs.front()->outputs[1]->type.shape;
     ASSERT_EQ(assembled, 1) << printModule(*m);
-    rt::Executable exe(g);
-    std::mt19937 rng(uint32_t(c.n + c.d));
-    for (int round = 0; round < 2; ++round) {
-      Bindings env;
-      for (Op* in : ref->funcs.front()->inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      exe.bind(env);
-      exe.run();
-      const std::vector<HostTensor> want = interpret(*ref->funcs.front(), env);
-      const double tol = t == "f32" ? 1e-4 : 2e-2;
-      for (size_t i = 0; i < want.size(); ++i) {
-        const double err = test::normRelError(exe.output(i), want[i]);
-        std::printf("d(QKV) %s %lld/%lld heads N=%-4lld d=%-3lld output %zu round %d: rel err %.2e\n", c.dtype,
-                    (long long)c.heads, (long long)c.kvHeads, (long long)c.n, (long long)c.d, i, round, err);
-        EXPECT_LE(err, tol) << "output " << i << " round " << round;
-      }
-    }
+    twoRoundsAgainstInterpreter(g, *ref->funcs.front(), uint32_t(c.n + c.d), t == "f32" ? 1e-4 : 2e-2,
+                                "d(QKV) " + t + " " + std::to_string(H) + "/" + std::to_string(K) + " heads N=" + N + " d=" + D);
   }
 }
 

@@ -4,6 +4,8 @@
 // (form); these pin the matcher's own decisions, the refusals above all.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "ir/attention_assembly.h"
 #include "ir/parser.h"
 #include "passes/pass.h"
@@ -86,76 +88,38 @@ TEST(AttentionAssembly, FindsEachPartAndItsRotation) {
   EXPECT_EQ(ops.size(), g.ops.size() - 9) << "all but the inputs and the attention";
 }
 
+// The rotation's text with its parts chosen: the ops of the two halves, the tables of the
+// difference's products (x0's, x1's) and of the sum's, the halves' order, and what follows.
+std::string rotation(const char* even, const char* c0, const char* s1, const char* s0, const char* c1, bool oddFirst,
+                     const std::string& after = "") {
+  return std::string("\n  %p = mul(%x0, ") + c0 + ") : f32[2,4,8,8,1]\n  %n = mul(%x1, " + s1 +
+         ") : f32[2,4,8,8,1]\n  %ev = " + even + "(%p, %n) : f32[2,4,8,8,1]\n  %p2 = mul(%x0, " + s0 +
+         ") : f32[2,4,8,8,1]\n  %n2 = mul(%x1, " + c1 + ") : f32[2,4,8,8,1]\n  %od = add(%p2, %n2) : f32[2,4,8,8,1]\n" +
+         "  %pr = concat(" + (oddFirst ? "%od, %ev" : "%ev, %od") + ") {axis = 4} : f32[2,4,8,8,2]\n" +
+         (after.empty() ? "  %r = reshape(%pr) : f32[2,4,8,16]" : "  %r0 = reshape(%pr) : f32[2,4,8,16]\n" + after);
+}
+
 TEST(AttentionAssembly, RefusesWhatIsNotTheRotation) {
-  // x0 s - x1 c: the tables swapped in the difference.
-  EXPECT_FALSE(match(*tail(R"(
-  %p = mul(%x0, %sb) : f32[2,4,8,8,1]
-  %n = mul(%x1, %cb) : f32[2,4,8,8,1]
-  %ev = sub(%p, %n) : f32[2,4,8,8,1]
-  %p2 = mul(%x0, %sb) : f32[2,4,8,8,1]
-  %n2 = mul(%x1, %cb) : f32[2,4,8,8,1]
-  %od = add(%p2, %n2) : f32[2,4,8,8,1]
-  %pr = concat(%ev, %od) {axis = 4} : f32[2,4,8,8,2]
-  %r = reshape(%pr) : f32[2,4,8,16])")));
-  // The halves' order: odd before even.
-  EXPECT_FALSE(match(*tail(R"(
-  %p = mul(%x0, %cb) : f32[2,4,8,8,1]
-  %n = mul(%x1, %sb) : f32[2,4,8,8,1]
-  %ev = sub(%p, %n) : f32[2,4,8,8,1]
-  %p2 = mul(%x0, %sb) : f32[2,4,8,8,1]
-  %n2 = mul(%x1, %cb) : f32[2,4,8,8,1]
-  %od = add(%p2, %n2) : f32[2,4,8,8,1]
-  %pr = concat(%od, %ev) {axis = 4} : f32[2,4,8,8,2]
-  %r = reshape(%pr) : f32[2,4,8,16])")));
-  // A sum where the difference belongs.
-  EXPECT_FALSE(match(*tail(R"(
-  %p = mul(%x0, %cb) : f32[2,4,8,8,1]
-  %n = mul(%x1, %sb) : f32[2,4,8,8,1]
-  %ev = add(%p, %n) : f32[2,4,8,8,1]
-  %p2 = mul(%x0, %sb) : f32[2,4,8,8,1]
-  %n2 = mul(%x1, %cb) : f32[2,4,8,8,1]
-  %od = add(%p2, %n2) : f32[2,4,8,8,1]
-  %pr = concat(%ev, %od) {axis = 4} : f32[2,4,8,8,2]
-  %r = reshape(%pr) : f32[2,4,8,16])")));
+  EXPECT_TRUE(match(*tail(rotation("sub", "%cb", "%sb", "%sb", "%cb", false))));   // the rotation itself
+  EXPECT_FALSE(match(*tail(rotation("sub", "%sb", "%cb", "%sb", "%cb", false))));  // x0 s - x1 c
+  EXPECT_FALSE(match(*tail(rotation("sub", "%cb", "%sb", "%sb", "%cb", true))));   // odd before even
+  EXPECT_FALSE(match(*tail(rotation("add", "%cb", "%sb", "%sb", "%cb", false))));  // a sum for the difference
   // Anything else on the way: a scale of the rotated gradient.
-  EXPECT_FALSE(match(*tail(R"(
-  %p = mul(%x0, %cb) : f32[2,4,8,8,1]
-  %n = mul(%x1, %sb) : f32[2,4,8,8,1]
-  %ev = sub(%p, %n) : f32[2,4,8,8,1]
-  %p2 = mul(%x0, %sb) : f32[2,4,8,8,1]
-  %n2 = mul(%x1, %cb) : f32[2,4,8,8,1]
-  %od = add(%p2, %n2) : f32[2,4,8,8,1]
-  %pr = concat(%ev, %od) {axis = 4} : f32[2,4,8,8,2]
-  %r0 = reshape(%pr) : f32[2,4,8,16]
-  %r = add(%r0, %r0) : f32[2,4,8,16])")));
+  EXPECT_FALSE(match(*tail(rotation("sub", "%cb", "%sb", "%sb", "%cb", false, "  %r = add(%r0, %r0) : f32[2,4,8,16]"))));
+}
+
+// A backward of q = k = v [2, 4, 8, 16] (bf16) whose results `rest` returns as %out.
+std::unique_ptr<Module> gradients(const std::string& rest) {
+  return parseModule("func @f {\n  %q = input() {name = \"q\"} : bf16[2,4,8,16]\n  %lse = input() {name = \"lse\"} : f32[2,4,8]\n"
+                     "  %dq, %dk, %dv = attention_backward(%q, %q, %q, %q, %q, %lse) {scale = 0.25} : bf16[2,4,8,16], "
+                     "bf16[2,4,8,16], bf16[2,4,8,16]\n  " + rest + "\n  return %out\n}");
 }
 
 // A result stored twice, or with its head dim strided, is not a store the kernel can make.
 TEST(AttentionAssembly, RefusesRepeatedOrStridedParts) {
-  auto twice = parseModule(R"(func @f {
-  %q = input() {name = "q"} : bf16[2,4,8,16]
-  %lse = input() {name = "lse"} : f32[2,4,8]
-  %dq, %dk, %dv = attention_backward(%q, %q, %q, %q, %q, %lse) {scale = 0.25} : bf16[2,4,8,16], bf16[2,4,8,16], bf16[2,4,8,16]
-  %g = concat(%dv, %dv) {axis = 3} : bf16[2,4,8,32]
-  return %g
-})");
-  EXPECT_FALSE(match(*twice));
-  auto strided = parseModule(R"(func @f {
-  %q = input() {name = "q"} : bf16[2,4,8,16]
-  %lse = input() {name = "lse"} : f32[2,4,8]
-  %dq, %dk, %dv = attention_backward(%q, %q, %q, %q, %q, %lse) {scale = 0.25} : bf16[2,4,8,16], bf16[2,4,8,16], bf16[2,4,8,16]
-  %t = permute(%dv) {perm = [0, 1, 3, 2]} : bf16[2,4,16,8]
-  return %t
-})");
-  EXPECT_FALSE(match(*strided));
-  auto dense = parseModule(R"(func @f {
-  %q = input() {name = "q"} : bf16[2,4,8,16]
-  %lse = input() {name = "lse"} : f32[2,4,8]
-  %dq, %dk, %dv = attention_backward(%q, %q, %q, %q, %q, %lse) {scale = 0.25} : bf16[2,4,8,16], bf16[2,4,8,16], bf16[2,4,8,16]
-  %g = concat(%dq, %dv) {axis = 3} : bf16[2,4,8,32]
-  return %g
-})");
-  auto parts = match(*dense);
+  EXPECT_FALSE(match(*gradients("%out = concat(%dv, %dv) {axis = 3} : bf16[2,4,8,32]")));
+  EXPECT_FALSE(match(*gradients("%out = permute(%dv) {perm = [0, 1, 3, 2]} : bf16[2,4,16,8]")));
+  auto parts = match(*gradients("%out = concat(%dq, %dv) {axis = 3} : bf16[2,4,8,32]"));
   ASSERT_TRUE(parts);
   EXPECT_EQ((*parts)[1].offset, 16);
   EXPECT_EQ((*parts)[1].strides, (std::vector<int64_t>{1024, 256, 32, 1}));
