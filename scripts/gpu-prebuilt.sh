@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On a GPU machine, with .prebuilt/ carried (scripts/prebuild-for-device made it): the GPU
+# tests matching GTEST (a --gtest_filter, default the executable and the attention kernels)
+# and, with ENV_AB="NAME=A NAME=B", scripts/gpu-env-ab.sh on the prebuilt fusec (SCALE,
+# ROUNDS, PROFILE as there). No build: for a call whose device time cannot pay for one.
+# Summary on stdout and in $OUT/summary.txt.
+#   ENV_AB="FUSEC_SIDE_STREAM=0 FUSEC_SIDE_STREAM=1" PROFILE=1 scripts/gpu-prebuilt.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/build-gpu/out}
+mkdir -p "$OUT" build-gpu
+export OUT LD_LIBRARY_PATH=$PWD/.prebuilt:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+S=$OUT/summary.txt
+[[ -x .prebuilt/fusec ]] || { echo "error: no .prebuilt/fusec (run scripts/prebuild-for-device here and carry .prebuilt)" | tee "$S"; exit 1; }
+cp .prebuilt/fusec build-gpu/fusec
+echo "prebuilt at $(cat .prebuilt/commit 2>/dev/null)" >"$S"
+build-gpu/fusec device >>"$S" 2>&1 || { echo "error: the prebuilt fusec does not run here" | tee -a "$S"; exit 1; }
+timeout "${TEST_LIMIT:-120}" .prebuilt/fusec_gpu_tests --gtest_filter="${GTEST:-*Executable*:*FusedAttention*}" >"$OUT/gpu-tests.log" 2>&1
+echo "gpu tests rc=$?" >>"$S"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |differ|side stream" "$OUT/gpu-tests.log" | sort -u | head -30 >>"$S"
+if [[ -n ${ENV_AB:-} ]]; then
+  read -ra ab <<<"$ENV_AB"
+  NO_BUILD=1 SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-200}" scripts/gpu-env-ab.sh "${ab[@]}" \
+    >"$OUT/env-ab.txt" 2>&1
+  echo "env-ab rc=$?" >>"$S"
+  grep -E "median|round|whole step|error" "$OUT/env-ab.txt" >>"$S"
+  for f in "$OUT"/env-profile-*.txt; do
+    [[ -e $f ]] || continue
+    echo "== $(basename "$f")" >>"$S"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_bwd|adamw" | cut -c1-110 >>"$S"
+  done
+fi
+cat "$S"
