@@ -5,12 +5,14 @@
 // vs after) and never raise the peak.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
 #include <regex>
 
 #include "frontend/models/transformer.h"
+#include "ir/collectives.h"
 #include "ir/interpreter.h"
 #include "ir/roles.h"
 #include "ir/parser.h"
@@ -511,11 +513,14 @@ TEST(Compact, TheSameProgramLaidOutInProgramOrder) {
     expectSameOutputs(*before->funcs[0], *m->funcs[0], randomBindings(*before->funcs[0], seed, 37));
 }
 
+// The peak is checked where no collective is: their overlap (schedule's step 3) holds a
+// bucket's gradients until its reduction's readers run, which may raise it by design (small's
+// data-parallel step: 598 -> 726 MB of arena), and 1,000 random graphs find such orders.
 TEST(Schedule, RandomGraphsKeepSemanticsAndNeverRaiseThePeak) {
   gen::RandomGraphOptions o;
   o.ops = 40;
   o.oddAttributes = false;
-  for (uint64_t seed = 0; seed < 150; ++seed) {
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
     auto m = gen::randomModule(seed, o);
     SCOPED_TRACE("seed " + std::to_string(seed));
     auto before = cloneModule(*m);
@@ -524,7 +529,9 @@ TEST(Schedule, RandomGraphsKeepSemanticsAndNeverRaiseThePeak) {
     createPass("schedule")->run(*m);
     ASSERT_NO_THROW(verify(*m)) << printModule(*m);
     for (size_t f = 0; f < m->funcs.size(); ++f) {
-      EXPECT_LE(computeLiveness(*m->funcs[f]).lowerBound, peaks[f]);
+      const bool collectives = std::any_of(m->funcs[f]->ops.begin(), m->funcs[f]->ops.end(),
+                                           [](const auto& op) { return communicates(op->kind); });
+      if (!collectives) EXPECT_LE(computeLiveness(*m->funcs[f]).lowerBound, peaks[f]);
       Bindings env = randomBindings(*before->funcs[f], uint32_t(seed));
       try {
         interpret(*before->funcs[f], env);
