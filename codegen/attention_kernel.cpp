@@ -325,7 +325,6 @@ AttentionOutputs attentionOutputs(const Graph& body, const Op* att, const std::s
       r.kernelResult[result] = int(i);
     }
   }
-  if (backward && r.rope[2].first >= 0) throw Error(where + "dv cannot be stored rotated");
   if (!backward && !r.oStore) r.oStore = OutputStore{DV, "(long long)z * " + ll(Tq * DV)};  // dense
   return r;
 }
@@ -375,13 +374,11 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
     w.line("__device__ __forceinline__ long long fa_out_batch(int z) { return " + outputs.oStore->batchOffset + "; }");
   }
   if (backward) {
-    const char* grads[] = {"DQ", "DK", "DV"};
+    const char* const grads[][2] = {{"dq", "DQ"}, {"dk", "DK"}, {"dv", "DV"}};
     for (int i = 0; i < 3; ++i) {
-      std::string low = grads[i];
-      for (char& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
       const OutputStore& st = outputs.gradStore[size_t(i)];
-      w.define(std::string("FA_") + grads[i] + "_OUT_RS", ll(st.rowStride), low + "'s row stride in its result");
-      w.line("__device__ __forceinline__ long long fa_" + low + "_out(int z) { return " + st.batchOffset + "; }");
+      w.define(std::string("FA_") + grads[i][1] + "_OUT_RS", ll(st.rowStride), std::string(grads[i][0]) + "'s row stride in its result");
+      w.line(std::string("__device__ __forceinline__ long long fa_") + grads[i][0] + "_out(int z) { return " + st.batchOffset + "; }");
     }
   }
   for (int i = 0; i < int(acc.size()); ++i) writeOperandMacros(w, kOperandNames[i], acc[size_t(i)]);

@@ -79,6 +79,7 @@ class Matcher {
 
   bool part(const Value* r, int64_t offset, const std::vector<int64_t>& strides, const Rotation& rot) {
     if (strides.empty() || strides.back() != 1) return false;  // the head dim contiguous
+    if (rot.cos && r->index > 1) return false;  // the kernel rotates dq and dk, never dv
     for (const AssemblyPart& p : parts)
       if (p.result == r->index) return false;
     parts.push_back(AssemblyPart{r->index, offset, strides, rot.cos, rot.sin});

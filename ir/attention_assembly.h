@@ -31,7 +31,7 @@ struct AssemblyPart {
 
 // The parts `out` is assembled from, if `out` is made of `att`'s results alone (each at most
 // once, the head dim contiguous) through concat, reshape and permute, with at most one RoPE
-// rotation a part; nullopt otherwise. `ops` (optional) receives every op between (out's
+// rotation a part and none of dv (result 2); nullopt otherwise. `ops` (optional) receives every op between (out's
 // definition included, `att` excluded), the RoPE tables' reshapes and broadcasts among them.
 std::optional<std::vector<AssemblyPart>> matchAttentionAssembly(const Value* out, const Op& att,
                                                                std::vector<const Op*>* ops = nullptr);

@@ -16,7 +16,8 @@ namespace {
 // A backward of q, k, v [2, 4, 8, 16] (bf16) whose dq goes through `rot` (text with %dq in and
 // %r out, f32 [2, 4, 8, 16]) and the heads' merge, dk and dv through the merge alone, all three
 // concatenated into [16, 192]; c and s are [8, 8] tables.
-std::unique_ptr<Module> tail(const std::string& rot) {
+// `rotated` (dq by default) names the result that goes through the rotation in dq's place.
+std::unique_ptr<Module> tail(const std::string& rot, const std::string& rotated = "dq") {
   return parseModule(R"(func @f {
   %q = input() {name = "q"} : bf16[2,4,8,16]
   %k = input() {name = "k"} : bf16[2,4,8,16]
@@ -27,7 +28,7 @@ std::unique_ptr<Module> tail(const std::string& rot) {
   %c = input() {name = "c"} : f32[8,8]
   %s = input() {name = "s"} : f32[8,8]
   %dq, %dk, %dv = attention_backward(%q, %k, %v, %o, %do, %lse) {scale = 0.25} : bf16[2,4,8,16], bf16[2,4,8,16], bf16[2,4,8,16]
-  %x = cast(%dq) : f32[2,4,8,16]
+  %x = cast(%)" + rotated + R"() : f32[2,4,8,16]
   %xp = reshape(%x) : f32[2,4,8,8,2]
   %x0 = slice(%xp) {axis = 4, start = 0, end = 1} : f32[2,4,8,8,1]
   %x1 = slice(%xp) {axis = 4, start = 1, end = 2} : f32[2,4,8,8,1]
@@ -41,7 +42,7 @@ std::unique_ptr<Module> tail(const std::string& rot) {
   %a2 = reshape(%a) : bf16[16,64]
   %b = permute(%dk) {perm = [0, 2, 1, 3]} : bf16[2,8,4,16]
   %b2 = reshape(%b) : bf16[16,64]
-  %e = permute(%dv) {perm = [0, 2, 1, 3]} : bf16[2,8,4,16]
+  %e = permute(%)" + std::string(rotated == "dv" ? "dq" : "dv") + R"() {perm = [0, 2, 1, 3]} : bf16[2,8,4,16]
   %e2 = reshape(%e) : bf16[16,64]
   %g = concat(%e2, %a2, %b2) {axis = 1} : bf16[16,192]
   return %g
@@ -106,6 +107,8 @@ TEST(AttentionAssembly, RefusesWhatIsNotTheRotation) {
   EXPECT_FALSE(match(*tail(rotation("add", "%cb", "%sb", "%sb", "%cb", false))));  // a sum for the difference
   // Anything else on the way: a scale of the rotated gradient.
   EXPECT_FALSE(match(*tail(rotation("sub", "%cb", "%sb", "%sb", "%cb", false, "  %r = add(%r0, %r0) : f32[2,4,8,16]"))));
+  // dv rotated (dq and dv trade places): the kernel rotates dq and dk only.
+  EXPECT_FALSE(match(*tail(rotation("sub", "%cb", "%sb", "%sb", "%cb", false), "dv")));
 }
 
 // A backward of q = k = v [2, 4, 8, 16] (bf16) whose results `rest` returns as %out.
