@@ -34,7 +34,7 @@ size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
-// A switch in the environment, on unless set to 0 (for A/B measurements): unset or 1 is on.
+// A switch in the environment (for A/B measurements): 1 on, 0 off, unset `unset`.
 bool envSwitch(const char* name, bool unset = true) {
   const char* v = std::getenv(name);
   if (!v || !*v) return unset;
@@ -47,7 +47,6 @@ bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY");
 // Off unless FUSEC_SIDE_STREAM=1: the side stream has not yet run on a GPU (its bits against
 // one stream, ExecutableTest, and its step times are the next device session's first work).
 bool sideStreamAllowedByEnv() { return envSwitch("FUSEC_SIDE_STREAM", false); }
-
 
 }  // namespace
 
@@ -541,9 +540,9 @@ struct Executable::Impl {
 #endif
   }
 
-  // The comm stream's work so far joins the compute stream (a call's end; a graph capture
-  // must end with every stream it forked joined).
-  void joinComm() {
+  // The side and comm streams' work so far joins the compute stream (a call's end; a graph
+  // capture must end with every stream it forked joined).
+  void joinStreams() {
     if (sideStream) {
       FUSEC_CUDA(cudaEventRecord(sideJoined, sideStream), "joining the side stream");
       FUSEC_CUDA(cudaStreamWaitEvent(stream, sideJoined, 0), "joining the side stream");
@@ -597,7 +596,7 @@ struct Executable::Impl {
   void launchAll(bool check) {
     for (Entry& e : list)
       if (runs(e)) launch(e, check);
-    joinComm();
+    joinStreams();
     invariantsReady = true;
   }
 
@@ -617,9 +616,9 @@ struct Executable::Impl {
     try {
       for (size_t i = from; i < to; ++i)
         if (runs(list[i])) launch(list[i], false);
-      // One launch captured alone (timeKernels) is never a collective: the comm stream is
-      // not in this capture, and waiting on it would tie the graph to uncaptured work.
-      if (!isolated) joinComm();
+      // One launch captured alone (timeKernels) runs on the compute stream: the side and comm
+      // streams are not in this capture, and waiting on them would tie the graph to uncaptured work.
+      if (!isolated) joinStreams();
     } catch (...) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
@@ -892,7 +891,7 @@ std::vector<float> Executable::timeLaunches() {
       if (ran[i]) m.launch(m.list[i], true);
       FUSEC_CUDA(cudaEventRecord(events[i + 1], m.stream), "timing launches");
     }
-    m.joinComm();
+    m.joinStreams();
     m.invariantsReady = true;
     synchronize();
     m.publishTuning();
