@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# On a GPU machine: the step time under two settings of one environment switch, with the same
-# build, in one call. Builds fusec into build-gpu, then runs the bf16 train step of each model
+# On a GPU machine: the step time under two or more settings of environment switches, with the
+# same build, in one call. Builds fusec into build-gpu, then runs the bf16 train step of each model
 # and batch of SCALE (default "small:64 medium:16", ctx 256, STEPS steps, median of steps 3..)
-# ROUNDS times (default 3), the two settings alternating so both see the same GPU state.
+# ROUNDS times (default 3), the settings alternating so all see the same GPU state.
 # Prints one line a run and the median of each setting's medians; logs in $OUT (default
 # build-gpu/out). PROFILE=1 also writes `fusec profile` of each model and batch under each
 # setting ($OUT/env-profile-MODEL-bBATCH-SETTING.txt).
 #   scripts/gpu-env-ab.sh FUSEC_DEPENDENT_LAUNCH=0 FUSEC_DEPENDENT_LAUNCH=1
+#   scripts/gpu-env-ab.sh FUSEC_X=1 FUSEC_WGMMA=0 FUSEC_WGMMA_PRODUCER=0   (FUSEC_X=1: the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-A=${1:?usage: scripts/gpu-env-ab.sh NAME=VALUE NAME=VALUE} B=${2:?usage: scripts/gpu-env-ab.sh NAME=VALUE NAME=VALUE}
-for s in "$A" "$B"; do
+(($# >= 2)) || { echo "usage: scripts/gpu-env-ab.sh NAME=VALUE NAME=VALUE [NAME=VALUE...]" >&2; exit 1; }
+settings=("$@")
+for s in "${settings[@]}"; do
   [[ $s =~ ^[A-Z_][A-Z0-9_]*=[^[:space:]]*$ ]] || { echo "error: '$s' is not NAME=VALUE" >&2; exit 1; }
 done
 OUT=${OUT:-$PWD/build-gpu/out}
@@ -27,7 +29,7 @@ declare -A meds
 for mb in $SCALE; do
   m=${mb%:*} b=${mb#*:}
   for ((r = 1; r <= ROUNDS; ++r)); do
-    for s in "$A" "$B"; do
+    for s in "${settings[@]}"; do
       log=$OUT/env-$m-b$b-${s//=/-}-$r.log
       env "$s" build-gpu/fusec run --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
         --steps "$STEPS" >"$log" 2>&1
@@ -36,12 +38,12 @@ for mb in $SCALE; do
       meds[$m-$s]+="${t:-} "
     done
   done
-  for s in "$A" "$B"; do
+  for s in "${settings[@]}"; do
     printf '%s b%s %s: median of medians %s ms\n' "$m" "$b" "$s" \
       "$(echo "${meds[$m-$s]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')"
   done
   if [[ ${PROFILE:-0} == 1 ]]; then
-    for s in "$A" "$B"; do
+    for s in "${settings[@]}"; do
       f=$OUT/env-profile-$m-b$b-${s//=/-}.txt
       env "$s" build-gpu/fusec profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$f" 2>&1
       echo "$m b$b $s: $(grep -o 'whole step as one CUDA graph: [0-9.]* ms (between kernels: [0-9.-]* ms)' "$f" | tail -1)"

@@ -28,7 +28,7 @@ if [[ -n ${ENV_AB:-} ]]; then
   for f in "$OUT"/env-profile-*.txt; do
     [[ -e $f ]] || continue
     echo "== $(basename "$f")" >>"$S"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_bwd|adamw" | cut -c1-110 >>"$S"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_|adamw" | cut -c1-110 >>"$S"
   done
 fi
 cat "$S"

@@ -3,7 +3,7 @@
 # run the GPU tests matching TESTS (a ctest -R regex; default the attention kernels and the
 # executable against the interpreter), then time the change against commit REV with
 # scripts/gpu-before-after.sh (SCALE, ROUNDS, STEPS, PROFILE as there; default SCALE
-# "small:64 medium:4", ROUNDS 2; REV "-" skips it). ENV_AB="NAME=A NAME=B" also A/Bs one
+# "small:64 medium:4", ROUNDS 2; REV "-" skips it). ENV_AB="NAME=A NAME=B ..." also A/Bs
 # environment switch with this build (scripts/gpu-env-ab.sh, same SCALE and ROUNDS). Each
 # part has its own time limit (TEST_LIMIT, AB_LIMIT seconds) so one that hangs leaves the
 # others their share of the call. A one-screen summary goes to $OUT/summary.txt (and
@@ -35,7 +35,7 @@ if [[ -n ${ENV_AB:-} ]]; then
   for f in "$OUT"/env-profile-*.txt; do  # PROFILE=1: the categories and the attention kernels
     [[ -e $f ]] || continue
     echo "== $(basename "$f")" >>"$S"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_bwd|adamw" | cut -c1-110 >>"$S"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_|adamw" | cut -c1-110 >>"$S"
   done
 fi
 if [[ $REV != - ]]; then
