@@ -4,7 +4,7 @@
 # executable against the interpreter), then time the change against commit REV with
 # scripts/gpu-before-after.sh (SCALE, ROUNDS, STEPS, PROFILE as there; default SCALE
 # "small:64 medium:4", ROUNDS 2; REV "-" skips it). ENV_AB="NAME=A NAME=B ..." also A/Bs
-# environment switch with this build (scripts/gpu-env-ab.sh, same SCALE and ROUNDS). Each
+# environment settings with this build (scripts/gpu-env-ab.sh, same SCALE and ROUNDS). Each
 # part has its own time limit (TEST_LIMIT, AB_LIMIT seconds) so one that hangs leaves the
 # others their share of the call. A one-screen summary goes to $OUT/summary.txt (and
 # stdout); the logs beside it.
