@@ -201,8 +201,10 @@ struct AttentionPath {
   // computes dQ too, after a statistics-only dQ launch; 2: with a dQ writer warpgroup.
   int fusedDq = 0;
   // The mma backward as one launch with every row resident (attention_mma.cuh
-  // fa_backward_short): the tiling's warps cover the longer length.
+  // fa_backward_short): the tiling's warps cover the longer length, or half of it in each of
+  // shortSplit = 2 blocks a head (Target::shortBackwardSplit).
   bool shortBackward = false;
+  int shortSplit = 1;
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -250,10 +252,14 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   const int64_t longest = std::max(Tq, Tk), shortRows = (longest + 31) / 32 * 32;
   if (p.mma && !p.wgmma && !p.tf32 && backward && group == 1 && D <= 64 && longest <= target.shortBackwardMaxSeq &&
       shortRows <= 256) {
-    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
+    // Two blocks a head (FA_SHORT_SPLIT) where the causal mask makes the halves equal work
+    // (self-attention: Tq == Tk) and each half is whole 32-row tiles.
+    const int split = target.shortBackwardSplit && att.attrBool("causal") && Tq == Tk && shortRows % 64 == 0 ? 2 : 1;
+    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0, split};
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
-      p.tiling.warps = int(shortRows / 16);
+      p.shortSplit = split;
+      p.tiling.warps = int(shortRows / 16 / split);
       p.tiling.bc = p.tiling.bq = 32;
     }
   }
@@ -359,7 +365,10 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
                 ? std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation; one launch, every row in shared memory)")
                 : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.define("FA_BACKWARD", backward ? "1" : "0");
-  if (path.shortBackward) w.define("FA_SHORT", "1", "one launch: fa_backward_short");
+  if (path.shortBackward) {
+    w.define("FA_SHORT", "1", "one launch: fa_backward_short");
+    w.define("FA_SHORT_SPLIT", std::to_string(path.shortSplit), path.shortSplit > 1 ? "blocks a head: halves of its keys and queries" : "a block a head");
+  }
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
   w.define("FA_DV", std::to_string(a.DV));
@@ -466,10 +475,12 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   int64_t shortBytes = 0;  // the one-launch backward's (path.shortBackward)
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
-                               path.stages, path.fusedDq};
+                               path.stages, path.fusedDq, path.shortSplit};
     layouts = mmaSmemLayouts(tiles);
     if (path.shortBackward) {
-      const SmemLayout shortLayout = shortBackwardSmemLayout(tiles);
+      AttentionTiles headTiles = tiles;  // the layout takes the head's rows, the block's are a part
+      headTiles.rows = rows * path.shortSplit;
+      const SmemLayout shortLayout = shortBackwardSmemLayout(headTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();
     }
@@ -518,9 +529,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     rope = ", fa::FaRope{" + table(outputs.rope[0].first) + ", " + table(outputs.rope[0].second) + ", " +
            table(outputs.rope[1].first) + ", " + table(outputs.rope[1].second) + "}";
   }
-  if (path.shortBackward) {  // one launch, a block per head
-    launch(k.name + "_bwd", threads, 1, shortBytes,
-           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", 1);
+  if (path.shortBackward) {  // one launch, a block (or two: the halves, grid y) per head
+    launch(k.name + "_bwd", threads, uint32_t(path.shortSplit), shortBytes,
+           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", path.shortSplit);
     return launches;
   }
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when

@@ -61,8 +61,12 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t) {
 
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
+  if (t.shortSplit < 1 || rows % t.shortSplit != 0)
+    throw Error("codegen: attention shared memory: " + std::to_string(rows) + " rows do not split into " +
+                std::to_string(t.shortSplit) + " blocks");
+  const int64_t own = rows / t.shortSplit;
   SmemLayout l = named("SHORT");
-  l.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("RS", rows * 8);
+  l.add("ALL", rows * ld).add("ALL_V", rows * ldv).add("OWN", own * ld).add("OWN_V", own * ldv).add("RS", rows * 8);
   return l;
 }
 

@@ -38,6 +38,7 @@ struct AttentionTiles {
   bool dqOTile = false;
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
   int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
+  int shortSplit = 1;  // the one-launch backward's blocks a head (FA_SHORT_SPLIT): `rows` is the head's, each block's own rows / shortSplit
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma
@@ -48,8 +49,10 @@ std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
 // attention_mma.cuh's one-launch backward for short sequences (fa_backward_short, launch
-// SHORT): q, dO, k and v whole (t.rows rows each, padded as the mma tiles are) and every query
-// row's statistics.
+// SHORT), rows padded as the mma tiles are: ALL and ALL_V, t.rows rows of the side a block
+// reads whole (q and dO, or k and v), OWN and OWN_V, its own t.rows / t.shortSplit rows of the
+// other side, and every query row's statistics (RS). With one block a head (shortSplit 1) ALL
+// holds q and dO, OWN k and v, all of them.
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.

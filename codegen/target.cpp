@@ -38,6 +38,7 @@ void applyEnvSwitches(Target& t) {
   t.dependentLaunch = switchByEnv("FUSEC_DEPENDENT_LAUNCH", t.dependentLaunch);
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
+  t.shortBackwardSplit = switchByEnv("FUSEC_SHORT_BWD_SPLIT", t.shortBackwardSplit);
 }
 
 Target offlineTarget() {

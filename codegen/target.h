@@ -51,6 +51,15 @@ struct Target {
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
   // takes up to 256 rows (16 warps). FUSEC_SHORT_BWD_MAX_SEQ=0 runs the two passes.
   int64_t shortBackwardMaxSeq = 256;
+  // The one-launch backward of causal self-attention as two blocks a head instead of one
+  // (attention_mma.cuh fa_backward_short, FA_SHORT_SPLIT): block 0 takes the first half of
+  // the keys (dK, dV) and of the queries (dQ), block 1 the second; under the causal mask both
+  // halves are the same work. Each holds only the rows its half reads (all queries and its own
+  // keys, or its own queries and all keys), three quarters of the whole head's shared memory,
+  // so two blocks fit an SM and one's copies and stores overlap the other's products, where a
+  // whole head's block (149 KB at 256 rows) sits alone on its SM. FUSEC_SHORT_BWD_SPLIT=0 keeps
+  // a block a head.
+  bool shortBackwardSplit = true;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665
@@ -79,8 +88,8 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED and FUSEC_DEPENDENT_LAUNCH ("1" on, "0" off,
-// unset the default),
+// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_SPLIT
+// ("1" on, "0" off, unset the default),
 // FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
 // 0 to 2^31). Any other
 // value is an Error naming the variable.

@@ -241,8 +241,9 @@ void onePassAgainstTwo(const char* mode) {
 // Short sequences' bf16 backward in one launch (attention_mma.cuh fa_backward_short, up to
 // Target::shortBackwardMaxSeq rows at d <= 64): against the interpreter, and bit for bit
 // against the two passes (FUSEC_SHORT_BWD_MAX_SEQ=0), whose products, their order and the row
-// statistics' sums it keeps; a second run of the same inputs gives the same bits. Lengths of
-// one row, ragged tiles, and the most the launch takes (256: 16 warps); d 16 to 64.
+// statistics' sums it keeps, and against itself with a block a head where it takes two
+// (FUSEC_SHORT_BWD_SPLIT=0); a second run of the same inputs gives the same bits. Lengths of
+// one row, ragged tiles, and the most the launch takes (256 rows); d 16 to 64.
 // (tests/unit/codegen_test.cpp ShortBackwardIsOneLaunch: which kernels these shapes get.)
 TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
   uint32_t seed = 2100;
@@ -254,9 +255,11 @@ TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
       std::mt19937 rng(seed++);
       Bindings env;
       for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      std::vector<std::vector<HostTensor>> outs;  // one launch twice, then two passes
-      for (const char* maxSeq : {"256", "256", "0"}) {
-        test::ScopedEnv choice("FUSEC_SHORT_BWD_MAX_SEQ", maxSeq);
+      // One launch twice (two blocks a head where the rows split: 100 and 256), then two
+      // passes, then one launch with a block a head.
+      std::vector<std::vector<HostTensor>> outs;
+      for (auto [maxSeq, split] : {std::pair{"256", "1"}, {"256", "1"}, {"0", "1"}, {"256", "0"}}) {
+        test::ScopedEnv choice("FUSEC_SHORT_BWD_MAX_SEQ", maxSeq), halves("FUSEC_SHORT_BWD_SPLIT", split);
         auto m = models::compileAttentionProgram("attention_backward", 3, n, d, AttentionLowering::Fused, DType::bf16);
         const Graph& g = *m->funcs.front();
         rt::Executable exe(g);
@@ -270,6 +273,8 @@ TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
         EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
         EXPECT_TRUE(outs[0][i].f == outs[2][i].f) << "one launch and two passes differ: output " << i << " d=" << d
                                                   << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[2][i]);
+        EXPECT_TRUE(outs[0][i].f == outs[3][i].f) << "two blocks a head and one differ: output " << i << " d=" << d
+                                                  << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[3][i]);
       }
     }
 }

@@ -590,6 +590,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t kvHeads;    // 0: as many as the query's (the attention program)
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
+    bool split = true;  // the target's shortBackwardSplit
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -597,13 +598,15 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {256, 64, DType::bf16, 0, 0, 1024, false},   {256, 64, DType::bf16, 0, 128, 1024, false},
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
-                        {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true}};
+                        {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
+                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
-                 std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq));
+                 std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq) +
+                 (c.split ? "" : ", no split"));
     std::unique_ptr<Module> m;
     if (c.kvHeads) {
       const std::string n = std::to_string(c.n), d = std::to_string(c.d);
@@ -625,6 +628,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     }
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
+    t.shortBackwardSplit = c.split;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
@@ -634,15 +638,20 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       EXPECT_EQ(one, c.oneLaunch);
       EXPECT_EQ(k.launches.size(), c.oneLaunch ? 1u : 2u);
       if (!c.oneLaunch) continue;
-      const int64_t rows = (c.n + 31) / 32 * 32;
-      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block per head
-      EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8));
-      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d), k.source});
+      // The causal attention program splits each head into two blocks (FA_SHORT_SPLIT) where
+      // its rows are whole 64-row halves: block 0 holds all of q and dO and half of k and v,
+      // block 1 the other way round.
+      const int64_t rows = (c.n + 31) / 32 * 32, split = c.split && rows % 64 == 0 ? 2 : 1;
+      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, uint32_t(split), 1}));  // blocks a head
+      EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows / split));                   // a warp per 16 rows
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t((2 * rows + 2 * rows / split) * (c.d + 8) * 2 + rows * 8));
+      EXPECT_NE(k.source.find("#define FA_SHORT_SPLIT " + std::to_string(split)), std::string::npos);
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + "_s" + std::to_string(split),
+                      k.source});
     }
     EXPECT_EQ(backward, 1);
   }
-  ASSERT_EQ(jobs.size(), 7u);
+  ASSERT_EQ(jobs.size(), 9u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
