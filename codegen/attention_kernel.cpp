@@ -224,14 +224,14 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
     if (!acc[i].aligned16) simtWhy = std::string(names[i]) + "'s rows are not 16-byte aligned";
   p.mma = simtWhy.empty();
   // Hopper's warpgroup MMA (codegen/attention_wgmma.cuh) for bf16 at d = dv of 64 or 128,
-  // where the target has it: the forward at every length; the backward from
-  // Target::wgmmaBackwardMinSeq queries (1024). Its blocks are 128 rows on one SM each, and on
+  // where the target has it: the forward from Target::wgmmaForwardMinSeq keys; the backward
+  // from Target::wgmmaBackwardMinSeq queries (1024). Its blocks are 128 rows on one SM each, and on
   // short sequences their few tiles leave the prologue and the stores exposed where four 64-row
   // mma blocks an SM overlap them: small's bf16 train step at ctx 256, batch 64 (H200) took
   // 27.44 ms with the mma backward and 27.81 with wgmma's, while at N 4096 the backward on
   // wgmma is 1.5x faster (bench/RESULTS.md).
   p.wgmma = p.mma && !p.tf32 && D == DV && (D == 64 || D == 128) && target.hasWgmma() &&
-            (!backward || Tq >= target.wgmmaBackwardMinSeq);
+            (backward ? Tq >= target.wgmmaBackwardMinSeq : Tk >= target.wgmmaForwardMinSeq);
   // The mma template's tiling (codegen/attention_mma.cuh): warps per block (16 rows each),
   // dK/dV's query tile, and whether the forward keeps its Q fragments in registers.
   p.tiling = mmaTiling(D, Tq, backward, p.tf32);

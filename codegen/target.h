@@ -46,6 +46,11 @@ struct Target {
   // whose 64-row blocks, four an SM, overlap one another's prologues and stores where a 128-row
   // wgmma block walks two to four tiles alone). FUSEC_WGMMA_BWD_MIN_SEQ=N measures another.
   int64_t wgmmaBackwardMinSeq = 1024;
+  // The same for the forward: keys shorter than this run on mma.sync. At 256 keys the wgmma
+  // forward's 128-row blocks (168 registers a thread with the producer, 191 without) sit one
+  // to an SM, each waiting for its own Q and first K tile, where the mma forward's 64-row
+  // blocks of 128 threads sit four to an SM. FUSEC_WGMMA_FWD_MIN_SEQ=N measures another.
+  int64_t wgmmaForwardMinSeq = 0;
   // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
   // as one launch, a block per head with q, dO, k and v whole in shared memory
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
@@ -90,7 +95,8 @@ bool wgmmaAllowedByEnv();
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
 // FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_SPLIT
 // ("1" on, "0" off, unset the default),
-// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
+// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ and
+// FUSEC_SHORT_BWD_MAX_SEQ (lengths,
 // 0 to 2^31). Any other
 // value is an Error naming the variable.
 void applyEnvSwitches(Target& t);

@@ -131,10 +131,13 @@ TEST(CodegenTest, EveryTinyKernelHasLaunchesAndTypedParameters) {
 TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
-        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0");
+        minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
+        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
+    EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
+    EXPECT_FALSE(t.shortBackwardSplit);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
@@ -144,13 +147,15 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
+  EXPECT_TRUE(defaults.shortBackwardSplit);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
-                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}};
+                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_SPLIT", "2"},
+                                                     {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -528,15 +533,17 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
     bool wgmma, producer;
     int fusedDq;
     int64_t n = 1024, minSeq = 1024;  // the sequence; Target::wgmmaBackwardMinSeq
+    int64_t fwdMinSeq = 0;            // Target::wgmmaForwardMinSeq
   };
-  for (auto [wgmma, producer, fusedDq, n, minSeq] :
+  for (auto [wgmma, producer, fusedDq, n, minSeq, fwdMinSeq] :
        {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, false, 2},
         Variant{false, false, 0}, Variant{true, false, 0, 256}, Variant{true, false, 0, 256, 0},
-        Variant{true, false, 1, 256, 0}, Variant{true, false, 2, 256, 256}})
+        Variant{true, false, 1, 256, 0}, Variant{true, false, 2, 256, 256}, Variant{true, true, 0, 256, 1024, 512},
+        Variant{true, true, 0, 1024, 1024, 512}})
     for (int64_t d : {64, 128}) {
       SCOPED_TRACE("d " + std::to_string(d) + ", N " + std::to_string(n) + (producer ? ", producer warpgroup" : "") +
                    (fusedDq ? ", one pass " + std::to_string(fusedDq) : "") +
-                   ", backward on wgmma from N " + std::to_string(minSeq));
+                   ", backward on wgmma from N " + std::to_string(minSeq) + ", forward from " + std::to_string(fwdMinSeq));
       auto m = models::compileAttentionProgram("attention_backward", 2, n, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
@@ -544,6 +551,7 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
       t.wgmmaProducerBackward = producer;
       t.wgmmaFusedDq = fusedDq;
       t.wgmmaBackwardMinSeq = minSeq;
+      t.wgmmaForwardMinSeq = fwdMinSeq;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -552,8 +560,11 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
         SCOPED_TRACE(k.image);
         const bool bwd = k.image.find("bwd") != std::string::npos;
         const bool hasWgmma = k.source.find("path: tensor cores (wgmma") != std::string::npos;
-        // The backward of a sequence shorter than the target's least runs on mma.sync.
-        EXPECT_EQ(hasWgmma, wgmma && (!bwd || n >= minSeq));
+        // A backward or forward of a sequence shorter than the target's least runs on mma.sync.
+        EXPECT_EQ(hasWgmma, wgmma && n >= (bwd ? minSeq : fwdMinSeq));
+        if (!bwd && !hasWgmma) {
+          EXPECT_NE(k.source.find("fa_forward(in"), std::string::npos);
+        }
         if (hasWgmma) {
           const char* dkdv = producer ? "fa_backward_dkdv_wgmma_ws(" : fusedDq == 2 ? "fa_backward_dkdv_wgmma_dqw(" : "fa_backward_dkdv_wgmma(";
           EXPECT_NE(k.source.find(bwd ? dkdv : producer ? "fa_forward_wgmma_ws(" : "fa_forward_wgmma("), std::string::npos);
