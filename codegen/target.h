@@ -49,7 +49,9 @@ struct Target {
   // The same for the forward: keys shorter than this run on mma.sync. At 256 keys the wgmma
   // forward's 128-row blocks (168 registers a thread with the producer, 191 without) sit one
   // to an SM, each waiting for its own Q and first K tile, where the mma forward's 64-row
-  // blocks of 128 threads sit four to an SM. FUSEC_WGMMA_FWD_MIN_SEQ=N measures another.
+  // blocks of 128 threads sit four to an SM. Measured on an H100 at 512 (bench/RESULTS.md):
+  // small b64's forward 0.82 -> 0.75 ms a step, its step -0.5%, but medium b4's step +1.1%, so
+  // wgmma keeps every length until a rule tells the two apart. FUSEC_WGMMA_FWD_MIN_SEQ=N.
   int64_t wgmmaForwardMinSeq = 0;
   // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
   // as one launch, a block per head with q, dO, k and v whole in shared memory
@@ -61,10 +63,11 @@ struct Target {
   // the keys (dK, dV) and of the queries (dQ), block 1 the second; under the causal mask both
   // halves are the same work. Each holds only the rows its half reads (all queries and its own
   // keys, or its own queries and all keys), three quarters of the whole head's shared memory,
-  // so two blocks fit an SM and one's copies and stores overlap the other's products, where a
-  // whole head's block (149 KB at 256 rows) sits alone on its SM. FUSEC_SHORT_BWD_SPLIT=0 keeps
-  // a block a head.
-  bool shortBackwardSplit = true;
+  // so two blocks fit an SM. Off: measured on an H100 it is slower at small b64 (the kernel
+  // 2.28 -> 2.48 ms a step, the step +1.4%) and the same at medium b4 (bench/RESULTS.md): the
+  // halves copy half as much again, and block 0 sums every row's statistics. Bit for bit the
+  // same results either way. FUSEC_SHORT_BWD_SPLIT=1 measures it.
+  bool shortBackwardSplit = false;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665

@@ -44,8 +44,10 @@ bool envSwitch(const char* name, bool unset = true) {
 }
 bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE"); }
 bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY"); }
-// Off unless FUSEC_SIDE_STREAM=1: the side stream has not yet run on a GPU (its bits against
-// one stream, ExecutableTest, and its step times are the next device session's first work).
+// Off unless FUSEC_SIDE_STREAM=1. Measured on an H100 (bench/RESULTS.md) it gains little
+// where it should gain most: small b64's step -0.5%, medium b4's +2.4% (its 27 AdamW launches
+// then contend for memory with the backward's GEMMs instead of following them); and its bits
+// against one stream (ExecutableTest's fourth mode) have not yet run on a GPU.
 bool sideStreamAllowedByEnv() { return envSwitch("FUSEC_SIDE_STREAM", false); }
 
 }  // namespace

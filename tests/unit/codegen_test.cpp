@@ -132,12 +132,12 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
-        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "0");
+        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "1");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
-    EXPECT_FALSE(t.shortBackwardSplit);
+    EXPECT_TRUE(t.shortBackwardSplit);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
@@ -147,7 +147,8 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
-  EXPECT_TRUE(defaults.shortBackwardSplit);
+  EXPECT_FALSE(defaults.shortBackwardSplit);
+  EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
