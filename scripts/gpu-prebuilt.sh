@@ -25,10 +25,14 @@ if [[ -n ${ENV_AB:-} ]]; then
     >"$OUT/env-ab.txt" 2>&1
   echo "env-ab rc=$?" >>"$S"
   grep -E "median|round|whole step|error" "$OUT/env-ab.txt" >>"$S"
+  # The profiles' categories and attention and optimizer kernels, printed before the summary
+  # (the device tool returns the end of stdout: the summary must be last).
   for f in "$OUT"/env-profile-*.txt; do
     [[ -e $f ]] || continue
-    echo "== $(basename "$f")" >>"$S"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_|adamw" | cut -c1-110 >>"$S"
-  done
+    echo "== $(basename "$f")"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer|comm) +\| [0-9]|^\| (attention|multi_tensor|pointwise_\*_adamw)" |
+      awk -F'|' '{k = $2; gsub(/ /, "", k)} !seen[k]++' | cut -c1-110
+  done >"$OUT/profiles.txt"
 fi
+[[ -e $OUT/profiles.txt ]] && cat "$OUT/profiles.txt"
 cat "$S"

@@ -32,11 +32,14 @@ if [[ -n ${ENV_AB:-} ]]; then
     >"$OUT/env-ab.txt" 2>&1
   echo "env-ab rc=$?" >>"$S"
   grep -E "median|error|failed|->|round|whole step" "$OUT/env-ab.txt" >>"$S"
-  for f in "$OUT"/env-profile-*.txt; do  # PROFILE=1: the categories and the attention kernels
+  # The profiles' categories and attention and optimizer kernels, printed before the summary
+  # (the device tool returns the end of stdout: the summary must be last).
+  for f in "$OUT"/env-profile-*.txt; do
     [[ -e $f ]] || continue
-    echo "== $(basename "$f")" >>"$S"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer) |flash_|adamw" | cut -c1-110 >>"$S"
-  done
+    echo "== $(basename "$f")"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer|comm) +\| [0-9]|^\| (attention|multi_tensor|pointwise_\*_adamw)" |
+      awk -F'|' '{k = $2; gsub(/ /, "", k)} !seen[k]++' | cut -c1-110
+  done >"$OUT/profiles.txt"
 fi
 if [[ $REV != - ]]; then
   SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-300}" scripts/gpu-before-after.sh "$REV" \
@@ -44,4 +47,5 @@ if [[ $REV != - ]]; then
   echo "before-after rc=$?" >>"$S"
   grep -E "median|error|failed|->" "$OUT/before-after.txt" >>"$S"
 fi
+[[ -e $OUT/profiles.txt ]] && cat "$OUT/profiles.txt"
 cat "$S"
