@@ -5,9 +5,10 @@
 # ROUNDS times (default 3), the settings alternating so all see the same GPU state.
 # Prints one line a run and the median of each setting's medians; logs in $OUT (default
 # build-gpu/out). PROFILE=1 also writes `fusec profile` of each model and batch under each
-# setting ($OUT/env-profile-MODEL-bBATCH-SETTING.txt).
+# setting ($OUT/env-profile-MODEL-bBATCH-SETTING.txt) and their categories and attention and
+# optimizer kernels, once each, to $OUT/profiles.txt.
 #   scripts/gpu-env-ab.sh FUSEC_DEPENDENT_LAUNCH=0 FUSEC_DEPENDENT_LAUNCH=1
-#   scripts/gpu-env-ab.sh FUSEC_X=1 FUSEC_WGMMA=0 FUSEC_WGMMA_PRODUCER=0   (FUSEC_X=1: the default)
+#   scripts/gpu-env-ab.sh FUSEC_SIDE_STREAM=0 FUSEC_WGMMA=0 FUSEC_WGMMA_PRODUCER=0   (the first at its default: the baseline)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 (($# >= 2)) || { echo "usage: scripts/gpu-env-ab.sh NAME=VALUE NAME=VALUE [NAME=VALUE...]" >&2; exit 1; }
@@ -20,6 +21,7 @@ SCALE=${SCALE-small:64 medium:16}
 STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
+rm -f "$OUT/profiles.txt"
 # NO_BUILD=1: build-gpu/fusec is already there (a binary carried to the device, say).
 if [[ ${NO_BUILD:-0} != 1 ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
@@ -50,3 +52,11 @@ for mb in $SCALE; do
     done
   fi
 done
+if [[ ${PROFILE:-0} == 1 ]]; then
+  for f in "$OUT"/env-profile-*.txt; do
+    [[ -e $f ]] || continue
+    echo "== $(basename "$f")"
+    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer|comm) +\| [0-9]|^\| (attention|multi_tensor|pointwise_\*_adamw)" |
+      awk -F'|' '{k = $2; gsub(/ /, "", k)} !seen[k]++' | cut -c1-110
+  done >"$OUT/profiles.txt"
+fi

@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-gpu/out}
 mkdir -p "$OUT" build-gpu
+rm -f "$OUT/profiles.txt"  # a warm machine's, from an earlier call
 export OUT LD_LIBRARY_PATH=$PWD/.prebuilt:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 S=$OUT/summary.txt
@@ -25,14 +26,7 @@ if [[ -n ${ENV_AB:-} ]]; then
     >"$OUT/env-ab.txt" 2>&1
   echo "env-ab rc=$?" >>"$S"
   grep -E "median|round|whole step|error" "$OUT/env-ab.txt" >>"$S"
-  # The profiles' categories and attention and optimizer kernels, printed before the summary
-  # (the device tool returns the end of stdout: the summary must be last).
-  for f in "$OUT"/env-profile-*.txt; do
-    [[ -e $f ]] || continue
-    echo "== $(basename "$f")"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer|comm) +\| [0-9]|^\| (attention|multi_tensor|pointwise_\*_adamw)" |
-      awk -F'|' '{k = $2; gsub(/ /, "", k)} !seen[k]++' | cut -c1-110
-  done >"$OUT/profiles.txt"
 fi
+# PROFILE=1: gpu-env-ab.sh's excerpts first; the summary last (the device tool returns the end).
 [[ -e $OUT/profiles.txt ]] && cat "$OUT/profiles.txt"
 cat "$S"

@@ -16,6 +16,7 @@ REV=${1:?usage: scripts/gpu-verify-change.sh REV}
 OUT=${OUT:-$PWD/build-gpu/out}
 TESTS=${TESTS:-Executable|AttentionKernel|FusedAttention}
 mkdir -p "$OUT"
+rm -f "$OUT/profiles.txt"  # a warm machine's, from an earlier call
 export OUT NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 S=$OUT/summary.txt
 nvidia-smi -L >"$S"
@@ -32,14 +33,6 @@ if [[ -n ${ENV_AB:-} ]]; then
     >"$OUT/env-ab.txt" 2>&1
   echo "env-ab rc=$?" >>"$S"
   grep -E "median|error|failed|->|round|whole step" "$OUT/env-ab.txt" >>"$S"
-  # The profiles' categories and attention and optimizer kernels, printed before the summary
-  # (the device tool returns the end of stdout: the summary must be last).
-  for f in "$OUT"/env-profile-*.txt; do
-    [[ -e $f ]] || continue
-    echo "== $(basename "$f")"
-    sed -n '/## train_step/,$p' "$f" | grep -E "^\| (gemm|pointwise|row_reduce|attention|optimizer|comm) +\| [0-9]|^\| (attention|multi_tensor|pointwise_\*_adamw)" |
-      awk -F'|' '{k = $2; gsub(/ /, "", k)} !seen[k]++' | cut -c1-110
-  done >"$OUT/profiles.txt"
 fi
 if [[ $REV != - ]]; then
   SCALE=${SCALE-small:64 medium:4} ROUNDS=${ROUNDS:-2} timeout "${AB_LIMIT:-300}" scripts/gpu-before-after.sh "$REV" \
@@ -47,5 +40,6 @@ if [[ $REV != - ]]; then
   echo "before-after rc=$?" >>"$S"
   grep -E "median|error|failed|->" "$OUT/before-after.txt" >>"$S"
 fi
+# PROFILE=1: gpu-env-ab.sh's excerpts first; the summary last (the device tool returns the end).
 [[ -e $OUT/profiles.txt ]] && cat "$OUT/profiles.txt"
 cat "$S"
