@@ -475,11 +475,12 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   int64_t shortBytes = 0;  // the one-launch backward's (path.shortBackward)
   if (mma) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
-                               path.stages, path.fusedDq, path.shortSplit};
+                               path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
     if (path.shortBackward) {
-      AttentionTiles headTiles = tiles;  // the layout takes the head's rows, the block's are a part
+      AttentionTiles headTiles = tiles;  // the layout takes the head's rows, a block's are a part
       headTiles.rows = rows * path.shortSplit;
+      headTiles.shortSplit = path.shortSplit;
       const SmemLayout shortLayout = shortBackwardSmemLayout(headTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();
