@@ -205,6 +205,7 @@ struct AttentionPath {
   // shortSplit = 2 blocks a head (Target::shortBackwardSplit).
   bool shortBackward = false;
   int shortSplit = 1;
+  bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -254,11 +255,19 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
       shortRows <= 256) {
     // Two blocks a head (FA_SHORT_SPLIT) where the causal mask makes the halves equal work
     // (self-attention: Tq == Tk) and each half is whole 32-row tiles.
-    const int split = target.shortBackwardSplit && att.attrBool("causal") && Tq == Tk && shortRows % 64 == 0 ? 2 : 1;
-    const AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0, split};
+    // Or dS kept in shared memory (FA_SHORT_DS), which needs the same self-attention, d = dv and
+    // a block a head, where its triangle fits beside the rows.
+    const bool selfCausal = att.attrBool("causal") && Tq == Tk;
+    AttentionTiles ds{D, DV, 2, shortRows, 32, 32, false, 0, 0, 1};
+    ds.shortDs = true;
+    const bool keepDs = target.shortBackwardDs && selfCausal && D == DV && shortBackwardSmemLayout(ds).bytes() <= target.smemPerBlock;
+    const int split = !keepDs && target.shortBackwardSplit && selfCausal && shortRows % 64 == 0 ? 2 : 1;
+    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0, split};
+    t.shortDs = keepDs;
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
       p.shortSplit = split;
+      p.shortDs = keepDs;
       p.tiling.warps = int(shortRows / 16 / split);
       p.tiling.bc = p.tiling.bq = 32;
     }
@@ -368,6 +377,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
   if (path.shortBackward) {
     w.define("FA_SHORT", "1", "one launch: fa_backward_short");
     w.define("FA_SHORT_SPLIT", std::to_string(path.shortSplit), path.shortSplit > 1 ? "blocks a head: halves of its keys and queries" : "a block a head");
+    w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
   }
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
@@ -481,6 +491,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
       AttentionTiles headTiles = tiles;  // the layout takes the head's rows, a block's are a part
       headTiles.rows = rows * path.shortSplit;
       headTiles.shortSplit = path.shortSplit;
+      headTiles.shortDs = path.shortDs;
       const SmemLayout shortLayout = shortBackwardSmemLayout(headTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();

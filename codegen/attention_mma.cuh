@@ -291,24 +291,29 @@ __device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[
   }
 }
 #else
-// B is read transposed by ldmatrix.trans.
-template <int K, int N, int LB>
-__device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
+// One k16 step: acc (16 x N) += A (16 x 16, fragments) B, B = 16 rows of [*][N] row-major in
+// shared memory (pitch LB), read transposed by ldmatrix.trans.
+template <int N, int LB>
+__device__ __forceinline__ void mmaAB(float (&acc)[N / 8][4], const FragA& af, const fa_t* b) {
   const int lane = threadIdx.x & 31;
   // ldmatrix.x4.trans row addresses: two k16 x n8 blocks at (k: (lane & 7) + 8 ((lane >> 3) & 1),
   // n: 8 (lane >> 4)).
   const fa_t* pb = b + ((lane & 7) + (((lane >> 3) & 1) << 3)) * LB + (lane >> 4) * 8;
 #pragma unroll
+  for (int n = 0; n < N / 16; ++n) {
+    unsigned bf[4];
+    ldsm4t(bf, pb + n * 16);
+    mma(acc[2 * n], af, bf[0], bf[1]);
+    mma(acc[2 * n + 1], af, bf[2], bf[3]);
+  }
+}
+template <int K, int N, int LB>
+__device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
+#pragma unroll
   for (int kc = 0; kc < K / 16; ++kc) {
     const FragA af{{pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
                     pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])}};
-#pragma unroll
-    for (int n = 0; n < N / 16; ++n) {
-      unsigned bf[4];
-      ldsm4t(bf, pb + kc * 16 * LB + n * 16);
-      mma(acc[2 * n], af, bf[0], bf[1]);
-      mma(acc[2 * n + 1], af, bf[2], bf[3]);
-    }
+    mmaAB<N, LB>(acc, af, b + kc * 16 * LB);
   }
 }
 #endif
@@ -888,6 +893,24 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 #error "the generator defines FA_SHORT_SPLIT (1 or 2) with FA_SHORT"
 #endif
 namespace fa {
+// One query tile of the dK/dV work of the warp's key rows [k0, k0 + 16), every operand resident
+// (row r of q at Qs + r LD; dO, k, v likewise): S^T and dP^T against queries [q0, q0 + BQ),
+// then dV += P^T dO and dK += dS^T Q. Leaves dS^T / scale in dp (accumulator layout: rows
+// keys, columns queries).
+__device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], float (&dp)[BQ / 8][4],
+                                             const fa_t* Qs, const fa_t* Gs, const fa_t* Ks, const fa_t* Vs,
+                                             const float2* RS, int k0, int q0) {
+  const int g = (threadIdx.x & 31) >> 2;
+  float s[BQ / 8][4];  // S^T, then P^T
+  zero(s);
+  zero(dp);
+  gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
+  gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
+  dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
+  gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
+  gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
+}
+
 // Block Y's part (its rows from lo = Y BR), Y a constant so that where each operand's rows sit
 // costs no registers.
 template <int Y>
@@ -940,14 +963,8 @@ __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const 
     zero(gv);
     const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ * BQ : 0;
     for (int q0 = first; q0 < FA_TQ; q0 += BQ) {
-      float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, dP^T: rows keys, columns queries
-      zero(s);
-      zero(dp);
-      gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
-      gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
-      dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
-      gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
-      gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
+      float dp[BQ / 8][4];
+      shortKeyTile(gk, gv, dp, Qs, Gs, Ks, Vs, RS, k0, q0);
     }
     if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0, FA_TK, 1.f);
     if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
@@ -984,15 +1001,183 @@ __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const 
 }
 }  // namespace fa
 
+#if FA_SHORT_DS
+// FA_SHORT_DS (causal self-attention, a block a head, d = dv; Target::shortBackwardDs): dQ from
+// dS kept in shared memory instead of S and dP computed a second time. The dK/dV part stores
+// each tile's dS^T (rounded to bf16, the values its dK product takes) into shared memory; after
+// one block-wide wait, dQ = dS K is a product of those tiles and k alone: a third of the dQ
+// part's tensor-core work and none of its exponentials. What that leaves per key row is the
+// dK/dV part, whose causal work falls with the row, so the warps are paired to even it out:
+// warps 2p and 2p + 1 share key strips p and S - 1 - p (16 rows each; S = BR / 16) and query
+// strips p and S - 1 - p. Under the causal mask a key strip pair has T + 1 query tiles (T =
+// BR / BQ) and a query strip pair S + 1 key strips, split about evenly; the warp that
+// finishes a strip adds the other's partial sums, handed over in shared memory, in a fixed
+// order, so results are deterministic (not those of the two passes bit for bit: the sums split
+// at other places, and dQ's dS comes from S^T). The row statistics and loads are the one-block
+// form's.
+namespace fa {
+constexpr int DS_S = BR / 16, DS_T = BR / BQ, DS_M = BQ / 16;  // strips, query tiles, strips a tile
+// Key strip w's first stored query (the causal walk's first tile), its row pitch (its queries
+// to BR, plus the 16-byte pad that keeps ldmatrix phases on distinct banks) and where its 16
+// rows start in the DS array (elements): strip after strip, the lower triangle only.
+__host__ __device__ constexpr int dsFirst(int w) { return w / DS_M * BQ; }
+__host__ __device__ constexpr int dsPitch(int w) { return BR - dsFirst(w) + PAD; }
+__host__ __device__ constexpr int dsOffset(int w) {
+  // sum over i < w of 16 dsPitch(i); with w = a DS_M + b, sum floor(i / DS_M) = DS_M a (a - 1) / 2 + b a
+  return 16 * (w * (BR + PAD) - BQ * (DS_M * (w / DS_M) * (w / DS_M - 1) / 2 + (w % DS_M) * (w / DS_M)));
+}
+__host__ __device__ constexpr int dsTiles(int w) { return DS_T - w / DS_M; }  // key strip w's query tiles
+// The even warp of a pair takes the first DS_A_TILES of key strip p's tiles and the first
+// DS_A_KEYS key strips of query strip S - 1 - p; the odd warp the rest and both other strips.
+constexpr int DS_A_TILES = (DS_T + 2) / 2, DS_A_KEYS = DS_S / 2;
+__host__ __device__ constexpr bool dsPairsEven() {
+  for (int p = 0; p < DS_S / 2; ++p)
+    if (dsTiles(p) + dsTiles(DS_S - 1 - p) != DS_T + 1 || dsTiles(p) < DS_A_TILES) return false;
+  return DS_S % 2 == 0;
+}
+static_assert(dsPairsEven(), "every pair of key strips has T + 1 query tiles, the even warp's share inside strip p");
+static_assert(FA_SMEM_SHORT_DS + dsOffset(DS_S) * (int)sizeof(fa_t) <= FA_SMEM_SHORT_END, "the generator's DS array");
+
+// The warp's dS^T / scale tile (its 16 key rows x BQ queries, accumulator layout) at column
+// `col` of its strip, rounded to bf16 as gemmPB packs it for dK's product.
+__device__ __forceinline__ void storeDs(fa_t* strip, int pitch, const float (&dp)[BQ / 8][4], int col) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < BQ / 8; ++j) {
+    fa_t* at = strip + g * pitch + col + 8 * j + 2 * t4;
+    *reinterpret_cast<unsigned*>(at) = pack(dp[j][0], dp[j][1]);
+    *reinterpret_cast<unsigned*>(at + 8 * pitch) = pack(dp[j][2], dp[j][3]);
+  }
+}
+
+// dQ (the 16 query rows from q0, 16 x d) += dS (those rows x key strip ks) k (strip ks's rows):
+// dS is read transposed from the stored dS^T (ldmatrix.trans: matrix i holds key rows
+// 8 (i >> 1) .. and query columns 8 (i & 1) .., the A fragment's a0 .. a3).
+__device__ __forceinline__ void dqFromDs(float (&acc)[FA_D / 8][4], const fa_t* DS, const fa_t* Ks, int ks, int q0) {
+  const int lane = threadIdx.x & 31, pitch = dsPitch(ks);
+  const fa_t* t = DS + dsOffset(ks) + (q0 - dsFirst(ks));
+  unsigned r[4];
+  ldsm4t(r, t + ((lane & 7) + ((lane >> 4) << 3)) * pitch + ((lane >> 3) & 1) * 8);
+  mmaAB<FA_D, LD>(acc, fragA(r), Ks + ks * 16 * LD);
+}
+
+// A warp's 16 x W accumulator handed to the other warp of its pair: lane by lane in 16-byte
+// pieces (no bank conflict), then added in by the receiver.
+template <int W>
+__device__ __forceinline__ void putPartial(float4* slot, const float (&acc)[W / 8][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) slot[j * 32 + lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+}
+template <int W>
+__device__ __forceinline__ void addPartial(float (&acc)[W / 8][4], const float4* slot) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) {
+    const float4 x = slot[j * 32 + lane];
+    acc[j][0] += x.x, acc[j][1] += x.y, acc[j][2] += x.z, acc[j][3] += x.w;
+  }
+}
+// The two warps of pair p (barrier 1 + p; 0 is __syncthreads').
+__device__ __forceinline__ void pairBarrier(int p) { asm volatile("bar.sync %0, 64;\n" ::"r"(p + 1) : "memory"); }
+
+__device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                const fa_t* __restrict__ v, const fa_t* __restrict__ o,
+                                                const fa_t* __restrict__ dO, const float* __restrict__ lse,
+                                                fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv,
+                                                FaRope rope) {
+  static_assert(FA_CAUSAL && FA_TQ == FA_TK && FA_SHORT_SPLIT == 1 && FA_D == FA_DV && !FA_TF32,
+                "dS in shared memory: bf16 causal self-attention, a block a head, d = dv");
+  extern __shared__ float4 fa_smem4[];
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL);     // [BR][LD]
+  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL_V);   // dO: [BR][LDV]
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN);     // [BR][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN_V);   // [BR][LDV]
+  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS);  // {D, L2}: [BR]
+  fa_t* DS = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_DS);      // dS^T / scale, key strip after strip
+  const int warp = threadIdx.x >> 5, p = warp >> 1, z = blockIdx.x;
+  const bool odd = warp & 1;
+  const int low = p, high = DS_S - 1 - p;  // the pair's strips
+  backwardOperands(z, q, k, v, o, dO, lse);
+  loadTile<BR, FA_D>(Qs, q, FA_Q_RS, 0, FA_TQ);
+  loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, 0, FA_TQ);
+  loadTile<BR, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
+  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
+  cpCommit();
+  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
+  cpWait<0>();
+  __syncthreads();
+  // dK, dV: key strip w's query tiles [t0, t1) into gk, gv, each tile's dS^T kept.
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  auto keyTiles = [&](int w, int t0, int t1) {
+    for (int t = t0; t < t1; ++t) {
+      float dp[BQ / 8][4];
+      shortKeyTile(gk, gv, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
+      storeDs(DS + dsOffset(w), dsPitch(w), dp, t * BQ - dsFirst(w));
+    }
+  };
+  auto storeKeyGrads = [&](int w) {
+    if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, 16 * w, FA_TK, 1.f);
+    if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, 16 * w, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  };
+  const int split = dsFirst(low) / BQ + DS_A_TILES;  // strip `low`'s first tile of the odd warp
+  zero(gk);
+  zero(gv);
+  if (!odd) {
+    keyTiles(low, dsFirst(low) / BQ, split);
+  } else {
+    keyTiles(high, dsFirst(high) / BQ, DS_T);
+    storeKeyGrads(high);
+    zero(gk);
+    zero(gv);
+    keyTiles(low, split, DS_T);
+  }
+  __syncthreads();  // every dS^T tile stored; q, dO and v read for the last time: their space takes the partials
+  float4* slotK = reinterpret_cast<float4*>(Qs) + p * (FA_D / 8) * 32;
+  float4* slotV = reinterpret_cast<float4*>(Gs) + p * (FA_DV / 8) * 32;
+  float4* slotQ = reinterpret_cast<float4*>(Vs) + p * (FA_D / 8) * 32;
+  if (odd) putPartial<FA_D>(slotK, gk), putPartial<FA_DV>(slotV, gv);
+  pairBarrier(p);
+  if (!odd) {
+    addPartial<FA_D>(gk, slotK);
+    addPartial<FA_DV>(gv, slotV);
+    storeKeyGrads(low);
+  }
+  if (!dq) return;
+  // dQ: query strip `low` (keys [0, 16 low + 16)) and strip `high`'s keys split at DS_A_KEYS.
+  float acc[FA_D / 8][4];
+  zero(acc);
+  if (!odd) {
+    for (int ks = 0; ks < DS_A_KEYS; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
+    putPartial<FA_D>(slotQ, acc);
+    pairBarrier(p);
+  } else {
+    for (int ks = 0; ks <= low; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * low);
+    storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * low, FA_TQ, FA_SCALE, rope.qc, rope.qs);
+    zero(acc);
+    for (int ks = DS_A_KEYS; ks <= high; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
+    pairBarrier(p);
+    addPartial<FA_D>(acc, slotQ);
+    storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * high, FA_TQ, FA_SCALE, rope.qc, rope.qs);
+  }
+}
+}  // namespace fa
+#endif  // FA_SHORT_DS
+
 __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                   const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                   const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                   fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv,
                                                   fa::FaRope rope = {}) {
+#if FA_SHORT_DS
+  fa::backwardShortDs(q, k, v, o, dO, lse, dq, dk, dv, rope);
+#else
   if (FA_SHORT_SPLIT == 1 || blockIdx.y == 0)
     fa::backwardShort<0>(q, k, v, o, dO, lse, dq, dk, dv, rope);
   else
     fa::backwardShort<FA_SHORT_SPLIT - 1>(q, k, v, o, dO, lse, dq, dk, dv, rope);
+#endif
 }
 #endif  // FA_SHORT
 #endif  // FA_BACKWARD

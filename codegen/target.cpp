@@ -40,6 +40,7 @@ void applyEnvSwitches(Target& t) {
   t.wgmmaForwardMinSeq = countByEnv("FUSEC_WGMMA_FWD_MIN_SEQ", t.wgmmaForwardMinSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
   t.shortBackwardSplit = switchByEnv("FUSEC_SHORT_BWD_SPLIT", t.shortBackwardSplit);
+  t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
 }
 
 Target offlineTarget() {

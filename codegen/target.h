@@ -68,6 +68,13 @@ struct Target {
   // halves copy half as much again, and block 0 sums every row's statistics. Bit for bit the
   // same results either way. FUSEC_SHORT_BWD_SPLIT=1 measures it.
   bool shortBackwardSplit = false;
+  // The one-launch backward of causal self-attention (d = dv) keeps each tile's dS^T in shared
+  // memory (attention_mma.cuh FA_SHORT_DS): dQ becomes dS K alone instead of S and dP computed
+  // again, and pairs of warps share a long and a short strip so the causal work is even. Its
+  // 16-row strips of the lower triangle take 76 KB beside q, dO, k and v at 256 rows (227 KB in
+  // all). Results are deterministic but not the two passes' bits (the sums split elsewhere).
+  // Takes precedence over shortBackwardSplit. FUSEC_SHORT_BWD_DS=0 measures the form without.
+  bool shortBackwardDs = true;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665
@@ -96,7 +103,8 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_SPLIT
+// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH, FUSEC_SHORT_BWD_SPLIT and
+// FUSEC_SHORT_BWD_DS
 // ("1" on, "0" off, unset the default),
 // FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ and
 // FUSEC_SHORT_BWD_MAX_SEQ (lengths,

@@ -132,12 +132,13 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
-        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "1");
+        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "1"), ds("FUSEC_SHORT_BWD_DS", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
     EXPECT_TRUE(t.shortBackwardSplit);
+    EXPECT_FALSE(t.shortBackwardDs);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
@@ -148,6 +149,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
   EXPECT_FALSE(defaults.shortBackwardSplit);
+  EXPECT_TRUE(defaults.shortBackwardDs);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
@@ -155,7 +157,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
-                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_SPLIT", "2"},
+                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_SPLIT", "2"}, {"FUSEC_SHORT_BWD_DS", "on"},
                                                      {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
@@ -603,6 +605,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
     bool split = true;  // the target's shortBackwardSplit
+    bool ds = true;     // the target's shortBackwardDs (which takes precedence)
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -611,14 +614,15 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
                         {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false}};
+                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false},
+                        {256, 64, DType::bf16, 0, 256, 1024, true, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq) +
-                 (c.split ? "" : ", no split"));
+                 (c.split ? "" : ", no split") + (c.ds ? "" : ", dS not kept"));
     std::unique_ptr<Module> m;
     if (c.kvHeads) {
       const std::string n = std::to_string(c.n), d = std::to_string(c.d);
@@ -641,6 +645,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
     t.shortBackwardSplit = c.split;
+    t.shortBackwardDs = c.ds;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
@@ -650,20 +655,27 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       EXPECT_EQ(one, c.oneLaunch);
       EXPECT_EQ(k.launches.size(), c.oneLaunch ? 1u : 2u);
       if (!c.oneLaunch) continue;
-      // The causal attention program splits each head into two blocks (FA_SHORT_SPLIT) where
-      // its rows are whole 64-row halves: block 0 holds all of q and dO and half of k and v,
-      // block 1 the other way round.
-      const int64_t rows = (c.n + 31) / 32 * 32, split = c.split && rows % 64 == 0 ? 2 : 1;
+      // The causal attention program (self-attention, d = dv) keeps dS^T in shared memory
+      // (FA_SHORT_DS): 16-row key strip w the queries from (w / 2) 32 to the rows, each row
+      // padded by 8 bf16. Without it, it splits each head into two blocks (FA_SHORT_SPLIT)
+      // where its rows are whole 64-row halves: block 0 holds all of q and dO and half of k and
+      // v, block 1 the other way round.
+      const int64_t rows = (c.n + 31) / 32 * 32, split = !c.ds && c.split && rows % 64 == 0 ? 2 : 1;
+      int64_t dsBytes = 0;
+      for (int64_t w = 0; c.ds && w < rows / 16; ++w) dsBytes += 16 * (rows - w / 2 * 32 + 8) * 2;
       EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, uint32_t(split), 1}));  // blocks a head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows / split));                   // a warp per 16 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t((2 * rows + 2 * rows / split) * (c.d + 8) * 2 + rows * 8));
+      EXPECT_EQ(k.launches[0].dynamicSmem,
+                uint32_t((2 * rows + 2 * rows / split) * (c.d + 8) * 2 + rows * 8 + dsBytes));
       EXPECT_NE(k.source.find("#define FA_SHORT_SPLIT " + std::to_string(split)), std::string::npos);
-      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + "_s" + std::to_string(split),
+      EXPECT_NE(k.source.find(std::string("#define FA_SHORT_DS ") + (c.ds ? "1" : "0")), std::string::npos);
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + "_s" + std::to_string(split) +
+                          (c.ds ? "_ds" : ""),
                       k.source});
     }
     EXPECT_EQ(backward, 1);
   }
-  ASSERT_EQ(jobs.size(), 9u);
+  ASSERT_EQ(jobs.size(), 11u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
