@@ -201,10 +201,8 @@ struct AttentionPath {
   // computes dQ too, after a statistics-only dQ launch; 2: with a dQ writer warpgroup.
   int fusedDq = 0;
   // The mma backward as one launch with every row resident (attention_mma.cuh
-  // fa_backward_short): the tiling's warps cover the longer length, or half of it in each of
-  // shortSplit = 2 blocks a head (Target::shortBackwardSplit).
+  // fa_backward_short): the tiling's warps cover the longer length.
   bool shortBackward = false;
-  int shortSplit = 1;
   bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
@@ -253,22 +251,16 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   const int64_t longest = std::max(Tq, Tk), shortRows = (longest + 31) / 32 * 32;
   if (p.mma && !p.wgmma && !p.tf32 && backward && group == 1 && D <= 64 && longest <= target.shortBackwardMaxSeq &&
       shortRows <= 256) {
-    // Two blocks a head (FA_SHORT_SPLIT) where the causal mask makes the halves equal work
-    // (self-attention: Tq == Tk) and each half is whole 32-row tiles.
-    // Or dS kept in shared memory (FA_SHORT_DS), which needs the same self-attention, d = dv and
-    // a block a head, where its triangle fits beside the rows.
-    const bool selfCausal = att.attrBool("causal") && Tq == Tk;
-    AttentionTiles ds{D, DV, 2, shortRows, 32, 32, false, 0, 0, 1};
-    ds.shortDs = true;
-    const bool keepDs = target.shortBackwardDs && selfCausal && D == DV && shortBackwardSmemLayout(ds).bytes() <= target.smemPerBlock;
-    const int split = !keepDs && target.shortBackwardSplit && selfCausal && shortRows % 64 == 0 ? 2 : 1;
-    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0, split};
-    t.shortDs = keepDs;
+    // dS kept in shared memory (FA_SHORT_DS) for causal self-attention at d = dv, where its
+    // triangle fits beside the rows.
+    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
+    t.shortDs = true;
+    const bool dsFits = shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock;
+    t.shortDs = target.shortBackwardDs && att.attrBool("causal") && Tq == Tk && D == DV && dsFits;
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
-      p.shortSplit = split;
-      p.shortDs = keepDs;
-      p.tiling.warps = int(shortRows / 16 / split);
+      p.shortDs = t.shortDs;
+      p.tiling.warps = int(shortRows / 16);
       p.tiling.bc = p.tiling.bq = 32;
     }
   }
@@ -376,7 +368,6 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
   w.define("FA_BACKWARD", backward ? "1" : "0");
   if (path.shortBackward) {
     w.define("FA_SHORT", "1", "one launch: fa_backward_short");
-    w.define("FA_SHORT_SPLIT", std::to_string(path.shortSplit), path.shortSplit > 1 ? "blocks a head: halves of its keys and queries" : "a block a head");
     w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
   }
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
@@ -488,11 +479,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
                                path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
     if (path.shortBackward) {
-      AttentionTiles headTiles = tiles;  // the layout takes the head's rows, a block's are a part
-      headTiles.rows = rows * path.shortSplit;
-      headTiles.shortSplit = path.shortSplit;
-      headTiles.shortDs = path.shortDs;
-      const SmemLayout shortLayout = shortBackwardSmemLayout(headTiles);
+      AttentionTiles shortTiles = tiles;
+      shortTiles.shortDs = path.shortDs;
+      const SmemLayout shortLayout = shortBackwardSmemLayout(shortTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();
     }
@@ -541,9 +530,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     rope = ", fa::FaRope{" + table(outputs.rope[0].first) + ", " + table(outputs.rope[0].second) + ", " +
            table(outputs.rope[1].first) + ", " + table(outputs.rope[1].second) + "}";
   }
-  if (path.shortBackward) {  // one launch, a block (or two: the halves, grid y) per head
-    launch(k.name + "_bwd", threads, uint32_t(path.shortSplit), shortBytes,
-           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", path.shortSplit);
+  if (path.shortBackward) {  // one launch, a block per head
+    launch(k.name + "_bwd", threads, 1, shortBytes,
+           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", 1);
     return launches;
   }
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when

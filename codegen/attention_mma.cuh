@@ -868,30 +868,23 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 }
 
 #if FA_SHORT
-// ---- backward in one launch for short sequences: a block (or two) per batch index ----
+// ---- backward in one launch for short sequences: a block per batch index ----
 // The block's rows cover every query and every key (the generator rounds the longer length
-// up to whole BQ and BC tiles: R rows), and the q, dO, k and v rows it reads sit in shared
-// memory, copied once. Warp w then does, with no block-wide wait, the dK/dV pass's work for
-// key rows [lo + 16w, lo + 16w + 16) (every query tile that sees them) and the dQ pass's for
-// query rows [lo + 16w, lo + 16w + 16) (every key tile they see); under a causal mask the
-// first shrinks with w as the second grows, so every warp has about the same work. Against
-// the two launches this reads each operand once instead of once per tile pair's block,
-// computes the row statistics in the same launch, and pays one launch's prologue. The
-// products, their order and the row statistics' sums are those of the two passes (dQ's key
-// tiles are BC = BQ here, but each sums into the same accumulators k16 chunk after chunk),
-// so the results are bit for bit theirs (FusedAttention.ShortBackwardEqualsTwoPasses).
-// attention_kernel.cpp picks it for bf16 self-attention of one key/value head a query head,
-// d <= 64, up to Target::shortBackwardMaxSeq rows.
-// FA_SHORT_SPLIT 2 (causal, Tq == Tk; Target::shortBackwardSplit): two blocks a head, block y
-// taking the keys and the queries [lo, lo + BR) with lo = y BR and R = 2 BR. Causally, block
-// 0's keys are seen by every query and its queries see only its keys; block 1's keys are seen
-// only by its queries and its queries see every key. So block 0 holds all of q and dO and its
-// own k and v, block 1 its own q and dO and all of k and v: the same work each (a warp's dK/dV
-// rows and dQ rows add up to the same tiles in both), in three quarters of the shared memory,
-// so that two blocks share an SM.
-#ifndef FA_SHORT_SPLIT
-#error "the generator defines FA_SHORT_SPLIT (1 or 2) with FA_SHORT"
-#endif
+// up to whole BQ and BC tiles: BR rows), and q, dO, k and v sit in shared memory whole, copied
+// once, beside every query row's statistics. Two forms:
+//   * (FA_SHORT_DS 0) warp w does, with no block-wide wait, the dK/dV pass's work for key rows
+//     [16w, 16w + 16) (every query tile that sees them) and the dQ pass's for query rows
+//     [16w, 16w + 16) (every key tile they see); under a causal mask the first shrinks with w
+//     as the second grows, so every warp has about the same work. The products, their order
+//     and the row statistics' sums are those of the two passes (dQ's key tiles are BC = BQ
+//     here, but each sums into the same accumulators k16 chunk after chunk), so the results
+//     are bit for bit theirs (FusedAttention.ShortBackwardEqualsTwoPasses).
+//   * (FA_SHORT_DS 1) dQ from dS kept in shared memory (below).
+// Against the two launches either reads each operand once instead of once per tile pair's
+// block, computes the row statistics in the same launch, and pays one launch's prologue.
+// attention_kernel.cpp picks it for bf16 attention of one key/value head a query head, d <= 64,
+// up to Target::shortBackwardMaxSeq rows. (Two blocks a head, each holding one side whole and
+// half of the other, measured slower and were taken out: bench/RESULTS.md.)
 namespace fa {
 // One query tile of the dK/dV work of the warp's key rows [k0, k0 + 16), every operand resident
 // (row r of q at Qs + r LD; dO, k, v likewise): S^T and dP^T against queries [q0, q0 + BQ),
@@ -911,52 +904,43 @@ __device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&g
   gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
 }
 
-// Block Y's part (its rows from lo = Y BR), Y a constant so that where each operand's rows sit
-// costs no registers.
-template <int Y>
+// The one launch's shared arrays (attention_smem.cpp shortBackwardSmemLayout): q, dO, k and v
+// whole ([BR][LD], dO and v [BR][LDV]) and every query row's {D, L2}; batch index z's rows
+// copied in and its statistics summed (overlapping the copies) before one block-wide wait.
+struct ShortSmem {
+  fa_t *Qs, *Gs, *Ks, *Vs;
+  float2* RS;
+};
+__device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
+                                               const float* __restrict__& lse) {
+  static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
+  const ShortSmem m{reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G),
+                    reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
+                    reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
+  backwardOperands(z, q, k, v, o, dO, lse);
+  loadTile<BR, FA_D>(m.Qs, q, FA_Q_RS, 0, FA_TQ);
+  loadTile<BR, FA_DV>(m.Gs, dO, FA_DO_RS, 0, FA_TQ);
+  loadTile<BR, FA_D>(m.Ks, k, FA_K_RS, 0, FA_TK);
+  loadTile<BR, FA_DV>(m.Vs, v, FA_V_RS, 0, FA_TK);
+  cpCommit();
+  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, m.RS);
+  cpWait<0>();
+  __syncthreads();
+  return m;
+}
+
 __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                               const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                               const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                               fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv,
                                               FaRope rope) {
-  constexpr int R = BR * FA_SHORT_SPLIT, lo = Y * BR;  // every row of the head; this block's first
-  static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
-  static_assert(FA_SHORT_SPLIT == 1 || (FA_SHORT_SPLIT == 2 && FA_CAUSAL && FA_TQ == FA_TK),
-                "two blocks a head take causal self-attention's halves");
   extern __shared__ float4 fa_smem4[];
-  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
-  fa_t* All = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL);     // [R][LD]: q, or k (block 1 of two)
-  fa_t* AllV = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL_V);  // [R][LDV]: dO, or v
-  fa_t* Own = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN);     // [BR][LD]: k, or q's rows [BR, R)
-  fa_t* OwnV = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN_V);  // [BR][LDV]: v, or dO's
-  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS);   // {D, L2} of every query row: [R]
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-  const int z = blockIdx.x;
-  backwardOperands(z, q, k, v, o, dO, lse);
-  // Row r of q, dO, k and v at Qs + r LD (Gs, Ks, Vs likewise), whichever array holds it.
-  const fa_t* const Qs = Y == 0 ? All : Own - BR * LD;
-  const fa_t* const Gs = Y == 0 ? AllV : OwnV - BR * LDV;
-  const fa_t* const Ks = Y == 0 ? Own : All;
-  const fa_t* const Vs = Y == 0 ? OwnV : AllV;
-  if constexpr (Y == 0) {  // every query row, keys [0, BR)
-    loadTile<R, FA_D>(All, q, FA_Q_RS, 0, FA_TQ);
-    loadTile<R, FA_DV>(AllV, dO, FA_DO_RS, 0, FA_TQ);
-    loadTile<BR, FA_D>(Own, k, FA_K_RS, 0, FA_TK);
-    loadTile<BR, FA_DV>(OwnV, v, FA_V_RS, 0, FA_TK);
-    cpCommit();
-    rowStats<R>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
-  } else {  // query rows [BR, R), every key row
-    loadTile<BR, FA_D>(Own, q, FA_Q_RS, BR, FA_TQ);
-    loadTile<BR, FA_DV>(OwnV, dO, FA_DO_RS, BR, FA_TQ);
-    loadTile<R, FA_D>(All, k, FA_K_RS, 0, FA_TK);
-    loadTile<R, FA_DV>(AllV, v, FA_V_RS, 0, FA_TK);
-    cpCommit();
-    rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, BR, RS + BR);
-  }
-  cpWait<0>();
-  __syncthreads();
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, z = blockIdx.x;
+  const ShortSmem m = shortLoad(reinterpret_cast<char*>(fa_smem4), z, q, k, v, o, dO, lse);
+  fa_t *const Qs = m.Qs, *const Gs = m.Gs, *const Ks = m.Ks, *const Vs = m.Vs;
+  const float2* const RS = m.RS;
   // dK, dV of key rows [k0, k0 + 16): the dK/dV pass's loop with every query tile resident.
-  const int k0 = lo + warp * 16;
+  const int k0 = warp * 16;
   if ((dk || dv) && k0 < FA_TK) {
     float gk[FA_D / 8][4], gv[FA_DV / 8][4];
     zero(gk);
@@ -970,7 +954,7 @@ __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const 
     if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
   }
   // dQ of query rows [q0, q0 + 16): the dQ pass's loop with every key tile resident.
-  const int q0 = lo + warp * 16;
+  const int q0 = warp * 16;
   if (dq && q0 < FA_TQ) {
     float Dr[2], L2r[2];
 #pragma unroll
@@ -1002,7 +986,7 @@ __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const 
 }  // namespace fa
 
 #if FA_SHORT_DS
-// FA_SHORT_DS (causal self-attention, a block a head, d = dv; Target::shortBackwardDs): dQ from
+// FA_SHORT_DS (causal self-attention, d = dv; Target::shortBackwardDs): dQ from
 // dS kept in shared memory instead of S and dP computed a second time. The dK/dV part stores
 // each tile's dS^T (rounded to bf16, the values its dK product takes) into shared memory; after
 // one block-wide wait, dQ = dS K is a product of those tiles and k alone: a third of the dQ
@@ -1086,28 +1070,17 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
                                                 const fa_t* __restrict__ dO, const float* __restrict__ lse,
                                                 fa_t* __restrict__ dq, fa_t* __restrict__ dk, fa_t* __restrict__ dv,
                                                 FaRope rope) {
-  static_assert(FA_CAUSAL && FA_TQ == FA_TK && FA_SHORT_SPLIT == 1 && FA_D == FA_DV && !FA_TF32,
-                "dS in shared memory: bf16 causal self-attention, a block a head, d = dv");
+  static_assert(FA_CAUSAL && FA_TQ == FA_TK && FA_D == FA_DV && !FA_TF32,
+                "dS in shared memory: bf16 causal self-attention, d = dv");
   extern __shared__ float4 fa_smem4[];
   char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
-  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL);     // [BR][LD]
-  fa_t* Gs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_ALL_V);   // dO: [BR][LDV]
-  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN);     // [BR][LD]
-  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_OWN_V);   // [BR][LDV]
-  float2* RS = reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS);  // {D, L2}: [BR]
-  fa_t* DS = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_DS);      // dS^T / scale, key strip after strip
+  fa_t* DS = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_DS);  // dS^T / scale, key strip after strip
   const int warp = threadIdx.x >> 5, p = warp >> 1, z = blockIdx.x;
   const bool odd = warp & 1;
   const int low = p, high = DS_S - 1 - p;  // the pair's strips
-  backwardOperands(z, q, k, v, o, dO, lse);
-  loadTile<BR, FA_D>(Qs, q, FA_Q_RS, 0, FA_TQ);
-  loadTile<BR, FA_DV>(Gs, dO, FA_DO_RS, 0, FA_TQ);
-  loadTile<BR, FA_D>(Ks, k, FA_K_RS, 0, FA_TK);
-  loadTile<BR, FA_DV>(Vs, v, FA_V_RS, 0, FA_TK);
-  cpCommit();
-  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, RS);  // overlaps the copies
-  cpWait<0>();
-  __syncthreads();
+  const ShortSmem m = shortLoad(smem, z, q, k, v, o, dO, lse);
+  fa_t *const Qs = m.Qs, *const Gs = m.Gs, *const Ks = m.Ks, *const Vs = m.Vs;  // q and dO, v: the partials' space later
+  const float2* const RS = m.RS;
   // dK, dV: key strip w's query tiles [t0, t1) into gk, gv, each tile's dS^T kept.
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   auto keyTiles = [&](int w, int t0, int t1) {
@@ -1173,10 +1146,7 @@ __device__ __forceinline__ void fa_backward_short(const fa_t* __restrict__ q, co
 #if FA_SHORT_DS
   fa::backwardShortDs(q, k, v, o, dO, lse, dq, dk, dv, rope);
 #else
-  if (FA_SHORT_SPLIT == 1 || blockIdx.y == 0)
-    fa::backwardShort<0>(q, k, v, o, dO, lse, dq, dk, dv, rope);
-  else
-    fa::backwardShort<FA_SHORT_SPLIT - 1>(q, k, v, o, dO, lse, dq, dk, dv, rope);
+  fa::backwardShort(q, k, v, o, dO, lse, dq, dk, dv, rope);
 #endif
 }
 #endif  // FA_SHORT

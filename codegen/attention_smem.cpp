@@ -61,16 +61,11 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t) {
 
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
-  if (t.shortSplit < 1 || rows % t.shortSplit != 0)
-    throw Error("codegen: attention shared memory: " + std::to_string(rows) + " rows do not split into " +
-                std::to_string(t.shortSplit) + " blocks");
-  const int64_t own = rows / t.shortSplit;
   SmemLayout l = named("SHORT");
-  l.add("ALL", rows * ld).add("ALL_V", rows * ldv).add("OWN", own * ld).add("OWN_V", own * ldv).add("RS", rows * 8);
+  l.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("RS", rows * 8);
   if (t.shortDs) {
-    if (t.shortSplit != 1 || t.bq % 16 != 0 || rows % t.bq != 0)
-      throw Error("codegen: attention shared memory: dS kept needs a block a head of whole " + std::to_string(t.bq) +
-                  "-row query tiles");
+    if (t.bq % 16 != 0 || rows % t.bq != 0)
+      throw Error("codegen: attention shared memory: dS kept needs whole " + std::to_string(t.bq) + "-row query tiles");
     int64_t ds = 0;
     for (int64_t w = 0; w < rows / 16; ++w) ds += 16 * (rows - w / (t.bq / 16) * t.bq + 16 / es) * es;
     l.add("DS", ds).add("END", 0);

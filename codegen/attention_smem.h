@@ -38,7 +38,6 @@ struct AttentionTiles {
   bool dqOTile = false;
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
   int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
-  int shortSplit = 1;  // the one-launch backward's blocks a head (FA_SHORT_SPLIT): `rows` is the head's, each block's own rows / shortSplit
   bool shortDs = false;  // the one-launch backward keeps dS^T in shared memory (FA_SHORT_DS)
 };
 
@@ -50,13 +49,11 @@ std::vector<SmemLayout> simtSmemLayouts(int64_t d, int64_t dv, int64_t rows);
 std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded by 16 bytes
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
 // attention_mma.cuh's one-launch backward for short sequences (fa_backward_short, launch
-// SHORT), rows padded as the mma tiles are: ALL and ALL_V, t.rows rows of the side a block
-// reads whole (q and dO, or k and v), OWN and OWN_V, its own t.rows / t.shortSplit rows of the
-// other side, and every query row's statistics (RS). With one block a head (shortSplit 1) ALL
-// holds q and dO, OWN k and v, all of them. With t.shortDs (FA_SHORT_DS) then DS, the lower
-// triangle of dS^T: 16-row key strip w keeps the queries from its causal walk's first
-// t.bq-row tile, w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes; END marks the
-// end (the template checks its own sum against it).
+// SHORT), rows padded as the mma tiles are: Q, G (dO), K and V, t.rows rows each, and every
+// query row's statistics (RS). With t.shortDs (FA_SHORT_DS) then DS, the lower triangle of
+// dS^T: 16-row key strip w keeps the queries from its causal walk's first t.bq-row tile,
+// w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes; END marks the end (the
+// template checks its own sum against it).
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.

@@ -39,7 +39,6 @@ void applyEnvSwitches(Target& t) {
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.wgmmaForwardMinSeq = countByEnv("FUSEC_WGMMA_FWD_MIN_SEQ", t.wgmmaForwardMinSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
-  t.shortBackwardSplit = switchByEnv("FUSEC_SHORT_BWD_SPLIT", t.shortBackwardSplit);
   t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
 }
 

@@ -58,24 +58,16 @@ struct Target {
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
   // takes up to 256 rows (16 warps). FUSEC_SHORT_BWD_MAX_SEQ=0 runs the two passes.
   int64_t shortBackwardMaxSeq = 256;
-  // The one-launch backward of causal self-attention as two blocks a head instead of one
-  // (attention_mma.cuh fa_backward_short, FA_SHORT_SPLIT): block 0 takes the first half of
-  // the keys (dK, dV) and of the queries (dQ), block 1 the second; under the causal mask both
-  // halves are the same work. Each holds only the rows its half reads (all queries and its own
-  // keys, or its own queries and all keys), three quarters of the whole head's shared memory,
-  // so two blocks fit an SM. Off: measured on an H100 it is slower at small b64 (the kernel
-  // 2.28 -> 2.48 ms a step, the step +1.4%) and the same at medium b4 (bench/RESULTS.md): the
-  // halves copy half as much again, and block 0 sums every row's statistics. Bit for bit the
-  // same results either way. FUSEC_SHORT_BWD_SPLIT=1 measures it.
-  bool shortBackwardSplit = false;
   // The one-launch backward of causal self-attention (d = dv) keeps each tile's dS^T in shared
   // memory (attention_mma.cuh FA_SHORT_DS): dQ becomes dS K alone instead of S and dP computed
   // again, and pairs of warps share a long and a short strip so the causal work is even. Its
   // 16-row strips of the lower triangle take 76 KB beside q, dO, k and v at 256 rows (227 KB in
   // all). Results are deterministic but not the two passes' bits (the sums split elsewhere).
   // On an H100 it executes 18% fewer instructions and the kernel is 2-5% faster (small b64,
-  // medium b4; bench/RESULTS.md). Takes precedence over shortBackwardSplit.
-  // FUSEC_SHORT_BWD_DS=0 measures the form without.
+  // medium b4; bench/RESULTS.md).
+  // FUSEC_SHORT_BWD_DS=0 measures the form without. (Two blocks a head, each holding one side
+  // whole and half of the other so that two share an SM, measured slower at small b64 and the
+  // same at medium b4, and were taken out: bench/RESULTS.md.)
   bool shortBackwardDs = true;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
@@ -105,8 +97,7 @@ struct Target {
 bool wgmmaAllowedByEnv();
 
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
-// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH, FUSEC_SHORT_BWD_SPLIT and
-// FUSEC_SHORT_BWD_DS
+// FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_DS
 // ("1" on, "0" off, unset the default),
 // FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ and
 // FUSEC_SHORT_BWD_MAX_SEQ (lengths,

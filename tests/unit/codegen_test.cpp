@@ -132,12 +132,11 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
-        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), split("FUSEC_SHORT_BWD_SPLIT", "1"), ds("FUSEC_SHORT_BWD_DS", "0");
+        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
-    EXPECT_TRUE(t.shortBackwardSplit);
     EXPECT_FALSE(t.shortBackwardDs);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
@@ -148,7 +147,6 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_TRUE(defaults.rowShared);
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
-  EXPECT_FALSE(defaults.shortBackwardSplit);
   EXPECT_TRUE(defaults.shortBackwardDs);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
@@ -157,7 +155,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
-                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_SPLIT", "2"}, {"FUSEC_SHORT_BWD_DS", "on"},
+                                                     {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
                                                      {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
@@ -604,8 +602,7 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t kvHeads;    // 0: as many as the query's (the attention program)
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
-    bool split = true;  // the target's shortBackwardSplit
-    bool ds = true;     // the target's shortBackwardDs (which takes precedence)
+    bool ds = true;  // the target's shortBackwardDs
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -614,15 +611,14 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
                         {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false, false}};
+                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq) +
-                 (c.split ? "" : ", no split") + (c.ds ? "" : ", dS not kept"));
+                 (c.ds ? "" : ", dS not kept"));
     std::unique_ptr<Module> m;
     if (c.kvHeads) {
       const std::string n = std::to_string(c.n), d = std::to_string(c.d);
@@ -644,7 +640,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     }
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
-    t.shortBackwardSplit = c.split;
     t.shortBackwardDs = c.ds;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
@@ -655,27 +650,21 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       EXPECT_EQ(one, c.oneLaunch);
       EXPECT_EQ(k.launches.size(), c.oneLaunch ? 1u : 2u);
       if (!c.oneLaunch) continue;
-      // The causal attention program (self-attention, d = dv) keeps dS^T in shared memory
-      // (FA_SHORT_DS): 16-row key strip w the queries from (w / 2) 32 to the rows, each row
-      // padded by 8 bf16. Without it, it splits each head into two blocks (FA_SHORT_SPLIT)
-      // where its rows are whole 64-row halves: block 0 holds all of q and dO and half of k and
-      // v, block 1 the other way round.
-      const int64_t rows = (c.n + 31) / 32 * 32, split = !c.ds && c.split && rows % 64 == 0 ? 2 : 1;
+      // A block a head holds q, dO, k and v whole and every row's statistics; the causal
+      // attention program (self-attention, d = dv) also keeps dS^T (FA_SHORT_DS): 16-row key
+      // strip w the queries from (w / 2) 32 to the rows, each row padded by 8 bf16.
+      const int64_t rows = (c.n + 31) / 32 * 32;
       int64_t dsBytes = 0;
       for (int64_t w = 0; c.ds && w < rows / 16; ++w) dsBytes += 16 * (rows - w / 2 * 32 + 8) * 2;
-      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, uint32_t(split), 1}));  // blocks a head
-      EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows / split));                   // a warp per 16 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem,
-                uint32_t((2 * rows + 2 * rows / split) * (c.d + 8) * 2 + rows * 8 + dsBytes));
-      EXPECT_NE(k.source.find("#define FA_SHORT_SPLIT " + std::to_string(split)), std::string::npos);
+      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block a head
+      EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8 + dsBytes));
       EXPECT_NE(k.source.find(std::string("#define FA_SHORT_DS ") + (c.ds ? "1" : "0")), std::string::npos);
-      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + "_s" + std::to_string(split) +
-                          (c.ds ? "_ds" : ""),
-                      k.source});
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.ds ? "_ds" : ""), k.source});
     }
     EXPECT_EQ(backward, 1);
   }
-  ASSERT_EQ(jobs.size(), 11u);
+  ASSERT_EQ(jobs.size(), 9u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
