@@ -207,6 +207,7 @@ struct AttentionPath {
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
+  int forwardMinBlocks = 1;  // the wgmma forward's blocks an SM asked of ptxas (Target::wgmmaForwardShortMaxSeq: 2)
 };
 
 AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, const std::vector<OperandAccess>& acc,
@@ -242,6 +243,12 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
     p.tiling.bc = backward ? 64 : 128;
     p.tiling.bq = 64;
     p.tiling.dqOTile = false;
+    // Short keys at d 64 (Target::wgmmaForwardShortMaxSeq): 64-key tiles, whose score and P
+    // registers leave room for two blocks an SM (ptxas: 80 registers a thread with the
+    // producer, 109-115 without, no spill), so one block's copies and stores overlap another's
+    // products. At d 128 the output accumulator alone takes 64 registers: ptxas cannot fit 85
+    // with the producer and spills 148 bytes without it.
+    if (!backward && D == 64 && Tk <= target.wgmmaForwardShortMaxSeq) p.tiling.bc = 64, p.forwardMinBlocks = 2;
   }
   // Short sequences' bf16 backward in one launch (Target::shortBackwardMaxSeq): a block per
   // head whose 16-row warps cover the longer length rounded up to whole 32-row tiles (at most
@@ -519,7 +526,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     launch(k.name, producerThreads, qTiles, fwdBytes,
            std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) +
                ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");",
-           wgmma ? 1 : 0);
+           wgmma ? path.forwardMinBlocks : 0);
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);

@@ -38,6 +38,7 @@ void applyEnvSwitches(Target& t) {
   t.dependentLaunch = switchByEnv("FUSEC_DEPENDENT_LAUNCH", t.dependentLaunch);
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.wgmmaForwardMinSeq = countByEnv("FUSEC_WGMMA_FWD_MIN_SEQ", t.wgmmaForwardMinSeq, int64_t(1) << 31);
+  t.wgmmaForwardShortMaxSeq = countByEnv("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", t.wgmmaForwardShortMaxSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
   t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
 }

@@ -53,6 +53,12 @@ struct Target {
   // small b64's forward 0.82 -> 0.75 ms a step, its step -0.5%, but medium b4's step +1.1%, so
   // wgmma keeps every length until a rule tells the two apart. FUSEC_WGMMA_FWD_MIN_SEQ=N.
   int64_t wgmmaForwardMinSeq = 0;
+  // Up to this many keys the wgmma forward at d 64 takes 64-key tiles and asks ptxas for two
+  // blocks an SM (attention_kernel.cpp): at small's N 256 its one 128-row block an SM (168 registers a
+  // thread of 384) runs one or two key tiles between a copy-in and a store that nothing
+  // overlaps. 0 (the default) keeps 128-key tiles everywhere until this is measured on a GPU;
+  // FUSEC_WGMMA_FWD_SHORT_MAX_SEQ=256 measures it.
+  int64_t wgmmaForwardShortMaxSeq = 0;
   // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
   // as one launch, a block per head with q, dO, k and v whole in shared memory
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
@@ -99,8 +105,8 @@ bool wgmmaAllowedByEnv();
 // The switches the environment may set on a target: FUSEC_WGMMA_PRODUCER,
 // FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_DS
 // ("1" on, "0" off, unset the default),
-// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ and
-// FUSEC_SHORT_BWD_MAX_SEQ (lengths,
+// FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ,
+// FUSEC_WGMMA_FWD_SHORT_MAX_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
 // 0 to 2^31). Any other
 // value is an Error naming the variable.
 void applyEnvSwitches(Target& t);

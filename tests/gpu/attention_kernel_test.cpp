@@ -169,6 +169,19 @@ TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
       }
 }
 
+// The wgmma forward with 64-key tiles and two blocks an SM for short keys
+// (FUSEC_WGMMA_FWD_SHORT_MAX_SEQ, Target::wgmmaForwardShortMaxSeq), with and without its
+// producer warpgroup: against the interpreter at one tile, a ragged one and four (small's N
+// 256), d 64 (d 128 keeps 128-key tiles: tests/unit/codegen_test.cpp).
+TEST_F(FusedAttention, WgmmaForwardShortTilesMatchTheInterpreter) {
+  uint32_t seed = 900;
+  test::ScopedEnv shortTiles("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256");
+  for (const char* producer : {"1", "0"}) {
+    test::ScopedEnv choice("FUSEC_WGMMA_PRODUCER", producer);
+    for (int64_t n : {17, 200, 256}) check("attention", DType::bf16, 2, n, 64, seed++);
+  }
+}
+
 void groupedQueryHeads(uint32_t seed);  // below: the grouped-query cases against the interpreter
 void onePassAgainstTwo(const char* mode);
 

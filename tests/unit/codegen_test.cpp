@@ -132,11 +132,13 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
-        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0");
+        fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0"),
+        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256");
     const Target t = offlineTarget();
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
+    EXPECT_EQ(t.wgmmaForwardShortMaxSeq, 256);
     EXPECT_FALSE(t.shortBackwardDs);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
@@ -149,6 +151,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
   EXPECT_TRUE(defaults.shortBackwardDs);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
+  EXPECT_EQ(defaults.wgmmaForwardShortMaxSeq, 0);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
@@ -156,7 +159,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
-                                                     {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}};
+                                                     {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}, {"FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "-2"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -535,16 +538,19 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
     int fusedDq;
     int64_t n = 1024, minSeq = 1024;  // the sequence; Target::wgmmaBackwardMinSeq
     int64_t fwdMinSeq = 0;            // Target::wgmmaForwardMinSeq
+    int64_t fwdShort = 0;             // Target::wgmmaForwardShortMaxSeq
   };
-  for (auto [wgmma, producer, fusedDq, n, minSeq, fwdMinSeq] :
+  for (auto [wgmma, producer, fusedDq, n, minSeq, fwdMinSeq, fwdShort] :
        {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, false, 2},
         Variant{false, false, 0}, Variant{true, false, 0, 256}, Variant{true, false, 0, 256, 0},
         Variant{true, false, 1, 256, 0}, Variant{true, false, 2, 256, 256}, Variant{true, true, 0, 256, 1024, 512},
-        Variant{true, true, 0, 1024, 1024, 512}})
+        Variant{true, true, 0, 1024, 1024, 512}, Variant{true, true, 0, 256, 1024, 0, 256},
+        Variant{true, false, 0, 200, 1024, 0, 256}, Variant{true, true, 0, 1024, 1024, 0, 256}})
     for (int64_t d : {64, 128}) {
       SCOPED_TRACE("d " + std::to_string(d) + ", N " + std::to_string(n) + (producer ? ", producer warpgroup" : "") +
                    (fusedDq ? ", one pass " + std::to_string(fusedDq) : "") +
-                   ", backward on wgmma from N " + std::to_string(minSeq) + ", forward from " + std::to_string(fwdMinSeq));
+                   ", backward on wgmma from N " + std::to_string(minSeq) + ", forward from " + std::to_string(fwdMinSeq) +
+                   ", 64-key forward tiles up to " + std::to_string(fwdShort));
       auto m = models::compileAttentionProgram("attention_backward", 2, n, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
@@ -553,6 +559,7 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
       t.wgmmaFusedDq = fusedDq;
       t.wgmmaBackwardMinSeq = minSeq;
       t.wgmmaForwardMinSeq = fwdMinSeq;
+      t.wgmmaForwardShortMaxSeq = fwdShort;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -572,6 +579,15 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
           // The producer's launch (the forward, dK/dV; or dK/dV with the dQ writer): one
           // warpgroup more than the consumers' two.
           EXPECT_EQ(k.launches.back().block[0], producer || (bwd && fusedDq == 2) ? 384u : 256u);
+          // Up to Target::wgmmaForwardShortMaxSeq keys at d 64 the forward takes 64-key tiles
+          // and asks for two blocks an SM; else 128-key tiles and one.
+          if (!bwd) {
+            const bool short64 = n <= fwdShort && d == 64;
+            EXPECT_NE(k.source.find(short64 ? "#define FA_BC 64" : "#define FA_BC 128"), std::string::npos);
+            EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(k.launches.back().block[0]) +
+                                    (short64 ? ", 2)" : ", 1)")),
+                      std::string::npos);
+          }
           if (bwd) {
             EXPECT_EQ(k.launches.front().block[0], 256u);  // dQ
             // One pass: the dQ launch leaves the row statistics only, the dK/dV launch writes dq.
