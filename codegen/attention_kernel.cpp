@@ -260,10 +260,11 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
       shortRows <= 256) {
     // dS kept in shared memory (FA_SHORT_DS) for causal self-attention at d = dv, where its
     // triangle fits beside the rows.
-    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
-    t.shortDs = true;
-    const bool dsFits = shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock;
-    t.shortDs = target.shortBackwardDs && att.attrBool("causal") && Tq == Tk && D == DV && dsFits;
+    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0}, kept = t;
+    kept.shortDs = true;
+    if (target.shortBackwardDs && att.attrBool("causal") && Tq == Tk && D == DV &&
+        shortBackwardSmemLayout(kept).bytes() <= target.smemPerBlock)
+      t = kept;
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
       p.shortDs = t.shortDs;

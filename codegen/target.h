@@ -50,8 +50,8 @@ struct Target {
   // forward's 128-row blocks (168 registers a thread with the producer, 191 without) sit one
   // to an SM, each waiting for its own Q and first K tile, where the mma forward's 64-row
   // blocks of 128 threads sit four to an SM. Measured on an H100 at 512 (bench/RESULTS.md):
-  // small b64's forward 0.82 -> 0.75 ms a step, its step -0.5%, but medium b4's step +1.1%, so
-  // wgmma keeps every length until a rule tells the two apart. FUSEC_WGMMA_FWD_MIN_SEQ=N.
+  // small b64's forward 0.82 -> 0.75 ms a step and its step -0.5% once, +0.1% the next
+  // session, medium b4's step +1.1%, so wgmma keeps every length. FUSEC_WGMMA_FWD_MIN_SEQ=N.
   int64_t wgmmaForwardMinSeq = 0;
   // Up to this many keys the wgmma forward at d 64 takes 64-key tiles and asks ptxas for two
   // blocks an SM (attention_kernel.cpp): at small's N 256 its one 128-row block an SM (168 registers a
