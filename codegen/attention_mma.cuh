@@ -307,14 +307,30 @@ __device__ __forceinline__ void mmaAB(float (&acc)[N / 8][4], const FragA& af, c
     mma(acc[2 * n + 1], af, bf[2], bf[3]);
   }
 }
+// k16 step kc of a 16 x K accumulator tile (f32) as an A fragment in bf16: an m16n8
+// accumulator's two n8 blocks 2 kc, 2 kc + 1 are exactly that step's a0 .. a3.
+template <int K>
+__device__ __forceinline__ FragA packStep(const float (&p)[K / 8][4], int kc) {
+  return FragA{{pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
+                pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])}};
+}
+// Every step's, for a tile used twice (the short backward's dS^T: dK's operand and its store).
+template <int K>
+__device__ __forceinline__ void packA(FragA (&af)[K / 16], const float (&p)[K / 8][4]) {
+#pragma unroll
+  for (int kc = 0; kc < K / 16; ++kc) af[kc] = packStep<K>(p, kc);
+}
+// acc (16 x N) += A (16 x K, packed fragments) B (K x N in shared memory, pitch LB).
+template <int K, int N, int LB>
+__device__ __forceinline__ void gemmFB(float (&acc)[N / 8][4], const FragA (&af)[K / 16], const fa_t* b) {
+#pragma unroll
+  for (int kc = 0; kc < K / 16; ++kc) mmaAB<N, LB>(acc, af[kc], b + kc * 16 * LB);
+}
+// The same from the f32 tile, each step packed just before its product (fewer live registers).
 template <int K, int N, int LB>
 __device__ __forceinline__ void gemmPB(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const fa_t* b) {
 #pragma unroll
-  for (int kc = 0; kc < K / 16; ++kc) {
-    const FragA af{{pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
-                    pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])}};
-    mmaAB<N, LB>(acc, af, b + kc * 16 * LB);
-  }
+  for (int kc = 0; kc < K / 16; ++kc) mmaAB<N, LB>(acc, packStep<K>(p, kc), b + kc * 16 * LB);
 }
 #endif
 
@@ -886,6 +902,17 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 // up to Target::shortBackwardMaxSeq rows. (Two blocks a head, each holding one side whole and
 // half of the other, measured slower and were taken out: bench/RESULTS.md.)
 namespace fa {
+// Key rows [k0, k0 + 16) against query tile q0: P^T into s and dS^T / scale into dp.
+__device__ __forceinline__ void shortScores(float (&s)[BQ / 8][4], float (&dp)[BQ / 8][4], const fa_t* Qs,
+                                            const fa_t* Gs, const fa_t* Ks, const fa_t* Vs, const float2* RS,
+                                            int k0, int q0) {
+  const int g = (threadIdx.x & 31) >> 2;
+  zero(s);
+  zero(dp);
+  gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
+  gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
+  dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
+}
 // One query tile of the dK/dV work of the warp's key rows [k0, k0 + 16), every operand resident
 // (row r of q at Qs + r LD; dO, k, v likewise): S^T and dP^T against queries [q0, q0 + BQ),
 // then dV += P^T dO and dK += dS^T Q. Leaves dS^T / scale in dp (accumulator layout: rows
@@ -893,13 +920,8 @@ namespace fa {
 __device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], float (&dp)[BQ / 8][4],
                                              const fa_t* Qs, const fa_t* Gs, const fa_t* Ks, const fa_t* Vs,
                                              const float2* RS, int k0, int q0) {
-  const int g = (threadIdx.x & 31) >> 2;
   float s[BQ / 8][4];  // S^T, then P^T
-  zero(s);
-  zero(dp);
-  gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
-  gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
-  dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
+  shortScores(s, dp, Qs, Gs, Ks, Vs, RS, k0, q0);
   gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
   gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
 }
@@ -1022,15 +1044,16 @@ __host__ __device__ constexpr bool dsPairsEven() {
 static_assert(dsPairsEven(), "every pair of key strips has T + 1 query tiles, the even warp's share inside strip p");
 static_assert(FA_SMEM_SHORT_DS + dsOffset(DS_S) * (int)sizeof(fa_t) <= FA_SMEM_SHORT_END, "the generator's DS array");
 
-// The warp's dS^T / scale tile (its 16 key rows x BQ queries, accumulator layout) at column
-// `col` of its strip, rounded to bf16 as gemmPB packs it for dK's product.
-__device__ __forceinline__ void storeDs(fa_t* strip, int pitch, const float (&dp)[BQ / 8][4], int col) {
+// The warp's dS^T / scale tile (its 16 key rows x BQ queries, as dK's packed A fragments) at
+// column `col` of its strip: fragment kc's a0 / a2 hold row g's columns 16 kc + 2 t4 and + 8,
+// a1 / a3 row g + 8's.
+__device__ __forceinline__ void storeDs(fa_t* strip, int pitch, const FragA (&ds)[BQ / 16], int col) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int j = 0; j < BQ / 8; ++j) {
     fa_t* at = strip + g * pitch + col + 8 * j + 2 * t4;
-    *reinterpret_cast<unsigned*>(at) = pack(dp[j][0], dp[j][1]);
-    *reinterpret_cast<unsigned*>(at + 8 * pitch) = pack(dp[j][2], dp[j][3]);
+    *reinterpret_cast<unsigned*>(at) = ds[j / 2].r[2 * (j & 1)];
+    *reinterpret_cast<unsigned*>(at + 8 * pitch) = ds[j / 2].r[2 * (j & 1) + 1];
   }
 }
 
@@ -1085,9 +1108,13 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   auto keyTiles = [&](int w, int t0, int t1) {
     for (int t = t0; t < t1; ++t) {
-      float dp[BQ / 8][4];
-      shortKeyTile(gk, gv, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
-      storeDs(DS + dsOffset(w), dsPitch(w), dp, t * BQ - dsFirst(w));
+      float s[BQ / 8][4], dp[BQ / 8][4];
+      shortScores(s, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
+      gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + t * BQ * LDV);
+      FragA ds[BQ / 16];  // dS^T rounded to bf16 once: dK's operand and the stored copy
+      packA<BQ>(ds, dp);
+      gemmFB<BQ, FA_D, LD>(gk, ds, Qs + t * BQ * LD);
+      storeDs(DS + dsOffset(w), dsPitch(w), ds, t * BQ - dsFirst(w));
     }
   };
   auto storeKeyGrads = [&](int w) {
