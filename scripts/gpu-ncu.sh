@@ -10,6 +10,7 @@
 # Clocks are left as the device runs them (--clock-control none), as fusec profile sees them.
 # Also the stall reasons per issued instruction, one line each, sorted ($OUT/ncu-MODEL-bBATCH-stalls.txt).
 # FUSEC=.prebuilt/fusec (scripts/prebuild-for-device here, .prebuilt carried) skips the build.
+# SASS=1 also writes each kernel's per-instruction source page ($OUT/ncu-MODEL-bBATCH-REGEX-sass.csv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 3 ]] || { echo "usage: scripts/gpu-ncu.sh MODEL BATCH KERNEL..." >&2; exit 2; }
@@ -42,6 +43,12 @@ for regex in "$@"; do
     "$F" profile --model "$model" --program train_step --dtype bf16 --batch "$batch" --timing events \
     --warmup 2 --iters 1 >"$rep.log" 2>&1 || { tail -20 "$rep.log" >&2; exit 1; }
   "$NCU" -i "$rep.ncu-rep" --page details >>"$OUT/ncu-$name.txt"
+  # Every SASS instruction with its sampled stall reasons (SourceCounters), for a look here
+  # at where the warps wait: SASS=1 (a few MB a kernel).
+  if [[ -n ${SASS:-} ]]; then
+    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass \
+      >"$OUT/ncu-$name-${regex//[^A-Za-z0-9_]/_}-sass.csv" 2>&1 || true
+  fi
   # Stall reasons, cycles per issued instruction (the raw metrics the warp-state section sums).
   "$NCU" -i "$rep.ncu-rep" --page raw --csv 2>/dev/null |
     python3 -c '
