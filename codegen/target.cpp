@@ -41,6 +41,7 @@ void applyEnvSwitches(Target& t) {
   t.wgmmaForwardShortMaxSeq = countByEnv("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", t.wgmmaForwardShortMaxSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
   t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
+  t.shortBackwardBlocks = countByEnv("FUSEC_SHORT_BWD_BLOCKS", t.shortBackwardBlocks, 65535);
 }
 
 Target offlineTarget() {
