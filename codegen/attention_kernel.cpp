@@ -203,6 +203,9 @@ struct AttentionPath {
   // The mma backward as one launch with every row resident (attention_mma.cuh
   // fa_backward_short): the tiling's warps cover the longer length.
   bool shortBackward = false;
+  // The mma forward as one launch with every row resident (attention_mma.cuh
+  // fa_forward_short): a block per head, each warp two 16-row query strips.
+  bool shortForward = false;
   bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
   int64_t shortBlocks = 0;  // with dS kept: at most this many blocks walk the heads (Target::shortBackwardBlocks; 0: a block a head)
   std::string simtWhy;  // why not tensor cores ("" when mma)
@@ -257,6 +260,22 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   // and v whole in its shared memory. Grouped-query attention keeps the two passes, whose
   // dK/dV blocks sum a group's query heads.
   const int64_t longest = std::max(Tq, Tk), shortRows = (longest + 31) / 32 * 32;
+  // Short sequences' bf16 forward in one launch (Target::shortForwardMaxSeq), instead of the
+  // wgmma or mma forward's query tiles that each copy their key tiles again: a block per head,
+  // q, k and v whole in shared memory, two blocks an SM (at d 64 and 256 rows, 110 KB each);
+  // the mma forward's key tiles and products, so its results bit for bit.
+  // Its rows are whole key tiles (the template reads every tile whole).
+  if (!backward && p.mma && !p.tf32 && group == 1 && D <= 64 && DV <= 64 && longest <= target.shortForwardMaxSeq) {
+    const MmaTiling mma = mmaTiling(D, Tq, false, false);  // the mma forward's, not wgmma's
+    const int64_t unit = std::max<int64_t>(32, mma.bc), rows = (longest + unit - 1) / unit * unit;
+    const AttentionTiles t{D, DV, 2, rows, mma.bc, mma.bq, false, 0, 0};
+    if (rows <= 256 && 2 * (shortForwardSmemLayout(t).bytes() + target.smemReservedPerBlock) <= target.smemPerSm) {
+      p.wgmma = false;
+      p.shortForward = true;
+      p.tiling = mma;
+      p.tiling.warps = int(rows / 32);
+    }
+  }
   if (p.mma && !p.wgmma && !p.tf32 && backward && group == 1 && D <= 64 && longest <= target.shortBackwardMaxSeq &&
       shortRows <= 256) {
     // dS kept in shared memory (FA_SHORT_DS) for causal self-attention at d = dv, where its
@@ -372,7 +391,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
                            : backward       ? ", dK/dV with a producer warpgroup)"
                                             : ", a producer warpgroup)")
             : tf32  ? std::string("path: tensor cores (mma.sync m16n8k8 3xTF32: f32 operands as two tf32 terms, f32 accumulation)")
-            : path.shortBackward
+            : path.shortBackward || path.shortForward
                 ? std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation; one launch, every row in shared memory)")
                 : std::string("path: tensor cores (mma.sync m16n8k16 bf16, f32 accumulation)"));
   w.define("FA_BACKWARD", backward ? "1" : "0");
@@ -381,6 +400,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
     w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
     w.define("FA_SHORT_HEADS", std::to_string(std::max<int64_t>(a.batch, 1)), "batch indices, walked by the blocks");
   }
+  if (path.shortForward) w.define("FA_SHORT_FWD", "1", "one launch: fa_forward_short");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
   w.define("FA_DV", std::to_string(a.DV));
@@ -489,6 +509,13 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     const AttentionTiles tiles{D, DV, int64_t(dtypeBytes(q.dtype)), rows, tiling.bc, tiling.bq, tiling.dqOTile,
                                path.stages, path.fusedDq};
     layouts = mmaSmemLayouts(tiles);
+    if (path.shortForward) {
+      AttentionTiles shortTiles = tiles;
+      shortTiles.rows = 2 * rows;  // two strips a warp
+      const SmemLayout shortLayout = shortForwardSmemLayout(shortTiles);
+      writeSmemMacros(w, shortLayout);
+      shortBytes = shortLayout.bytes();
+    }
     if (path.shortBackward) {
       AttentionTiles shortTiles = tiles;
       shortTiles.shortDs = path.shortDs;
@@ -526,6 +553,10 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     launches.push_back(Launch{fn, mma ? std::array<uint32_t, 3>{z, t, 1} : std::array<uint32_t, 3>{t, z, 1},
                               {uint32_t(blockThreads), 1, 1}, uint32_t(bytes)});
   };
+  if (path.shortForward) {  // one launch, a block per head, two an SM
+    launch(k.name, threads, 1, shortBytes, "fa_forward_short(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");", 2);
+    return launches;
+  }
   if (!backward) {
     launch(k.name, producerThreads, qTiles, fwdBytes,
            std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) +

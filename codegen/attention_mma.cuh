@@ -744,6 +744,60 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
   storeForward(acc, m, l, o, lse, z, q0 + warp * 16);
 }
 
+#if FA_SHORT_FWD
+// ---- forward in one launch for short sequences: a block per batch index ----
+// (attention_kernel.cpp, Target::shortForwardMaxSeq: bf16, d and dv <= 64, one key/value head a
+// query head.) q, k and v sit whole in shared memory, copied once (at 256 rows and d 64, 110 KB:
+// two blocks an SM, so one block's copies and stores overlap the other's products), and each
+// of the FA_WARPS warps takes two 16-row query strips, w and S - 1 - w of the S = 2 FA_WARPS:
+// under a causal mask their key tiles add up to the same count for every warp. Each strip is
+// the mma forward's loop over resident key tiles, with the same products, softmax and stores,
+// so the results are that kernel's bit for bit (FusedAttention.ShortForwardEqualsTiled).
+__device__ __forceinline__ void fa_forward_short(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
+                                                 const fa_t* __restrict__ v, fa_t* __restrict__ o, float* __restrict__ lse) {
+  using namespace fa;
+  constexpr int SR = 32 * FA_WARPS, S = SR / 16;  // the block's rows, its 16-row strips
+  static_assert(SR >= FA_TQ && SR >= FA_TK && SR % BC == 0, "every row resident, whole key tiles");
+  extern __shared__ float4 fa_smem4[];
+  char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
+  fa_t* Qs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_FWD_Q);  // [SR][LD]
+  fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_FWD_K);  // [SR][LD]
+  fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_FWD_V);  // [SR][LDV]
+  const int warp = threadIdx.x >> 5, z = blockIdx.x;
+  loadTile<SR, FA_D>(Qs, q + fa_q_batch(z), FA_Q_RS, 0, FA_TQ);
+  loadTile<SR, FA_D>(Ks, k + fa_k_batch(z), FA_K_RS, 0, FA_TK);
+  loadTile<SR, FA_DV>(Vs, v + fa_v_batch(z), FA_V_RS, 0, FA_TK);
+  cpCommit();
+  cpWait<0>();
+  __syncthreads();
+  for (int half = 0; half < 2; ++half) {
+    const int r0 = 16 * (half ? S - 1 - warp : warp);
+    if (r0 >= FA_TQ) continue;  // uniform per warp
+    float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
+    float acc[FA_DV / 8][4];
+    zero(acc);
+#if FA_QREG
+    FragA qa[FA_D / KS];
+    loadA<FA_D, LD>(qa, Qs + r0 * LD);
+#else
+    const FragA* qa = nullptr;
+#endif
+    const int tiles = keyTiles<16, BC>(r0);  // attention_common.cuh
+    for (int t = 0; t < tiles; ++t) {
+      const int k0 = t * BC;
+      float s[BC / 8][4];
+      zero(s);
+      gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + r0 * LD, Ks + k0 * LD);
+      float alpha[2];
+      softmaxTile<BC>(s, m, l, alpha, needsMask<16, BC>(r0, k0), r0, k0);
+      rescale(acc, alpha);
+      gemmPB<BC, FA_DV, LDV>(acc, s, Vs + k0 * LDV);
+    }
+    storeForward(acc, m, l, o, lse, z, r0);
+  }
+}
+#endif  // FA_SHORT_FWD
+
 #else  // FA_BACKWARD
 // ---- backward, pass 1: dq for a block of BR query rows ----
 __device__ __forceinline__ void fa_backward_dq(const fa_t* __restrict__ q, const fa_t* __restrict__ k,

@@ -59,6 +59,13 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t) {
   return {fwd, dq, dkdv};
 }
 
+SmemLayout shortForwardSmemLayout(const AttentionTiles& t) {
+  const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
+  SmemLayout l = named("SHORT_FWD");
+  l.add("Q", rows * ld).add("K", rows * ld).add("V", rows * ldv);
+  return l;
+}
+
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
   SmemLayout l = named("SHORT");

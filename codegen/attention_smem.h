@@ -55,6 +55,9 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled,
 // w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes; END marks the end (the
 // template checks its own sum against it).
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
+// attention_mma.cuh fa_forward_short: q, k and v whole (t.rows rows each), rows padded by 16
+// bytes.
+SmemLayout shortForwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.
 void writeSmemMacros(KernelBuilder& w, const SmemLayout& l);

@@ -59,6 +59,12 @@ struct Target {
   // overlaps. 0 (the default) keeps 128-key tiles everywhere until this is measured on a GPU;
   // FUSEC_WGMMA_FWD_SHORT_MAX_SEQ=256 measures it.
   int64_t wgmmaForwardShortMaxSeq = 0;
+  // Up to this many rows (at most 256) the bf16 forward at d <= 64 is one launch of a block a
+  // head with q, k and v whole in shared memory, two blocks an SM, each warp two query strips
+  // whose causal work adds up evenly (attention_mma.cuh fa_forward_short), instead of query
+  // tiles that each copy their key tiles again. 0 (the default) until measured on a GPU;
+  // FUSEC_SHORT_FWD_MAX_SEQ=256 measures it.
+  int64_t shortForwardMaxSeq = 0;
   // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
   // as one launch, a block per head with q, dO, k and v whole in shared memory
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template

@@ -182,6 +182,45 @@ TEST_F(FusedAttention, WgmmaForwardShortTilesMatchTheInterpreter) {
   }
 }
 
+// Short sequences' bf16 forward in one launch (FUSEC_SHORT_FWD_MAX_SEQ, attention_mma.cuh
+// fa_forward_short: a block a head, q, k and v whole, each warp two query strips): against the
+// interpreter, and bit for bit the mma forward's results (its key tiles, products and softmax;
+// the wgmma forward is moved past these lengths), the same on a second run. Lengths of one
+// row, ragged tiles and the most it takes (256); d 16 to 64 (the causal attention program).
+TEST_F(FusedAttention, ShortForwardEqualsTiled) {
+  uint32_t seed = 3100;
+  test::ScopedEnv mmaForward("FUSEC_WGMMA_FWD_MIN_SEQ", "100000");
+  for (int64_t d : {16, 32, 64})
+    for (int64_t n : {1, 17, 100, 256}) {
+      {
+        test::ScopedEnv on("FUSEC_SHORT_FWD_MAX_SEQ", "256");
+        check("attention", DType::bf16, 2, n, d, seed);
+      }
+      Module ref;
+      Graph& rg = models::buildAttentionProgram(ref, "attention", 3, n, d);
+      std::mt19937 rng(seed++);
+      Bindings env;
+      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+      std::vector<std::vector<HostTensor>> outs;  // one launch twice, then the tiled mma forward
+      for (const char* maxSeq : {"256", "256", "0"}) {
+        test::ScopedEnv choice("FUSEC_SHORT_FWD_MAX_SEQ", maxSeq);
+        auto m = models::compileAttentionProgram("attention", 3, n, d, AttentionLowering::Fused, DType::bf16);
+        const Graph& g = *m->funcs.front();
+        rt::Executable exe(g);
+        exe.bind(env);
+        exe.run();
+        outs.emplace_back();
+        for (size_t i = 0; i < g.outputs.size(); ++i) outs.back().push_back(exe.output(i));
+      }
+      ASSERT_FALSE(outs[0].empty());
+      for (size_t i = 0; i < outs[0].size(); ++i) {
+        EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
+        EXPECT_TRUE(outs[0][i].f == outs[2][i].f) << "one launch and the tiled forward differ: output " << i << " d=" << d
+                                                  << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[2][i]);
+      }
+    }
+}
+
 void groupedQueryHeads(uint32_t seed);  // below: the grouped-query cases against the interpreter
 void onePassAgainstTwo(const char* mode);
 

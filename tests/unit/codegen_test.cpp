@@ -133,9 +133,11 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
         fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0"),
-        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256"), blocks("FUSEC_SHORT_BWD_BLOCKS", "132");
+        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256"), blocks("FUSEC_SHORT_BWD_BLOCKS", "132"),
+        shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "256");
     const Target t = offlineTarget();
     EXPECT_EQ(t.shortBackwardBlocks, 132);
+    EXPECT_EQ(t.shortForwardMaxSeq, 256);
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
@@ -154,6 +156,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   EXPECT_EQ(defaults.wgmmaForwardShortMaxSeq, 0);
   EXPECT_EQ(defaults.shortBackwardBlocks, 0);
+  EXPECT_EQ(defaults.shortForwardMaxSeq, 0);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
@@ -162,7 +165,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
                                                      {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}, {"FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "-2"},
-                                                     {"FUSEC_SHORT_BWD_BLOCKS", "65536"}};
+                                                     {"FUSEC_SHORT_BWD_BLOCKS", "65536"}, {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -692,6 +695,64 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     EXPECT_EQ(backward, 1);
   }
   ASSERT_EQ(jobs.size(), 9u);
+  if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
+  auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
+  for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
+}
+
+// Short sequences' bf16 forward at d <= 64 (one key/value head a query head), with
+// Target::shortForwardMaxSeq, is one launch of a block a head holding q, k and v whole (rows
+// in whole 64-key tiles), a warp per 32 rows, two blocks an SM; longer, at d 128, in f32, with grouped heads or with the
+// switch at 0 it stays the wgmma (or mma) forward. NVRTC compiles each one-launch variant.
+TEST(CodegenTest, ShortForwardIsOneLaunch) {
+  struct Case {
+    int64_t n, d;
+    DType dt;
+    int64_t kvHeads, maxSeq;
+    bool oneLaunch;
+  };
+  const Case cases[] = {{256, 64, DType::bf16, 0, 256, true},  {1, 64, DType::bf16, 0, 256, true},
+                        {17, 16, DType::bf16, 0, 256, true},   {100, 32, DType::bf16, 0, 256, true},
+                        {257, 64, DType::bf16, 0, 256, false}, {256, 64, DType::bf16, 0, 0, false},
+                        {256, 128, DType::bf16, 0, 256, false}, {256, 64, DType::f32, 0, 256, false},
+                        {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true}};
+  std::vector<CompileJob> jobs;
+  Target t;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
+                 (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
+                 std::to_string(c.maxSeq));
+    const std::string n = std::to_string(c.n), d = std::to_string(c.d), dt(dtypeName(c.dt)),
+                      kv = std::to_string(c.kvHeads ? c.kvHeads : 4);
+    std::unique_ptr<Module> m = parseModule("func @fwd {\n"
+                                            "  %q = input() {name = \"q\"} : " + dt + "[2,4," + n + "," + d + "]\n"
+                                            "  %k = input() {name = \"k\"} : " + dt + "[2," + kv + "," + n + "," + d + "]\n"
+                                            "  %v = input() {name = \"v\"} : " + dt + "[2," + kv + "," + n + "," + d + "]\n"
+                                            "  %o, %lse = attention(%q, %k, %v) {scale = 0.125, causal = true} : " + dt +
+                                            "[2,4," + n + "," + d + "], f32[2,4," + n + "]\n"
+                                            "  return %o, %lse\n}\n");
+    PassManager pm;
+    pm.addPipeline("decompose-keep-attention,fuse");
+    pm.run(*m);
+    t.shortForwardMaxSeq = c.maxSeq;
+    int forward = 0;
+    for (const auto& k : generateModule(*m, t)) {
+      if (k.family != KernelFamily::Attention) continue;
+      ++forward;
+      const bool one = k.source.find("fa_forward_short(in") != std::string::npos;
+      EXPECT_EQ(one, c.oneLaunch);
+      if (!c.oneLaunch) continue;
+      const int64_t rows = (c.n + 63) / 64 * 64;  // whole 64-key tiles
+      ASSERT_EQ(k.launches.size(), 1u);
+      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{8, 1, 1}));  // a block a head
+      EXPECT_EQ(k.launches[0].block[0], uint32_t(rows));                 // a warp per 32 rows
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(3 * rows * (c.d + 8) * 2));
+      EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(rows) + ", 2)"), std::string::npos);
+      jobs.push_back({k.image + "_n" + n + "_d" + d, k.source});
+    }
+    EXPECT_EQ(forward, 1);
+  }
+  ASSERT_EQ(jobs.size(), 5u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
