@@ -392,11 +392,13 @@ __device__ float2 fa_rowstats[FA_ROWSTATS];
 // loads. The dQ launch's statistics-only form (dq unused), its form where an o tile would cost
 // it blocks per SM (!FA_DQ_OTILE), and the one-launch backward's (fa_backward_short), whose
 // two threads a row sum in the order warpRowStats does.
-template <int R>
+// THREADS threads of the block compute them (this one `tid` of them).
+template <int R, int THREADS = NT>
 __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
-                                         const float* lse, int q0, float2* RS = nullptr) {
-  constexpr int TPR = NT / R;
-  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
+                                         const float* lse, int q0, float2* RS = nullptr, int tid = threadIdx.x) {
+  constexpr int TPR = THREADS / R;
+  static_assert(TPR >= 1 && THREADS % R == 0, "whole threads a row");
+  const int r = tid / TPR, part = tid % TPR, row = q0 + r;
   float s = 0.f;
   if (row < FA_TQ)
 #pragma unroll
@@ -1008,8 +1010,11 @@ __device__ __forceinline__ void shortCopyKV(const ShortSmem& m, int z, const fa_
   loadTile<BR, FA_DV>(m.Vs, v + fa_v_batch(z), FA_V_RS, 0, FA_TK);
   cpCommit();
 }
-__device__ __forceinline__ void shortStats(const ShortSmem& m, int z, const fa_t* o, const fa_t* dO, const float* lse) {
-  rowStats<BR>(nullptr, nullptr, nullptr, o + fa_o_batch(z), dO + fa_do_batch(z), lse + fa_lse_batch(z), 0, m.RS);
+template <int THREADS = NT>
+__device__ __forceinline__ void shortStats(const ShortSmem& m, int z, const fa_t* o, const fa_t* dO, const float* lse,
+                                           int tid = threadIdx.x) {
+  rowStats<BR, THREADS>(nullptr, nullptr, nullptr, o + fa_o_batch(z), dO + fa_do_batch(z), lse + fa_lse_batch(z), 0, m.RS,
+                        tid);
 }
 // All of it, the copies awaited by the block: the form without dS kept, a block a head.
 __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, const fa_t* q, const fa_t* k, const fa_t* v,
@@ -1185,8 +1190,8 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
   float4* slotQ = reinterpret_cast<float4*>(Vs) + p * (FA_D / 8) * 32;
   const int split = dsFirst(low) / BQ + DS_A_TILES;  // strip `low`'s first tile of the odd warp
   // Heads z, z + gridDim.x, ... (a block a head, or fewer blocks that walk the heads: each
-  // next head's q and dO are copied in while this one's dQ is computed, its k and v while
-  // this one's last dQ rows are stored).
+  // next head's q and dO are copied in and its statistics summed while this one's dQ is
+  // computed, its k and v copied while this one's last dQ rows are stored).
   int z = blockIdx.x;
   shortCopyQG(m, z, q, dO);
   shortCopyKV(m, z, k, v);
@@ -1232,7 +1237,11 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
       addPartial<FA_DV>(gv, slotV);
       if (more) {  // every partial in q's and dO's space read: the next head's q and dO go there
         evenBarrier();
-        shortCopyQG<NT / 2>(m, next, q, dO, (warp >> 1) * 32 + (threadIdx.x & 31));
+        const int tid = (warp >> 1) * 32 + (threadIdx.x & 31);
+        shortCopyQG<NT / 2>(m, next, q, dO, tid);
+        // The next head's statistics (RS was last read before the block-wide wait above): these
+        // warps wait on its loads while the odd ones compute dQ.
+        shortStats<NT / 2>(m, next, o, dO, lse, tid);
       }
       storeKeyGrads(low);
     }
@@ -1261,7 +1270,6 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
     }
     if (!more) return;
     z = next;
-    shortStats(m, z, o, dO, lse);
     cpWait<0>();
     __syncthreads();
   }
