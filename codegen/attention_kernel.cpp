@@ -207,7 +207,6 @@ struct AttentionPath {
   // fa_forward_short): a block per head, each warp two 16-row query strips.
   bool shortForward = false;
   bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
-  int64_t shortBlocks = 0;  // with dS kept: at most this many blocks walk the heads (Target::shortBackwardBlocks; 0: a block a head)
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -288,7 +287,6 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
       p.shortDs = t.shortDs;
-      if (t.shortDs) p.shortBlocks = target.shortBackwardBlocks;
       p.tiling.warps = int(shortRows / 16);
       p.tiling.bc = p.tiling.bq = 32;
     }
@@ -398,7 +396,6 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
   if (path.shortBackward) {
     w.define("FA_SHORT", "1", "one launch: fa_backward_short");
     w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
-    w.define("FA_SHORT_HEADS", std::to_string(std::max<int64_t>(a.batch, 1)), "batch indices, walked by the blocks");
   }
   if (path.shortForward) w.define("FA_SHORT_FWD", "1", "one launch: fa_forward_short");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
@@ -572,10 +569,9 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     rope = ", fa::FaRope{" + table(outputs.rope[0].first) + ", " + table(outputs.rope[0].second) + ", " +
            table(outputs.rope[1].first) + ", " + table(outputs.rope[1].second) + "}";
   }
-  if (path.shortBackward) {  // one launch, a block per head (or fewer walking them: path.shortBlocks)
-    const uint32_t blocks = path.shortBlocks > 0 ? uint32_t(std::min<int64_t>(zs, path.shortBlocks)) : zs;
+  if (path.shortBackward) {  // one launch, a block per head
     launch(k.name + "_bwd", threads, 1, shortBytes,
-           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", 1, blocks);
+           "fa_backward_short(" + common + ", " + out(0) + ", " + out(1) + ", " + out(2) + rope + ");", 1);
     return launches;
   }
   // The mma dQ pass also writes the row statistics the dK/dV pass reads, so it runs even when

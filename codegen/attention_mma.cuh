@@ -76,15 +76,13 @@ __device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;
 
 // Rows [r0, r0 + R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD]
 // tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
-// THREADS threads copy (this one `tid` of them): the block's, unless a part of it does.
-template <int R, int W, int THREADS = NT>
-__device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit,
-                                         int tid = threadIdx.x) {
+template <int R, int W>
+__device__ __forceinline__ void loadTile(fa_t* dst, const fa_t* src, long long rs, int r0, int limit) {
   constexpr int CPR = W / VEC, N = R * CPR;  // 16-byte chunks per row, per tile
 #pragma unroll
-  for (int i = 0; i < (N + THREADS - 1) / THREADS; ++i) {
-    const int e = tid + i * THREADS;
-    if (N % THREADS != 0 && e >= N) break;
+  for (int i = 0; i < (N + NT - 1) / NT; ++i) {
+    const int e = threadIdx.x + i * NT;
+    if (N % NT != 0 && e >= N) break;
     const int r = e / CPR, c = (e % CPR) * VEC, row = r0 + r;
     const bool ok = row < limit;
     cpAsync16(dst + r * (W + PAD) + c, src + (long long)(ok ? row : 0) * rs + c, ok);
@@ -392,13 +390,11 @@ __device__ float2 fa_rowstats[FA_ROWSTATS];
 // loads. The dQ launch's statistics-only form (dq unused), its form where an o tile would cost
 // it blocks per SM (!FA_DQ_OTILE), and the one-launch backward's (fa_backward_short), whose
 // two threads a row sum in the order warpRowStats does.
-// THREADS threads of the block compute them (this one `tid` of them).
-template <int R, int THREADS = NT>
+template <int R>
 __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
-                                         const float* lse, int q0, float2* RS = nullptr, int tid = threadIdx.x) {
-  constexpr int TPR = THREADS / R;
-  static_assert(TPR >= 1 && THREADS % R == 0, "whole threads a row");
-  const int r = tid / TPR, part = tid % TPR, row = q0 + r;
+                                         const float* lse, int q0, float2* RS = nullptr) {
+  constexpr int TPR = NT / R;
+  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
   float s = 0.f;
   if (row < FA_TQ)
 #pragma unroll
@@ -985,44 +981,25 @@ __device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&g
 }
 
 // The one launch's shared arrays (attention_smem.cpp shortBackwardSmemLayout): q, dO, k and v
-// whole ([BR][LD], dO and v [BR][LDV]) and every query row's {D, L2}.
+// whole ([BR][LD], dO and v [BR][LDV]) and every query row's {D, L2}; batch index z's rows
+// copied in and its statistics summed (overlapping the copies) before one block-wide wait.
 struct ShortSmem {
   fa_t *Qs, *Gs, *Ks, *Vs;
   float2* RS;
 };
-__device__ __forceinline__ ShortSmem shortArrays(char* smem) {
+__device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
+                                               const float* __restrict__& lse) {
   static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
-  return ShortSmem{reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G),
-                   reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
-                   reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
-}
-// Batch index z's q and dO rows copied in by THREADS threads (this one `tid` of them), one
-// commit group; then its k and v by the block; then its statistics, summed while they arrive.
-template <int THREADS = NT>
-__device__ __forceinline__ void shortCopyQG(const ShortSmem& m, int z, const fa_t* q, const fa_t* dO,
-                                            int tid = threadIdx.x) {
-  loadTile<BR, FA_D, THREADS>(m.Qs, q + fa_q_batch(z), FA_Q_RS, 0, FA_TQ, tid);
-  loadTile<BR, FA_DV, THREADS>(m.Gs, dO + fa_do_batch(z), FA_DO_RS, 0, FA_TQ, tid);
+  const ShortSmem m{reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G),
+                    reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
+                    reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
+  backwardOperands(z, q, k, v, o, dO, lse);
+  loadTile<BR, FA_D>(m.Qs, q, FA_Q_RS, 0, FA_TQ);
+  loadTile<BR, FA_DV>(m.Gs, dO, FA_DO_RS, 0, FA_TQ);
+  loadTile<BR, FA_D>(m.Ks, k, FA_K_RS, 0, FA_TK);
+  loadTile<BR, FA_DV>(m.Vs, v, FA_V_RS, 0, FA_TK);
   cpCommit();
-}
-__device__ __forceinline__ void shortCopyKV(const ShortSmem& m, int z, const fa_t* k, const fa_t* v) {
-  loadTile<BR, FA_D>(m.Ks, k + fa_k_batch(z), FA_K_RS, 0, FA_TK);
-  loadTile<BR, FA_DV>(m.Vs, v + fa_v_batch(z), FA_V_RS, 0, FA_TK);
-  cpCommit();
-}
-template <int THREADS = NT>
-__device__ __forceinline__ void shortStats(const ShortSmem& m, int z, const fa_t* o, const fa_t* dO, const float* lse,
-                                           int tid = threadIdx.x) {
-  rowStats<BR, THREADS>(nullptr, nullptr, nullptr, o + fa_o_batch(z), dO + fa_do_batch(z), lse + fa_lse_batch(z), 0, m.RS,
-                        tid);
-}
-// All of it, the copies awaited by the block: the form without dS kept, a block a head.
-__device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, const fa_t* q, const fa_t* k, const fa_t* v,
-                                               const fa_t* o, const fa_t* dO, const float* lse) {
-  const ShortSmem m = shortArrays(smem);
-  shortCopyQG(m, z, q, dO);
-  shortCopyKV(m, z, k, v);
-  shortStats(m, z, o, dO, lse);
+  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, m.RS);
   cpWait<0>();
   __syncthreads();
   return m;
@@ -1164,9 +1141,6 @@ __device__ __forceinline__ void addPartial(float (&acc)[W / 8][4], const float4*
 }
 // The two warps of pair p (barrier 1 + p; 0 is __syncthreads').
 __device__ __forceinline__ void pairBarrier(int p) { asm volatile("bar.sync %0, 64;\n" ::"r"(p + 1) : "memory"); }
-// The even warps (barrier S / 2 + 1): every pair's dK/dV partials read before the next head's
-// q and dO are copied over them.
-__device__ __forceinline__ void evenBarrier() { asm volatile("bar.sync %0, %1;\n" ::"n"(DS_S / 2 + 1), "n"(NT / 2) : "memory"); }
 
 __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                 const fa_t* __restrict__ v, const fa_t* __restrict__ o,
@@ -1175,103 +1149,71 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
                                                 FaRope rope) {
   static_assert(FA_CAUSAL && FA_TQ == FA_TK && FA_D == FA_DV && !FA_TF32,
                 "dS in shared memory: bf16 causal self-attention, d = dv");
-  static_assert(DS_S / 2 + 1 < 16, "pair barriers 1 .. S / 2 and the even warps' barrier S / 2 + 1");
   extern __shared__ float4 fa_smem4[];
   char* smem = reinterpret_cast<char*>(fa_smem4);  // arrays at the generator's offsets (FA_SMEM_*)
   fa_t* DS = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_DS);  // dS^T / scale, key strip after strip
-  const int warp = threadIdx.x >> 5, p = warp >> 1;
+  const int warp = threadIdx.x >> 5, p = warp >> 1, z = blockIdx.x;
   const bool odd = warp & 1;
   const int low = p, high = DS_S - 1 - p;  // the pair's strips
-  const ShortSmem m = shortArrays(smem);
+  const ShortSmem m = shortLoad(smem, z, q, k, v, o, dO, lse);
   fa_t *const Qs = m.Qs, *const Gs = m.Gs, *const Ks = m.Ks, *const Vs = m.Vs;  // q and dO, v: the partials' space later
   const float2* const RS = m.RS;
+  // dK, dV: key strip w's query tiles [t0, t1) into gk, gv, each tile's dS^T kept.
+  float gk[FA_D / 8][4], gv[FA_DV / 8][4];
+  auto keyTiles = [&](int w, int t0, int t1) {
+    for (int t = t0; t < t1; ++t) {
+      float s[BQ / 8][4], dp[BQ / 8][4];
+      shortScores(s, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
+      gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + t * BQ * LDV);
+      FragA ds[BQ / 16];  // dS^T rounded to bf16 once: dK's operand and the stored copy
+      packA<BQ>(ds, dp);
+      gemmFB<BQ, FA_D, LD>(gk, ds, Qs + t * BQ * LD);
+      storeDs(DS + dsOffset(w), dsPitch(w), ds, t * BQ - dsFirst(w));
+    }
+  };
+  auto storeKeyGrads = [&](int w) {
+    if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, 16 * w, FA_TK, 1.f);
+    if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, 16 * w, FA_TK, FA_SCALE, rope.kc, rope.ks);
+  };
+  const int split = dsFirst(low) / BQ + DS_A_TILES;  // strip `low`'s first tile of the odd warp
+  zero(gk);
+  zero(gv);
+  if (!odd) {
+    keyTiles(low, dsFirst(low) / BQ, split);
+  } else {
+    keyTiles(high, dsFirst(high) / BQ, DS_T);
+    storeKeyGrads(high);
+    zero(gk);
+    zero(gv);
+    keyTiles(low, split, DS_T);
+  }
+  __syncthreads();  // every dS^T tile stored; q, dO and v read for the last time: their space takes the partials
   float4* slotK = reinterpret_cast<float4*>(Qs) + p * (FA_D / 8) * 32;
   float4* slotV = reinterpret_cast<float4*>(Gs) + p * (FA_DV / 8) * 32;
   float4* slotQ = reinterpret_cast<float4*>(Vs) + p * (FA_D / 8) * 32;
-  const int split = dsFirst(low) / BQ + DS_A_TILES;  // strip `low`'s first tile of the odd warp
-  // Heads z, z + gridDim.x, ... (a block a head, or fewer blocks that walk the heads: each
-  // next head's q and dO are copied in and its statistics summed while this one's dQ is
-  // computed, its k and v copied while this one's last dQ rows are stored).
-  int z = blockIdx.x;
-  shortCopyQG(m, z, q, dO);
-  shortCopyKV(m, z, k, v);
-  shortStats(m, z, o, dO, lse);
-  cpWait<0>();
-  __syncthreads();
-  for (;;) {
-    const int next = z + gridDim.x;
-    const bool more = next < FA_SHORT_HEADS;
-    // dK, dV: key strip w's query tiles [t0, t1) into gk, gv, each tile's dS^T kept.
-    float gk[FA_D / 8][4], gv[FA_DV / 8][4];
-    auto keyTiles = [&](int w, int t0, int t1) {
-      for (int t = t0; t < t1; ++t) {
-        float s[BQ / 8][4], dp[BQ / 8][4];
-        shortScores(s, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
-        gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + t * BQ * LDV);
-        FragA ds[BQ / 16];  // dS^T rounded to bf16 once: dK's operand and the stored copy
-        packA<BQ>(ds, dp);
-        gemmFB<BQ, FA_D, LD>(gk, ds, Qs + t * BQ * LD);
-        storeDs(DS + dsOffset(w), dsPitch(w), ds, t * BQ - dsFirst(w));
-      }
-    };
-    auto storeKeyGrads = [&](int w) {
-      if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, 16 * w, FA_TK, 1.f);
-      if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, 16 * w, FA_TK, FA_SCALE, rope.kc, rope.ks);
-    };
-    zero(gk);
-    zero(gv);
-    if (!odd) {
-      keyTiles(low, dsFirst(low) / BQ, split);
-    } else {
-      keyTiles(high, dsFirst(high) / BQ, DS_T);
-      storeKeyGrads(high);
-      zero(gk);
-      zero(gv);
-      keyTiles(low, split, DS_T);
-    }
-    __syncthreads();  // every dS^T tile stored; q, dO, v and the statistics read for the last time
-    if (odd) putPartial<FA_D>(slotK, gk), putPartial<FA_DV>(slotV, gv);
+  if (odd) putPartial<FA_D>(slotK, gk), putPartial<FA_DV>(slotV, gv);
+  pairBarrier(p);
+  if (!odd) {
+    addPartial<FA_D>(gk, slotK);
+    addPartial<FA_DV>(gv, slotV);
+    storeKeyGrads(low);
+  }
+  if (!dq) return;
+  // dQ: query strip `low` (keys [0, 16 low + 16)) and strip `high`'s keys split at DS_A_KEYS.
+  float acc[FA_D / 8][4];
+  zero(acc);
+  if (!odd) {
+    for (int ks = 0; ks < DS_A_KEYS; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
+    putPartial<FA_D>(slotQ, acc);
     pairBarrier(p);
-    if (!odd) {
-      addPartial<FA_D>(gk, slotK);
-      addPartial<FA_DV>(gv, slotV);
-      if (more) {  // every partial in q's and dO's space read: the next head's q and dO go there
-        evenBarrier();
-        const int tid = (warp >> 1) * 32 + (threadIdx.x & 31);
-        shortCopyQG<NT / 2>(m, next, q, dO, tid);
-        // The next head's statistics (RS was last read before the block-wide wait above): these
-        // warps wait on its loads while the odd ones compute dQ.
-        shortStats<NT / 2>(m, next, o, dO, lse, tid);
-      }
-      storeKeyGrads(low);
-    }
-    if (dq) {
-      // dQ: query strip `low` (keys [0, 16 low + 16)) and strip `high`'s keys split at DS_A_KEYS.
-      float acc[FA_D / 8][4];
-      zero(acc);
-      if (!odd) {
-        for (int ks = 0; ks < DS_A_KEYS; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
-        putPartial<FA_D>(slotQ, acc);
-        pairBarrier(p);
-      } else {
-        for (int ks = 0; ks <= low; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * low);
-        storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * low, FA_TQ, FA_SCALE, rope.qc, rope.qs);
-        zero(acc);
-        for (int ks = DS_A_KEYS; ks <= high; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
-        pairBarrier(p);
-        addPartial<FA_D>(acc, slotQ);
-      }
-      if (more) __syncthreads();  // k, v's space and dS^T read for the last time: the next head's k and v
-      if (more) shortCopyKV(m, next, k, v);
-      if (odd) storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * high, FA_TQ, FA_SCALE, rope.qc, rope.qs);
-    } else if (more) {
-      __syncthreads();
-      shortCopyKV(m, next, k, v);
-    }
-    if (!more) return;
-    z = next;
-    cpWait<0>();
-    __syncthreads();
+  } else {
+    for (int ks = 0; ks <= low; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * low);
+    storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * low, FA_TQ, FA_SCALE, rope.qc, rope.qs);
+    zero(acc);
+    for (int ks = DS_A_KEYS; ks <= high; ++ks) dqFromDs(acc, DS, Ks, ks, 16 * high);
+    pairBarrier(p);
+    addPartial<FA_D>(acc, slotQ);
+    storeRows<FA_D, FA_DQ_OUT_RS>(dq + fa_dq_out(z), acc, 16 * high, FA_TQ, FA_SCALE, rope.qc, rope.qs);
   }
 }
 }  // namespace fa

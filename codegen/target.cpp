@@ -42,7 +42,6 @@ void applyEnvSwitches(Target& t) {
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
   t.shortForwardMaxSeq = countByEnv("FUSEC_SHORT_FWD_MAX_SEQ", t.shortForwardMaxSeq, int64_t(1) << 31);
   t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
-  t.shortBackwardBlocks = countByEnv("FUSEC_SHORT_BWD_BLOCKS", t.shortBackwardBlocks, 65535);
 }
 
 Target offlineTarget() {

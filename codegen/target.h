@@ -81,12 +81,6 @@ struct Target {
   // whole and half of the other so that two share an SM, measured slower at small b64 and the
   // same at medium b4, and were taken out: bench/RESULTS.md.)
   bool shortBackwardDs = true;
-  // With dS kept, at most this many blocks run the one-launch backward, each walking heads z,
-  // z + blocks, ...: while one head's dQ is computed and stored, the block copies in the next
-  // head's q, dO, k and v (attention_mma.cuh backwardShortDs), which a block a head (0, the
-  // default until measured) leaves to a block that, with 227 KB of shared memory, cannot share
-  // its SM. FUSEC_SHORT_BWD_BLOCKS=N (the SM count: one block an SM).
-  int64_t shortBackwardBlocks = 0;
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665

@@ -133,11 +133,9 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
         fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0"),
-        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256"), blocks("FUSEC_SHORT_BWD_BLOCKS", "132"),
-        shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "256");
+        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256"), shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "0");
     const Target t = offlineTarget();
-    EXPECT_EQ(t.shortBackwardBlocks, 132);
-    EXPECT_EQ(t.shortForwardMaxSeq, 256);
+    EXPECT_EQ(t.shortForwardMaxSeq, 0);
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
@@ -155,8 +153,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_TRUE(defaults.shortBackwardDs);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   EXPECT_EQ(defaults.wgmmaForwardShortMaxSeq, 0);
-  EXPECT_EQ(defaults.shortBackwardBlocks, 0);
-  EXPECT_EQ(defaults.shortForwardMaxSeq, 0);
+  EXPECT_EQ(defaults.shortForwardMaxSeq, 256);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
@@ -165,7 +162,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
                                                      {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}, {"FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "-2"},
-                                                     {"FUSEC_SHORT_BWD_BLOCKS", "65536"}, {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"}};
+                                                     {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -625,7 +622,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
     bool ds = true;  // the target's shortBackwardDs
-    int64_t blocks = 0;  // the target's shortBackwardBlocks
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -634,16 +630,14 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
                         {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, true, 1}, {256, 64, DType::bf16, 0, 256, 1024, true, false, 1},
-                        {100, 32, DType::bf16, 0, 256, 1024, true, true, 132}};
+                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq) +
-                 (c.ds ? "" : ", dS not kept") + (c.blocks ? ", at most " + std::to_string(c.blocks) + " blocks" : ""));
+                 (c.ds ? "" : ", dS not kept"));
     std::unique_ptr<Module> m;
     if (c.kvHeads) {
       const std::string n = std::to_string(c.n), d = std::to_string(c.d);
@@ -666,7 +660,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
     t.shortBackwardDs = c.ds;
-    t.shortBackwardBlocks = c.blocks;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
@@ -682,15 +675,11 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       const int64_t rows = (c.n + 31) / 32 * 32;
       int64_t dsBytes = 0;
       for (int64_t w = 0; c.ds && w < rows / 16; ++w) dsBytes += 16 * (rows - w / 2 * 32 + 8) * 2;
-      // A block a head, or with dS kept at most `blocks` walking the two heads.
-      const uint32_t blocks = c.ds && c.blocks ? uint32_t(std::min<int64_t>(2, c.blocks)) : 2;
-      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{blocks, 1, 1}));
-      EXPECT_NE(k.source.find("#define FA_SHORT_HEADS 2"), std::string::npos);
+      EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block a head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
       EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8 + dsBytes));
       EXPECT_NE(k.source.find(std::string("#define FA_SHORT_DS ") + (c.ds ? "1" : "0")), std::string::npos);
-      if (c.blocks == 0)  // the same source whatever the grid
-        jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.ds ? "_ds" : ""), k.source});
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.ds ? "_ds" : ""), k.source});
     }
     EXPECT_EQ(backward, 1);
   }
