@@ -210,10 +210,9 @@ struct AttentionPath {
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
-  int forwardMinBlocks = 1;  // the wgmma forward's blocks an SM asked of ptxas (Target::wgmmaForwardShortMaxSeq: 2)
 };
 
-AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, const std::vector<OperandAccess>& acc,
+AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, int64_t group, const std::vector<OperandAccess>& acc,
                          const Target& target) {
   const bool backward = att.kind == OpKind::AttentionBackward;
   const Type& q = att.operands[0]->type;
@@ -246,12 +245,6 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
     p.tiling.bc = backward ? 64 : 128;
     p.tiling.bq = 64;
     p.tiling.dqOTile = false;
-    // Short keys at d 64 (Target::wgmmaForwardShortMaxSeq): 64-key tiles, whose score and P
-    // registers leave room for two blocks an SM (ptxas: 80 registers a thread with the
-    // producer, 109-115 without, no spill), so one block's copies and stores overlap another's
-    // products. At d 128 the output accumulator alone takes 64 registers: ptxas cannot fit 85
-    // with the producer and spills 148 bytes without it.
-    if (!backward && D == 64 && Tk <= target.wgmmaForwardShortMaxSeq) p.tiling.bc = 64, p.forwardMinBlocks = 2;
   }
   // Short sequences' bf16 backward in one launch (Target::shortBackwardMaxSeq): a block per
   // head whose 16-row warps cover the longer length rounded up to whole 32-row tiles (at most
@@ -262,9 +255,12 @@ AttentionPath choosePath(const Op& att, int64_t Tq, int64_t Tk, int64_t group, c
   // Short sequences' bf16 forward in one launch (Target::shortForwardMaxSeq), instead of the
   // wgmma or mma forward's query tiles that each copy their key tiles again: a block per head,
   // q, k and v whole in shared memory, two blocks an SM (at d 64 and 256 rows, 110 KB each);
-  // the mma forward's key tiles and products, so its results bit for bit.
-  // Its rows are whole key tiles (the template reads every tile whole).
-  if (!backward && p.mma && !p.tf32 && group == 1 && D <= 64 && DV <= 64 && longest <= target.shortForwardMaxSeq) {
+  // the mma forward's key tiles and products, so its results bit for bit. Its rows are whole
+  // key tiles (the template reads every tile whole). A block a head fills the GPU only with
+  // enough heads (Target::shortForwardMinHeadsPerSm): medium b4's 64 heads left half the SMs
+  // idle where the tiled forward has two blocks a head (bench/RESULTS.md).
+  if (!backward && p.mma && !p.tf32 && group == 1 && D <= 64 && DV <= 64 && longest <= target.shortForwardMaxSeq &&
+      batch >= int64_t(target.shortForwardMinHeadsPerSm) * target.sms) {
     const MmaTiling mma = mmaTiling(D, Tq, false, false);  // the mma forward's, not wgmma's
     const int64_t unit = std::max<int64_t>(32, mma.bc), rows = (longest + unit - 1) / unit * unit;
     const AttentionTiles t{D, DV, 2, rows, mma.bc, mma.bq, false, 0, 0};
@@ -485,7 +481,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
   for (int i = 0; i < operands; ++i)
     acc.push_back(accessOf(att->operands[size_t(i)], k.body, kOperandNames[i], i == 5, i == 1 || i == 2 ? group : 1));
 
-  AttentionPath path = choosePath(*att, Tq, Tk, group, acc, k.target);
+  AttentionPath path = choosePath(*att, batch, Tq, Tk, group, acc, k.target);
   if (outputs.assembled) {
     // The stores into an assembled result (row strides, RoPE) are the tensor-core templates'
     // storeRows; the planner asks ir/attention_path.h before it makes such a kernel.
@@ -558,7 +554,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     launch(k.name, producerThreads, qTiles, fwdBytes,
            std::string(path.producer ? "fa_forward_wgmma_ws(" : wgmma ? "fa_forward_wgmma(" : "fa_forward(") + in(0) +
                ", " + in(1) + ", " + in(2) + ", " + out(0) + ", " + out(1) + ");",
-           wgmma ? path.forwardMinBlocks : 0);
+           wgmma ? 1 : 0);
     return launches;
   }
   const std::string common = in(0) + ", " + in(1) + ", " + in(2) + ", " + in(3) + ", " + in(4) + ", " + in(5);

@@ -38,9 +38,9 @@ void applyEnvSwitches(Target& t) {
   t.dependentLaunch = switchByEnv("FUSEC_DEPENDENT_LAUNCH", t.dependentLaunch);
   t.wgmmaBackwardMinSeq = countByEnv("FUSEC_WGMMA_BWD_MIN_SEQ", t.wgmmaBackwardMinSeq, int64_t(1) << 31);
   t.wgmmaForwardMinSeq = countByEnv("FUSEC_WGMMA_FWD_MIN_SEQ", t.wgmmaForwardMinSeq, int64_t(1) << 31);
-  t.wgmmaForwardShortMaxSeq = countByEnv("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", t.wgmmaForwardShortMaxSeq, int64_t(1) << 31);
   t.shortBackwardMaxSeq = countByEnv("FUSEC_SHORT_BWD_MAX_SEQ", t.shortBackwardMaxSeq, int64_t(1) << 31);
   t.shortForwardMaxSeq = countByEnv("FUSEC_SHORT_FWD_MAX_SEQ", t.shortForwardMaxSeq, int64_t(1) << 31);
+  t.shortForwardMinHeadsPerSm = int(countByEnv("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", t.shortForwardMinHeadsPerSm, 65535));
   t.shortBackwardDs = switchByEnv("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
 }
 

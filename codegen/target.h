@@ -53,18 +53,16 @@ struct Target {
   // small b64's forward 0.82 -> 0.75 ms a step and its step -0.5% once, +0.1% the next
   // session, medium b4's step +1.1%, so wgmma keeps every length. FUSEC_WGMMA_FWD_MIN_SEQ=N.
   int64_t wgmmaForwardMinSeq = 0;
-  // Up to this many keys the wgmma forward at d 64 takes 64-key tiles and asks ptxas for two
-  // blocks an SM (attention_kernel.cpp): at small's N 256 its one 128-row block an SM (168 registers a
-  // thread of 384) runs one or two key tiles between a copy-in and a store that nothing
-  // overlaps. 0 (the default) keeps 128-key tiles everywhere until this is measured on a GPU;
-  // FUSEC_WGMMA_FWD_SHORT_MAX_SEQ=256 measures it.
-  int64_t wgmmaForwardShortMaxSeq = 0;
   // Up to this many rows (at most 256) the bf16 forward at d <= 64 is one launch of a block a
   // head with q, k and v whole in shared memory, two blocks an SM, each warp two query strips
   // whose causal work adds up evenly (attention_mma.cuh fa_forward_short), instead of query
-  // tiles that each copy their key tiles again. 0 (the default) until measured on a GPU;
-  // FUSEC_SHORT_FWD_MAX_SEQ=256 measures it.
-  int64_t shortForwardMaxSeq = 0;
+  // tiles that each copy their key tiles again: on an H200 small b64's forward kernels 0.802 ->
+  // 0.726 ms a step (bench/RESULTS.md). FUSEC_SHORT_FWD_MAX_SEQ=0 keeps the tiled forward.
+  int64_t shortForwardMaxSeq = 256;
+  // ... where there are at least this many heads (batch x heads) an SM, so that its block a
+  // head fills every SM twice (medium b4, 64 heads: the step 9.76 -> 9.98 ms with it).
+  // FUSEC_SHORT_FWD_MIN_HEADS_PER_SM=0 takes it at any count (the tests' few heads).
+  int shortForwardMinHeadsPerSm = 2;
   // The longest sequence whose bf16 backward (d <= 64, one key/value head a query head) runs
   // as one launch, a block per head with q, dO, k and v whole in shared memory
   // (attention_mma.cuh fa_backward_short), instead of the dQ and dK/dV passes; the template
@@ -112,8 +110,8 @@ bool wgmmaAllowedByEnv();
 // FUSEC_WGMMA_PRODUCER_BWD, FUSEC_ROW_SHARED, FUSEC_DEPENDENT_LAUNCH and FUSEC_SHORT_BWD_DS
 // ("1" on, "0" off, unset the default),
 // FUSEC_WGMMA_FUSED_DQ (0, 1 or 2), FUSEC_WGMMA_BWD_MIN_SEQ, FUSEC_WGMMA_FWD_MIN_SEQ,
-// FUSEC_WGMMA_FWD_SHORT_MAX_SEQ and FUSEC_SHORT_BWD_MAX_SEQ (lengths,
-// 0 to 2^31). Any other
+// FUSEC_SHORT_BWD_MAX_SEQ and FUSEC_SHORT_FWD_MAX_SEQ (lengths, 0 to 2^31),
+// FUSEC_SHORT_FWD_MIN_HEADS_PER_SM (0 to 65535). Any other
 // value is an Error naming the variable.
 void applyEnvSwitches(Target& t);
 

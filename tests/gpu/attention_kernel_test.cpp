@@ -169,19 +169,6 @@ TEST_F(FusedAttention, ProducerWarpgroupKernelsMatchBitForBit) {
       }
 }
 
-// The wgmma forward with 64-key tiles and two blocks an SM for short keys
-// (FUSEC_WGMMA_FWD_SHORT_MAX_SEQ, Target::wgmmaForwardShortMaxSeq), with and without its
-// producer warpgroup: against the interpreter at one tile, a ragged one and four (small's N
-// 256), d 64 (d 128 keeps 128-key tiles: tests/unit/codegen_test.cpp).
-TEST_F(FusedAttention, WgmmaForwardShortTilesMatchTheInterpreter) {
-  uint32_t seed = 900;
-  test::ScopedEnv shortTiles("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256");
-  for (const char* producer : {"1", "0"}) {
-    test::ScopedEnv choice("FUSEC_WGMMA_PRODUCER", producer);
-    for (int64_t n : {17, 200, 256}) check("attention", DType::bf16, 2, n, 64, seed++);
-  }
-}
-
 // Short sequences' bf16 forward in one launch (FUSEC_SHORT_FWD_MAX_SEQ, attention_mma.cuh
 // fa_forward_short: a block a head, q, k and v whole, each warp two query strips): against the
 // interpreter, and bit for bit the mma forward's results (its key tiles, products and softmax;
@@ -189,7 +176,7 @@ TEST_F(FusedAttention, WgmmaForwardShortTilesMatchTheInterpreter) {
 // row, ragged tiles and the most it takes (256); d 16 to 64 (the causal attention program).
 TEST_F(FusedAttention, ShortForwardEqualsTiled) {
   uint32_t seed = 3100;
-  test::ScopedEnv mmaForward("FUSEC_WGMMA_FWD_MIN_SEQ", "100000");
+  test::ScopedEnv mmaForward("FUSEC_WGMMA_FWD_MIN_SEQ", "100000"), anyHeads("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "0");
   for (int64_t d : {16, 32, 64})
     for (int64_t n : {1, 17, 100, 256}) {
       {

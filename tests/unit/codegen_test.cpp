@@ -133,13 +133,13 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
         fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0"),
-        fwdShort("FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "256"), shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "0");
+        shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "0"), shortFwdHeads("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.shortForwardMaxSeq, 0);
+    EXPECT_EQ(t.shortForwardMinHeadsPerSm, 0);
     EXPECT_EQ(t.wgmmaFusedDq, 2);
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
-    EXPECT_EQ(t.wgmmaForwardShortMaxSeq, 256);
     EXPECT_FALSE(t.shortBackwardDs);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
@@ -152,8 +152,8 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
   EXPECT_TRUE(defaults.shortBackwardDs);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
-  EXPECT_EQ(defaults.wgmmaForwardShortMaxSeq, 0);
   EXPECT_EQ(defaults.shortForwardMaxSeq, 256);
+  EXPECT_EQ(defaults.shortForwardMinHeadsPerSm, 2);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
                                                      {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
@@ -161,8 +161,9 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
-                                                     {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"}, {"FUSEC_WGMMA_FWD_SHORT_MAX_SEQ", "-2"},
-                                                     {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"}};
+                                                     {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"},
+                                                     {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"},
+                                                     {"FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "65536"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -541,19 +542,16 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
     int fusedDq;
     int64_t n = 1024, minSeq = 1024;  // the sequence; Target::wgmmaBackwardMinSeq
     int64_t fwdMinSeq = 0;            // Target::wgmmaForwardMinSeq
-    int64_t fwdShort = 0;             // Target::wgmmaForwardShortMaxSeq
   };
-  for (auto [wgmma, producer, fusedDq, n, minSeq, fwdMinSeq, fwdShort] :
+  for (auto [wgmma, producer, fusedDq, n, minSeq, fwdMinSeq] :
        {Variant{true, false, 0}, Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, false, 2},
         Variant{false, false, 0}, Variant{true, false, 0, 256}, Variant{true, false, 0, 256, 0},
         Variant{true, false, 1, 256, 0}, Variant{true, false, 2, 256, 256}, Variant{true, true, 0, 256, 1024, 512},
-        Variant{true, true, 0, 1024, 1024, 512}, Variant{true, true, 0, 256, 1024, 0, 256},
-        Variant{true, false, 0, 200, 1024, 0, 256}, Variant{true, true, 0, 1024, 1024, 0, 256}})
+        Variant{true, true, 0, 1024, 1024, 512}})
     for (int64_t d : {64, 128}) {
       SCOPED_TRACE("d " + std::to_string(d) + ", N " + std::to_string(n) + (producer ? ", producer warpgroup" : "") +
                    (fusedDq ? ", one pass " + std::to_string(fusedDq) : "") +
-                   ", backward on wgmma from N " + std::to_string(minSeq) + ", forward from " + std::to_string(fwdMinSeq) +
-                   ", 64-key forward tiles up to " + std::to_string(fwdShort));
+                   ", backward on wgmma from N " + std::to_string(minSeq) + ", forward from " + std::to_string(fwdMinSeq));
       auto m = models::compileAttentionProgram("attention_backward", 2, n, d, AttentionLowering::Fused, DType::bf16);
       Target t;
       t.wgmma = wgmma;
@@ -562,7 +560,6 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
       t.wgmmaFusedDq = fusedDq;
       t.wgmmaBackwardMinSeq = minSeq;
       t.wgmmaForwardMinSeq = fwdMinSeq;
-      t.wgmmaForwardShortMaxSeq = fwdShort;
       auto kernels = generateModule(*m, t);
       int flash = 0;
       for (const auto& k : kernels) {
@@ -582,13 +579,9 @@ TEST(CodegenTest, WgmmaAttentionKernelsCompileWithNvrtc) {
           // The producer's launch (the forward, dK/dV; or dK/dV with the dQ writer): one
           // warpgroup more than the consumers' two.
           EXPECT_EQ(k.launches.back().block[0], producer || (bwd && fusedDq == 2) ? 384u : 256u);
-          // Up to Target::wgmmaForwardShortMaxSeq keys at d 64 the forward takes 64-key tiles
-          // and asks for two blocks an SM; else 128-key tiles and one.
-          if (!bwd) {
-            const bool short64 = n <= fwdShort && d == 64;
-            EXPECT_NE(k.source.find(short64 ? "#define FA_BC 64" : "#define FA_BC 128"), std::string::npos);
-            EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(k.launches.back().block[0]) +
-                                    (short64 ? ", 2)" : ", 1)")),
+          if (!bwd) {  // 128-key tiles, one block an SM
+            EXPECT_NE(k.source.find("#define FA_BC 128"), std::string::npos);
+            EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(k.launches.back().block[0]) + ", 1)"),
                       std::string::npos);
           }
           if (bwd) {
@@ -689,28 +682,31 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
 }
 
-// Short sequences' bf16 forward at d <= 64 (one key/value head a query head), with
+// Short sequences' bf16 forward at d <= 64 (one key/value head a query head), up to
 // Target::shortForwardMaxSeq, is one launch of a block a head holding q, k and v whole (rows
-// in whole 64-key tiles), a warp per 32 rows, two blocks an SM; longer, at d 128, in f32, with grouped heads or with the
-// switch at 0 it stays the wgmma (or mma) forward. NVRTC compiles each one-launch variant.
+// in whole 64-key tiles), a warp per 32 rows, two blocks an SM; longer, at d 128, in f32, with
+// grouped heads, with the switch at 0 or with fewer heads than Target::shortForwardMinHeadsPerSm
+// an SM it stays the wgmma (or mma) forward. NVRTC compiles each one-launch variant.
 TEST(CodegenTest, ShortForwardIsOneLaunch) {
   struct Case {
     int64_t n, d;
     DType dt;
     int64_t kvHeads, maxSeq;
     bool oneLaunch;
+    int minHeadsPerSm = 0;  // the target's (8 heads here)
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, true},  {1, 64, DType::bf16, 0, 256, true},
                         {17, 16, DType::bf16, 0, 256, true},   {100, 32, DType::bf16, 0, 256, true},
                         {257, 64, DType::bf16, 0, 256, false}, {256, 64, DType::bf16, 0, 0, false},
                         {256, 128, DType::bf16, 0, 256, false}, {256, 64, DType::f32, 0, 256, false},
-                        {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true}};
+                        {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true},
+                        {256, 64, DType::bf16, 0, 256, false, 2}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
-                 std::to_string(c.maxSeq));
+                 std::to_string(c.maxSeq) + ", " + std::to_string(c.minHeadsPerSm) + " heads an SM at least");
     const std::string n = std::to_string(c.n), d = std::to_string(c.d), dt(dtypeName(c.dt)),
                       kv = std::to_string(c.kvHeads ? c.kvHeads : 4);
     std::unique_ptr<Module> m = parseModule("func @fwd {\n"
@@ -724,6 +720,7 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     pm.addPipeline("decompose-keep-attention,fuse");
     pm.run(*m);
     t.shortForwardMaxSeq = c.maxSeq;
+    t.shortForwardMinHeadsPerSm = c.minHeadsPerSm;
     int forward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention) continue;
