@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "frontend/models/attention.h"
@@ -95,6 +96,40 @@ void check(const std::string& program, DType dt, int64_t batch, int64_t n, int64
       EXPECT_LE(err, tol) << program << " " << dtypeName(dt) << " d=" << d << " N=" << n << " output " << i;
     }
   }
+}
+
+// One run's settings of environment switches: (name, value) pairs.
+using EnvSetting = std::vector<std::pair<const char*, const char*>>;
+struct SettingRuns {
+  std::vector<std::vector<HostTensor>> outs;  // each setting's outputs, in the order given
+  std::vector<std::string> names;             // the compiled program's output names
+};
+// The bf16 fused attention `program` compiled and run under each setting in turn, on the same
+// random inputs (from `seed`): for results that must agree across kernel forms.
+SettingRuns runUnderSettings(const std::string& program, int64_t batch, int64_t n, int64_t d, uint32_t seed,
+                             const std::vector<EnvSetting>& settings) {
+  Module ref;
+  Graph& rg = models::buildAttentionProgram(ref, program, batch, n, d);
+  std::mt19937 rng(seed);
+  Bindings env;
+  for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
+  SettingRuns r;
+  for (const EnvSetting& setting : settings) {
+    std::vector<std::unique_ptr<test::ScopedEnv>> scoped;
+    for (const auto& [name, value] : setting) scoped.push_back(std::make_unique<test::ScopedEnv>(name, value));
+    auto m = models::compileAttentionProgram(program, batch, n, d, AttentionLowering::Fused, DType::bf16);
+    const Graph& g = *m->funcs.front();
+    rt::Executable exe(g);
+    exe.bind(env);
+    exe.run();
+    r.outs.emplace_back();
+    r.names.clear();
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      r.outs.back().push_back(exe.output(i));
+      r.names.push_back(g.outputs[i]->name);
+    }
+  }
+  return r;
 }
 
 TEST_F(FusedAttention, MatchesTheInterpreter) {
@@ -183,22 +218,9 @@ TEST_F(FusedAttention, ShortForwardEqualsTiled) {
         test::ScopedEnv on("FUSEC_SHORT_FWD_MAX_SEQ", "256");
         check("attention", DType::bf16, 2, n, d, seed);
       }
-      Module ref;
-      Graph& rg = models::buildAttentionProgram(ref, "attention", 3, n, d);
-      std::mt19937 rng(seed++);
-      Bindings env;
-      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      std::vector<std::vector<HostTensor>> outs;  // one launch twice, then the tiled mma forward
-      for (const char* maxSeq : {"256", "256", "0"}) {
-        test::ScopedEnv choice("FUSEC_SHORT_FWD_MAX_SEQ", maxSeq);
-        auto m = models::compileAttentionProgram("attention", 3, n, d, AttentionLowering::Fused, DType::bf16);
-        const Graph& g = *m->funcs.front();
-        rt::Executable exe(g);
-        exe.bind(env);
-        exe.run();
-        outs.emplace_back();
-        for (size_t i = 0; i < g.outputs.size(); ++i) outs.back().push_back(exe.output(i));
-      }
+      // One launch twice, then the tiled mma forward.
+      const EnvSetting one = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}}, tiled = {{"FUSEC_SHORT_FWD_MAX_SEQ", "0"}};
+      const std::vector<std::vector<HostTensor>> outs = runUnderSettings("attention", 3, n, d, seed++, {one, one, tiled}).outs;
       ASSERT_FALSE(outs[0].empty());
       for (size_t i = 0; i < outs[0].size(); ++i) {
         EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
@@ -241,27 +263,11 @@ void onePassAgainstTwo(const char* mode) {
         test::ScopedEnv on("FUSEC_WGMMA_FUSED_DQ", mode);
         check("attention_backward", DType::bf16, batch, n, d, seed);
       }
-      Module ref;
-      Graph& rg = models::buildAttentionProgram(ref, "attention_backward", batch, n, d);
-      std::mt19937 rng(seed++);
-      Bindings env;
-      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
-      std::vector<std::vector<HostTensor>> outs;  // one pass twice, then two passes
-      std::vector<std::string> names;               // the compiled program's: dq, dk, dv
-      for (const char* fused : {mode, mode, "0"}) {
-        test::ScopedEnv choice("FUSEC_WGMMA_FUSED_DQ", fused);
-        auto m = models::compileAttentionProgram("attention_backward", batch, n, d, AttentionLowering::Fused, DType::bf16);
-        const Graph& g = *m->funcs.front();
-        rt::Executable exe(g);
-        exe.bind(env);
-        exe.run();
-        outs.emplace_back();
-        names.clear();
-        for (size_t i = 0; i < g.outputs.size(); ++i) {
-          outs.back().push_back(exe.output(i));
-          names.push_back(g.outputs[i]->name);
-        }
-      }
+      // One pass twice, then two passes.
+      const EnvSetting one = {{"FUSEC_WGMMA_FUSED_DQ", mode}}, two = {{"FUSEC_WGMMA_FUSED_DQ", "0"}};
+      const SettingRuns runs = runUnderSettings("attention_backward", batch, n, d, seed++, {one, one, two});
+      const std::vector<std::vector<HostTensor>>& outs = runs.outs;
+      const std::vector<std::string>& names = runs.names;
       ASSERT_EQ(names, (std::vector<std::string>{"dq", "dk", "dv"}));
       for (size_t i = 0; i < names.size(); ++i) {
         const std::string& name = names[i];
@@ -283,8 +289,7 @@ void onePassAgainstTwo(const char* mode) {
 // same bits on a second run, and within bf16's rounding of the two passes
 // (FUSEC_SHORT_BWD_MAX_SEQ=0), whose sums it splits at other places. Without it
 // (FUSEC_SHORT_BWD_DS=0) it keeps the two passes' products, their order and the row
-// statistics' sums: bit for bit the two passes, with a block a head and with two
-// (FUSEC_SHORT_BWD_SPLIT=1). Lengths of one row, ragged tiles, and the most the launch takes
+// statistics' sums: bit for bit the two passes. Lengths of one row, ragged tiles, and the most the launch takes
 // (256 rows); d 16 to 64. (tests/unit/codegen_test.cpp ShortBackwardIsOneLaunch: which kernels
 // these shapes get.)
 TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
@@ -292,26 +297,12 @@ TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
   for (int64_t d : {16, 32, 64})
     for (int64_t n : {1, 17, 100, 256}) {
       check("attention_backward", DType::bf16, 2, n, d, seed);
-      Module ref;
-      Graph& rg = models::buildAttentionProgram(ref, "attention_backward", 3, n, d);
-      std::mt19937 rng(seed++);
-      Bindings env;
-      for (Op* in : rg.inputs()) env[in->attrStr("name")] = test::randomNonZero(in->result()->type, rng);
       // dS kept, twice; the two passes; one launch without dS kept.
-      struct Setting {
-        const char *maxSeq, *ds;
-      };
-      std::vector<std::vector<HostTensor>> outs;
-      for (Setting s : {Setting{"256", "1"}, {"256", "1"}, {"0", "1"}, {"256", "0"}}) {
-        test::ScopedEnv choice("FUSEC_SHORT_BWD_MAX_SEQ", s.maxSeq), kept("FUSEC_SHORT_BWD_DS", s.ds);
-        auto m = models::compileAttentionProgram("attention_backward", 3, n, d, AttentionLowering::Fused, DType::bf16);
-        const Graph& g = *m->funcs.front();
-        rt::Executable exe(g);
-        exe.bind(env);
-        exe.run();
-        outs.emplace_back();
-        for (size_t i = 0; i < g.outputs.size(); ++i) outs.back().push_back(exe.output(i));
-      }
+      const EnvSetting dsKept = {{"FUSEC_SHORT_BWD_MAX_SEQ", "256"}, {"FUSEC_SHORT_BWD_DS", "1"}},
+                       twoPasses = {{"FUSEC_SHORT_BWD_MAX_SEQ", "0"}},
+                       dsNotKept = {{"FUSEC_SHORT_BWD_MAX_SEQ", "256"}, {"FUSEC_SHORT_BWD_DS", "0"}};
+      const std::vector<std::vector<HostTensor>> outs =
+          runUnderSettings("attention_backward", 3, n, d, seed++, {dsKept, dsKept, twoPasses, dsNotKept}).outs;
       ASSERT_EQ(outs[0].size(), 3u);  // dq, dk, dv
       auto norm = [](const HostTensor& t) {
         double s = 0;
