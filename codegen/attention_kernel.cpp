@@ -258,9 +258,10 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
   // the mma forward's key tiles and products, so its results bit for bit. Its rows are whole
   // key tiles (the template reads every tile whole). A block a head fills the GPU only with
   // enough heads (Target::shortForwardMinHeadsPerSm): medium b4's 64 heads left half the SMs
-  // idle where the tiled forward has two blocks a head (bench/RESULTS.md).
-  if (!backward && p.mma && !p.tf32 && group == 1 && D <= 64 && DV <= 64 && longest <= target.shortForwardMaxSeq &&
-      batch >= int64_t(target.shortForwardMinHeadsPerSm) * target.sms) {
+  // idle where the tiled forward has two blocks a head (bench/RESULTS.md). Causal
+  // self-attention only, the form its strips are paired for and its GPU test runs.
+  if (!backward && p.mma && !p.tf32 && group == 1 && D <= 64 && DV <= 64 && att.attrBool("causal") && Tq == Tk &&
+      longest <= target.shortForwardMaxSeq && batch >= int64_t(target.shortForwardMinHeadsPerSm) * target.sms) {
     const MmaTiling mma = mmaTiling(D, Tq, false, false);  // the mma forward's, not wgmma's
     const int64_t unit = std::max<int64_t>(32, mma.bc), rows = (longest + unit - 1) / unit * unit;
     const AttentionTiles t{D, DV, 2, rows, mma.bc, mma.bq, false, 0, 0};

@@ -685,8 +685,8 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
 // Short sequences' bf16 forward at d <= 64 (one key/value head a query head), up to
 // Target::shortForwardMaxSeq, is one launch of a block a head holding q, k and v whole (rows
 // in whole 64-key tiles), a warp per 32 rows, two blocks an SM; longer, at d 128, in f32, with
-// grouped heads, with the switch at 0 or with fewer heads than Target::shortForwardMinHeadsPerSm
-// an SM it stays the wgmma (or mma) forward. NVRTC compiles each one-launch variant.
+// grouped heads, not causal, with the switch at 0 or with fewer heads than
+// Target::shortForwardMinHeadsPerSm an SM it stays the wgmma (or mma) forward. NVRTC compiles each one-launch variant.
 TEST(CodegenTest, ShortForwardIsOneLaunch) {
   struct Case {
     int64_t n, d;
@@ -694,26 +694,29 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     int64_t kvHeads, maxSeq;
     bool oneLaunch;
     int minHeadsPerSm = 0;  // the target's (8 heads here)
+    bool causal = true;
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, true},  {1, 64, DType::bf16, 0, 256, true},
                         {17, 16, DType::bf16, 0, 256, true},   {100, 32, DType::bf16, 0, 256, true},
                         {257, 64, DType::bf16, 0, 256, false}, {256, 64, DType::bf16, 0, 0, false},
                         {256, 128, DType::bf16, 0, 256, false}, {256, 64, DType::f32, 0, 256, false},
                         {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true},
-                        {256, 64, DType::bf16, 0, 256, false, 2}};
+                        {256, 64, DType::bf16, 0, 256, false, 2}, {256, 64, DType::bf16, 0, 256, false, 0, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
-                 std::to_string(c.maxSeq) + ", " + std::to_string(c.minHeadsPerSm) + " heads an SM at least");
+                 std::to_string(c.maxSeq) + ", " + std::to_string(c.minHeadsPerSm) + " heads an SM at least" +
+                 (c.causal ? "" : ", not causal"));
     const std::string n = std::to_string(c.n), d = std::to_string(c.d), dt(dtypeName(c.dt)),
                       kv = std::to_string(c.kvHeads ? c.kvHeads : 4);
     std::unique_ptr<Module> m = parseModule("func @fwd {\n"
                                             "  %q = input() {name = \"q\"} : " + dt + "[2,4," + n + "," + d + "]\n"
                                             "  %k = input() {name = \"k\"} : " + dt + "[2," + kv + "," + n + "," + d + "]\n"
                                             "  %v = input() {name = \"v\"} : " + dt + "[2," + kv + "," + n + "," + d + "]\n"
-                                            "  %o, %lse = attention(%q, %k, %v) {scale = 0.125, causal = true} : " + dt +
+                                            "  %o, %lse = attention(%q, %k, %v) {scale = 0.125, causal = " +
+                                            (c.causal ? "true" : "false") + "} : " + dt +
                                             "[2,4," + n + "," + d + "], f32[2,4," + n + "]\n"
                                             "  return %o, %lse\n}\n");
     PassManager pm;
