@@ -53,10 +53,10 @@ struct Target {
   // small b64's forward 0.82 -> 0.75 ms a step and its step -0.5% once, +0.1% the next
   // session, medium b4's step +1.1%, so wgmma keeps every length. FUSEC_WGMMA_FWD_MIN_SEQ=N.
   int64_t wgmmaForwardMinSeq = 0;
-  // Up to this many rows (at most 256) the bf16 forward at d <= 64 is one launch of a block a
-  // head with q, k and v whole in shared memory, two blocks an SM, each warp two query strips
-  // whose causal work adds up evenly (attention_mma.cuh fa_forward_short), instead of query
-  // tiles that each copy their key tiles again: on an H200 small b64's forward kernels 0.802 ->
+  // Up to this many rows (at most 256) the bf16 causal self-attention forward at d <= 64 is one
+  // launch of a block a head with q, k and v whole in shared memory, two blocks an SM, each
+  // warp two query strips whose causal work adds up evenly (attention_mma.cuh
+  // fa_forward_short), instead of query tiles that each copy their key tiles again: on an H200 small b64's forward kernels 0.802 ->
   // 0.726 ms a step (bench/RESULTS.md). FUSEC_SHORT_FWD_MAX_SEQ=0 keeps the tiled forward.
   int64_t shortForwardMaxSeq = 256;
   // ... where there are at least this many heads (batch x heads) an SM, so that its block a
