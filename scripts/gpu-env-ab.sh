@@ -6,7 +6,7 @@
 # Prints one line a run and the median of each setting's medians; logs in $OUT (default
 # build-gpu/out). PROFILE=1 also writes `fusec profile` of each model and batch under each
 # setting ($OUT/env-profile-MODEL-bBATCH-SETTING.txt) and their categories and attention and
-# optimizer kernels, once each, to $OUT/profiles.txt.
+# optimizer kernels, once each, to $OUT/profiles.txt. RUN_LIMIT (default 180) bounds each run.
 #   scripts/gpu-env-ab.sh FUSEC_DEPENDENT_LAUNCH=0 FUSEC_DEPENDENT_LAUNCH=1
 #   scripts/gpu-env-ab.sh FUSEC_SIDE_STREAM=0 FUSEC_WGMMA=0 FUSEC_WGMMA_PRODUCER=0   (the first at its default: the baseline)
 set -uo pipefail
@@ -33,8 +33,12 @@ for mb in $SCALE; do
   for ((r = 1; r <= ROUNDS; ++r)); do
     for s in "${settings[@]}"; do
       log=$OUT/env-$m-b$b-${s//=/-}-$r.log
-      env "$s" build-gpu/fusec run --program train_step --model "$m" --dtype bf16 --random-inputs --batch "$b" --ctx 256 \
-        --steps "$STEPS" >"$log" 2>&1
+      # RUN_LIMIT seconds a run (default 180): a setting whose kernels hang costs that much, not
+      # the rest of the call (a forward variant once did).
+      timeout "${RUN_LIMIT:-180}" env "$s" build-gpu/fusec run --program train_step --model "$m" --dtype bf16 --random-inputs \
+        --batch "$b" --ctx 256 --steps "$STEPS" >"$log" 2>&1
+      rc=$?
+      ((rc == 124)) && echo "timed out after ${RUN_LIMIT:-180} s" >>"$log"
       t=$(grep -o 'median step [0-9.]*' "$log" | awk '{print $3}')
       echo "$m b$b round $r $s: ${t:-failed ($(tail -1 "$log"))} ms"
       meds[$m-$s]+="${t:-} "
@@ -47,7 +51,7 @@ for mb in $SCALE; do
   if [[ ${PROFILE:-0} == 1 ]]; then
     for s in "${settings[@]}"; do
       f=$OUT/env-profile-$m-b$b-${s//=/-}.txt
-      env "$s" build-gpu/fusec profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$f" 2>&1
+      timeout "${RUN_LIMIT:-180}" env "$s" build-gpu/fusec profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$f" 2>&1
       echo "$m b$b $s: $(grep -o 'whole step as one CUDA graph: [0-9.]* ms (between kernels: [0-9.-]* ms)' "$f" | tail -1)"
     done
   fi

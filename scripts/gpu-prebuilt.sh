@@ -18,7 +18,10 @@ cp .prebuilt/fusec build-gpu/fusec
 echo "prebuilt at $(cat .prebuilt/commit 2>/dev/null)" >"$S"
 build-gpu/fusec device >>"$S" 2>&1 || { echo "error: the prebuilt fusec does not run here" | tee -a "$S"; exit 1; }
 timeout "${TEST_LIMIT:-120}" .prebuilt/fusec_gpu_tests --gtest_filter="${GTEST:-*Executable*:*FusedAttention*}" >"$OUT/gpu-tests.log" 2>&1
-echo "gpu tests rc=$?" >>"$S"
+rc=$?
+echo "gpu tests rc=$rc" >>"$S"
+# Stopped by TEST_LIMIT: the test that was running (a hang, or a cold kernel cache's compiles).
+((rc == 124)) && echo "stopped during: $(grep -o '\[ RUN      \] .*' "$OUT/gpu-tests.log" | tail -1)" >>"$S"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |differ|side stream" "$OUT/gpu-tests.log" | sort -u | head -30 >>"$S"
 if [[ -n ${ENV_AB:-} ]]; then
   read -ra ab <<<"$ENV_AB"
