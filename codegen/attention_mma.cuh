@@ -314,7 +314,7 @@ __device__ __forceinline__ FragA packStep(const float (&p)[K / 8][4], int kc) {
   return FragA{{pack(p[2 * kc][0], p[2 * kc][1]), pack(p[2 * kc][2], p[2 * kc][3]),
                 pack(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack(p[2 * kc + 1][2], p[2 * kc + 1][3])}};
 }
-// Every step's, for a tile used twice (the short backward's dS^T: dK's operand and its store).
+// Every step's at once (the short backward's dS^T: dK's operand, and with dS kept its stored copy).
 template <int K>
 __device__ __forceinline__ void packA(FragA (&af)[K / 16], const float (&p)[K / 8][4]) {
 #pragma unroll
@@ -649,6 +649,20 @@ __device__ __forceinline__ void rescale(float (&acc)[FA_DV / 8][4], const float 
   }
 }
 
+// One key tile of the mma forward for a warp's 16 query rows from r0 (Qw, read as qa's
+// fragments where those are given) against keys [k0, k0 + BC) (Kt, Vt): S = Q K^T, the online
+// softmax, acc = acc alpha + P V.
+__device__ __forceinline__ void forwardTile(float (&acc)[FA_DV / 8][4], float (&m)[2], float (&l)[2], const FragA* qa,
+                                            const fa_t* Qw, const fa_t* Kt, const fa_t* Vt, bool mask, int r0, int k0) {
+  float s[BC / 8][4];
+  zero(s);
+  gemmABt<BC, FA_D, LD, LD>(s, qa, Qw, Kt);
+  float alpha[2];
+  softmaxTile<BC>(s, m, l, alpha, mask, r0, k0);
+  rescale(acc, alpha);
+  gemmPB<BC, FA_DV, LDV>(acc, s, Vt);
+}
+
 // The forward's results for the thread's rows (query rows r0 + g, r0 + g + 8 of batch index
 // z): O = acc / rowsum into o (unless null), and the log-sum-exp into lse (unless null).
 __device__ __forceinline__ void storeForward(const float (&acc)[FA_DV / 8][4], const float (&m)[2], const float (&l)[2],
@@ -729,13 +743,8 @@ __device__ __forceinline__ void fa_forward(const fa_t* __restrict__ q, const fa_
     cpCommit();  // possibly empty, so that wait_group 1 always means "tile t is in"
     cpWait<1>();
     __syncthreads();
-    float s[BC / 8][4];
-    zero(s);
-    gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD);
-    float alpha[2];
-    softmaxTile<BC>(s, m, l, alpha, needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
-    rescale(acc, alpha);
-    gemmPB<BC, FA_DV, LDV>(acc, s, Vs + buf * BC * LDV);
+    forwardTile(acc, m, l, qa, Qs + warp * 16 * LD, Ks + buf * BC * LD, Vs + buf * BC * LDV,
+                needsMask<BR, BC>(q0, k0), q0 + warp * 16, k0);
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cpWait<0>();  // no copy in flight at exit (no key tile: the Q tile's)
@@ -783,13 +792,7 @@ __device__ __forceinline__ void fa_forward_short(const fa_t* __restrict__ q, con
     const int tiles = keyTiles<16, BC>(r0);  // attention_common.cuh
     for (int t = 0; t < tiles; ++t) {
       const int k0 = t * BC;
-      float s[BC / 8][4];
-      zero(s);
-      gemmABt<BC, FA_D, LD, LD>(s, qa, Qs + r0 * LD, Ks + k0 * LD);
-      float alpha[2];
-      softmaxTile<BC>(s, m, l, alpha, needsMask<16, BC>(r0, k0), r0, k0);
-      rescale(acc, alpha);
-      gemmPB<BC, FA_DV, LDV>(acc, s, Vs + k0 * LDV);
+      forwardTile(acc, m, l, qa, Qs + r0 * LD, Ks + k0 * LD, Vs + k0 * LDV, needsMask<16, BC>(r0, k0), r0, k0);
     }
     storeForward(acc, m, l, o, lse, z, r0);
   }
@@ -956,28 +959,23 @@ __device__ __forceinline__ void fa_backward_dkdv(const fa_t* __restrict__ q, con
 // up to Target::shortBackwardMaxSeq rows. (Two blocks a head, each holding one side whole and
 // half of the other, measured slower and were taken out: bench/RESULTS.md.)
 namespace fa {
-// Key rows [k0, k0 + 16) against query tile q0: P^T into s and dS^T / scale into dp.
-__device__ __forceinline__ void shortScores(float (&s)[BQ / 8][4], float (&dp)[BQ / 8][4], const fa_t* Qs,
-                                            const fa_t* Gs, const fa_t* Ks, const fa_t* Vs, const float2* RS,
-                                            int k0, int q0) {
+// One query tile of the dK/dV work of the warp's key rows [k0, k0 + 16), every operand resident
+// (row r of q at Qs + r LD; dO, k, v likewise): S^T and dP^T against queries [q0, q0 + BQ),
+// then dV += P^T dO and dK += dS^T Q. Leaves dS^T / scale in ds, rounded to bf16 once as dK's
+// A fragments (rows keys, columns queries), which the form with dS kept also stores.
+__device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], FragA (&ds)[BQ / 16],
+                                             const fa_t* Qs, const fa_t* Gs, const fa_t* Ks, const fa_t* Vs,
+                                             const float2* RS, int k0, int q0) {
   const int g = (threadIdx.x & 31) >> 2;
+  float s[BQ / 8][4], dp[BQ / 8][4];  // S^T, then P^T; dP^T, then dS^T / scale
   zero(s);
   zero(dp);
   gemmABt<BQ, FA_D, LD, LD>(s, nullptr, Ks + k0 * LD, Qs + q0 * LD);
   gemmABt<BQ, FA_DV, LDV, LDV>(dp, nullptr, Vs + k0 * LDV, Gs + q0 * LDV);
   dsTransposed<BQ>(s, dp, RS + q0, q0, k0 + g, needsMask<BQ, 16>(q0, k0));
-}
-// One query tile of the dK/dV work of the warp's key rows [k0, k0 + 16), every operand resident
-// (row r of q at Qs + r LD; dO, k, v likewise): S^T and dP^T against queries [q0, q0 + BQ),
-// then dV += P^T dO and dK += dS^T Q. Leaves dS^T / scale in dp (accumulator layout: rows
-// keys, columns queries).
-__device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&gv)[FA_DV / 8][4], float (&dp)[BQ / 8][4],
-                                             const fa_t* Qs, const fa_t* Gs, const fa_t* Ks, const fa_t* Vs,
-                                             const float2* RS, int k0, int q0) {
-  float s[BQ / 8][4];  // S^T, then P^T
-  shortScores(s, dp, Qs, Gs, Ks, Vs, RS, k0, q0);
   gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + q0 * LDV);
-  gemmPB<BQ, FA_D, LD>(gk, dp, Qs + q0 * LD);
+  packA<BQ>(ds, dp);
+  gemmFB<BQ, FA_D, LD>(gk, ds, Qs + q0 * LD);
 }
 
 // The one launch's shared arrays (attention_smem.cpp shortBackwardSmemLayout): q, dO, k and v
@@ -1023,8 +1021,8 @@ __device__ __forceinline__ void backwardShort(const fa_t* __restrict__ q, const 
     zero(gv);
     const int first = FA_CAUSAL ? max(0, k0 - (FA_TK - FA_TQ)) / BQ * BQ : 0;
     for (int q0 = first; q0 < FA_TQ; q0 += BQ) {
-      float dp[BQ / 8][4];
-      shortKeyTile(gk, gv, dp, Qs, Gs, Ks, Vs, RS, k0, q0);
+      FragA ds[BQ / 16];
+      shortKeyTile(gk, gv, ds, Qs, Gs, Ks, Vs, RS, k0, q0);
     }
     if (dv) storeRows<FA_DV, FA_DV_OUT_RS>(dv + fa_dv_out(z), gv, k0, FA_TK, 1.f);
     if (dk) storeRows<FA_D, FA_DK_OUT_RS>(dk + fa_dk_out(z), gk, k0, FA_TK, FA_SCALE, rope.kc, rope.ks);
@@ -1162,12 +1160,8 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   auto keyTiles = [&](int w, int t0, int t1) {
     for (int t = t0; t < t1; ++t) {
-      float s[BQ / 8][4], dp[BQ / 8][4];
-      shortScores(s, dp, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
-      gemmPB<BQ, FA_DV, LDV>(gv, s, Gs + t * BQ * LDV);
-      FragA ds[BQ / 16];  // dS^T rounded to bf16 once: dK's operand and the stored copy
-      packA<BQ>(ds, dp);
-      gemmFB<BQ, FA_D, LD>(gk, ds, Qs + t * BQ * LD);
+      FragA ds[BQ / 16];
+      shortKeyTile(gk, gv, ds, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
       storeDs(DS + dsOffset(w), dsPitch(w), ds, t * BQ - dsFirst(w));
     }
   };

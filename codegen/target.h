@@ -56,8 +56,9 @@ struct Target {
   // Up to this many rows (at most 256) the bf16 causal self-attention forward at d <= 64 is one
   // launch of a block a head with q, k and v whole in shared memory, two blocks an SM, each
   // warp two query strips whose causal work adds up evenly (attention_mma.cuh
-  // fa_forward_short), instead of query tiles that each copy their key tiles again: on an H200 small b64's forward kernels 0.802 ->
-  // 0.726 ms a step (bench/RESULTS.md). FUSEC_SHORT_FWD_MAX_SEQ=0 keeps the tiled forward.
+  // fa_forward_short), instead of query tiles that each copy their key tiles again: on an H200
+  // small b64's forward kernels 0.802 -> 0.726 ms a step (bench/RESULTS.md).
+  // FUSEC_SHORT_FWD_MAX_SEQ=0 keeps the tiled forward.
   int64_t shortForwardMaxSeq = 256;
   // ... where there are at least this many heads (batch x heads) an SM, so that its block a
   // head fills every SM twice (medium b4, 64 heads: the step 9.76 -> 9.98 ms with it).
