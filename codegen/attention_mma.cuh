@@ -385,14 +385,14 @@ __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
 __device__ float2 fa_rowstats[FA_ROWSTATS];
 
 // {D, L2} of rows [q0, q0 + R) into `out` (fa_rowstats of this batch index) unless it is null,
-// into shared D[r], L2[r] unless D is null, and into shared RS[r] as a pair unless RS is null;
-// D = sum_d dO o and L2 = lse log2(e), from global memory: NT / R threads per row, 16-byte
-// loads. The dQ launch's statistics-only form (dq unused), its form where an o tile would cost
-// it blocks per SM (!FA_DQ_OTILE), and the one-launch backward's (fa_backward_short), whose
-// two threads a row sum in the order warpRowStats does.
+// and into shared D[r], L2[r] unless D is null; D = sum_d dO o and L2 = lse log2(e), from
+// global memory: NT / R threads per row, 16-byte loads. The dQ launch's statistics-only form
+// (dq unused) and its form where an o tile would cost it blocks per SM (!FA_DQ_OTILE). The
+// one-launch backward's (shortLoad) sums the same pieces in the same order, dO from shared
+// memory.
 template <int R>
 __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
-                                         const float* lse, int q0, float2* RS = nullptr) {
+                                         const float* lse, int q0) {
   constexpr int TPR = NT / R;
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
   float s = 0.f;
@@ -408,7 +408,6 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const
     const float l2 = row < FA_TQ ? lse[row] * LOG2E : 0.f;
     if (out && row < FA_TQ) out[row] = make_float2(s, l2);
     if (D) D[r] = s, L2[r] = l2;
-    if (RS) RS[r] = make_float2(s, l2);
   }
 }
 
@@ -980,7 +979,8 @@ __device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&g
 
 // The one launch's shared arrays (attention_smem.cpp shortBackwardSmemLayout): q, dO, k and v
 // whole ([BR][LD], dO and v [BR][LDV]) and every query row's {D, L2}; batch index z's rows
-// copied in and its statistics summed (overlapping the copies) before one block-wide wait.
+// copied in, then its statistics summed from o (loaded ahead of the copies) and the copied dO,
+// each followed by a block-wide wait.
 struct ShortSmem {
   fa_t *Qs, *Gs, *Ks, *Vs;
   float2* RS;
@@ -992,13 +992,38 @@ __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr&
                     reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
                     reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
   backwardOperands(z, q, k, v, o, dO, lse);
+  // The row statistics' o pieces and lse go to registers ahead of the copies; D then takes dO
+  // from shared memory after them, so dO is read from global memory once, not twice. Thread
+  // `part` of row r sums the pieces rowStats' thread would, in its order: the same bits.
+  constexpr int TPR = NT / BR, ON = (FA_DV + TPR * VEC - 1) / (TPR * VEC);
+  const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  uint4 ov[ON];
+  float l2 = 0.f;
+  if (r < FA_TQ) {
+#pragma unroll
+    for (int i = 0; i < ON; ++i) {
+      const int c = (part + i * TPR) * VEC;
+      if (c < FA_DV) ov[i] = *reinterpret_cast<const uint4*>(o + (long long)r * FA_O_RS + c);
+    }
+    l2 = lse[r] * LOG2E;
+  }
   loadTile<BR, FA_D>(m.Qs, q, FA_Q_RS, 0, FA_TQ);
   loadTile<BR, FA_DV>(m.Gs, dO, FA_DO_RS, 0, FA_TQ);
   loadTile<BR, FA_D>(m.Ks, k, FA_K_RS, 0, FA_TK);
   loadTile<BR, FA_DV>(m.Vs, v, FA_V_RS, 0, FA_TK);
   cpCommit();
-  rowStats<BR>(nullptr, nullptr, nullptr, o, dO, lse, 0, m.RS);
   cpWait<0>();
+  __syncthreads();
+  float s = 0.f;
+  if (r < FA_TQ)
+#pragma unroll
+    for (int i = 0; i < ON; ++i) {
+      const int c = (part + i * TPR) * VEC;
+      if (c < FA_DV) s = dotVec(ov[i], *reinterpret_cast<const uint4*>(m.Gs + r * LDV + c), s);
+    }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (part == 0) m.RS[r] = make_float2(s, l2);
   __syncthreads();
   return m;
 }

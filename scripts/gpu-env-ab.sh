@@ -9,6 +9,9 @@
 # optimizer kernels, once each, to $OUT/profiles.txt. RUN_LIMIT (default 180) bounds each run.
 #   scripts/gpu-env-ab.sh FUSEC_DEPENDENT_LAUNCH=0 FUSEC_DEPENDENT_LAUNCH=1
 #   scripts/gpu-env-ab.sh FUSEC_SIDE_STREAM=0 FUSEC_WGMMA=0 FUSEC_WGMMA_PRODUCER=0   (the first at its default: the baseline)
+# A setting FUSEC_BIN=PATH runs the fusec at PATH instead of build-gpu/fusec: two builds A/B'd
+# (a baseline carried beside .prebuilt, say).
+#   scripts/gpu-env-ab.sh FUSEC_BIN=build-prev/fusec FUSEC_BIN=build-gpu/fusec
 set -uo pipefail
 cd "$(dirname "$0")/.."
 (($# >= 2)) || { echo "usage: scripts/gpu-env-ab.sh NAME=VALUE NAME=VALUE [NAME=VALUE...]" >&2; exit 1; }
@@ -28,14 +31,19 @@ if [[ ${NO_BUILD:-0} != 1 ]]; then
     cmake --build build-gpu -j"$(nproc)" --target fusec | tail -1 || { echo "error: the build failed" >&2; exit 1; }
 fi
 declare -A meds
+tag() { local t=${1//=/-}; echo "${t//\//_}"; }  # SETTING: a file name's part
+bin() { [[ $1 == FUSEC_BIN=* ]] && echo "${1#FUSEC_BIN=}" || echo build-gpu/fusec; }  # SETTING: its fusec
+for s in "${settings[@]}"; do
+  [[ -x $(bin "$s") ]] || { echo "error: no fusec at '$(bin "$s")'" >&2; exit 1; }
+done
 for mb in $SCALE; do
   m=${mb%:*} b=${mb#*:}
   for ((r = 1; r <= ROUNDS; ++r)); do
     for s in "${settings[@]}"; do
-      log=$OUT/env-$m-b$b-${s//=/-}-$r.log
+      log=$OUT/env-$m-b$b-$(tag "$s")-$r.log
       # RUN_LIMIT seconds a run (default 180): a setting whose kernels hang costs that much, not
       # the rest of the call (a forward variant once did).
-      timeout "${RUN_LIMIT:-180}" env "$s" build-gpu/fusec run --program train_step --model "$m" --dtype bf16 --random-inputs \
+      timeout "${RUN_LIMIT:-180}" env "$s" "$(bin "$s")" run --program train_step --model "$m" --dtype bf16 --random-inputs \
         --batch "$b" --ctx 256 --steps "$STEPS" >"$log" 2>&1
       rc=$?
       ((rc == 124)) && echo "timed out after ${RUN_LIMIT:-180} s" >>"$log"
@@ -50,8 +58,8 @@ for mb in $SCALE; do
   done
   if [[ ${PROFILE:-0} == 1 ]]; then
     for s in "${settings[@]}"; do
-      f=$OUT/env-profile-$m-b$b-${s//=/-}.txt
-      timeout "${RUN_LIMIT:-180}" env "$s" build-gpu/fusec profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$f" 2>&1
+      f=$OUT/env-profile-$m-b$b-$(tag "$s").txt
+      timeout "${RUN_LIMIT:-180}" env "$s" "$(bin "$s")" profile --model "$m" --program train_step --dtype bf16 --batch "$b" >"$f" 2>&1
       echo "$m b$b $s: $(grep -o 'whole step as one CUDA graph: [0-9.]* ms (between kernels: [0-9.-]* ms)' "$f" | tail -1)"
     done
   fi
