@@ -7,7 +7,7 @@
 # (SANITIZE_TIMEOUT seconds, default 240) keeps one slow tool from taking the whole call.
 #   TOOLS="memcheck synccheck racecheck" (default), FILTER (a gtest filter; the default below),
 #   SANITIZE_ARGS (more compute-sanitizer options, e.g. "--racecheck-report hazard" to see
-#   which access came first)
+#   which access came first), PREBUILT=1 (the carried .prebuilt/fusec_gpu_tests, no build)
 #
 # racecheck and mbarriers: racecheck credits a waiter with only part of an mbarrier phase's
 # arrivals. scripts/probes/racecheck_mbarrier.cu shows it: eight reader warps that each arrive
@@ -25,9 +25,17 @@ OUT=${OUT:-$PWD/$BUILD/out}
 mkdir -p "$OUT"
 TOOLS=${TOOLS:-memcheck synccheck racecheck}
 FILTER=${FILTER:-FusedAttention.ProducerWarpgroupKernelsMatchBitForBit:FusedAttention.GroupedQueryHeadsMatchTheInterpreter:FusedAttention.DkDvWithoutDq:Models/KernelRun.*/tiny_train_step_bf16_ctx13}
-torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} >/dev/null &&
-  cmake --build "$BUILD" -j"$(nproc)" --target fusec_gpu_tests | tail -1 || exit 1
+# PREBUILT=1: the tests scripts/prebuild-for-device built here (carried as .prebuilt), no build.
+if [[ ${PREBUILT:-0} == 1 ]]; then
+  TESTS_BIN=.prebuilt/fusec_gpu_tests
+  [[ -x $TESTS_BIN ]] || { echo "error: no $TESTS_BIN (run scripts/prebuild-for-device here and carry .prebuilt)" >&2; exit 1; }
+  export LD_LIBRARY_PATH=$PWD/.prebuilt:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+else
+  TESTS_BIN=$BUILD/tests/gpu/fusec_gpu_tests
+  torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} >/dev/null &&
+    cmake --build "$BUILD" -j"$(nproc)" --target fusec_gpu_tests | tail -1 || exit 1
+fi
 status=0
 # Prints the filter racecheck gets: FILTER, less the producer-warpgroup test where the probe
 # finds racecheck blind to multi-arrival phases.
@@ -53,7 +61,7 @@ for tool in $TOOLS; do
   [[ $tool == racecheck ]] && filter=$(racecheck_filter)
   echo "== compute-sanitizer --tool $tool ($filter)"
   timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 ${SANITIZE_ARGS:-} \
-    "$BUILD"/tests/gpu/fusec_gpu_tests --gtest_filter="$filter" >"$log" 2>&1
+    "$TESTS_BIN" --gtest_filter="$filter" >"$log" 2>&1
   rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|tests? (passed|failed)|PASSED|FAILED" "$log" | tail -4
   case $rc in
