@@ -74,38 +74,6 @@ __device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group
 template <int N>
 __device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// mbarriers (PTX ISA, "mbarrier"): a count of arrivals per phase; a waiter names the phase by
-// its parity (the n-th completion of a barrier, from 0, has parity n & 1).
-__device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarArrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-// A warp's one arrival (empty barriers count warps): lane 0 arrives for the warp, after a warp
-// barrier, so that every lane's own reads of the buffer (the backward's row statistics are
-// read by the threads, not only by the tensor cores) happen before the release that lets the
-// producer overwrite it. Without it those reads are ordered by nothing. (racecheck reports
-// those reads racing the producer's next copies with or without it: it credits the waiter with
-// only part of a phase's arrivals; scripts/probes/racecheck_mbarrier.cu.)
-__device__ __forceinline__ void warpReleases(unsigned bar) {
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) mbarArrive(bar);
-}
-// Arrives once every cp.async this thread has issued so far has landed (the copies complete
-// the arrival, not the thread: it goes on issuing).
-__device__ __forceinline__ void mbarArriveOnCopies(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
 // Rows [r0, r0 + R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD]
 // tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
 template <int R, int W>
@@ -1017,15 +985,12 @@ struct ShortSmem {
   fa_t *Qs, *Gs, *Ks, *Vs;
   float2* RS;
 };
-__device__ __forceinline__ ShortSmem shortArrays(char* smem) {
-  return {reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G),
-          reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
-          reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
-}
 __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr& k, cptr& v, cptr& o, cptr& dO,
                                                const float* __restrict__& lse) {
   static_assert(BR % BQ == 0 && BR % BC == 0, "whole tiles: a warp's last tile stays inside the block's rows");
-  const ShortSmem m = shortArrays(smem);
+  const ShortSmem m{reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_Q), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_G),
+                    reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_K), reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_V),
+                    reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
   backwardOperands(z, q, k, v, o, dO, lse);
   // The row statistics' o pieces and lse go to registers ahead of the copies; D then takes dO
   // from shared memory after them, so dO is read from global memory once, not twice. Thread
@@ -1154,7 +1119,7 @@ __host__ __device__ constexpr bool dsPairsEven() {
   return DS_S % 2 == 0;
 }
 static_assert(dsPairsEven(), "every pair of key strips has T + 1 query tiles, the even warp's share inside strip p");
-static_assert(FA_SMEM_SHORT_DS + dsOffset(DS_S) * (int)sizeof(fa_t) <= FA_SMEM_SHORT_BAR, "the generator's DS array");
+static_assert(FA_SMEM_SHORT_DS + dsOffset(DS_S) * (int)sizeof(fa_t) <= FA_SMEM_SHORT_END, "the generator's DS array");
 
 // The warp's dS^T / scale tile (its 16 key rows x BQ queries, as dK's packed A fragments) at
 // column `col` of its strip: fragment kc's a0 / a2 hold row g's columns 16 kc + 2 t4 and + 8,
@@ -1200,73 +1165,6 @@ __device__ __forceinline__ void addPartial(float (&acc)[W / 8][4], const float4*
 // The two warps of pair p (barrier 1 + p; 0 is __syncthreads').
 __device__ __forceinline__ void pairBarrier(int p) { asm volatile("bar.sync %0, 64;\n" ::"r"(p + 1) : "memory"); }
 
-// The copy-in in two halves of the rows, all four arrays each, every thread's copies of half h
-// completing mbarrier `landed` h; the row statistics of half h summed by one parity of warps
-// (even: the first half) once it has landed, completing mbarrier `stats` h. The even warps'
-// first key strips take query tiles of the first half, so they start when it has landed, not
-// the whole head; the odd warps' take the second half's. A warp waits (awaitRows) for the
-// halves of each tile it takes. The statistics' thread sums rowStats' pieces in its order.
-struct Staged {
-  unsigned bar;  // landed 0, 1, then stats 0, 1: 8 bytes apart
-  __device__ __forceinline__ unsigned landed(int h) const { return bar + 8 * h; }
-  __device__ __forceinline__ unsigned stats(int h) const { return bar + 16 + 8 * h; }
-};
-constexpr int HALF = BR / 2;
-static_assert(HALF % 16 == 0 && FA_WARPS % 2 == 0, "halves of whole 16-row strips, warps in pairs");
-
-__device__ __forceinline__ ShortSmem shortLoadStaged(char* smem, Staged st, int z, cptr& q, cptr& k, cptr& v, cptr& o,
-                                                     cptr& dO, const float* __restrict__& lse) {
-  const ShortSmem m = shortArrays(smem);
-  if (threadIdx.x == 0) {
-    for (int h = 0; h < 2; ++h) mbarInit(st.landed(h), NT), mbarInit(st.stats(h), FA_WARPS / 2);
-  }
-  __syncthreads();  // the barriers initialised before any arrival
-  backwardOperands(z, q, k, v, o, dO, lse);
-  // This thread's statistics row: half `half` (its warp's parity), two threads a row.
-  const int warp = threadIdx.x >> 5, half = warp & 1, j = (warp >> 1) * 32 + (threadIdx.x & 31);
-  const int r = half * HALF + j / 2, part = j & 1;
-  constexpr int ON = (FA_DV + 2 * VEC - 1) / (2 * VEC);
-  uint4 ov[ON];
-  float l2 = 0.f;
-  if (r < FA_TQ) {
-#pragma unroll
-    for (int i = 0; i < ON; ++i) {
-      const int c = (part + 2 * i) * VEC;
-      if (c < FA_DV) ov[i] = *reinterpret_cast<const uint4*>(o + (long long)r * FA_O_RS + c);
-    }
-    l2 = lse[r] * LOG2E;
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    loadTile<HALF, FA_D>(m.Qs + h * HALF * LD, q, FA_Q_RS, h * HALF, FA_TQ);
-    loadTile<HALF, FA_DV>(m.Gs + h * HALF * LDV, dO, FA_DO_RS, h * HALF, FA_TQ);
-    loadTile<HALF, FA_D>(m.Ks + h * HALF * LD, k, FA_K_RS, h * HALF, FA_TK);
-    loadTile<HALF, FA_DV>(m.Vs + h * HALF * LDV, v, FA_V_RS, h * HALF, FA_TK);
-    mbarArriveOnCopies(st.landed(h));
-  }
-  mbarWait(st.landed(half), 0);
-  float s = 0.f;
-  if (r < FA_TQ)
-#pragma unroll
-    for (int i = 0; i < ON; ++i) {
-      const int c = (part + 2 * i) * VEC;
-      if (c < FA_DV) s = dotVec(ov[i], *reinterpret_cast<const uint4*>(m.Gs + r * LDV + c), s);
-    }
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
-  if (part == 0) m.RS[r] = make_float2(s, l2);
-  warpReleases(st.stats(half));
-  return m;
-}
-// Rows [lo, hi) of every array landed, and with `stats` their statistics summed.
-__device__ __forceinline__ void awaitRows(Staged st, int lo, int hi, bool stats) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    if (lo < (h + 1) * HALF && hi > h * HALF) {
-      mbarWait(st.landed(h), 0);
-      if (stats) mbarWait(st.stats(h), 0);
-    }
-}
-
 __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, const fa_t* __restrict__ k,
                                                 const fa_t* __restrict__ v, const fa_t* __restrict__ o,
                                                 const fa_t* __restrict__ dO, const float* __restrict__ lse,
@@ -1280,16 +1178,13 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
   const int warp = threadIdx.x >> 5, p = warp >> 1, z = blockIdx.x;
   const bool odd = warp & 1;
   const int low = p, high = DS_S - 1 - p;  // the pair's strips
-  const Staged st{smemAddr(smem + FA_SMEM_SHORT_BAR)};
-  const ShortSmem m = shortLoadStaged(smem, st, z, q, k, v, o, dO, lse);
+  const ShortSmem m = shortLoad(smem, z, q, k, v, o, dO, lse);
   fa_t *const Qs = m.Qs, *const Gs = m.Gs, *const Ks = m.Ks, *const Vs = m.Vs;  // q and dO, v: the partials' space later
   const float2* const RS = m.RS;
   // dK, dV: key strip w's query tiles [t0, t1) into gk, gv, each tile's dS^T kept.
   float gk[FA_D / 8][4], gv[FA_DV / 8][4];
   auto keyTiles = [&](int w, int t0, int t1) {
-    awaitRows(st, 16 * w, 16 * w + 16, false);
     for (int t = t0; t < t1; ++t) {
-      awaitRows(st, t * BQ, t * BQ + BQ, true);
       FragA ds[BQ / 16];
       shortKeyTile(gk, gv, ds, Qs, Gs, Ks, Vs, RS, 16 * w, t * BQ);
       storeDs(DS + dsOffset(w), dsPitch(w), ds, t * BQ - dsFirst(w));
@@ -1311,7 +1206,6 @@ __device__ __forceinline__ void backwardShortDs(const fa_t* __restrict__ q, cons
     zero(gv);
     keyTiles(low, split, DS_T);
   }
-  awaitRows(st, 0, BR, true);  // every copy landed (dQ reads all of k) before the wait below
   __syncthreads();  // every dS^T tile stored; q, dO and v read for the last time: their space takes the partials
   float4* slotK = reinterpret_cast<float4*>(Qs) + p * (FA_D / 8) * 32;
   float4* slotV = reinterpret_cast<float4*>(Gs) + p * (FA_DV / 8) * 32;

@@ -75,8 +75,7 @@ SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
       throw Error("codegen: attention shared memory: dS kept needs whole " + std::to_string(t.bq) + "-row query tiles");
     int64_t ds = 0;
     for (int64_t w = 0; w < rows / 16; ++w) ds += 16 * (rows - w / (t.bq / 16) * t.bq + 16 / es) * es;
-    // Then the staged copy-in's mbarriers: each half of the rows landed, its statistics summed.
-    l.add("DS", ds).add("BAR", 4 * 8, 8).add("END", 0);
+    l.add("DS", ds).add("END", 0);
   }
   return l;
 }

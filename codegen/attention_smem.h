@@ -52,9 +52,8 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled,
 // SHORT), rows padded as the mma tiles are: Q, G (dO), K and V, t.rows rows each, and every
 // query row's statistics (RS). With t.shortDs (FA_SHORT_DS) then DS, the lower triangle of
 // dS^T: 16-row key strip w keeps the queries from its causal walk's first t.bq-row tile,
-// w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes (the template checks its own
-// sum against where BAR starts), and BAR, four mbarriers: each half of the rows copied in, and
-// its row statistics summed; END marks the end.
+// w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes; END marks the end (the
+// template checks its own sum against it).
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 // attention_mma.cuh fa_forward_short: q, k and v whole (t.rows rows each), rows padded by 16
 // bytes.
