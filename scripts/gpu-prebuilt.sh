@@ -30,6 +30,7 @@ if [[ -n ${ENV_AB:-} ]]; then
   echo "env-ab rc=$?" >>"$S"
   grep -E "median|round|whole step|error" "$OUT/env-ab.txt" >>"$S"
 fi
+scripts/pack-out.sh >&2  # over 8 files (the device tool's limit): the logs into one archive
 # PROFILE=1: gpu-env-ab.sh's excerpts first; the summary last (the device tool returns the end).
 [[ -e $OUT/profiles.txt ]] && cat "$OUT/profiles.txt"
 cat "$S"

@@ -70,4 +70,5 @@ for tool in $TOOLS; do
     *) echo "$tool: exit $rc (see $log)"; status=1 ;;
   esac
 done
+OUT=$OUT scripts/pack-out.sh >&2  # over 8 files (the device tool's limit): the logs into one archive
 exit $status

@@ -55,3 +55,4 @@ for m in models:
         ratio = f"{f[b] / t[b]:.3f}x" if b in f and b in t else "-"
         print(f"{m:8} {b:>5} {f.get(b, float('nan')):>10.3f} {t.get(b, float('nan')):>19.3f} {ratio:>7}")
 EOF
+OUT=$OUT scripts/pack-out.sh >&2  # over 8 files (the device tool's limit): the logs into one archive
