@@ -7,6 +7,7 @@
 #include "codegen/cubin_cache.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
+#include "support/env.h"
 #endif
 
 namespace fusec::api {
@@ -52,8 +53,7 @@ class DeviceRunner final : public ProgramRunner {
     e.tf32 = o.tf32;
     e.gemmAutotune = o.gemmAutotune;
     // FUSEC_SYNC_LAUNCHES=1 in the environment does the same (a fault named by its launch).
-    const char* sync = std::getenv("FUSEC_SYNC_LAUNCHES");
-    e.syncEachLaunch = o.syncEachLaunch || (sync && *sync && std::string(sync) != "0");
+    e.syncEachLaunch = o.syncEachLaunch || envSwitch("FUSEC_SYNC_LAUNCHES", false);
     if (e.syncEachLaunch) e.cudaGraph = false;
     return e;
   }

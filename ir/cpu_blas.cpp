@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstdlib>
 
+#include "support/env.h"
+
 namespace fusec {
 namespace {
 
@@ -21,8 +23,7 @@ struct Blas {
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
-    const char* env = std::getenv("FUSEC_CPU_BLAS");
-    if (env && std::string(env) == "0") return out;
+    if (!envSwitch("FUSEC_CPU_BLAS", true)) return out;
     for (const char* lib : {"libopenblas.so.0", "libblis.so.4"}) {
       void* h = ::dlopen(lib, RTLD_NOW | RTLD_LOCAL);
       if (!h) continue;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ir/error.h"
+#include "support/env.h"
 
 namespace fusec::rt {
 namespace {
@@ -32,25 +33,11 @@ ncclDataType_t ncclTypeOf(DType d) {
 }
 
 // FUSEC_COMM_TIMEOUT: seconds a step may wait on its collectives (default 300).
-double stepTimeoutSeconds() {
-  const char* v = std::getenv("FUSEC_COMM_TIMEOUT");
-  if (!v || !*v) return 300;
-  char* end = nullptr;
-  double s = std::strtod(v, &end);
-  if (*end || !(s > 0)) throw Error("FUSEC_COMM_TIMEOUT must be a positive number of seconds, got '" + std::string(v) + "'");
-  return s;
-}
+double stepTimeoutSeconds() { return envPositive("FUSEC_COMM_TIMEOUT", 300); }
 
 // FUSEC_COMM_SMS: the SMs (NCCL's CTAs, one a channel) the collectives get; 0 leaves the count
 // to NCCL and reserves none for them.
-int commSmsFromEnvironment() {
-  const char* v = std::getenv("FUSEC_COMM_SMS");
-  if (!v || !*v) return kDefaultCommSms;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end || n < 0 || n > 64) throw Error("FUSEC_COMM_SMS must be a whole number from 0 to 64, got '" + std::string(v) + "'");
-  return int(n);
-}
+int commSmsFromEnvironment() { return int(envCount("FUSEC_COMM_SMS", kDefaultCommSms, 64)); }
 
 }  // namespace
 

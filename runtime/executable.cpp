@@ -21,6 +21,7 @@
 #include "runtime/side_stream_waits.h"
 #if FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
+#include "support/env.h"
 #include "support/ptr_hash.h"
 #endif
 
@@ -34,16 +35,9 @@ size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool isSource(const Value* v) { return v->def && (v->def->kind == OpKind::Input || v->def->kind == OpKind::Param); }
 
-// A switch in the environment (for A/B measurements): 1 on, 0 off, unset `unset`.
-bool envSwitch(const char* name, bool unset = true) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return unset;
-  if (std::string(v) == "1") return true;
-  if (std::string(v) == "0") return false;
-  throw Error(std::string(name) + " must be 0 or 1, got '" + v + "'");
-}
-bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE"); }
-bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY"); }
+// Switches in the environment (support/env.h), for A/B measurements.
+bool autotuneAllowedByEnv() { return envSwitch("FUSEC_GEMM_AUTOTUNE", true); }
+bool nodePriorityAllowedByEnv() { return envSwitch("FUSEC_GRAPH_NODE_PRIORITY", true); }
 // Off unless FUSEC_SIDE_STREAM=1. Measured on an H100 (bench/RESULTS.md) it gains little
 // where it should gain most: small b64's step -0.5%, medium b4's +2.4% (its 27 AdamW launches
 // then contend for memory with the backward's GEMMs instead of following them); and its bits

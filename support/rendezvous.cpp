@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "ir/error.h"
+#include "support/env.h"
 
 namespace fusec {
 namespace {
@@ -333,23 +334,6 @@ Rendezvous::~Rendezvous() {
   for (int fd : wake_)
     if (fd >= 0) ::close(fd);
 }
-
-namespace {
-
-// An integer environment variable, or `fallback` when unset.
-int64_t envInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v, &end, 10);
-  if (errno || *end || x < lo || x > hi)
-    throw Error(std::string(name) + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                ", got '" + v + "'");
-  return x;
-}
-
-}  // namespace
 
 JobAddress jobFromEnvironment() {
   JobAddress job;
