@@ -156,8 +156,8 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.shortForwardMinHeadsPerSm, 2);
   const std::pair<const char*, const char*> bad[] = {{"FUSEC_WGMMA_FUSED_DQ", "3"}, {"FUSEC_WGMMA_FUSED_DQ", "1 "},
                                                      {"FUSEC_ROW_SHARED", "yes"}, {"FUSEC_WGMMA", "2"},
-                                                     {"FUSEC_WGMMA_PRODUCER", ""}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
-                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"}, {"FUSEC_WGMMA_BWD_MIN_SEQ", ""},
+                                                     {"FUSEC_WGMMA_PRODUCER", " "}, {"FUSEC_WGMMA_BWD_MIN_SEQ", "-1"},
+                                                     {"FUSEC_WGMMA_BWD_MIN_SEQ", "1e3"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "99999999999"},
                                                      {"FUSEC_WGMMA_BWD_MIN_SEQ", "2147483649"},
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
@@ -173,6 +173,11 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+  // Set but empty is the default, as unset (support/env.h: `NAME=` clears a setting).
+  test::ScopedEnv producer("FUSEC_WGMMA_PRODUCER", ""), minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "");
+  const Target cleared = offlineTarget();
+  EXPECT_EQ(cleared.wgmmaProducer, defaults.wgmmaProducer);
+  EXPECT_EQ(cleared.wgmmaBackwardMinSeq, defaults.wgmmaBackwardMinSeq);
 }
 
 TEST(CodegenTest, GridsAndLimitsFollowTheTarget) {

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/target.h"
 #include "test_util.h"
 
 namespace fusec {
@@ -67,21 +66,6 @@ TEST(Env, IntegersAndPositiveNumbers) {
   }
   ScopedEnv v(kName, "12s");
   EXPECT_EQ(errorOf([] { envPositive(kName, 1); }), std::string(kName) + " must be a number above 0, got '12s'");
-}
-
-// The target's switches read through it: an empty one is its default, a mistyped one an error.
-TEST(Env, TargetSwitches) {
-  const codegen::Target base = codegen::offlineTarget();
-  {
-    ScopedEnv empty("FUSEC_SHORT_FWD_MAX_SEQ", "");
-    EXPECT_EQ(codegen::offlineTarget().shortForwardMaxSeq, base.shortForwardMaxSeq);
-  }
-  {
-    ScopedEnv off("FUSEC_SHORT_FWD_MAX_SEQ", "0");
-    EXPECT_EQ(codegen::offlineTarget().shortForwardMaxSeq, 0);
-  }
-  ScopedEnv typo("FUSEC_ROW_SHARED", "yes");
-  EXPECT_EQ(errorOf([] { codegen::offlineTarget(); }), "FUSEC_ROW_SHARED must be 0 or 1, got 'yes'");
 }
 
 }  // namespace
