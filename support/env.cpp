@@ -15,6 +15,8 @@ const char* valueOf(const char* name) {
 }
 }  // namespace
 
+bool envSet(const char* name) { return valueOf(name) != nullptr; }
+
 int64_t envCount(const char* name, int64_t fallback, int64_t max) {
   const char* v = valueOf(name);
   if (!v) return fallback;

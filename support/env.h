@@ -8,6 +8,8 @@
 
 namespace fusec {
 
+// Whether the variable is set to something (not unset, not empty).
+bool envSet(const char* name);
 // A whole number from 0 to `max`, decimal digits only.
 int64_t envCount(const char* name, int64_t fallback, int64_t max);
 // 0 or 1.

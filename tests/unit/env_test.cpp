@@ -15,12 +15,14 @@ constexpr const char* kName = "FUSEC_ENV_TEST_SETTING";
 
 TEST(Env, UnsetOrEmptyIsTheFallback) {
   unsetenv(kName);
+  EXPECT_FALSE(envSet(kName));
   EXPECT_EQ(envCount(kName, 7, 100), 7);
   EXPECT_TRUE(envSwitch(kName, true));
   EXPECT_EQ(envInt(kName, -3, -10, 10), -3);
   EXPECT_EQ(envPositive(kName, 2.5), 2.5);
   // `NAME=` clears a setting in the shell: the fallback too, not an error.
   ScopedEnv empty(kName, "");
+  EXPECT_FALSE(envSet(kName));
   EXPECT_EQ(envCount(kName, 7, 100), 7);
   EXPECT_FALSE(envSwitch(kName, false));
   EXPECT_EQ(envInt(kName, -3, -10, 10), -3);
@@ -35,6 +37,7 @@ TEST(Env, CountsAndSwitches) {
   }
   {
     ScopedEnv v(kName, "1");
+    EXPECT_TRUE(envSet(kName));
     EXPECT_TRUE(envSwitch(kName, false));
   }
   {

@@ -18,6 +18,7 @@
 #include "bench/sweep.h"
 #include "bench/trace.h"
 #include "support/atomic_file.h"
+#include "support/env.h"
 #include "frontend/models/zoo_model.h"
 #include "frontend/token_data.h"
 #include "ir/roles.h"
@@ -219,7 +220,7 @@ Command addProfileCommand(CLI::App& app) {
     requireAtLeast(a->iters, "--iters", 1);
     requireAtLeast(a->warmup, "--warmup", 0);
     const bench::Format format = bench::parseFormat(a->format);
-    const bool job = a->gpus > 1 || std::getenv("WORLD_SIZE");
+    const bool job = a->gpus > 1 || envSet("WORLD_SIZE");
     if (!job && (oBucket->count() || oWire->count() || a->shardOptimizer))
       throw Error("--bucket-mb, --grad-reduce-dtype and --shard-optimizer go with --gpus N");
     if (job && a->program != "train_step") throw Error("--gpus profiles --program train_step");

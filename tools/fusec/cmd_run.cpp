@@ -60,6 +60,7 @@
 #endif
 #include "bench/trace.h"
 #include "support/atomic_file.h"
+#include "support/env.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "runtime/kernel_activity.h"
 #endif
@@ -328,11 +329,11 @@ int runProgram(RunArgs& a, const api::Model& model);
 
 // A rank's run: the job's failure reaches the other ranks as one line naming this one.
 int runRank(RunArgs& a, const api::Model& model) {
-  if (a.oBucketMb->count() && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+  if (a.oBucketMb->count() && a.gpus <= 1 && !envSet("WORLD_SIZE"))
     throw Error("run: --bucket-mb goes with --gpus N");
-  if (a.shardOptimizer && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+  if (a.shardOptimizer && a.gpus <= 1 && !envSet("WORLD_SIZE"))
     throw Error("run: --shard-optimizer goes with --gpus N");
-  if (a.oGradReduce->count() && a.gpus <= 1 && !std::getenv("WORLD_SIZE"))
+  if (a.oGradReduce->count() && a.gpus <= 1 && !envSet("WORLD_SIZE"))
     throw Error("run: --grad-reduce-dtype goes with --gpus N");
   // Each rank holds only its rows of the AdamW moments: a checkpoint would need them all.
   if (a.shardOptimizer && (!a.checkpoint.empty() || !a.resume.empty()))

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "support/env.h"
 #ifdef FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
 #endif
@@ -79,10 +80,8 @@ std::string describeStatus(int status) {
 void setCommandLine(int argc, char** argv) { gArgs.assign(argv, argv + argc); }
 
 std::string rankPrefix() {
-  const char* ws = std::getenv("WORLD_SIZE");
-  const char* r = std::getenv("RANK");
-  if (!ws || !r || std::string(ws) == "1" || std::string(ws).empty()) return "";
-  return "rank " + std::string(r) + ": ";
+  if (!envSet("WORLD_SIZE") || !envSet("RANK") || std::string(std::getenv("WORLD_SIZE")) == "1") return "";
+  return "rank " + std::string(std::getenv("RANK")) + ": ";
 }
 
 JobRole jobRole(int64_t gpus) {
