@@ -384,26 +384,51 @@ __device__ __forceinline__ float dotVec(uint4 a, uint4 b, float s) {
 // pass and read by the dK/dV pass.
 __device__ float2 fa_rowstats[FA_ROWSTATS];
 
+// Thread `part` of a row's TPR threads: its 16-byte pieces of a dv-wide row, columns
+// (part + i TPR) VEC below FA_DV, o's held in registers. D's partial sum runs over them in that
+// order wherever a row's threads sum it (rowStats, the one-launch backward's shortLoad), and
+// rowSum adds the row's threads: the same bits from global or shared dO.
+template <int TPR>
+struct RowPieces {
+  static constexpr int N = (FA_DV + TPR * VEC - 1) / (TPR * VEC);
+  uint4 o[N];
+  __device__ __forceinline__ static int col(int part, int i) { return (part + i * TPR) * VEC; }
+  __device__ __forceinline__ void load(const fa_t* oRow, int part) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (col(part, i) < FA_DV) o[i] = *reinterpret_cast<const uint4*>(oRow + col(part, i));
+  }
+  __device__ __forceinline__ float dot(const fa_t* dORow, int part) const {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (col(part, i) < FA_DV) s = dotVec(o[i], *reinterpret_cast<const uint4*>(dORow + col(part, i)), s);
+    return s;
+  }
+};
+template <int TPR>
+__device__ __forceinline__ float rowSum(float s) {
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  return s;
+}
+
 // {D, L2} of rows [q0, q0 + R) into `out` (fa_rowstats of this batch index) unless it is null,
 // and into shared D[r], L2[r] unless D is null; D = sum_d dO o and L2 = lse log2(e), from
 // global memory: NT / R threads per row, 16-byte loads. The dQ launch's statistics-only form
-// (dq unused) and its form where an o tile would cost it blocks per SM (!FA_DQ_OTILE). The
-// one-launch backward's (shortLoad) sums the same pieces in the same order, dO from shared
-// memory.
+// (dq unused) and its form where an o tile would cost it blocks per SM (!FA_DQ_OTILE).
 template <int R>
 __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const fa_t* o, const fa_t* dO,
                                          const float* lse, int q0) {
   constexpr int TPR = NT / R;
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, row = q0 + r;
   float s = 0.f;
-  if (row < FA_TQ)
-#pragma unroll
-    for (int c = part * VEC; c < FA_DV; c += TPR * VEC) {
-      s = dotVec(*reinterpret_cast<const uint4*>(o + (long long)row * FA_O_RS + c),
-               *reinterpret_cast<const uint4*>(dO + (long long)row * FA_DO_RS + c), s);
-    }
-#pragma unroll
-  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (row < FA_TQ) {
+    RowPieces<TPR> pieces;
+    pieces.load(o + (long long)row * FA_O_RS, part);
+    s = pieces.dot(dO + (long long)row * FA_DO_RS, part);
+  }
+  s = rowSum<TPR>(s);
   if (part == 0) {
     const float l2 = row < FA_TQ ? lse[row] * LOG2E : 0.f;
     if (out && row < FA_TQ) out[row] = make_float2(s, l2);
@@ -417,11 +442,9 @@ __device__ __forceinline__ void rowStats(float* D, float* L2, float2* out, const
 __device__ __forceinline__ void warpRowStats(float (&D)[2], float (&L2)[2], const fa_t* Os, const fa_t* Gs, float l2,
                                              float2* out, int r0) {
   const int lane = threadIdx.x & 31, r = lane >> 1, g = lane >> 2;
-  float s = 0.f;
-#pragma unroll
-  for (int c = (lane & 1) * VEC; c < FA_DV; c += 2 * VEC)
-    s = dotVec(*reinterpret_cast<const uint4*>(Os + r * LDV + c), *reinterpret_cast<const uint4*>(Gs + r * LDV + c), s);
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  RowPieces<2> pieces;
+  pieces.load(Os + r * LDV, lane & 1);
+  const float s = rowSum<2>(pieces.dot(Gs + r * LDV, lane & 1));
   if ((lane & 1) == 0 && r0 + r < FA_TQ) out[r0 + r] = make_float2(s, l2);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -993,18 +1016,14 @@ __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr&
                     reinterpret_cast<float2*>(smem + FA_SMEM_SHORT_RS)};
   backwardOperands(z, q, k, v, o, dO, lse);
   // The row statistics' o pieces and lse go to registers ahead of the copies; D then takes dO
-  // from shared memory after them, so dO is read from global memory once, not twice. Thread
-  // `part` of row r sums the pieces rowStats' thread would, in its order: the same bits.
-  constexpr int TPR = NT / BR, ON = (FA_DV + TPR * VEC - 1) / (TPR * VEC);
+  // from shared memory after them (RowPieces: rowStats' pieces and order, the same bits), so
+  // dO is read from global memory once, not twice.
+  constexpr int TPR = NT / BR;
   const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
-  uint4 ov[ON];
+  RowPieces<TPR> pieces;
   float l2 = 0.f;
   if (r < FA_TQ) {
-#pragma unroll
-    for (int i = 0; i < ON; ++i) {
-      const int c = (part + i * TPR) * VEC;
-      if (c < FA_DV) ov[i] = *reinterpret_cast<const uint4*>(o + (long long)r * FA_O_RS + c);
-    }
+    pieces.load(o + (long long)r * FA_O_RS, part);
     l2 = lse[r] * LOG2E;
   }
   loadTile<BR, FA_D>(m.Qs, q, FA_Q_RS, 0, FA_TQ);
@@ -1014,15 +1033,7 @@ __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr&
   cpCommit();
   cpWait<0>();
   __syncthreads();
-  float s = 0.f;
-  if (r < FA_TQ)
-#pragma unroll
-    for (int i = 0; i < ON; ++i) {
-      const int c = (part + i * TPR) * VEC;
-      if (c < FA_DV) s = dotVec(ov[i], *reinterpret_cast<const uint4*>(m.Gs + r * LDV + c), s);
-    }
-#pragma unroll
-  for (int off = 1; off < TPR; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  const float s = rowSum<TPR>(r < FA_TQ ? pieces.dot(m.Gs + r * LDV, part) : 0.f);
   if (part == 0) m.RS[r] = make_float2(s, l2);
   __syncthreads();
   return m;
