@@ -207,6 +207,7 @@ struct AttentionPath {
   // fa_forward_short): a block per head, each warp two 16-row query strips.
   bool shortForward = false;
   bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
+  bool bulk = false;  // it copies its rows in with the bulk copy engine (FA_BULK, Target::bulkCopies)
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -276,7 +277,9 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
       shortRows <= 256) {
     // dS kept in shared memory (FA_SHORT_DS) for causal self-attention at d = dv, where its
     // triangle fits beside the rows.
-    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0}, kept = t;
+    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
+    t.bulk = target.hasBulkCopies();
+    AttentionTiles kept = t;
     kept.shortDs = true;
     if (target.shortBackwardDs && att.attrBool("causal") && Tq == Tk && D == DV &&
         shortBackwardSmemLayout(kept).bytes() <= target.smemPerBlock)
@@ -284,6 +287,7 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
       p.shortDs = t.shortDs;
+      p.bulk = t.bulk;
       p.tiling.warps = int(shortRows / 16);
       p.tiling.bc = p.tiling.bq = 32;
     }
@@ -393,6 +397,7 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
   if (path.shortBackward) {
     w.define("FA_SHORT", "1", "one launch: fa_backward_short");
     w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
+    w.define("FA_BULK", path.bulk ? "1" : "0", path.bulk ? "rows copied in by the bulk copy engine, on an mbarrier" : "rows copied in by cp.async");
   }
   if (path.shortForward) w.define("FA_SHORT_FWD", "1", "one launch: fa_forward_short");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
@@ -513,6 +518,7 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     if (path.shortBackward) {
       AttentionTiles shortTiles = tiles;
       shortTiles.shortDs = path.shortDs;
+      shortTiles.bulk = path.bulk;
       const SmemLayout shortLayout = shortBackwardSmemLayout(shortTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();
