@@ -63,6 +63,7 @@ SmemLayout shortForwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
   SmemLayout l = named("SHORT_FWD");
   l.add("Q", rows * ld).add("K", rows * ld).add("V", rows * ldv);
+  if (t.bulk) l.add("BAR", 16);
   return l;
 }
 

@@ -39,7 +39,7 @@ struct AttentionTiles {
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
   int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
   bool shortDs = false;  // the one-launch backward keeps dS^T in shared memory (FA_SHORT_DS)
-  bool bulk = false;  // the one-launch backward's rows come in by bulk copies, completing on an mbarrier (FA_BULK)
+  bool bulk = false;  // a one-launch kernel's rows come in by bulk copies, completing on an mbarrier (FA_BULK)
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma
@@ -57,7 +57,7 @@ std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled,
 // template checks its own sum against it).
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 // attention_mma.cuh fa_forward_short: q, k and v whole (t.rows rows each), rows padded by 16
-// bytes.
+// bytes; with t.bulk then BAR.
 SmemLayout shortForwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.

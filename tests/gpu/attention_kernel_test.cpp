@@ -218,14 +218,18 @@ TEST_F(FusedAttention, ShortForwardEqualsTiled) {
         test::ScopedEnv on("FUSEC_SHORT_FWD_MAX_SEQ", "256");
         check("attention", DType::bf16, 2, n, d, seed);
       }
-      // One launch twice, then the tiled mma forward.
-      const EnvSetting one = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}}, tiled = {{"FUSEC_SHORT_FWD_MAX_SEQ", "0"}};
-      const std::vector<std::vector<HostTensor>> outs = runUnderSettings("attention", 3, n, d, seed++, {one, one, tiled}).outs;
+      // One launch twice, then the tiled mma forward, then one launch copying with cp.async
+      // instead of the bulk copy engine (FA_BULK).
+      const EnvSetting one = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}}, tiled = {{"FUSEC_SHORT_FWD_MAX_SEQ", "0"}},
+                       cpAsync = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}, {"FUSEC_BULK_COPIES", "0"}};
+      const std::vector<std::vector<HostTensor>> outs =
+          runUnderSettings("attention", 3, n, d, seed++, {one, one, tiled, cpAsync}).outs;
       ASSERT_FALSE(outs[0].empty());
       for (size_t i = 0; i < outs[0].size(); ++i) {
         EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
         EXPECT_TRUE(outs[0][i].f == outs[2][i].f) << "one launch and the tiled forward differ: output " << i << " d=" << d
                                                   << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[2][i]);
+        EXPECT_TRUE(outs[3][i].f == outs[0][i].f) << "bulk copies and cp.async differ: output " << i << " d=" << d << " N=" << n;
       }
     }
 }

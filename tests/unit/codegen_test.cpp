@@ -711,20 +711,22 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     bool oneLaunch;
     int minHeadsPerSm = 0;  // the target's (8 heads here)
     bool causal = true;
+    bool bulk = true;  // the target's bulkCopies
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, true},  {1, 64, DType::bf16, 0, 256, true},
                         {17, 16, DType::bf16, 0, 256, true},   {100, 32, DType::bf16, 0, 256, true},
                         {257, 64, DType::bf16, 0, 256, false}, {256, 64, DType::bf16, 0, 0, false},
                         {256, 128, DType::bf16, 0, 256, false}, {256, 64, DType::f32, 0, 256, false},
                         {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true},
-                        {256, 64, DType::bf16, 0, 256, false, 2}, {256, 64, DType::bf16, 0, 256, false, 0, false}};
+                        {256, 64, DType::bf16, 0, 256, false, 2}, {256, 64, DType::bf16, 0, 256, false, 0, false},
+                        {100, 32, DType::bf16, 0, 256, true, 0, true, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", " + std::to_string(c.minHeadsPerSm) + " heads an SM at least" +
-                 (c.causal ? "" : ", not causal"));
+                 (c.causal ? "" : ", not causal") + (c.bulk ? "" : ", cp.async"));
     const std::string n = std::to_string(c.n), d = std::to_string(c.d), dt(dtypeName(c.dt)),
                       kv = std::to_string(c.kvHeads ? c.kvHeads : 4);
     std::unique_ptr<Module> m = parseModule("func @fwd {\n"
@@ -740,6 +742,7 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     pm.run(*m);
     t.shortForwardMaxSeq = c.maxSeq;
     t.shortForwardMinHeadsPerSm = c.minHeadsPerSm;
+    t.bulkCopies = c.bulk;
     int forward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention) continue;
@@ -751,13 +754,14 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
       ASSERT_EQ(k.launches.size(), 1u);
       EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{8, 1, 1}));  // a block a head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(rows));                 // a warp per 32 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(3 * rows * (c.d + 8) * 2));
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(3 * rows * (c.d + 8) * 2 + (c.bulk ? 16 : 0)));  // and the mbarrier
+      EXPECT_NE(k.source.find(std::string("#define FA_BULK ") + (c.bulk ? "1" : "0")), std::string::npos);
       EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(rows) + ", 2)"), std::string::npos);
-      jobs.push_back({k.image + "_n" + n + "_d" + d, k.source});
+      jobs.push_back({k.image + "_n" + n + "_d" + d + (c.bulk ? "_bulk" : ""), k.source});
     }
     EXPECT_EQ(forward, 1);
   }
-  ASSERT_EQ(jobs.size(), 5u);
+  ASSERT_EQ(jobs.size(), 6u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
