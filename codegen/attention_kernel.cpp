@@ -207,7 +207,6 @@ struct AttentionPath {
   // fa_forward_short): a block per head, each warp two 16-row query strips.
   bool shortForward = false;
   bool shortDs = false;  // it keeps dS^T in shared memory (FA_SHORT_DS, Target::shortBackwardDs)
-  bool bulk = false;  // a one-launch kernel copies its rows in with the bulk copy engine (FA_BULK, Target::bulkCopies)
   std::string simtWhy;  // why not tensor cores ("" when mma)
   MmaTiling tiling;
   int threads = kThreads, rows = kRows;
@@ -265,12 +264,10 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
       longest <= target.shortForwardMaxSeq && batch >= int64_t(target.shortForwardMinHeadsPerSm) * target.sms) {
     const MmaTiling mma = mmaTiling(D, Tq, false, false);  // the mma forward's, not wgmma's
     const int64_t unit = std::max<int64_t>(32, mma.bc), rows = (longest + unit - 1) / unit * unit;
-    AttentionTiles t{D, DV, 2, rows, mma.bc, mma.bq, false, 0, 0};
-    t.bulk = target.hasBulkCopies();
+    const AttentionTiles t{D, DV, 2, rows, mma.bc, mma.bq, false, 0, 0};
     if (rows <= 256 && 2 * (shortForwardSmemLayout(t).bytes() + target.smemReservedPerBlock) <= target.smemPerSm) {
       p.wgmma = false;
       p.shortForward = true;
-      p.bulk = t.bulk;
       p.tiling = mma;
       p.tiling.warps = int(rows / 32);
     }
@@ -279,9 +276,7 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
       shortRows <= 256) {
     // dS kept in shared memory (FA_SHORT_DS) for causal self-attention at d = dv, where its
     // triangle fits beside the rows.
-    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0};
-    t.bulk = target.hasBulkCopies();
-    AttentionTiles kept = t;
+    AttentionTiles t{D, DV, 2, shortRows, 32, 32, false, 0, 0}, kept = t;
     kept.shortDs = true;
     if (target.shortBackwardDs && att.attrBool("causal") && Tq == Tk && D == DV &&
         shortBackwardSmemLayout(kept).bytes() <= target.smemPerBlock)
@@ -289,7 +284,6 @@ AttentionPath choosePath(const Op& att, int64_t batch, int64_t Tq, int64_t Tk, i
     if (shortBackwardSmemLayout(t).bytes() <= target.smemPerBlock) {
       p.shortBackward = true;
       p.shortDs = t.shortDs;
-      p.bulk = t.bulk;
       p.tiling.warps = int(shortRows / 16);
       p.tiling.bc = p.tiling.bq = 32;
     }
@@ -401,8 +395,6 @@ void writeAttentionMacros(KernelBuilder& w, const Op& att, const AttentionShape&
     w.define("FA_SHORT_DS", path.shortDs ? "1" : "0", path.shortDs ? "dQ from dS^T kept in shared memory, warps in pairs" : "dQ from S and dP again");
   }
   if (path.shortForward) w.define("FA_SHORT_FWD", "1", "one launch: fa_forward_short");
-  if (path.shortBackward || path.shortForward)
-    w.define("FA_BULK", path.bulk ? "1" : "0", path.bulk ? "rows copied in by the bulk copy engine, on an mbarrier" : "rows copied in by cp.async");
   w.line("typedef " + storageType(att.operands[0]->type.dtype) + " fa_t;");
   w.define("FA_D", std::to_string(a.D));
   w.define("FA_DV", std::to_string(a.DV));
@@ -514,7 +506,6 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     if (path.shortForward) {
       AttentionTiles shortTiles = tiles;
       shortTiles.rows = 2 * rows;  // two strips a warp
-      shortTiles.bulk = path.bulk;
       const SmemLayout shortLayout = shortForwardSmemLayout(shortTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();
@@ -522,7 +513,6 @@ std::vector<Launch> emitAttention(const FamilyInput& k, KernelBuilder& w) {
     if (path.shortBackward) {
       AttentionTiles shortTiles = tiles;
       shortTiles.shortDs = path.shortDs;
-      shortTiles.bulk = path.bulk;
       const SmemLayout shortLayout = shortBackwardSmemLayout(shortTiles);
       writeSmemMacros(w, shortLayout);
       shortBytes = shortLayout.bytes();

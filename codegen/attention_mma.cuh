@@ -74,68 +74,6 @@ __device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group
 template <int N>
 __device__ __forceinline__ void cpWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// mbarriers (PTX ISA, "mbarrier"): a count of arrivals per phase; a waiter names the phase by
-// its parity (the n-th completion of a barrier, from 0, has parity n & 1).
-__device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarArrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// Hopper's bulk copy engine (cp.async.bulk): `bytes` (a multiple of 16; both addresses 16-byte
-// aligned) from global to shared memory, counted against the mbarrier's expected transaction
-// bytes when they land. The issuing thread does not wait and holds nothing in flight.
-__device__ __forceinline__ void bulkCopy(void* dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-// One arrival that also expects `bytes` more of bulk copies in this phase: the phase completes
-// when every arrival is in and the copies have landed.
-__device__ __forceinline__ void mbarExpectBytes(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// After mbarInit, before the barrier's first use by another thread or by the copy engine.
-__device__ __forceinline__ void mbarInitFence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-// A one-launch kernel's copy-in: the mbarrier at `at` set up by thread 0 to expect `bytes` of
-// copies in its first phase, seen by every thread before warp 0 issues them.
-__device__ __forceinline__ unsigned bulkStart(char* at, unsigned bytes) {
-  const unsigned bar = smemAddr(at);
-  if (threadIdx.x == 0) {
-    mbarInit(bar, 1);
-    mbarInitFence();
-    mbarExpectBytes(bar, bytes);
-  }
-  __syncthreads();
-  return bar;
-}
-// Rows [0, R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD] tile by
-// the lanes of one warp, a bulk copy a row (its W elements are contiguous; the pad is not
-// written) completing on `bar`, which expects every row below `limit`; the lanes write rows
-// at or past `limit` as zeros themselves (a NaN there would survive P = 0).
-template <int R, int W>
-__device__ __forceinline__ void bulkRows(fa_t* dst, const fa_t* src, long long rs, int limit, unsigned bar) {
-  for (int r = threadIdx.x & 31; r < R; r += 32) {
-    if (r < limit) {
-      bulkCopy(dst + r * (W + PAD), src + (long long)r * rs, W * (unsigned)sizeof(fa_t), bar);
-    } else {
-#pragma unroll
-      for (int c = 0; c < W; c += VEC) *reinterpret_cast<uint4*>(dst + r * (W + PAD) + c) = make_uint4(0, 0, 0, 0);
-    }
-  }
-}
-#endif
-
 // Rows [r0, r0 + R) of a [*, W] operand (row stride rs elements) into a shared [R][W + PAD]
 // tile, asynchronously; rows at or past `limit` are zeros (a NaN there would survive P = 0).
 template <int R, int W>
@@ -855,22 +793,12 @@ __device__ __forceinline__ void fa_forward_short(const fa_t* __restrict__ q, con
   fa_t* Ks = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_FWD_K);  // [SR][LD]
   fa_t* Vs = reinterpret_cast<fa_t*>(smem + FA_SMEM_SHORT_FWD_V);  // [SR][LDV]
   const int warp = threadIdx.x >> 5, z = blockIdx.x;
-#if FA_BULK
-  const unsigned bar = bulkStart(smem + FA_SMEM_SHORT_FWD_BAR, (FA_TQ * FA_D + FA_TK * (FA_D + FA_DV)) * (unsigned)sizeof(fa_t));
-  if (threadIdx.x < 32) {
-    bulkRows<SR, FA_D>(Qs, q + fa_q_batch(z), FA_Q_RS, FA_TQ, bar);
-    bulkRows<SR, FA_D>(Ks, k + fa_k_batch(z), FA_K_RS, FA_TK, bar);
-    bulkRows<SR, FA_DV>(Vs, v + fa_v_batch(z), FA_V_RS, FA_TK, bar);
-  }
-  mbarWait(bar, 0);
-#else
   loadTile<SR, FA_D>(Qs, q + fa_q_batch(z), FA_Q_RS, 0, FA_TQ);
   loadTile<SR, FA_D>(Ks, k + fa_k_batch(z), FA_K_RS, 0, FA_TK);
   loadTile<SR, FA_DV>(Vs, v + fa_v_batch(z), FA_V_RS, 0, FA_TK);
   cpCommit();
   cpWait<0>();
-#endif
-  __syncthreads();  // the zero rows (and, with cp.async, every thread's copies) seen by all
+  __syncthreads();
   for (int half = 0; half < 2; ++half) {
     const int r0 = 16 * (half ? S - 1 - warp : warp);
     if (r0 >= FA_TQ) continue;  // uniform per warp
@@ -1076,7 +1004,6 @@ __device__ __forceinline__ void shortKeyTile(float (&gk)[FA_D / 8][4], float (&g
 // whole ([BR][LD], dO and v [BR][LDV]) and every query row's {D, L2}; batch index z's rows
 // copied in, then its statistics summed from o (loaded ahead of the copies) and the copied dO,
 // each followed by a block-wide wait.
-
 struct ShortSmem {
   fa_t *Qs, *Gs, *Ks, *Vs;
   float2* RS;
@@ -1099,25 +1026,13 @@ __device__ __forceinline__ ShortSmem shortLoad(char* smem, int z, cptr& q, cptr&
     pieces.load(o + (long long)r * FA_O_RS, part);
     l2 = lse[r] * LOG2E;
   }
-#if FA_BULK
-  // Warp 0 hands the copy engine a row at a time; the other warps go straight on to wait.
-  const unsigned bar = bulkStart(smem + FA_SMEM_SHORT_BAR, (FA_TQ + FA_TK) * (FA_D + FA_DV) * (unsigned)sizeof(fa_t));
-  if (threadIdx.x < 32) {
-    bulkRows<BR, FA_D>(m.Qs, q, FA_Q_RS, FA_TQ, bar);
-    bulkRows<BR, FA_DV>(m.Gs, dO, FA_DO_RS, FA_TQ, bar);
-    bulkRows<BR, FA_D>(m.Ks, k, FA_K_RS, FA_TK, bar);
-    bulkRows<BR, FA_DV>(m.Vs, v, FA_V_RS, FA_TK, bar);
-  }
-  mbarWait(bar, 0);
-#else
   loadTile<BR, FA_D>(m.Qs, q, FA_Q_RS, 0, FA_TQ);
   loadTile<BR, FA_DV>(m.Gs, dO, FA_DO_RS, 0, FA_TQ);
   loadTile<BR, FA_D>(m.Ks, k, FA_K_RS, 0, FA_TK);
   loadTile<BR, FA_DV>(m.Vs, v, FA_V_RS, 0, FA_TK);
   cpCommit();
   cpWait<0>();
-#endif
-  __syncthreads();  // the zero rows (and, with cp.async, every thread's copies) seen by all
+  __syncthreads();
   const float s = rowSum<TPR>(r < FA_TQ ? pieces.dot(m.Gs + r * LDV, part) : 0.f);
   if (part == 0) m.RS[r] = make_float2(s, l2);
   __syncthreads();

@@ -63,7 +63,6 @@ SmemLayout shortForwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
   SmemLayout l = named("SHORT_FWD");
   l.add("Q", rows * ld).add("K", rows * ld).add("V", rows * ldv);
-  if (t.bulk) l.add("BAR", 16);
   return l;
 }
 
@@ -71,7 +70,6 @@ SmemLayout shortBackwardSmemLayout(const AttentionTiles& t) {
   const int64_t es = t.elementBytes, ld = (t.d + 16 / es) * es, ldv = (t.dv + 16 / es) * es, rows = t.rows;
   SmemLayout l = named("SHORT");
   l.add("Q", rows * ld).add("G", rows * ldv).add("K", rows * ld).add("V", rows * ldv).add("RS", rows * 8);
-  if (t.bulk) l.add("BAR", 16);  // 8 bytes of mbarrier, the next array kept 16-byte aligned
   if (t.shortDs) {
     if (t.bq % 16 != 0 || rows % t.bq != 0)
       throw Error("codegen: attention shared memory: dS kept needs whole " + std::to_string(t.bq) + "-row query tiles");

@@ -39,7 +39,6 @@ struct AttentionTiles {
   int64_t producerStages = 0;  // > 0: the wgmma forward with a producer warpgroup and this many K and V buffers
   int fusedDq = 0;  // the wgmma dK/dV launch computes dQ too (Target::wgmmaFusedDq): its dS^T tiles; 2: a writer's buffers
   bool shortDs = false;  // the one-launch backward keeps dS^T in shared memory (FA_SHORT_DS)
-  bool bulk = false;  // a one-launch kernel's rows come in by bulk copies, completing on an mbarrier (FA_BULK)
 };
 
 // The three launches (forward, dQ, dK/dV) of each template, in that order; the wgmma
@@ -51,13 +50,13 @@ std::vector<SmemLayout> mmaSmemLayouts(const AttentionTiles& t);  // rows padded
 std::vector<SmemLayout> wgmmaSmemLayouts(const AttentionTiles& t);  // swizzled, 1 KB aligned
 // attention_mma.cuh's one-launch backward for short sequences (fa_backward_short, launch
 // SHORT), rows padded as the mma tiles are: Q, G (dO), K and V, t.rows rows each, and every
-// query row's statistics (RS); with t.bulk then BAR, the copies' mbarrier. With t.shortDs (FA_SHORT_DS) then DS, the lower triangle of
+// query row's statistics (RS). With t.shortDs (FA_SHORT_DS) then DS, the lower triangle of
 // dS^T: 16-row key strip w keeps the queries from its causal walk's first t.bq-row tile,
 // w / (t.bq / 16) t.bq, to t.rows, each row padded by 16 bytes; END marks the end (the
 // template checks its own sum against it).
 SmemLayout shortBackwardSmemLayout(const AttentionTiles& t);
 // attention_mma.cuh fa_forward_short: q, k and v whole (t.rows rows each), rows padded by 16
-// bytes; with t.bulk then BAR.
+// bytes.
 SmemLayout shortForwardSmemLayout(const AttentionTiles& t);
 
 // `#define FA_SMEM_<launch>_<array> <offset>` for every array of `l`.

@@ -197,8 +197,14 @@ __device__ __forceinline__ void produceTile(fa_t* dst, const fa_t* src, long lon
   }
 }
 
-// (mbarInit, mbarArrive and mbarWait: attention_mma.cuh, which the one-launch backward's bulk
-// copies share.)
+// mbarriers (PTX ISA, "mbarrier"): a count of arrivals per phase; a waiter names the phase by
+// its parity (the n-th completion of a barrier, from 0, has parity n & 1).
+__device__ __forceinline__ void mbarInit(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarArrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
 // A warp's one arrival (empty barriers count warps): lane 0 arrives for the warp, after a warp
 // barrier, so that every lane's own reads of the buffer (the backward's row statistics are
 // read by the threads, not only by the tensor cores) happen before the release that lets the
@@ -213,6 +219,14 @@ __device__ __forceinline__ void warpReleases(unsigned bar) {
 // the arrival, not the thread: it goes on issuing).
 __device__ __forceinline__ void mbarArriveOnCopies(unsigned bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 // Named barriers of `count` threads (0 is __syncthreads'): sync waits for the count, arrive
 // counts this thread in without waiting.
@@ -384,10 +398,10 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
   auto emptyV = [&](int s) { return bars + 8 * (3 * S + s); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbarInit(fullK(s), 128);
-      mbarInit(fullV(s), 128);
-      mbarInit(emptyK(s), FA_WARPS);
-      mbarInit(emptyV(s), FA_WARPS);
+      wg::mbarInit(fullK(s), 128);
+      wg::mbarInit(fullV(s), 128);
+      wg::mbarInit(emptyK(s), FA_WARPS);
+      wg::mbarInit(emptyV(s), FA_WARPS);
     }
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -402,10 +416,10 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
     v += fa_v_batch(z);
     for (int j = 0; j < tiles; ++j) {
       const int s = j % S;
-      if (j >= S) mbarWait(emptyK(s), ((j / S) - 1) & 1);
+      if (j >= S) wg::mbarWait(emptyK(s), ((j / S) - 1) & 1);
       wg::produceTile<BC, FA_D, 128>(Ks + s * BC * FA_D, k, FA_K_RS, j * BC, FA_TK, p);
       wg::mbarArriveOnCopies(fullK(s));
-      if (j >= S) mbarWait(emptyV(s), ((j / S) - 1) & 1);
+      if (j >= S) wg::mbarWait(emptyV(s), ((j / S) - 1) & 1);
       wg::produceTile<BC, FA_DV, 128>(Vs + s * BC * FA_DV, v, FA_V_RS, j * BC, FA_TK, p);
       wg::mbarArriveOnCopies(fullV(s));
     }
@@ -435,7 +449,7 @@ __device__ __forceinline__ void fa_forward_wgmma_ws(const fa_t* __restrict__ q, 
   };
   if (PINGPONG && c == 1 && tiles > 0) wg::namedArrive(3, 256);
   auto waitFull = [&](unsigned bar, int t) {
-    mbarWait(bar, (t / S) & 1);
+    wg::mbarWait(bar, (t / S) & 1);
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
   };
   float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
@@ -903,8 +917,8 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
   float4* landing = reinterpret_cast<float4*>(smem + FA_SMEM_WG_DKDV_DQL);  // [2][J][128]: the sums, copied in
   const unsigned bars = smemAddr(smem + FA_SMEM_WG_DKDV_DQB), full = bars, empty = bars + 8;
   if (threadIdx.x == 0) {
-    mbarInit(full, FA_WARPS);  // each consumer warp, once its stash is written
-    mbarInit(empty, 4);        // each writer warp, once it has read the stash
+    wg::mbarInit(full, FA_WARPS);  // each consumer warp, once its stash is written
+    wg::mbarInit(empty, 4);        // each writer warp, once it has read the stash
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
   // The last key rows first: a query tile's dQ sum takes key blocks from the last down (addDq).
@@ -926,7 +940,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_dqw(const fa_t* __restric
       return;
     }
     wg::dkdvTile<true>(gk, gv, kAddr, vAddr, qt, gt, wr, Rb, q0, k0, kw, gq, dsT);
-    if (it > 0) mbarWait(empty, (it - 1) & 1);  // the writer has read the last tile's stash
+    if (it > 0) wg::mbarWait(empty, (it - 1) & 1);  // the writer has read the last tile's stash
 #pragma unroll
     for (int j = 0; j < FA_D / 16; ++j) st[128 * j] = make_float4(gq[j][0], gq[j][1], gq[j][2], gq[j][3]);
     wg::warpReleases(full);
@@ -963,8 +977,8 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
   auto empty = [&](int s) { return bars + 8 * (S + s); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbarInit(full(s), 128);
-      mbarInit(empty(s), FA_WARPS);
+      wg::mbarInit(full(s), 128);
+      wg::mbarInit(empty(s), FA_WARPS);
     }
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -976,7 +990,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
     const int p = threadIdx.x - NT;
     for (int it = 0; it < steps; ++it) {
       const int s = it % S, zq = walk.head(z, it), q0 = walk.q0(it);
-      if (it >= S) mbarWait(empty(s), ((it / S) - 1) & 1);
+      if (it >= S) wg::mbarWait(empty(s), ((it / S) - 1) & 1);
       wg::produceTile<BQ, FA_D, 128>(Qs + s * BQ * FA_D, q + fa_q_batch(zq), FA_Q_RS, q0, FA_TQ, p);
       wg::produceTile<BQ, FA_DV, 128>(Gs + s * BQ * FA_DV, dO + fa_do_batch(zq), FA_DO_RS, q0, FA_TQ, p);
       loadRowStats<BQ, 128>(RS + s * BQ, fa_rowstats + (long long)zq * FA_TQ, q0, p);
@@ -1000,7 +1014,7 @@ __device__ __forceinline__ void fa_backward_dkdv_wgmma_ws(const fa_t* __restrict
   const int kw = k0 + warp * 16 + (lane >> 2);  // this thread's key rows: kw, kw + 8
   for (int it = 0; it < steps; ++it) {
     const int q0 = walk.q0(it), buf = it % S;
-    mbarWait(full(buf), (it / S) & 1);
+    wg::mbarWait(full(buf), (it / S) & 1);
     wg::proxyFence();  // the copies (generic proxy) are read next by the tensor cores (async proxy)
     const unsigned qt = qAddr + buf * BQ * FA_D * 2, gt = gAddr + buf * BQ * FA_DV * 2;
     float unused[FA_D / 16][4];

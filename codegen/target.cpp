@@ -18,7 +18,6 @@ void applyEnvSwitches(Target& t) {
   t.shortForwardMaxSeq = envCount("FUSEC_SHORT_FWD_MAX_SEQ", t.shortForwardMaxSeq, int64_t(1) << 31);
   t.shortForwardMinHeadsPerSm = int(envCount("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", t.shortForwardMinHeadsPerSm, 65535));
   t.shortBackwardDs = envSwitch("FUSEC_SHORT_BWD_DS", t.shortBackwardDs);
-  t.bulkCopies = envSwitch("FUSEC_BULK_COPIES", t.bulkCopies);
 }
 
 Target offlineTarget() {

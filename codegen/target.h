@@ -80,14 +80,6 @@ struct Target {
   // whole and half of the other so that two share an SM, measured slower at small b64 and the
   // same at medium b4, and were taken out: bench/RESULTS.md.)
   bool shortBackwardDs = true;
-  // The one-launch backward copies q, dO, k and v into shared memory with Hopper's bulk copy
-  // engine (cp.async.bulk, a row a copy, completing on an mbarrier): one warp issues them and
-  // no thread holds the copy in flight, where with cp.async every thread issued 16-byte pieces
-  // and the load-store unit throttled the row statistics' loads behind them (Nsight put that
-  // prologue at 28% of the kernel's samples; bench/RESULTS.md). FUSEC_BULK_COPIES=0 copies
-  // with cp.async. The results are the same bits either way.
-  bool bulkCopies = true;
-  bool hasBulkCopies() const { return bulkCopies && major >= 9; }
   // Row kernels whose row fits shared memory but not registers (GPT-2's cross-entropy over
   // 50,304 logits: 100 KB a row) stage it there once instead of streaming it from memory in
   // every pass (reduce_kernels.cpp RowRegisters::shared): GPT-2's cross-entropy 1.229 -> 0.665

@@ -16,13 +16,13 @@ import sys
 
 
 
-def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0, short=False, short_ds=False, bulk=False):
+def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0, short=False, short_ds=False):
     """The bf16 kernels' shared-memory layouts as codegen/attention_smem.cpp lays them out:
     [(launch, [(array, offset)], bytes)] for the forward, dQ and dK/dV of the mma template and,
     with wgmma, of the wgmma template too (with stages > 0, also of its producer-warpgroup
     forward and dK/dV); with `short`, first the one-launch backward's (fa_backward_short); with
     short_ds (FA_SHORT_DS) it also keeps dS^T, the lower triangle by 16-row key strips of 32-query
-    tiles; with bulk (FA_BULK) its rows' bulk copies complete on a 16-byte mbarrier after RS.
+    tiles.
     tests/python/attention_smem_test.py checks this copy against the generator's FA_SMEM_* lines."""
     def lay(launch, arrays, base=16):
         placed, off = [], 0
@@ -33,7 +33,7 @@ def smem_layouts(wgmma, d, rows, bc, bq, dq_otile, stages=0, short=False, short_
     ld = (d + 8) * 2
     ds = [('DS', sum(16 * (rows - w // 2 * 32 + 8) * 2 for w in range(rows // 16))), ('END', 0)] if short_ds else []
     out = [lay('SHORT', [('Q', rows * ld), ('G', rows * ld), ('K', rows * ld), ('V', rows * ld),
-                         ('RS', rows * 8)] + ([('BAR', 16)] if bulk else []) + ds)] if short else []
+                         ('RS', rows * 8)] + ds)] if short else []
     out += [lay('FWD', [('Q', rows * ld), ('K', 2 * bc * ld), ('V', 2 * bc * ld)]),
            lay('DQ', [('Q', rows * ld), ('G', rows * ld)] + ([('O', rows * ld)] if dq_otile else []) +
                [('K', 2 * bc * ld), ('V', 2 * bc * ld)] + ([] if dq_otile else [('D', rows * 4), ('L2', rows * 4)])),

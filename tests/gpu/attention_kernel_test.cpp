@@ -218,18 +218,14 @@ TEST_F(FusedAttention, ShortForwardEqualsTiled) {
         test::ScopedEnv on("FUSEC_SHORT_FWD_MAX_SEQ", "256");
         check("attention", DType::bf16, 2, n, d, seed);
       }
-      // One launch twice, then the tiled mma forward, then one launch copying with cp.async
-      // instead of the bulk copy engine (FA_BULK).
-      const EnvSetting one = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}}, tiled = {{"FUSEC_SHORT_FWD_MAX_SEQ", "0"}},
-                       cpAsync = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}, {"FUSEC_BULK_COPIES", "0"}};
-      const std::vector<std::vector<HostTensor>> outs =
-          runUnderSettings("attention", 3, n, d, seed++, {one, one, tiled, cpAsync}).outs;
+      // One launch twice, then the tiled mma forward.
+      const EnvSetting one = {{"FUSEC_SHORT_FWD_MAX_SEQ", "256"}}, tiled = {{"FUSEC_SHORT_FWD_MAX_SEQ", "0"}};
+      const std::vector<std::vector<HostTensor>> outs = runUnderSettings("attention", 3, n, d, seed++, {one, one, tiled}).outs;
       ASSERT_FALSE(outs[0].empty());
       for (size_t i = 0; i < outs[0].size(); ++i) {
         EXPECT_TRUE(outs[0][i].f == outs[1][i].f) << "two runs differ: output " << i << " d=" << d << " N=" << n;
         EXPECT_TRUE(outs[0][i].f == outs[2][i].f) << "one launch and the tiled forward differ: output " << i << " d=" << d
                                                   << " N=" << n << ", rel err " << test::normRelError(outs[0][i], outs[2][i]);
-        EXPECT_TRUE(outs[3][i].f == outs[0][i].f) << "bulk copies and cp.async differ: output " << i << " d=" << d << " N=" << n;
       }
     }
 }
@@ -301,18 +297,12 @@ TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
   for (int64_t d : {16, 32, 64})
     for (int64_t n : {1, 17, 100, 256}) {
       check("attention_backward", DType::bf16, 2, n, d, seed);
-      // dS kept, twice; the two passes; one launch without dS kept; both one-launch forms with
-      // their rows copied in by cp.async instead of the bulk copy engine (FA_BULK).
+      // dS kept, twice; the two passes; one launch without dS kept.
       const EnvSetting dsKept = {{"FUSEC_SHORT_BWD_MAX_SEQ", "256"}, {"FUSEC_SHORT_BWD_DS", "1"}},
                        twoPasses = {{"FUSEC_SHORT_BWD_MAX_SEQ", "0"}},
                        dsNotKept = {{"FUSEC_SHORT_BWD_MAX_SEQ", "256"}, {"FUSEC_SHORT_BWD_DS", "0"}};
-      EnvSetting dsKeptCpAsync = dsKept, dsNotKeptCpAsync = dsNotKept;
-      dsKeptCpAsync.push_back({"FUSEC_BULK_COPIES", "0"});
-      dsNotKeptCpAsync.push_back({"FUSEC_BULK_COPIES", "0"});
       const std::vector<std::vector<HostTensor>> outs =
-          runUnderSettings("attention_backward", 3, n, d, seed++,
-                           {dsKept, dsKept, twoPasses, dsNotKept, dsKeptCpAsync, dsNotKeptCpAsync})
-              .outs;
+          runUnderSettings("attention_backward", 3, n, d, seed++, {dsKept, dsKept, twoPasses, dsNotKept}).outs;
       ASSERT_EQ(outs[0].size(), 3u);  // dq, dk, dv
       auto norm = [](const HostTensor& t) {
         double s = 0;
@@ -330,8 +320,6 @@ TEST_F(FusedAttention, ShortBackwardEqualsTwoPasses) {
         EXPECT_LT(kept, 4e-3) << "dS kept and the two passes differ: output " << i << " d=" << d << " N=" << n;
         EXPECT_TRUE(outs[3][i].f == outs[2][i].f) << "one launch and two passes differ: output " << i << " d=" << d
                                                   << " N=" << n << ", rel err " << test::normRelError(outs[3][i], outs[2][i]);
-        EXPECT_TRUE(outs[4][i].f == outs[0][i].f) << "dS kept: bulk copies and cp.async differ: output " << i << " d=" << d << " N=" << n;
-        EXPECT_TRUE(outs[5][i].f == outs[3][i].f) << "dS not kept: bulk copies and cp.async differ: output " << i << " d=" << d << " N=" << n;
       }
     }
 }

@@ -48,8 +48,7 @@ def check(fusec, work, d, ctx, program, wgmma, producer):
         uses_wgmma = "FA_SMEM_WG_FWD_Q" in m
         layouts = make_variant.smem_layouts(uses_wgmma, int(m["FA_D"]), 16 * int(m["FA_WARPS"]), int(m["FA_BC"]),
                                             int(m["FA_BQ"]), int(m["FA_DQ_OTILE"]), int(m.get("FA_WG_STAGES", 0)),
-                                            m.get("FA_SHORT") == "1", m.get("FA_SHORT_DS") == "1",
-                                            m.get("FA_BULK") == "1")
+                                            m.get("FA_SHORT") == "1", m.get("FA_SHORT_DS") == "1")
         expected = {f"FA_SMEM_{launch}_{a}": str(off) for launch, arrays, _ in layouts for a, off in arrays}
         generated = {key: value for key, value in m.items() if key.startswith("FA_SMEM_")}
         if generated != expected:

@@ -133,8 +133,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
     test::ScopedEnv dq("FUSEC_WGMMA_FUSED_DQ", "2"), rows("FUSEC_ROW_SHARED", "0"), wg("FUSEC_WGMMA", "0"),
         minSeq("FUSEC_WGMMA_BWD_MIN_SEQ", "256"), shortMax("FUSEC_SHORT_BWD_MAX_SEQ", "0"),
         fwdMinSeq("FUSEC_WGMMA_FWD_MIN_SEQ", "512"), ds("FUSEC_SHORT_BWD_DS", "0"),
-        shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "0"), shortFwdHeads("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "0"),
-        bulk("FUSEC_BULK_COPIES", "0");
+        shortFwd("FUSEC_SHORT_FWD_MAX_SEQ", "0"), shortFwdHeads("FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "0");
     const Target t = offlineTarget();
     EXPECT_EQ(t.shortForwardMaxSeq, 0);
     EXPECT_EQ(t.shortForwardMinHeadsPerSm, 0);
@@ -142,7 +141,6 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
     EXPECT_EQ(t.wgmmaBackwardMinSeq, 256);
     EXPECT_EQ(t.wgmmaForwardMinSeq, 512);
     EXPECT_FALSE(t.shortBackwardDs);
-    EXPECT_FALSE(t.bulkCopies);
     EXPECT_EQ(t.shortBackwardMaxSeq, 0);
     EXPECT_FALSE(t.rowShared);
     EXPECT_FALSE(t.wgmma);
@@ -153,7 +151,6 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
   EXPECT_EQ(defaults.wgmmaBackwardMinSeq, 1024);
   EXPECT_EQ(defaults.shortBackwardMaxSeq, 256);
   EXPECT_TRUE(defaults.shortBackwardDs);
-  EXPECT_TRUE(defaults.bulkCopies);
   EXPECT_EQ(defaults.wgmmaForwardMinSeq, 0);
   EXPECT_EQ(defaults.shortForwardMaxSeq, 256);
   EXPECT_EQ(defaults.shortForwardMinHeadsPerSm, 2);
@@ -166,8 +163,7 @@ TEST(CodegenTest, TargetSwitchesFromTheEnvironmentAreChecked) {
                                                      {"FUSEC_SHORT_BWD_MAX_SEQ", "256k"}, {"FUSEC_SHORT_BWD_DS", "on"},
                                                      {"FUSEC_WGMMA_FWD_MIN_SEQ", "x"},
                                                      {"FUSEC_SHORT_FWD_MAX_SEQ", "1k"},
-                                                     {"FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "65536"},
-                                                     {"FUSEC_BULK_COPIES", "true"}};
+                                                     {"FUSEC_SHORT_FWD_MIN_HEADS_PER_SM", "65536"}};
   for (const auto& [name, value] : bad) {
     test::ScopedEnv scoped(name, value);
     try {
@@ -624,7 +620,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     int64_t maxSeq, wgmmaMinSeq;  // the target's
     bool oneLaunch;
     bool ds = true;  // the target's shortBackwardDs
-    bool bulk = true;  // the target's bulkCopies
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, 1024, true},  {1, 64, DType::bf16, 0, 256, 1024, true},
                         {17, 16, DType::bf16, 0, 256, 1024, true},   {100, 32, DType::bf16, 0, 256, 1024, true},
@@ -633,15 +628,14 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
                         {128, 64, DType::bf16, 0, 128, 1024, true},  {256, 128, DType::bf16, 0, 256, 1024, false},
                         {256, 64, DType::f32, 0, 256, 1024, false},  {256, 64, DType::bf16, 2, 256, 1024, false},
                         {256, 64, DType::bf16, 0, 256, 0, false},    {256, 64, DType::bf16, 0, 4096, 1024, true},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false},
-                        {256, 64, DType::bf16, 0, 256, 1024, true, true, false}, {17, 16, DType::bf16, 0, 256, 1024, true, false, false}};
+                        {256, 64, DType::bf16, 0, 256, 1024, true, false}, {100, 32, DType::bf16, 0, 256, 1024, true, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", wgmma from " + std::to_string(c.wgmmaMinSeq) +
-                 (c.ds ? "" : ", dS not kept") + (c.bulk ? "" : ", cp.async"));
+                 (c.ds ? "" : ", dS not kept"));
     std::unique_ptr<Module> m;
     if (c.kvHeads) {
       const std::string n = std::to_string(c.n), d = std::to_string(c.d);
@@ -664,7 +658,6 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
     t.shortBackwardMaxSeq = c.maxSeq;
     t.wgmmaBackwardMinSeq = c.wgmmaMinSeq;
     t.shortBackwardDs = c.ds;
-    t.bulkCopies = c.bulk;
     int backward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention || k.image.find("bwd") == std::string::npos) continue;
@@ -676,23 +669,19 @@ TEST(CodegenTest, ShortBackwardIsOneLaunch) {
       if (!c.oneLaunch) continue;
       // A block a head holds q, dO, k and v whole and every row's statistics; the causal
       // attention program (self-attention, d = dv) also keeps dS^T (FA_SHORT_DS): 16-row key
-      // strip w the queries from (w / 2) 32 to the rows, each row padded by 8 bf16. Bulk copies
-      // (FA_BULK) add their mbarrier's 16 bytes after the statistics.
+      // strip w the queries from (w / 2) 32 to the rows, each row padded by 8 bf16.
       const int64_t rows = (c.n + 31) / 32 * 32;
       int64_t dsBytes = 0;
       for (int64_t w = 0; c.ds && w < rows / 16; ++w) dsBytes += 16 * (rows - w / 2 * 32 + 8) * 2;
       EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{2, 1, 1}));  // a block a head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(2 * rows));             // a warp per 16 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8 + (c.bulk ? 16 : 0) + dsBytes));
-      EXPECT_NE(k.source.find(std::string("#define FA_BULK ") + (c.bulk ? "1" : "0")), std::string::npos);
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(4 * rows * (c.d + 8) * 2 + rows * 8 + dsBytes));
       EXPECT_NE(k.source.find(std::string("#define FA_SHORT_DS ") + (c.ds ? "1" : "0")), std::string::npos);
-      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.ds ? "_ds" : "") +
-                          (c.bulk ? "_bulk" : ""),
-                      k.source});
+      jobs.push_back({k.image + "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) + (c.ds ? "_ds" : ""), k.source});
     }
     EXPECT_EQ(backward, 1);
   }
-  ASSERT_EQ(jobs.size(), 11u);
+  ASSERT_EQ(jobs.size(), 9u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
@@ -711,22 +700,20 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     bool oneLaunch;
     int minHeadsPerSm = 0;  // the target's (8 heads here)
     bool causal = true;
-    bool bulk = true;  // the target's bulkCopies
   };
   const Case cases[] = {{256, 64, DType::bf16, 0, 256, true},  {1, 64, DType::bf16, 0, 256, true},
                         {17, 16, DType::bf16, 0, 256, true},   {100, 32, DType::bf16, 0, 256, true},
                         {257, 64, DType::bf16, 0, 256, false}, {256, 64, DType::bf16, 0, 0, false},
                         {256, 128, DType::bf16, 0, 256, false}, {256, 64, DType::f32, 0, 256, false},
                         {256, 64, DType::bf16, 2, 256, false}, {128, 64, DType::bf16, 0, 128, true},
-                        {256, 64, DType::bf16, 0, 256, false, 2}, {256, 64, DType::bf16, 0, 256, false, 0, false},
-                        {100, 32, DType::bf16, 0, 256, true, 0, true, false}};
+                        {256, 64, DType::bf16, 0, 256, false, 2}, {256, 64, DType::bf16, 0, 256, false, 0, false}};
   std::vector<CompileJob> jobs;
   Target t;
   for (const Case& c : cases) {
     SCOPED_TRACE("N " + std::to_string(c.n) + ", d " + std::to_string(c.d) + ", " + std::string(dtypeName(c.dt)) +
                  (c.kvHeads ? ", " + std::to_string(c.kvHeads) + " kv heads" : "") + ", short up to " +
                  std::to_string(c.maxSeq) + ", " + std::to_string(c.minHeadsPerSm) + " heads an SM at least" +
-                 (c.causal ? "" : ", not causal") + (c.bulk ? "" : ", cp.async"));
+                 (c.causal ? "" : ", not causal"));
     const std::string n = std::to_string(c.n), d = std::to_string(c.d), dt(dtypeName(c.dt)),
                       kv = std::to_string(c.kvHeads ? c.kvHeads : 4);
     std::unique_ptr<Module> m = parseModule("func @fwd {\n"
@@ -742,7 +729,6 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
     pm.run(*m);
     t.shortForwardMaxSeq = c.maxSeq;
     t.shortForwardMinHeadsPerSm = c.minHeadsPerSm;
-    t.bulkCopies = c.bulk;
     int forward = 0;
     for (const auto& k : generateModule(*m, t)) {
       if (k.family != KernelFamily::Attention) continue;
@@ -754,14 +740,13 @@ TEST(CodegenTest, ShortForwardIsOneLaunch) {
       ASSERT_EQ(k.launches.size(), 1u);
       EXPECT_EQ(k.launches[0].grid, (std::array<uint32_t, 3>{8, 1, 1}));  // a block a head
       EXPECT_EQ(k.launches[0].block[0], uint32_t(rows));                 // a warp per 32 rows
-      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(3 * rows * (c.d + 8) * 2 + (c.bulk ? 16 : 0)));  // and the mbarrier
-      EXPECT_NE(k.source.find(std::string("#define FA_BULK ") + (c.bulk ? "1" : "0")), std::string::npos);
+      EXPECT_EQ(k.launches[0].dynamicSmem, uint32_t(3 * rows * (c.d + 8) * 2));
       EXPECT_NE(k.source.find("__launch_bounds__(" + std::to_string(rows) + ", 2)"), std::string::npos);
-      jobs.push_back({k.image + "_n" + n + "_d" + d + (c.bulk ? "_bulk" : ""), k.source});
+      jobs.push_back({k.image + "_n" + n + "_d" + d, k.source});
     }
     EXPECT_EQ(forward, 1);
   }
-  ASSERT_EQ(jobs.size(), 6u);
+  ASSERT_EQ(jobs.size(), 5u);
   if (!nvrtcAvailable()) GTEST_SKIP() << "no NVRTC: the one-launch kernels were generated, not compiled";
   auto cubins = compileCubins(jobs, nullptr, 0, NvrtcOptions{t.arch()}, nullptr);
   for (size_t i = 0; i < cubins.size(); ++i) EXPECT_GT(cubins[i].size(), 0u) << jobs[i].name;
