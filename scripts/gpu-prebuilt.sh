@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine, with .prebuilt/ carried (scripts/prebuild-for-device made it): the GPU
-# tests matching GTEST (a --gtest_filter, default the executable and the attention kernels)
+# tests matching GTEST (a --gtest_filter, default the executable and the attention kernels;
+# SHARD=I/N runs part I of N of them)
 # and, with ENV_AB="NAME=A NAME=B", scripts/gpu-env-ab.sh on the prebuilt fusec (SCALE,
 # ROUNDS, PROFILE as there). No build: for a call whose device time cannot pay for one.
 # Summary on stdout and in $OUT/summary.txt.
@@ -15,8 +16,18 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 S=$OUT/summary.txt
 [[ -x .prebuilt/fusec ]] || { echo "error: no .prebuilt/fusec (run scripts/prebuild-for-device here and carry .prebuilt)" | tee "$S"; exit 1; }
 cp .prebuilt/fusec build-gpu/fusec
+# The GPU tests that run fusec as a user would (RunOnDevice, Device.CliEntryPoint) run this one,
+# not the path of the build tree they were built in (tests/unit/test_util.h fusecBinary).
+export FUSEC_TEST_BINARY=$PWD/build-gpu/fusec
 echo "prebuilt at $(cat .prebuilt/commit 2>/dev/null)" >"$S"
 build-gpu/fusec device >>"$S" 2>&1 || { echo "error: the prebuilt fusec does not run here" | tee -a "$S"; exit 1; }
+# SHARD=I/N: the I-th of N parts of those tests (gtest's sharding), for a suite longer than a call.
+if [[ -n ${SHARD:-} ]]; then
+  [[ $SHARD =~ ^([0-9]+)/([1-9][0-9]*)$ ]] && ((BASH_REMATCH[1] < BASH_REMATCH[2])) ||
+    { echo "error: SHARD='$SHARD' is not I/N with 0 <= I < N" | tee -a "$S"; exit 1; }
+  export GTEST_SHARD_INDEX=${BASH_REMATCH[1]} GTEST_TOTAL_SHARDS=${BASH_REMATCH[2]}
+  echo "gpu tests: shard $SHARD" >>"$S"
+fi
 timeout "${TEST_LIMIT:-120}" .prebuilt/fusec_gpu_tests --gtest_filter="${GTEST:-*Executable*:*FusedAttention*}" >"$OUT/gpu-tests.log" 2>&1
 rc=$?
 echo "gpu tests rc=$rc" >>"$S"

@@ -30,6 +30,7 @@ if [[ ${PREBUILT:-0} == 1 ]]; then
   TESTS_BIN=.prebuilt/fusec_gpu_tests
   [[ -x $TESTS_BIN ]] || { echo "error: no $TESTS_BIN (run scripts/prebuild-for-device here and carry .prebuilt)" >&2; exit 1; }
   export LD_LIBRARY_PATH=$PWD/.prebuilt:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  export FUSEC_TEST_BINARY=$PWD/.prebuilt/fusec  # tests/unit/test_util.h fusecBinary
 else
   TESTS_BIN=$BUILD/tests/gpu/fusec_gpu_tests
   torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)

@@ -57,7 +57,7 @@ TEST(RunOnDevice, AModelThatCannotFitIsOneLineOutOfMemory) {
   const std::string shape = " --model small --batch 4096 --ctx 256 --dtype bf16";
   for (const std::string& cmd : {"run --program train_step --random-inputs" + shape,
                                 "profile --program train_step" + shape}) {
-    auto [out, rc] = runCommand(std::string(FUSEC_BINARY) + " " + cmd + " 2>&1");
+    auto [out, rc] = runCommand(test::fusecBinary() + " " + cmd + " 2>&1");
     EXPECT_EQ(rc, 1) << cmd << "\n" << out;
     const size_t last = out.rfind('\n', out.size() - 2) + 1;  // npos + 1 = 0: one line
     EXPECT_EQ(out.find("error: "), last) << cmd << "\n" << out;
@@ -67,7 +67,7 @@ TEST(RunOnDevice, AModelThatCannotFitIsOneLineOutOfMemory) {
       EXPECT_EQ(countLines(out), 1) << out;
     }
   }
-  auto [out, rc] = runCommand(std::string(FUSEC_BINARY) + " bench" + shape +
+  auto [out, rc] = runCommand(test::fusecBinary() + " bench" + shape +
                               " --passes step --impl compiled --warmup 1 --iters 1 2>/dev/null");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("OOM"), std::string::npos) << out;

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "test_util.h"
+
 namespace {
 
 struct Result {
@@ -42,6 +44,19 @@ Result runFusec(const std::string& args, const std::string& prefix = "") {
 }
 
 int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+// The binary the CLI tests run is this build's unless FUSEC_TEST_BINARY names another (GPU
+// tests of binaries carried to a machine without the build tree); set but empty is unset.
+TEST(CLI, TestsRunTheBinaryTheEnvironmentNames) {
+  {
+    fusec::test::ScopedEnv other("FUSEC_TEST_BINARY", "/opt/elsewhere/fusec");
+    EXPECT_EQ(fusec::test::fusecBinary(), "/opt/elsewhere/fusec");
+  }
+  {
+    fusec::test::ScopedEnv empty("FUSEC_TEST_BINARY", "");
+    EXPECT_EQ(fusec::test::fusecBinary(), FUSEC_BINARY);
+  }
+}
 
 TEST(CLI, EveryMalformedFileExitsOneWithOneLine) {
   int n = 0;

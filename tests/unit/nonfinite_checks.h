@@ -18,7 +18,7 @@
 namespace fusec::test {
 
 inline std::string fusecRun(const std::string& args) {
-  return std::string(FUSEC_BINARY) + " run " + args + " 2>&1";
+  return fusecBinary() + " run " + args + " 2>&1";
 }
 
 // fusecRun with its own kernel and GEMM-tuning cache in `dir`: runs compared bit for bit must

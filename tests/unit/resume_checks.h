@@ -85,7 +85,7 @@ inline void checkKilledRunResumes(const std::string& dir, const std::string& dev
   const std::string ck = dir + "/ck", whole = dir + "/whole.safetensors", resumedOut = dir + "/resumed.safetensors";
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  const std::string cmd = "env XDG_CACHE_HOME=" + dir + "/cache " + std::string(FUSEC_BINARY) + " run" + common +
+  const std::string cmd = "env XDG_CACHE_HOME=" + dir + "/cache " + fusecBinary() + " run" + common +
                           " --steps 1000000 --checkpoint " + ck + " --checkpoint-every 4";
   pid_t child = ::fork();
   if (child == 0) {

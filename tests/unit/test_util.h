@@ -21,6 +21,16 @@
 
 namespace fusec::test {
 
+#ifdef FUSEC_BINARY
+// The fusec binary the tests run as a user would: FUSEC_TEST_BINARY where set, else this
+// build's. A GPU machine running binaries built elsewhere (scripts/gpu-prebuilt.sh carries
+// fusec and the GPU tests, not the build tree FUSEC_BINARY names) sets it.
+inline std::string fusecBinary() {
+  const char* e = std::getenv("FUSEC_TEST_BINARY");
+  return e && *e ? std::string(e) : std::string(FUSEC_BINARY);
+}
+#endif
+
 // The environment variable `name` set to `value` for one scope (a target switch a test
 // compiles under: FUSEC_WGMMA_FUSED_DQ, FUSEC_ROW_SHARED, ...).
 class ScopedEnv {
