@@ -24,22 +24,15 @@
 #include <string>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "error: %s: %s\n", #x, cudaGetErrorString(e));              \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-#define CHECK_LT(x)                                                                    \
-  do {                                                                                 \
-    cublasStatus_t s = (x);                                                            \
-    if (s != CUBLAS_STATUS_SUCCESS) {                                                  \
-      std::fprintf(stderr, "error: %s: cublas status %d\n", #x, int(s));               \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+// One line and exit 1 on a failed CUDA or cuBLASLt call.
+void fail(const char* call, const char* why) {
+  std::fprintf(stderr, "error: %s: %s\n", call, why);
+  std::exit(1);
+}
+#define CHECK_CUDA(x) \
+  if (cudaError_t e = (x); e != cudaSuccess) fail(#x, cudaGetErrorString(e))
+#define CHECK_LT(x) \
+  if (cublasStatus_t s = (x); s != CUBLAS_STATUS_SUCCESS) fail(#x, ("cublas status " + std::to_string(int(s))).c_str())
 
 namespace {
 
