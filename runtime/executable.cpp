@@ -19,9 +19,9 @@
 #include "runtime/kernel_module.h"
 #include "runtime/kernel_spans.h"
 #include "runtime/side_stream_waits.h"
+#include "support/env.h"
 #if FUSEC_HAVE_NCCL
 #include "runtime/collectives.h"
-#include "support/env.h"
 #include "support/ptr_hash.h"
 #endif
 
