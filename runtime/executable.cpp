@@ -311,7 +311,10 @@ struct Executable::Impl {
   // deviceSms: the GPU's SM count, of which a GEMM launched after the first collective leaves
   // the communicator's reservedSms() to NCCL (that collective, or a later one, may be running).
   void buildLaunchList(const std::vector<codegen::GeneratedKernel>& generated, int deviceSms) {
-    const int reserved = opts.communicator ? opts.communicator->reservedSms() : 0;
+    int reserved = 0;  // without NCCL there is no communicator
+#if FUSEC_HAVE_NCCL
+    if (opts.communicator) reserved = opts.communicator->reservedSms();
+#endif
     bool collectiveBefore = false;
     std::map<const Op*, const codegen::GeneratedKernel*> genOf;
     {

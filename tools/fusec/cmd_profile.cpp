@@ -97,7 +97,11 @@ bench::ProgramProfile profileProgram(const ProfileArgs& a, const api::Model& mod
   for (const PassTiming& t : passes) p.host.push_back({"pass " + t.name, t.ms});
   p.program = pass == bench::BenchPass::Forward ? "forward" : "train_step";
   p.launches = bench::classifyLaunches(g);
-  bindProgramState(g, env, comm ? std::optional<int64_t>(comm->rank()) : std::nullopt);
+  std::optional<int64_t> rank;  // this process's rank in a job (a communicator needs NCCL)
+#ifdef FUSEC_HAVE_NCCL
+  if (comm) rank = comm->rank();
+#endif
+  bindProgramState(g, env, rank);
   rt::ExecutableOptions opts;
   opts.cache = cache;
   opts.communicator = comm;
